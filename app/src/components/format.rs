@@ -1,0 +1,39 @@
+//! Human-readable numbers for the UI.
+
+/// Bytes in binary units with one decimal ("1.5 GiB"), as nvidia-smi users expect.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// GiB with no decimals for large totals ("141 GiB").
+pub fn gib(n: u64) -> String {
+    format!("{:.0} GiB", n as f64 / (1u64 << 30) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_pick_the_largest_binary_unit() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(80 * (1 << 30)), "80.0 GiB");
+    }
+
+    #[test]
+    fn gib_rounds_to_whole_units() {
+        assert_eq!(gib(150_754_820_096), "140 GiB");
+    }
+}

@@ -1,0 +1,3 @@
+//! Reusable view pieces.
+pub mod chart;
+pub mod format;

@@ -1,0 +1,282 @@
+//! The fleet as a viewer sees it, kept current by applying ticks. The server's hub and the
+//! browser run this same code, so the snapshot a new viewer gets equals the state an old viewer
+//! has built from ticks.
+
+use crate::model::{
+    FleetSnapshot, GpuHistory, GpuState, GpuUpdate, HistoryPoint, TelemetryMessage,
+    HISTORY_WINDOW_MS,
+};
+
+/// A card counts as busy when a kernel ran for at least this share of the last period, or when
+/// any process holds it.
+pub const BUSY_UTILIZATION_PCT: u32 = 10;
+
+impl GpuState {
+    pub fn is_busy(&self) -> bool {
+        !self.processes.is_empty()
+            || self
+                .sample
+                .as_ref()
+                .is_some_and(|s| s.utilization_gpu_pct >= BUSY_UTILIZATION_PCT)
+    }
+}
+
+impl GpuHistory {
+    /// Appends a point unless it is not newer than the last one (a tick seen twice), then drops
+    /// points older than the window.
+    pub fn push(&mut self, point: HistoryPoint) {
+        if self.points.last().is_some_and(|p| p.at_ms >= point.at_ms) {
+            return;
+        }
+        self.points.push(point);
+        let oldest = point.at_ms - HISTORY_WINDOW_MS;
+        let stale = self.points.partition_point(|p| p.at_ms < oldest);
+        self.points.drain(..stale);
+    }
+}
+
+/// What the dashboard's summary line says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FleetSummary {
+    pub total: usize,
+    pub busy: usize,
+    pub idle: usize,
+    pub unhealthy: usize,
+    pub memory_used_bytes: u64,
+    pub memory_total_bytes: u64,
+}
+
+impl FleetSnapshot {
+    /// Applies one live-channel message: a snapshot replaces everything, a tick updates cards.
+    pub fn apply(&mut self, message: TelemetryMessage) {
+        match message {
+            TelemetryMessage::Snapshot(snapshot) => *self = snapshot,
+            TelemetryMessage::Tick { gpus, .. } => self.apply_updates(gpus),
+        }
+    }
+
+    /// Updates the cards named in `updates` and extends their history. Updates for cards this
+    /// snapshot does not know are ignored: a new card arrives with the next snapshot.
+    pub fn apply_updates(&mut self, updates: Vec<GpuUpdate>) {
+        for update in updates {
+            let Some(pos) = self
+                .gpus
+                .iter()
+                .position(|g| g.info.node == update.node && g.info.uuid == update.uuid)
+            else {
+                continue;
+            };
+            if let Some(sample) = &update.sample {
+                self.history_mut(pos).push(HistoryPoint::of(sample));
+            }
+            let gpu = &mut self.gpus[pos];
+            gpu.health = update.health;
+            gpu.sample = update.sample;
+            gpu.processes = update.processes;
+        }
+    }
+
+    fn history_mut(&mut self, gpu_pos: usize) -> &mut GpuHistory {
+        let info = &self.gpus[gpu_pos].info;
+        let found = self
+            .history
+            .iter()
+            .position(|h| h.node == info.node && h.uuid == info.uuid);
+        let pos = found.unwrap_or_else(|| {
+            self.history.push(GpuHistory {
+                node: info.node.clone(),
+                uuid: info.uuid.clone(),
+                points: Vec::new(),
+            });
+            self.history.len() - 1
+        });
+        &mut self.history[pos]
+    }
+
+    /// Recent points of one card, oldest first.
+    pub fn history_of(&self, node: &str, uuid: &str) -> &[HistoryPoint] {
+        self.history
+            .iter()
+            .find(|h| h.node == node && h.uuid == uuid)
+            .map_or(&[], |h| &h.points)
+    }
+
+    pub fn gpu(&self, node: &str, uuid: &str) -> Option<&GpuState> {
+        self.gpus
+            .iter()
+            .find(|g| g.info.node == node && g.info.uuid == uuid)
+    }
+
+    pub fn summary(&self) -> FleetSummary {
+        let mut summary = FleetSummary {
+            total: self.gpus.len(),
+            ..FleetSummary::default()
+        };
+        for gpu in &self.gpus {
+            summary.memory_total_bytes += gpu.info.memory_total_bytes;
+            if !gpu.health.is_ok() {
+                summary.unhealthy += 1;
+                continue;
+            }
+            if let Some(sample) = &gpu.sample {
+                summary.memory_used_bytes += sample.memory_used_bytes;
+            }
+            if gpu.is_busy() {
+                summary.busy += 1;
+            } else {
+                summary.idle += 1;
+            }
+        }
+        summary
+    }
+
+    /// The newest sample time across the fleet, if any card has reported.
+    pub fn latest_at_ms(&self) -> Option<i64> {
+        self.gpus
+            .iter()
+            .filter_map(|g| g.sample.as_ref().map(|s| s.at_ms))
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{GpuInfo, GpuProcess, GpuSample, Health, SourceKind};
+
+    fn info(uuid: &str) -> GpuInfo {
+        GpuInfo {
+            node: "n1".into(),
+            uuid: uuid.into(),
+            index: 0,
+            name: "Test GPU".into(),
+            pci_bus_id: "00000000:01:00.0".into(),
+            memory_total_bytes: 100,
+        }
+    }
+
+    fn sample(at_ms: i64, util: u32, mem: u64) -> GpuSample {
+        GpuSample {
+            at_ms,
+            utilization_gpu_pct: util,
+            utilization_memory_pct: 0,
+            memory_used_bytes: mem,
+            temperature_c: Some(40),
+            power_watts: Some(100.0),
+            power_limit_watts: Some(700.0),
+            sm_clock_mhz: Some(1500),
+        }
+    }
+
+    fn fleet(uuids: &[&str]) -> FleetSnapshot {
+        FleetSnapshot {
+            source: SourceKind::Simulated,
+            interval_ms: 1000,
+            gpus: uuids
+                .iter()
+                .map(|u| GpuState {
+                    info: info(u),
+                    health: Health::Ok,
+                    sample: None,
+                    processes: vec![],
+                })
+                .collect(),
+            history: vec![],
+        }
+    }
+
+    fn update(uuid: &str, sample: Option<GpuSample>, health: Health) -> GpuUpdate {
+        GpuUpdate {
+            node: "n1".into(),
+            uuid: uuid.into(),
+            health,
+            sample,
+            processes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_tick_updates_the_named_card_and_extends_its_history() {
+        let mut f = fleet(&["a", "b"]);
+        f.apply_updates(vec![update("b", Some(sample(1_000, 50, 10)), Health::Ok)]);
+        assert_eq!(f.gpu("n1", "b").unwrap().sample.as_ref().unwrap().utilization_gpu_pct, 50);
+        assert!(f.gpu("n1", "a").unwrap().sample.is_none());
+        assert_eq!(f.history_of("n1", "b").len(), 1);
+        assert!(f.history_of("n1", "a").is_empty());
+    }
+
+    #[test]
+    fn history_keeps_only_the_window_and_ignores_repeated_ticks() {
+        let mut h = GpuHistory {
+            node: "n1".into(),
+            uuid: "a".into(),
+            points: vec![],
+        };
+        for t in 0..=600 {
+            h.push(HistoryPoint::of(&sample(t * 1000, 1, 1)));
+        }
+        h.push(HistoryPoint::of(&sample(600_000, 99, 1)));
+        assert_eq!(h.points.first().unwrap().at_ms, 600_000 - HISTORY_WINDOW_MS);
+        assert_eq!(h.points.last().unwrap().utilization_gpu_pct, 1);
+        assert_eq!(h.points.len(), 301);
+    }
+
+    #[test]
+    fn an_unhealthy_card_is_counted_apart_and_adds_no_memory_in_use() {
+        let mut f = fleet(&["a", "b", "c"]);
+        f.apply_updates(vec![
+            update("a", Some(sample(1, 80, 40)), Health::Ok),
+            update("b", Some(sample(1, 0, 5)), Health::Ok),
+            update(
+                "c",
+                None,
+                Health::Unhealthy {
+                    reason: "GPU is lost".into(),
+                },
+            ),
+        ]);
+        let s = f.summary();
+        assert_eq!((s.total, s.busy, s.idle, s.unhealthy), (3, 1, 1, 1));
+        assert_eq!((s.memory_used_bytes, s.memory_total_bytes), (45, 300));
+    }
+
+    #[test]
+    fn a_card_with_a_process_is_busy_even_at_zero_utilization() {
+        let mut f = fleet(&["a"]);
+        let mut u = update("a", Some(sample(1, 0, 5)), Health::Ok);
+        u.processes.push(GpuProcess {
+            pid: 7,
+            used_memory_bytes: Some(5),
+            user: Some("alice".into()),
+            command: Some("python".into()),
+        });
+        f.apply_updates(vec![u]);
+        assert_eq!(f.summary().busy, 1);
+    }
+
+    #[test]
+    fn updates_for_unknown_cards_are_ignored() {
+        let mut f = fleet(&["a"]);
+        f.apply_updates(vec![update("zz", Some(sample(1, 1, 1)), Health::Ok)]);
+        assert!(f.history.is_empty());
+        assert!(f.gpu("n1", "a").unwrap().sample.is_none());
+    }
+
+    #[test]
+    fn a_snapshot_message_replaces_the_whole_fleet() {
+        let mut f = fleet(&["a"]);
+        f.apply(TelemetryMessage::Snapshot(fleet(&["x", "y"])));
+        assert_eq!(f.gpus.len(), 2);
+    }
+
+    #[test]
+    fn messages_round_trip_through_json_with_a_type_tag() {
+        let msg = TelemetryMessage::Tick {
+            at_ms: 5,
+            gpus: vec![update("a", Some(sample(5, 1, 1)), Health::Ok)],
+        };
+        let json = serde_json::to_string(&msg).unwrap();
+        assert!(json.starts_with(r#"{"type":"tick""#), "{json}");
+        assert_eq!(serde_json::from_str::<TelemetryMessage>(&json).unwrap(), msg);
+    }
+}

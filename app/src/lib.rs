@@ -1,0 +1,60 @@
+//! Lanes web UI: the Leptos app (pages, components, server functions) and the wire types the
+//! browser shares with the server. Built for the server with `ssr`, for the browser with `hydrate`.
+
+pub mod api;
+pub mod components;
+pub mod fleet;
+pub mod live;
+pub mod model;
+pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod ssr;
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::{
+    components::{Route, Router, Routes},
+    StaticSegment,
+};
+
+/// The HTML document around the app, rendered on the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <meta name="color-scheme" content="light dark" />
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body>
+                <App />
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/lanes.css" />
+        <Title text="Lanes" />
+        <Router>
+            <Routes fallback=|| pages::not_found::NotFound>
+                <Route path=StaticSegment("") view=pages::dashboard::DashboardPage />
+            </Routes>
+        </Router>
+    }
+}
+
+/// Entry point of the browser bundle: attach to the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

@@ -1,0 +1,142 @@
+//! The browser's end of the live telemetry channel: connect, apply messages to the fleet,
+//! and reconnect with capped exponential backoff when the link drops.
+
+#[cfg(feature = "hydrate")]
+use crate::model::FleetSnapshot;
+#[cfg(feature = "hydrate")]
+use leptos::prelude::*;
+
+/// State of the link, shown in the page header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkStatus {
+    Connecting,
+    Live,
+    /// The link dropped; the next attempt is `attempt` and starts after `delay_ms`.
+    Reconnecting { attempt: u32, delay_ms: u32 },
+}
+
+impl LinkStatus {
+    pub fn label(self) -> String {
+        match self {
+            LinkStatus::Connecting => "connecting…".into(),
+            LinkStatus::Live => "live".into(),
+            LinkStatus::Reconnecting { delay_ms, .. } => {
+                format!("reconnecting in {:.0} s…", (delay_ms as f64 / 1000.0).ceil())
+            }
+        }
+    }
+
+    pub fn css_class(self) -> &'static str {
+        match self {
+            LinkStatus::Live => "link live",
+            _ => "link down",
+        }
+    }
+}
+
+/// Delay before reconnect attempt `attempt` (1-based): 0.5 s doubling to a 30 s cap, plus up to
+/// 25 % jitter from `jitter` (0..1) so that a restart does not bring every browser back at once.
+pub fn backoff_delay_ms(attempt: u32, jitter: f64) -> u32 {
+    const BASE_MS: u32 = 500;
+    const CAP_MS: u32 = 30_000;
+    let exp = attempt.saturating_sub(1).min(16);
+    let delay = BASE_MS.saturating_mul(1 << exp).min(CAP_MS);
+    delay + (delay as f64 * 0.25 * jitter.clamp(0.0, 1.0)) as u32
+}
+
+/// Keeps `fleet` current from the server's websocket until the page goes away.
+#[cfg(feature = "hydrate")]
+pub fn follow(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>) {
+    connect(fleet, status, 0);
+}
+
+#[cfg(feature = "hydrate")]
+fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failures: u32) {
+    use crate::model::TelemetryMessage;
+    use std::{cell::Cell, rc::Rc};
+    use wasm_bindgen::{closure::Closure, JsCast};
+    use web_sys::{MessageEvent, WebSocket};
+
+    let Some(url) = socket_url() else { return };
+    let reconnect = move |failures: u32| {
+        let attempt = failures + 1;
+        let delay_ms = backoff_delay_ms(attempt, js_sys::Math::random());
+        status.set(LinkStatus::Reconnecting { attempt, delay_ms });
+        set_timeout(
+            move || connect(fleet, status, attempt),
+            std::time::Duration::from_millis(delay_ms.into()),
+        );
+    };
+    let socket = match WebSocket::new(&url) {
+        Ok(socket) => socket,
+        Err(_) => return reconnect(failures),
+    };
+    // A link that opened and then dropped starts its backoff afresh.
+    let opened = Rc::new(Cell::new(false));
+
+    let on_open = {
+        let opened = opened.clone();
+        Closure::<dyn FnMut()>::new(move || {
+            opened.set(true);
+            status.set(LinkStatus::Live);
+        })
+    };
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        let Some(text) = event.data().as_string() else { return };
+        match serde_json::from_str::<TelemetryMessage>(&text) {
+            Ok(message) => fleet.update(|f| f.apply(message)),
+            Err(err) => leptos::logging::warn!("lanes: unreadable telemetry message: {err}"),
+        }
+    });
+    let on_close = Closure::<dyn FnMut()>::new(move || {
+        reconnect(if opened.get() { 0 } else { failures });
+    });
+    socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    // The socket owns its handlers for the life of the page; each reconnect makes new ones.
+    on_open.forget();
+    on_message.forget();
+    on_close.forget();
+}
+
+#[cfg(feature = "hydrate")]
+fn socket_url() -> Option<String> {
+    let location = web_sys::window()?.location();
+    let scheme = if location.protocol().ok()? == "https:" {
+        "wss"
+    } else {
+        "ws"
+    };
+    Some(format!(
+        "{scheme}://{}/api/v1/telemetry/ws",
+        location.host().ok()?
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_to_a_thirty_second_cap() {
+        let delays: Vec<u32> = (1..=8).map(|a| backoff_delay_ms(a, 0.0)).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
+        assert_eq!(backoff_delay_ms(u32::MAX, 0.0), 30_000);
+    }
+
+    #[test]
+    fn jitter_adds_at_most_a_quarter() {
+        assert_eq!(backoff_delay_ms(2, 1.0), 1250);
+        assert_eq!(backoff_delay_ms(2, 7.0), 1250);
+    }
+
+    #[test]
+    fn the_reconnecting_label_counts_whole_seconds() {
+        let s = LinkStatus::Reconnecting {
+            attempt: 1,
+            delay_ms: 1200,
+        };
+        assert_eq!(s.label(), "reconnecting in 2 s…");
+    }
+}

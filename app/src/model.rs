@@ -1,0 +1,153 @@
+//! Wire types shared by the server, the browser and (later) the CLI: what a GPU is, what one
+//! sample of it says, and the messages of the live telemetry channel.
+//!
+//! A GPU is always identified by `(node, uuid)`; `index` is only the driver's enumeration order
+//! on its node and is shown to people, never used as a key.
+
+use serde::{Deserialize, Serialize};
+
+/// Static facts about one card; they do not change while the server runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub node: String,
+    pub uuid: String,
+    /// NVML enumeration index on its node (PCI bus order).
+    pub index: u32,
+    pub name: String,
+    /// PCI bus id in NVML's `domain:bus:device.function` form.
+    pub pci_bus_id: String,
+    pub memory_total_bytes: u64,
+}
+
+/// One reading of a card's counters. Fields a card does not support are `None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    /// Unix time of the reading, in milliseconds.
+    pub at_ms: i64,
+    /// Percent of the last sample period in which a kernel ran (0–100).
+    pub utilization_gpu_pct: u32,
+    /// Percent of the last sample period in which device memory was read or written (0–100).
+    pub utilization_memory_pct: u32,
+    pub memory_used_bytes: u64,
+    pub temperature_c: Option<u32>,
+    pub power_watts: Option<f64>,
+    pub power_limit_watts: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+}
+
+/// A compute process the driver reports on a card.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// GPU memory the process holds; `None` when the driver will not say (e.g. in some containers).
+    pub used_memory_bytes: Option<u64>,
+    /// Owning Unix account, read from /proc; `None` if the process is not visible to the server.
+    pub user: Option<String>,
+    /// Command name (`comm`), read from /proc.
+    pub command: Option<String>,
+}
+
+/// Whether the last poll of a card succeeded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Health {
+    Ok,
+    Unhealthy { reason: String },
+}
+
+impl Health {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Health::Ok)
+    }
+}
+
+/// Where the telemetry comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// Real cards read through the NVIDIA driver.
+    Nvml,
+    /// A simulated fleet: no driver was found or `--gpus sim:N` was asked for.
+    Simulated,
+}
+
+/// The current state of one card: its facts, its health and its latest reading.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuState {
+    #[serde(flatten)]
+    pub info: GpuInfo,
+    pub health: Health,
+    /// Latest successful reading; `None` until the first one, or while the card is unhealthy.
+    pub sample: Option<GpuSample>,
+    pub processes: Vec<GpuProcess>,
+}
+
+/// One card's part of a tick.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuUpdate {
+    pub node: String,
+    pub uuid: String,
+    pub health: Health,
+    pub sample: Option<GpuSample>,
+    pub processes: Vec<GpuProcess>,
+}
+
+/// A point of a card's recent history, as drawn in the dashboard charts.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryPoint {
+    pub at_ms: i64,
+    pub utilization_gpu_pct: u32,
+    pub memory_used_bytes: u64,
+}
+
+impl HistoryPoint {
+    pub fn of(sample: &GpuSample) -> Self {
+        Self {
+            at_ms: sample.at_ms,
+            utilization_gpu_pct: sample.utilization_gpu_pct,
+            memory_used_bytes: sample.memory_used_bytes,
+        }
+    }
+}
+
+/// Recent history of one card, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuHistory {
+    pub node: String,
+    pub uuid: String,
+    pub points: Vec<HistoryPoint>,
+}
+
+/// Everything a fresh viewer needs: the fleet now and its recent past.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FleetSnapshot {
+    pub source: SourceKind,
+    /// Poll interval, so that clients can tell a stalled feed from a slow one.
+    pub interval_ms: u64,
+    pub gpus: Vec<GpuState>,
+    /// Up to [`HISTORY_WINDOW_MS`] of points per card.
+    pub history: Vec<GpuHistory>,
+}
+
+/// How much recent history the live channel keeps and the dashboard draws.
+pub const HISTORY_WINDOW_MS: i64 = 5 * 60 * 1000;
+
+/// A message on `GET /api/v1/telemetry/ws`. The first message is always a `snapshot`; every
+/// poll after that sends one `tick` with every card's update.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TelemetryMessage {
+    Snapshot(FleetSnapshot),
+    Tick { at_ms: i64, gpus: Vec<GpuUpdate> },
+}
+
+/// Body of `GET /healthz`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthReport {
+    pub status: String,
+    pub version: String,
+    pub node: String,
+    pub gpu_source: SourceKind,
+    pub gpus: usize,
+    pub gpus_unhealthy: usize,
+}

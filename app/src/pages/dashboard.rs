@@ -1,0 +1,269 @@
+//! The live dashboard at `/`: one card per GPU with charts of the last five minutes, rendered
+//! on the server with current values, then kept live over the telemetry websocket.
+
+use crate::api::get_fleet;
+use crate::components::chart::TimeSeriesChart;
+use crate::components::format::{bytes, gib};
+use crate::live::LinkStatus;
+use crate::model::{FleetSnapshot, GpuState, Health, SourceKind, HISTORY_WINDOW_MS};
+use leptos::prelude::*;
+
+#[component]
+pub fn DashboardPage() -> impl IntoView {
+    let initial = Resource::new(|| (), |_| get_fleet());
+    view! {
+        <Suspense fallback=|| view! { <p class="page loading">"Loading GPUs…"</p> }>
+            {move || Suspend::new(async move {
+                match initial.await {
+                    Ok(snapshot) => view! { <LiveFleet snapshot /> }.into_any(),
+                    Err(err) => {
+                        view! {
+                            <p class="page error">{format!("Could not load the GPUs: {err}")}</p>
+                        }
+                            .into_any()
+                    }
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
+    let fleet = RwSignal::new(snapshot);
+    let status = RwSignal::new(LinkStatus::Connecting);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |started: Option<()>| {
+        if started.is_none() {
+            crate::live::follow(fleet, status);
+        }
+    });
+
+    let simulated = move || fleet.with(|f| f.source == SourceKind::Simulated);
+    let keys = move || {
+        fleet.with(|f| {
+            f.gpus
+                .iter()
+                .map(|g| (g.info.node.clone(), g.info.uuid.clone()))
+                .collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <header class="topbar">
+            <h1>"Lanes"</h1>
+            <span class="subtitle">"GPU pool"</span>
+            <span class=move || status.get().css_class() data-testid="link-status">
+                {move || status.get().label()}
+            </span>
+        </header>
+        <Show when=simulated>
+            <p class="banner" role="status">
+                "Simulated GPU fleet: no NVIDIA driver was found on this host (or "
+                <code>"--gpus sim:N"</code>
+                " was asked for). The cards and values below are not real."
+            </p>
+        </Show>
+        <main class="page">
+            <Summary fleet />
+            <section class="gpu-grid">
+                <For each=keys key=|k| k.clone() let:key>
+                    <GpuCard fleet node=key.0 uuid=key.1 />
+                </For>
+            </section>
+        </main>
+    }
+}
+
+#[component]
+fn Summary(fleet: RwSignal<FleetSnapshot>) -> impl IntoView {
+    let summary = Memo::new(move |_| fleet.with(|f| f.summary()));
+    view! {
+        <p class="summary" data-testid="summary">
+            {move || {
+                let s = summary.get();
+                let mut parts = vec![
+                    format!("{} GPUs", s.total),
+                    format!("{} busy", s.busy),
+                    format!("{} idle", s.idle),
+                ];
+                if s.unhealthy > 0 {
+                    parts.push(format!("{} unhealthy", s.unhealthy));
+                }
+                parts.push(
+                    format!(
+                        "{} of {} memory in use",
+                        bytes(s.memory_used_bytes),
+                        gib(s.memory_total_bytes),
+                    ),
+                );
+                parts.join(" · ")
+            }}
+        </p>
+    }
+}
+
+#[component]
+fn GpuCard(fleet: RwSignal<FleetSnapshot>, node: String, uuid: String) -> impl IntoView {
+    let gpu: Memo<Option<GpuState>> = {
+        let (node, uuid) = (node.clone(), uuid.clone());
+        Memo::new(move |_| fleet.with(|f| f.gpu(&node, &uuid).cloned()))
+    };
+    let series = |pick: fn(&crate::model::HistoryPoint) -> f64| {
+        let (node, uuid) = (node.clone(), uuid.clone());
+        Signal::derive(move || {
+            fleet.with(|f| {
+                f.history_of(&node, &uuid)
+                    .iter()
+                    .map(|p| (p.at_ms, pick(p)))
+                    .collect::<Vec<_>>()
+            })
+        })
+    };
+    let util_points = series(|p| p.utilization_gpu_pct as f64);
+    let mem_points = series(|p| p.memory_used_bytes as f64);
+    let gap_ms = fleet.with_untracked(|f| (f.interval_ms as i64).max(250) * 5);
+    let field = move |f: fn(&GpuState) -> String| move || gpu.with(|g| g.as_ref().map(f).unwrap_or_default());
+
+    let state_label = move || {
+        gpu.with(|g| match g {
+            Some(g) if !g.health.is_ok() => "unhealthy",
+            Some(g) if g.is_busy() => "busy",
+            _ => "idle",
+        })
+    };
+    let reason = move || {
+        gpu.with(|g| match g.as_ref().map(|g| &g.health) {
+            Some(Health::Unhealthy { reason }) => Some(reason.clone()),
+            _ => None,
+        })
+    };
+    let mem_total = Signal::derive(move || {
+        gpu.with(|g| g.as_ref().map_or(1.0, |g| g.info.memory_total_bytes as f64))
+    });
+    let sample_text = move |f: fn(&crate::model::GpuSample) -> String| {
+        Signal::derive(move || {
+            gpu.with(|g| {
+                g.as_ref()
+                    .and_then(|g| g.sample.as_ref())
+                    .map_or_else(|| "—".to_string(), f)
+            })
+        })
+    };
+
+    view! {
+        <article
+            class="gpu-card"
+            class:unhealthy=move || state_label() == "unhealthy"
+            data-uuid=uuid.clone()
+        >
+            <header>
+                <h2>"GPU " {field(|g| g.info.index.to_string())}</h2>
+                <span class="gpu-name">{field(|g| g.info.name.clone())}</span>
+                <span class=move || format!("badge {}", state_label())>{state_label}</span>
+            </header>
+            <p class="ids">
+                <span title="UUID">{uuid.clone()}</span>
+                " · "
+                <span title="PCI bus id">{field(|g| g.info.pci_bus_id.clone())}</span>
+                " · "
+                <span title="node">{field(|g| g.info.node.clone())}</span>
+            </p>
+            {move || reason().map(|r| view! { <p class="health-error">{r}</p> })}
+            <div class="charts">
+                <TimeSeriesChart
+                    points=util_points
+                    y_max=100.0
+                    window_ms=HISTORY_WINDOW_MS
+                    gap_ms
+                    label="Utilization"
+                    current=sample_text(|s| format!("{} %", s.utilization_gpu_pct))
+                    class="series-util"
+                />
+                <TimeSeriesChart
+                    points=mem_points
+                    y_max=mem_total
+                    window_ms=HISTORY_WINDOW_MS
+                    gap_ms
+                    label="Memory"
+                    current=Signal::derive(move || {
+                        gpu.with(|g| match g.as_ref().and_then(|g| g.sample.as_ref().map(|s| (s, g))) {
+                            Some((s, g)) => {
+                                format!(
+                                    "{} / {}",
+                                    bytes(s.memory_used_bytes),
+                                    gib(g.info.memory_total_bytes),
+                                )
+                            }
+                            None => "—".into(),
+                        })
+                    })
+                    class="series-mem"
+                />
+            </div>
+            <dl class="stats">
+                <div>
+                    <dt>"Temperature"</dt>
+                    <dd data-testid="temperature">
+                        {sample_text(|s| s.temperature_c.map_or("—".into(), |t| format!("{t} °C")))}
+                    </dd>
+                </div>
+                <div>
+                    <dt>"Power"</dt>
+                    <dd>
+                        {sample_text(|s| match (s.power_watts, s.power_limit_watts) {
+                            (Some(p), Some(l)) => format!("{p:.0} / {l:.0} W"),
+                            (Some(p), None) => format!("{p:.0} W"),
+                            _ => "—".into(),
+                        })}
+                        <meter
+                            min="0"
+                            max=move || gpu.with(|g| g.as_ref().and_then(|g| g.sample.as_ref()).and_then(|s| s.power_limit_watts).unwrap_or(1.0))
+                            value=move || gpu.with(|g| g.as_ref().and_then(|g| g.sample.as_ref()).and_then(|s| s.power_watts).unwrap_or(0.0))
+                        ></meter>
+                    </dd>
+                </div>
+                <div>
+                    <dt>"SM clock"</dt>
+                    <dd>{sample_text(|s| s.sm_clock_mhz.map_or("—".into(), |c| format!("{c} MHz")))}</dd>
+                </div>
+                <div>
+                    <dt>"Memory activity"</dt>
+                    <dd>{sample_text(|s| format!("{} %", s.utilization_memory_pct))}</dd>
+                </div>
+            </dl>
+            <Processes gpu />
+        </article>
+    }
+}
+
+#[component]
+fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
+    let processes = move || gpu.with(|g| g.as_ref().map(|g| g.processes.clone()).unwrap_or_default());
+    view! {
+        <Show
+            when=move || !processes().is_empty()
+            fallback=|| view! { <p class="no-procs">"No processes"</p> }
+        >
+            <table class="procs">
+                <thead>
+                    <tr>
+                        <th>"PID"</th>
+                        <th>"User"</th>
+                        <th>"Command"</th>
+                        <th class="num">"Memory"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    <For each=processes key=|p| p.clone() let:p>
+                        <tr>
+                            <td>{p.pid}</td>
+                            <td>{p.user.unwrap_or_else(|| "?".into())}</td>
+                            <td>{p.command.unwrap_or_else(|| "?".into())}</td>
+                            <td class="num">{p.used_memory_bytes.map_or("—".into(), bytes)}</td>
+                        </tr>
+                    </For>
+                </tbody>
+            </table>
+        </Show>
+    }
+}

@@ -1,0 +1,106 @@
+//! Command-line interface. Every `serve` flag can also come from a `LANES_*` environment
+//! variable, so the same binary runs from a shell, a systemd unit or a container.
+
+use crate::telemetry::GpuSelection;
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "lanes", version, about = "Lanes: a self-hosted GPU pool portal")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the portal: dashboard, API and GPU poller.
+    Serve(ServeArgs),
+    /// Check the NVIDIA driver, NVML, the cards and what CUDA_VISIBLE_DEVICES selects.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "LANES_LISTEN", default_value = "127.0.0.1:3000")]
+    pub listen: SocketAddr,
+    /// Directory for the database and job files [default: $XDG_DATA_HOME/lanes or ~/.local/share/lanes].
+    #[arg(long, env = "LANES_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Database URL [default: sqlite://DATA_DIR/lanes.db].
+    #[arg(long, env = "LANES_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// GPU source: auto (NVML if the driver loads, else a simulated 8-GPU node), nvml, or sim:N.
+    #[arg(long, env = "LANES_GPUS", default_value = "auto")]
+    pub gpus: GpuSelection,
+    /// Time between two readings of every card (e.g. 1s, 500ms).
+    #[arg(long, env = "LANES_POLL_INTERVAL", default_value = "1s", value_parser = parse_interval)]
+    pub poll_interval: Duration,
+    /// Time between two readings of the process lists, which cost more than counters.
+    #[arg(long, env = "LANES_PROCESS_INTERVAL", default_value = "2s", value_parser = parse_interval)]
+    pub process_interval: Duration,
+    /// Name of this node [default: the host name].
+    #[arg(long, env = "LANES_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Directory of the built web assets (pkg/, favicon) [default: $LEPTOS_SITE_ROOT or target/site].
+    #[arg(long, env = "LANES_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
+    /// Seed of the simulated fleet.
+    #[arg(long, env = "LANES_SIM_SEED", default_value_t = 1)]
+    pub sim_seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Shortest and longest poll interval: faster wastes the host, slower is not "live".
+const INTERVAL_RANGE: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(60));
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 1s, 500ms)"))?;
+    if d < INTERVAL_RANGE.0 || d > INTERVAL_RANGE.1 {
+        return Err(format!(
+            "must be between {} and {}",
+            humantime::format_duration(INTERVAL_RANGE.0),
+            humantime::format_duration(INTERVAL_RANGE.1)
+        ));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_take_human_units_within_bounds() {
+        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_interval("5ms").unwrap_err().contains("between"));
+        assert!(parse_interval("2h").unwrap_err().contains("between"));
+        assert!(parse_interval("fast").is_err());
+    }
+
+    #[test]
+    fn serve_defaults_match_the_documentation() {
+        let cli = Cli::try_parse_from(["lanes", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else { panic!("not serve") };
+        assert_eq!(args.listen, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(args.gpus, GpuSelection::Auto);
+        assert_eq!(args.poll_interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_bad_gpu_source_is_a_usage_error() {
+        let err = Cli::try_parse_from(["lanes", "serve", "--gpus", "sim:x"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("expected auto, nvml or sim:N"));
+    }
+}

@@ -1,0 +1,343 @@
+//! `lanes doctor`: what the driver says about this host, and what a job started here with the
+//! current environment would see. The mask rules are plain functions, tested below.
+
+use crate::telemetry::nvml::read_inventory;
+use lanes_app::model::GpuInfo;
+use serde::Serialize;
+
+/// How one entry of `CUDA_VISIBLE_DEVICES` resolves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum MaskEntry {
+    /// Selects the card at this position of the inventory.
+    Card { text: String, index: u32, uuid: String },
+    /// CUDA rejects this entry, and with it every entry after it.
+    Invalid { text: String, reason: String },
+    /// Comes after an invalid entry, so CUDA never looks at it.
+    Ignored { text: String },
+}
+
+/// What `CUDA_VISIBLE_DEVICES` makes visible, following CUDA's rules: entries are indices (in
+/// CUDA's enumeration order) or UUIDs, written in full or as a unique prefix that starts with
+/// `GPU-`; parsing stops at the first invalid entry, and the cards before it stay visible.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VisibleDevices {
+    pub value: String,
+    pub entries: Vec<MaskEntry>,
+    /// Inventory positions of the visible cards, in the order CUDA numbers them.
+    pub visible: Vec<usize>,
+}
+
+/// Resolves a `CUDA_VISIBLE_DEVICES` value against the cards in CUDA's enumeration order.
+pub fn resolve_visible_devices(value: &str, cuda_order: &[GpuInfo]) -> VisibleDevices {
+    let mut entries = Vec::new();
+    let mut visible: Vec<usize> = Vec::new();
+    let mut stopped = false;
+    let texts: Vec<&str> = if value.trim().is_empty() {
+        Vec::new()
+    } else {
+        value.split(',').map(str::trim).collect()
+    };
+    for text in texts {
+        if stopped {
+            entries.push(MaskEntry::Ignored { text: text.into() });
+            continue;
+        }
+        match resolve_entry(text, cuda_order) {
+            Ok(pos) if visible.contains(&pos) => {
+                stopped = true;
+                entries.push(MaskEntry::Invalid {
+                    text: text.into(),
+                    reason: "names a card already listed".into(),
+                });
+            }
+            Ok(pos) => {
+                visible.push(pos);
+                entries.push(MaskEntry::Card {
+                    text: text.into(),
+                    index: cuda_order[pos].index,
+                    uuid: cuda_order[pos].uuid.clone(),
+                });
+            }
+            Err(reason) => {
+                stopped = true;
+                entries.push(MaskEntry::Invalid {
+                    text: text.into(),
+                    reason,
+                });
+            }
+        }
+    }
+    VisibleDevices {
+        value: value.into(),
+        entries,
+        visible,
+    }
+}
+
+fn resolve_entry(text: &str, cards: &[GpuInfo]) -> Result<usize, String> {
+    if text.is_empty() {
+        return Err("empty entry".into());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        let index: usize = text.parse().map_err(|_| "index out of range".to_string())?;
+        return if index < cards.len() {
+            Ok(index)
+        } else {
+            Err(format!("no card {index}: this host has {} (0 to {})", cards.len(), cards.len().saturating_sub(1)))
+        };
+    }
+    if text.starts_with("GPU-") {
+        let matches: Vec<usize> = (0..cards.len())
+            .filter(|&i| cards[i].uuid.starts_with(text))
+            .collect();
+        return match matches.as_slice() {
+            [one] => Ok(*one),
+            [] => Err("no card has a UUID starting with this".into()),
+            _ => Err(format!("ambiguous: the UUID prefix matches {} cards", matches.len())),
+        };
+    }
+    if text.starts_with("MIG-") {
+        return Err("a MIG instance, not a whole card (MIG is not bookable yet)".into());
+    }
+    Err("neither an index nor a GPU- UUID (negative values such as -1 hide every card)".into())
+}
+
+/// Whether CUDA numbers cards differently from `nvidia-smi` (NVML, PCI bus order) here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderCheck {
+    /// `CUDA_DEVICE_ORDER=PCI_BUS_ID` is set: CUDA indices equal nvidia-smi indices.
+    PciBusOrderSet,
+    /// Default order (FASTEST_FIRST), but the cards are all one model, so ties fall back to PCI
+    /// bus order and indices agree.
+    SameModel,
+    /// Default order with mixed models: CUDA puts the fastest card first, so CUDA index N may
+    /// not be nvidia-smi's GPU N.
+    MayDiffer,
+}
+
+pub fn check_order(cuda_device_order: Option<&str>, cards: &[GpuInfo]) -> OrderCheck {
+    if cuda_device_order == Some("PCI_BUS_ID") {
+        return OrderCheck::PciBusOrderSet;
+    }
+    let first = cards.first().map(|c| &c.name);
+    if cards.iter().all(|c| Some(&c.name) == first) {
+        OrderCheck::SameModel
+    } else {
+        OrderCheck::MayDiffer
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub driver_version: String,
+    pub nvml_version: String,
+    /// CUDA driver API version, e.g. "12.4".
+    pub cuda_driver_version: String,
+    pub gpus: Vec<GpuInfo>,
+    pub cuda_device_order: Option<String>,
+    pub order: OrderCheck,
+    pub cuda_visible_devices: Option<VisibleDevices>,
+}
+
+/// Runs the checks and prints them; returns the process exit status.
+pub fn run(json: bool) -> i32 {
+    let report = match gather() {
+        Ok(report) => report,
+        Err(message) => {
+            if json {
+                println!("{}", serde_json::json!({ "error": "no_driver", "message": message }));
+            } else {
+                println!("NVIDIA driver: not found");
+                println!("  {message}");
+                println!("  Lanes can still run: `lanes serve` falls back to a simulated fleet.");
+            }
+            return 1;
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", render(&report));
+    }
+    0
+}
+
+fn gather() -> Result<Report, String> {
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| {
+        format!("NVML could not be loaded ({e}); is the NVIDIA driver installed and loaded?")
+    })?;
+    let text = |r: Result<String, nvml_wrapper::error::NvmlError>| r.unwrap_or_else(|e| format!("unknown ({e})"));
+    let cuda = nvml
+        .sys_cuda_driver_version()
+        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10))
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let node = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    let gpus = read_inventory(&nvml, &node).map_err(|e| format!("NVML could not list the GPUs: {e}"))?;
+    let cuda_device_order = std::env::var("CUDA_DEVICE_ORDER").ok();
+    let order = check_order(cuda_device_order.as_deref(), &gpus);
+    let cuda_visible_devices = std::env::var("CUDA_VISIBLE_DEVICES")
+        .ok()
+        .map(|v| resolve_visible_devices(&v, &gpus));
+    Ok(Report {
+        driver_version: text(nvml.sys_driver_version()),
+        nvml_version: text(nvml.sys_nvml_version()),
+        cuda_driver_version: cuda,
+        gpus,
+        cuda_device_order,
+        order,
+        cuda_visible_devices,
+    })
+}
+
+/// The report as people read it.
+pub fn render(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "NVIDIA driver:  {}", r.driver_version);
+    let _ = writeln!(out, "NVML:           {}", r.nvml_version);
+    let _ = writeln!(out, "CUDA (driver):  {}", r.cuda_driver_version);
+    let _ = writeln!(out, "GPUs:           {} (nvidia-smi order = PCI bus order)", r.gpus.len());
+    for g in &r.gpus {
+        let _ = writeln!(
+            out,
+            "  {:>2}  {}  {}  {}  {:.0} GiB",
+            g.index,
+            g.uuid,
+            g.pci_bus_id,
+            g.name,
+            g.memory_total_bytes as f64 / (1u64 << 30) as f64
+        );
+    }
+    let order = r.cuda_device_order.as_deref().unwrap_or("unset (FASTEST_FIRST)");
+    let _ = writeln!(out, "CUDA_DEVICE_ORDER: {order}");
+    match r.order {
+        OrderCheck::PciBusOrderSet => {}
+        OrderCheck::SameModel => {
+            let _ = writeln!(out, "  ok: all cards are one model, so CUDA's default order equals PCI bus order");
+        }
+        OrderCheck::MayDiffer => {
+            let _ = writeln!(
+                out,
+                "  WARNING: cards of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID:\n  \
+                 CUDA numbers the fastest card 0, so CUDA index N may not be nvidia-smi's GPU N.\n  \
+                 Set CUDA_DEVICE_ORDER=PCI_BUS_ID (Lanes jobs always get it) or select cards by UUID."
+            );
+        }
+    }
+    match &r.cuda_visible_devices {
+        None => {
+            let _ = writeln!(out, "CUDA_VISIBLE_DEVICES: unset (a process here sees all {} cards)", r.gpus.len());
+        }
+        Some(v) => {
+            let _ = writeln!(out, "CUDA_VISIBLE_DEVICES: {:?} → {} visible", v.value, v.visible.len());
+            for (n, e) in v.entries.iter().enumerate() {
+                let _ = match e {
+                    MaskEntry::Card { text, index, uuid } => {
+                        writeln!(out, "  {text:<12} → CUDA device {n}: GPU {index} ({uuid})")
+                    }
+                    MaskEntry::Invalid { text, reason } => {
+                        writeln!(out, "  {text:<12} → INVALID: {reason}; CUDA stops reading here")
+                    }
+                    MaskEntry::Ignored { text } => {
+                        writeln!(out, "  {text:<12} → ignored (after an invalid entry)")
+                    }
+                };
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cards() -> Vec<GpuInfo> {
+        ["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", "GPU-89aa0000-0000-0000-0000-000000000001", "GPU-1234abcd-0000-0000-0000-000000000002"]
+            .iter()
+            .enumerate()
+            .map(|(i, uuid)| GpuInfo {
+                node: "n".into(),
+                uuid: uuid.to_string(),
+                index: i as u32,
+                name: "NVIDIA H200".into(),
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+                memory_total_bytes: 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn indices_select_cards_in_the_order_given() {
+        let v = resolve_visible_devices("2,0", &cards());
+        assert_eq!(v.visible, [2, 0]);
+    }
+
+    #[test]
+    fn full_uuids_and_unique_gpu_prefixes_select_cards() {
+        let v = resolve_visible_devices("GPU-1234abcd-0000-0000-0000-000000000002,GPU-893", &cards());
+        assert_eq!(v.visible, [2, 0]);
+    }
+
+    #[test]
+    fn an_ambiguous_prefix_is_invalid_and_hides_the_rest() {
+        let v = resolve_visible_devices("1,GPU-89,0", &cards());
+        assert_eq!(v.visible, [1]);
+        assert!(matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("ambiguous")));
+        assert_eq!(v.entries[2], MaskEntry::Ignored { text: "0".into() });
+    }
+
+    #[test]
+    fn out_of_range_negative_and_uuid_without_prefix_are_invalid() {
+        for bad in ["3", "-1", "8932f937", "GPU-ffff", "MIG-abc", "0x1"] {
+            let v = resolve_visible_devices(bad, &cards());
+            assert!(v.visible.is_empty(), "{bad}");
+            assert!(matches!(v.entries[0], MaskEntry::Invalid { .. }), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_card_stops_the_list() {
+        let v = resolve_visible_devices("0,GPU-8932f937,1", &cards());
+        assert_eq!(v.visible, [0]);
+        assert!(matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("already")));
+    }
+
+    #[test]
+    fn an_empty_value_hides_every_card_and_spaces_are_trimmed() {
+        assert!(resolve_visible_devices("", &cards()).visible.is_empty());
+        assert_eq!(resolve_visible_devices(" 1 , 2 ", &cards()).visible, [1, 2]);
+    }
+
+    #[test]
+    fn order_warning_only_for_mixed_models_without_pci_bus_order() {
+        let mut mixed = cards();
+        mixed[1].name = "NVIDIA A100".into();
+        assert_eq!(check_order(None, &cards()), OrderCheck::SameModel);
+        assert_eq!(check_order(None, &mixed), OrderCheck::MayDiffer);
+        assert_eq!(check_order(Some("FASTEST_FIRST"), &mixed), OrderCheck::MayDiffer);
+        assert_eq!(check_order(Some("PCI_BUS_ID"), &mixed), OrderCheck::PciBusOrderSet);
+    }
+
+    #[test]
+    fn the_text_report_names_each_visible_card_and_the_invalid_entry() {
+        let gpus = cards();
+        let report = Report {
+            driver_version: "560.35".into(),
+            nvml_version: "12.560".into(),
+            cuda_driver_version: "12.6".into(),
+            order: check_order(None, &gpus),
+            cuda_visible_devices: Some(resolve_visible_devices("1,x", &gpus)),
+            cuda_device_order: None,
+            gpus,
+        };
+        let text = render(&report);
+        assert!(text.contains("CUDA device 0: GPU 1 (GPU-89aa"), "{text}");
+        assert!(text.contains("x            → INVALID"), "{text}");
+    }
+}

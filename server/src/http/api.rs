@@ -1,0 +1,43 @@
+//! Read-only REST endpoints: health, the GPU list and Prometheus metrics.
+
+use super::{ApiError, AppState};
+use crate::metrics::CONTENT_TYPE;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use lanes_app::model::{GpuState, HealthReport};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/api/v1/gpus", get(gpus))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/{*rest}", get(unknown_api).post(unknown_api))
+}
+
+async fn healthz(State(state): State<AppState>) -> Json<HealthReport> {
+    let gpus = state.hub.gpus();
+    Json(HealthReport {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        node: state.node.to_string(),
+        gpu_source: state.source,
+        gpus: gpus.len(),
+        gpus_unhealthy: gpus.iter().filter(|g| !g.health.is_ok()).count(),
+    })
+}
+
+async fn gpus(State(state): State<AppState>) -> Json<Vec<GpuState>> {
+    Json(state.hub.gpus())
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], state.hub.metrics().render())
+}
+
+/// API paths answer in JSON even when unknown, instead of falling through to the HTML app.
+async fn unknown_api() -> ApiError {
+    ApiError::NotFound("no such API endpoint".into())
+}

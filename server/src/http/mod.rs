@@ -1,0 +1,48 @@
+//! The HTTP surface: REST API, telemetry websocket, metrics, and the Leptos pages, on one axum
+//! router. Handlers are thin; each area exports its own `router()`.
+
+mod api;
+mod error;
+mod ws;
+
+pub use error::ApiError;
+
+use crate::telemetry::hub::Hub;
+use axum::extract::FromRef;
+use axum::Router;
+use lanes_app::model::SourceKind;
+use leptos::prelude::{provide_context, LeptosOptions};
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tower_http::compression::CompressionLayer;
+
+/// What every handler may need.
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    pub hub: Arc<Hub>,
+    pub node: Arc<str>,
+    pub source: SourceKind,
+    /// Fires when the server begins to shut down, so long-lived connections end cleanly.
+    pub shutdown: CancellationToken,
+}
+
+pub fn router(state: AppState) -> Router {
+    let routes = generate_route_list(lanes_app::App);
+    let hub = state.hub.clone();
+    let fleet_context = move || {
+        let view: Arc<dyn lanes_app::ssr::FleetView> = hub.clone();
+        provide_context(view);
+    };
+    Router::new()
+        .merge(api::router())
+        .merge(ws::router())
+        .leptos_routes_with_context(&state, routes, fleet_context, {
+            let options = state.leptos_options.clone();
+            move || lanes_app::shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(lanes_app::shell))
+        .layer(CompressionLayer::new())
+        .with_state(state)
+}

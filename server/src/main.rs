@@ -1,0 +1,60 @@
+//! The `lanes` binary: parse the command line and hand over to the library.
+//!
+//! Exit status: 0 on success, 2 for a usage or configuration problem (bad flag, busy port,
+//! unwritable data dir, unusable database), 1 when a running server fails.
+
+use clap::Parser;
+use lanes_server::cli::{Cli, Command};
+use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Doctor(args) => ExitCode::from(lanes_server::doctor::run(args.json) as u8),
+    }
+}
+
+fn serve(args: lanes_server::cli::ServeArgs) -> ExitCode {
+    init_tracing();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lanes: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let app = match ServeConfig::from_args(args) {
+            Ok(config) => Application::build(config).await,
+            Err(e) => Err(e),
+        };
+        let app = match app {
+            Ok(app) => app,
+            Err(e) => {
+                eprintln!("lanes: error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        // Scripts and tests read this line to find the port when --listen ends in :0.
+        println!("lanes: listening on http://{}", app.local_addr());
+        match app.run_until(shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("lanes: error: server failed: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,240 @@
+//! Prometheus metrics for `/metrics`: per-card gauges set by the poller on every tick, and how
+//! long each poll took.
+
+use lanes_app::model::GpuUpdate;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::RwLock;
+use std::time::Duration;
+
+pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Labels of every per-card series. `gpu` is the index on its node, for people; `uuid` is the
+/// identity.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GpuLabels {
+    pub node: String,
+    pub gpu: String,
+    pub uuid: String,
+    pub name: String,
+}
+
+type FloatGauge = Family<GpuLabels, Gauge<f64, AtomicU64>>;
+
+pub struct Metrics {
+    registry: Registry,
+    /// Label sets by (node, uuid), registered once when the card is first seen.
+    labels: RwLock<HashMap<(String, String), GpuLabels>>,
+    up: FloatGauge,
+    utilization: FloatGauge,
+    memory_used: FloatGauge,
+    memory_total: FloatGauge,
+    temperature: FloatGauge,
+    power: FloatGauge,
+    power_limit: FloatGauge,
+    sm_clock: FloatGauge,
+    poll_duration: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let mut gauge = |name: &str, help: &str| {
+            let family = FloatGauge::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let up = gauge("lanes_gpu_up", "1 if the last poll of the GPU succeeded, else 0");
+        let utilization = gauge(
+            "lanes_gpu_utilization_ratio",
+            "Share of the last sample period in which a kernel ran (0 to 1)",
+        );
+        let memory_used = gauge("lanes_gpu_memory_used_bytes", "GPU memory in use");
+        let memory_total = gauge("lanes_gpu_memory_total_bytes", "GPU memory installed");
+        let temperature = gauge("lanes_gpu_temperature_celsius", "GPU core temperature");
+        let power = gauge("lanes_gpu_power_watts", "Power draw");
+        let power_limit = gauge("lanes_gpu_power_limit_watts", "Enforced power limit");
+        let sm_clock = gauge("lanes_gpu_sm_clock_hertz", "SM clock");
+        let poll_duration = Histogram::new(exponential_buckets(0.000_1, 2.0, 16));
+        registry.register(
+            "lanes_poll_duration_seconds",
+            "Time to read every GPU once",
+            poll_duration.clone(),
+        );
+        Self {
+            registry,
+            labels: RwLock::default(),
+            up,
+            utilization,
+            memory_used,
+            memory_total,
+            temperature,
+            power,
+            power_limit,
+            sm_clock,
+            poll_duration,
+        }
+    }
+
+    /// Declares a card, so its series carry its index and name.
+    pub fn register_gpu(&self, info: &lanes_app::model::GpuInfo) {
+        let labels = GpuLabels {
+            node: info.node.clone(),
+            gpu: info.index.to_string(),
+            uuid: info.uuid.clone(),
+            name: info.name.clone(),
+        };
+        self.memory_total
+            .get_or_create(&labels)
+            .set(info.memory_total_bytes as f64);
+        self.labels
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((info.node.clone(), info.uuid.clone()), labels);
+    }
+
+    /// Sets every card's gauges from one tick. An unhealthy card reports `up 0` and its
+    /// readings are withdrawn rather than left at stale values.
+    pub fn record_tick(&self, updates: &[GpuUpdate], poll_duration: Duration) {
+        self.poll_duration.observe(poll_duration.as_secs_f64());
+        let labels = self.labels.read().unwrap_or_else(|p| p.into_inner());
+        for update in updates {
+            let Some(l) = labels.get(&(update.node.clone(), update.uuid.clone())) else {
+                continue;
+            };
+            let readings: [(&FloatGauge, Option<f64>); 6] = match &update.sample {
+                Some(s) => [
+                    (&self.utilization, Some(s.utilization_gpu_pct as f64 / 100.0)),
+                    (&self.memory_used, Some(s.memory_used_bytes as f64)),
+                    (&self.temperature, s.temperature_c.map(f64::from)),
+                    (&self.power, s.power_watts),
+                    (&self.power_limit, s.power_limit_watts),
+                    (&self.sm_clock, s.sm_clock_mhz.map(|mhz| mhz as f64 * 1e6)),
+                ],
+                None => [
+                    (&self.utilization, None),
+                    (&self.memory_used, None),
+                    (&self.temperature, None),
+                    (&self.power, None),
+                    (&self.power_limit, None),
+                    (&self.sm_clock, None),
+                ],
+            };
+            let up = update.health.is_ok() && update.sample.is_some();
+            self.up.get_or_create(l).set(if up { 1.0 } else { 0.0 });
+            for (family, value) in readings {
+                match value {
+                    Some(v) => {
+                        family.get_or_create(l).set(v);
+                    }
+                    None => {
+                        family.remove(l);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The exposition in Prometheus text format 0.0.4.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanes_app::model::{GpuInfo, GpuSample, Health};
+
+    fn info() -> GpuInfo {
+        GpuInfo {
+            node: "box1".into(),
+            uuid: "GPU-1".into(),
+            index: 3,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: "00000000:1A:00.0".into(),
+            memory_total_bytes: 1000,
+        }
+    }
+
+    fn update(sample: Option<GpuSample>, health: Health) -> GpuUpdate {
+        GpuUpdate {
+            node: "box1".into(),
+            uuid: "GPU-1".into(),
+            health,
+            sample,
+            processes: vec![],
+        }
+    }
+
+    #[test]
+    fn readings_are_exported_in_base_units_with_card_labels() {
+        let m = Metrics::new();
+        m.register_gpu(&info());
+        let sample = GpuSample {
+            at_ms: 1,
+            utilization_gpu_pct: 75,
+            utilization_memory_pct: 10,
+            memory_used_bytes: 400,
+            temperature_c: Some(61),
+            power_watts: Some(350.5),
+            power_limit_watts: Some(700.0),
+            sm_clock_mhz: Some(1980),
+        };
+        m.record_tick(&[update(Some(sample), Health::Ok)], Duration::from_millis(2));
+        let text = m.render();
+        let labels = r#"{node="box1",gpu="3",uuid="GPU-1",name="NVIDIA H200"}"#;
+        for line in [
+            format!("lanes_gpu_up{labels} 1.0"),
+            format!("lanes_gpu_utilization_ratio{labels} 0.75"),
+            format!("lanes_gpu_memory_used_bytes{labels} 400.0"),
+            format!("lanes_gpu_memory_total_bytes{labels} 1000.0"),
+            format!("lanes_gpu_temperature_celsius{labels} 61.0"),
+            format!("lanes_gpu_power_watts{labels} 350.5"),
+            format!("lanes_gpu_sm_clock_hertz{labels} 1980000000.0"),
+            "lanes_poll_duration_seconds_count 1".to_string(),
+        ] {
+            assert!(text.contains(&line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn an_unhealthy_card_is_down_and_its_stale_readings_are_withdrawn() {
+        let m = Metrics::new();
+        m.register_gpu(&info());
+        let sample = GpuSample {
+            at_ms: 1,
+            utilization_gpu_pct: 75,
+            utilization_memory_pct: 10,
+            memory_used_bytes: 400,
+            temperature_c: Some(61),
+            power_watts: None,
+            power_limit_watts: None,
+            sm_clock_mhz: None,
+        };
+        m.record_tick(&[update(Some(sample), Health::Ok)], Duration::ZERO);
+        m.record_tick(
+            &[update(None, Health::Unhealthy { reason: "lost".into() })],
+            Duration::ZERO,
+        );
+        let text = m.render();
+        assert!(text.contains(r#"lanes_gpu_up{node="box1",gpu="3",uuid="GPU-1",name="NVIDIA H200"} 0.0"#), "{text}");
+        assert!(!text.contains("lanes_gpu_utilization_ratio{"), "{text}");
+        assert!(!text.contains("lanes_gpu_temperature_celsius{"), "{text}");
+        assert!(text.contains("lanes_gpu_memory_total_bytes{"), "{text}");
+    }
+}

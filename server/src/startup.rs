@@ -1,0 +1,224 @@
+//! Building and running the server: bind first (so a busy port fails before anything is
+//! written), then the data dir, the database, the GPU source and the poller.
+
+use crate::cli::ServeArgs;
+use crate::http::{self, AppState};
+use crate::metrics::Metrics;
+use crate::store::{Store, StoreError};
+use crate::telemetry::hub::Hub;
+use crate::telemetry::poller::{PollSettings, Poller, Sampler};
+use crate::telemetry::{self, GpuSelection, OpenError};
+use lanes_app::model::SourceKind;
+use leptos::prelude::LeptosOptions;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// A configuration or environment problem: the process exits with status 2 and this line.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("data dir {path} is not usable: {reason}")]
+    DataDir { path: PathBuf, reason: String },
+    #[error("no data dir given and no home directory to default to: pass --data-dir or set LANES_DATA_DIR")]
+    NoDataDir,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Gpus(#[from] OpenError),
+    #[error("cannot tell this host's name: pass --node-name")]
+    NodeName,
+}
+
+/// Settings for one server, resolved from flags, environment and defaults.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub gpus: GpuSelection,
+    pub poll: PollSettings,
+    pub node_name: String,
+    pub site_root: PathBuf,
+    pub sim_seed: u64,
+}
+
+impl ServeConfig {
+    pub fn from_args(args: ServeArgs) -> Result<Self, StartupError> {
+        let data_dir = match args.data_dir {
+            Some(dir) => dir,
+            None => default_data_dir().ok_or(StartupError::NoDataDir)?,
+        };
+        let database_url = args
+            .database_url
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("lanes.db").display()));
+        let node_name = match args.node_name {
+            Some(name) => name,
+            None => nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .ok_or(StartupError::NodeName)?,
+        };
+        let site_root = args
+            .site_root
+            .or_else(|| std::env::var_os("LEPTOS_SITE_ROOT").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("target/site"));
+        Ok(Self {
+            listen: args.listen,
+            data_dir,
+            database_url,
+            gpus: args.gpus,
+            poll: PollSettings {
+                interval: args.poll_interval,
+                process_interval: args.process_interval.max(args.poll_interval),
+            },
+            node_name,
+            site_root,
+            sim_seed: args.sim_seed,
+        })
+    }
+}
+
+fn default_data_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(base.join("lanes"))
+}
+
+/// Creates the data dir if needed and proves it writable.
+fn prepare_data_dir(path: &Path) -> Result<(), StartupError> {
+    let fail = |e: std::io::Error| StartupError::DataDir {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    std::fs::create_dir_all(path).map_err(fail)?;
+    let probe = path.join(format!(".lanes-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)?;
+    Ok(())
+}
+
+/// A server that is bound and ready; [`Application::run_until`] serves it.
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    poller: Poller,
+    store: Store,
+}
+
+impl Application {
+    pub async fn build(config: ServeConfig) -> Result<Self, StartupError> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartupError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        prepare_data_dir(&config.data_dir)?;
+        let store = Store::open(&config.database_url).await?;
+
+        let (source, fallback_reason) =
+            telemetry::open(config.gpus, &config.node_name, config.sim_seed)?;
+        let kind = source.kind();
+        match (kind, fallback_reason) {
+            (SourceKind::Simulated, Some(reason)) => tracing::warn!(
+                "no usable NVIDIA driver ({reason}); serving a SIMULATED fleet of {} GPUs",
+                source.inventory().len()
+            ),
+            (SourceKind::Simulated, None) => tracing::warn!(
+                "serving a SIMULATED fleet of {} GPUs, as --gpus asked",
+                source.inventory().len()
+            ),
+            (SourceKind::Nvml, _) => tracing::info!(
+                "reading {} GPUs through NVML",
+                source.inventory().len()
+            ),
+        }
+        store
+            .record_inventory(&config.node_name, source.inventory(), chrono::Utc::now())
+            .await?;
+
+        let metrics = Arc::new(Metrics::new());
+        for info in source.inventory() {
+            metrics.register_gpu(info);
+        }
+        let hub = Arc::new(Hub::new(kind, config.poll.interval, source.inventory(), metrics));
+        let poller = Poller::start(Sampler::new(source), hub.clone(), config.poll);
+
+        let leptos_options = LeptosOptions::builder()
+            .output_name("lanes")
+            .site_root(config.site_root.to_string_lossy().as_ref())
+            .site_pkg_dir("pkg")
+            .site_addr(config.listen)
+            .build();
+        let state = AppState {
+            leptos_options,
+            hub,
+            node: config.node_name.as_str().into(),
+            source: kind,
+            shutdown: CancellationToken::new(),
+        };
+        Ok(Self {
+            listener,
+            state,
+            poller,
+            store,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` resolves, then lets connections finish, stops the poller and
+    /// closes the database.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        let token = self.state.shutdown.clone();
+        let app = http::router(self.state);
+        let signal = {
+            let token = token.clone();
+            async move {
+                shutdown.await;
+                tracing::info!("shutting down");
+                token.cancel();
+            }
+        };
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(signal)
+            .await;
+        // Connections that ignore the close get a moment, not forever.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::task::spawn_blocking(move || self.poller.stop())
+            .await
+            .ok();
+        self.store.close().await;
+        served
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,127 @@
+//! GPU telemetry: where readings come from (NVML or a simulated fleet), the poller that takes
+//! them at a fixed interval, and the hub that hands each tick to every consumer.
+
+pub mod hub;
+pub mod nvml;
+pub mod poller;
+pub mod procinfo;
+pub mod sim;
+
+use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use std::fmt;
+use std::str::FromStr;
+
+/// A reader of one node's cards. Calls block (NVML does), so the poller runs them on its own
+/// thread, never on the async runtime.
+pub trait GpuSource: Send {
+    fn kind(&self) -> SourceKind;
+    /// The cards, in NVML index order (PCI bus order). Fixed for the life of the source.
+    fn inventory(&self) -> &[GpuInfo];
+    /// Reads the counters of the card at `pos` in [`GpuSource::inventory`].
+    fn read_counters(&mut self, pos: usize, at_ms: i64) -> Result<GpuSample, SourceError>;
+    /// Lists the compute processes on the card at `pos`, owners and commands resolved.
+    fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError>;
+}
+
+/// A failed reading of one card. The card is shown unhealthy with this text; others go on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
+/// What `--gpus` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuSelection {
+    /// NVML when the driver loads, else a simulated 8-card node.
+    Auto,
+    /// NVML or fail.
+    Nvml,
+    /// A simulated node of this many cards.
+    Simulated(u32),
+}
+
+/// Largest simulated fleet: enough for any one node, small enough to stay cheap.
+pub const MAX_SIMULATED_GPUS: u32 = 64;
+/// Size of the simulated node `auto` falls back to.
+pub const AUTO_SIMULATED_GPUS: u32 = 8;
+
+impl FromStr for GpuSelection {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = || format!("invalid GPU source {s:?}: expected auto, nvml or sim:N (N from 1 to {MAX_SIMULATED_GPUS})");
+        match s {
+            "auto" => Ok(Self::Auto),
+            "nvml" => Ok(Self::Nvml),
+            _ => {
+                let n: u32 = s
+                    .strip_prefix("sim:")
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(invalid)?;
+                if (1..=MAX_SIMULATED_GPUS).contains(&n) {
+                    Ok(Self::Simulated(n))
+                } else {
+                    Err(invalid())
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for GpuSelection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Nvml => f.write_str("nvml"),
+            Self::Simulated(n) => write!(f, "sim:{n}"),
+        }
+    }
+}
+
+/// Why no source could be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("NVML is not available: {0} (is the NVIDIA driver installed? use --gpus sim:N to simulate)")]
+    NvmlUnavailable(String),
+    #[error("NVML reports no GPUs on this host")]
+    NoGpus,
+}
+
+/// Opens the source `selection` asks for. With `auto`, a missing driver is not an error: the
+/// reason is returned beside the simulated source so the caller can say it plainly.
+pub fn open(
+    selection: GpuSelection,
+    node: &str,
+    sim_seed: u64,
+) -> Result<(Box<dyn GpuSource>, Option<String>), OpenError> {
+    match selection {
+        GpuSelection::Simulated(n) => Ok((Box::new(sim::SimulatedFleet::new(node, n, sim_seed)), None)),
+        GpuSelection::Nvml => Ok((Box::new(nvml::NvmlSource::open(node)?), None)),
+        GpuSelection::Auto => match nvml::NvmlSource::open(node) {
+            Ok(source) => Ok((Box::new(source), None)),
+            Err(err) => Ok((
+                Box::new(sim::SimulatedFleet::new(node, AUTO_SIMULATED_GPUS, sim_seed)),
+                Some(err.to_string()),
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_selection_parses_the_three_forms_and_prints_them_back() {
+        for text in ["auto", "nvml", "sim:4", "sim:64"] {
+            assert_eq!(text.parse::<GpuSelection>().unwrap().to_string(), text);
+        }
+    }
+
+    #[test]
+    fn gpu_selection_rejects_other_values_with_the_accepted_forms() {
+        for bad in ["", "sim:", "sim:0", "sim:65", "sim:-1", "gpu", "NVML", "sim:4x"] {
+            let err = bad.parse::<GpuSelection>().unwrap_err();
+            assert!(err.contains("expected auto, nvml or sim:N"), "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Real cards through NVML (the library behind nvidia-smi), loaded at run time so that the
+//! binary starts on machines without a driver.
+
+use super::procinfo::ProcReader;
+use super::{GpuSource, OpenError, SourceError};
+use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+
+pub struct NvmlSource {
+    nvml: Nvml,
+    inventory: Vec<GpuInfo>,
+    procs: ProcReader,
+}
+
+impl NvmlSource {
+    pub fn open(node: &str) -> Result<Self, OpenError> {
+        let nvml = Nvml::init().map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
+        let inventory = read_inventory(&nvml, node)
+            .map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
+        if inventory.is_empty() {
+            return Err(OpenError::NoGpus);
+        }
+        Ok(Self {
+            nvml,
+            inventory,
+            procs: ProcReader::default(),
+        })
+    }
+
+    /// The driver handle, for `lanes doctor` and the benchmarks.
+    pub fn nvml(&self) -> &Nvml {
+        &self.nvml
+    }
+
+    fn device(&self, pos: usize) -> Result<Device<'_>, SourceError> {
+        let index = self
+            .inventory
+            .get(pos)
+            .ok_or_else(|| SourceError(format!("no GPU at position {pos}")))?
+            .index;
+        self.nvml.device_by_index(index).map_err(describe)
+    }
+}
+
+/// Every card NVML enumerates, in its index order (PCI bus order).
+pub fn read_inventory(nvml: &Nvml, node: &str) -> Result<Vec<GpuInfo>, NvmlError> {
+    let count = nvml.device_count()?;
+    (0..count)
+        .map(|index| {
+            let device = nvml.device_by_index(index)?;
+            Ok(GpuInfo {
+                node: node.to_string(),
+                uuid: device.uuid()?,
+                index,
+                name: device.name()?,
+                pci_bus_id: device.pci_info()?.bus_id,
+                memory_total_bytes: device.memory_info()?.total,
+            })
+        })
+        .collect()
+}
+
+/// An error that makes the card unhealthy, in words an operator can act on.
+fn describe(err: NvmlError) -> SourceError {
+    SourceError(match err {
+        NvmlError::GpuLost => "GPU has fallen off the bus or is otherwise inaccessible".into(),
+        other => format!("NVML: {other}"),
+    })
+}
+
+/// Reads an optional counter: a card that does not support it gives `None`, any other error
+/// makes the card unhealthy.
+fn optional<T>(result: Result<T, NvmlError>) -> Result<Option<T>, SourceError> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(NvmlError::NotSupported) => Ok(None),
+        Err(e) => Err(describe(e)),
+    }
+}
+
+/// One card's counters: the calls the poll makes per card per tick. Shared with the benchmark
+/// so that "raw NVML" and "poll" measure the same calls.
+pub fn read_device_counters(device: &Device<'_>, at_ms: i64) -> Result<GpuSample, SourceError> {
+    let utilization = device.utilization_rates().map_err(describe)?;
+    let memory = device.memory_info().map_err(describe)?;
+    Ok(GpuSample {
+        at_ms,
+        utilization_gpu_pct: utilization.gpu,
+        utilization_memory_pct: utilization.memory,
+        memory_used_bytes: memory.used,
+        temperature_c: optional(device.temperature(TemperatureSensor::Gpu))?,
+        power_watts: optional(device.power_usage())?.map(|mw| mw as f64 / 1000.0),
+        power_limit_watts: optional(device.enforced_power_limit())?.map(|mw| mw as f64 / 1000.0),
+        sm_clock_mhz: optional(device.clock_info(Clock::SM))?,
+    })
+}
+
+impl GpuSource for NvmlSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Nvml
+    }
+
+    fn inventory(&self) -> &[GpuInfo] {
+        &self.inventory
+    }
+
+    fn read_counters(&mut self, pos: usize, at_ms: i64) -> Result<GpuSample, SourceError> {
+        read_device_counters(&self.device(pos)?, at_ms)
+    }
+
+    fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {
+        let raw = self.device(pos)?.running_compute_processes().map_err(describe)?;
+        Ok(raw
+            .into_iter()
+            .map(|p| {
+                let owner = self.procs.owner(p.pid);
+                GpuProcess {
+                    pid: p.pid,
+                    used_memory_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(bytes) => Some(bytes),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                    user: owner.as_ref().and_then(|o| {
+                        o.user.clone().or_else(|| Some(format!("uid {}", o.uid)))
+                    }),
+                    command: owner.map(|o| o.command),
+                }
+            })
+            .collect())
+    }
+}

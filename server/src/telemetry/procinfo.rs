@@ -1,0 +1,106 @@
+//! Who owns a process and what it runs, read from /proc. NVML gives only pids; people need
+//! names.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Owner and command of one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessOwner {
+    pub uid: u32,
+    pub user: Option<String>,
+    pub command: String,
+}
+
+/// Reads /proc (or another procfs root, for tests), caching uid → name lookups, which go
+/// through NSS and may be slow (LDAP).
+pub struct ProcReader {
+    root: PathBuf,
+    users: HashMap<u32, Option<String>>,
+}
+
+impl Default for ProcReader {
+    fn default() -> Self {
+        Self::new("/proc")
+    }
+}
+
+impl ProcReader {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            users: HashMap::new(),
+        }
+    }
+
+    /// `None` when the process is gone or hidden from us (another pid namespace).
+    pub fn owner(&mut self, pid: u32) -> Option<ProcessOwner> {
+        let dir = self.root.join(pid.to_string());
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        let uid = real_uid(&status)?;
+        let command = read_comm(&dir).unwrap_or_default();
+        let user = self
+            .users
+            .entry(uid)
+            .or_insert_with(|| user_name(uid))
+            .clone();
+        Some(ProcessOwner { uid, user, command })
+    }
+}
+
+/// The real uid from the `Uid:` line of /proc/PID/status (real, effective, saved, fs).
+pub fn real_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|uid| uid.parse().ok())
+}
+
+fn read_comm(dir: &Path) -> Option<String> {
+    let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
+
+fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_real_uid_is_the_first_field_of_the_uid_line() {
+        let status = "Name:\tpython\nUmask:\t0022\nUid:\t1001\t0\t0\t0\nGid:\t100\t100\t100\t100\n";
+        assert_eq!(real_uid(status), Some(1001));
+        assert_eq!(real_uid("Name:\tx\n"), None);
+        assert_eq!(real_uid("Uid:\tnope\n"), None);
+    }
+
+    #[test]
+    fn owner_reads_uid_and_command_from_a_proc_tree() {
+        let root = std::env::temp_dir().join(format!("lanes-proc-{}", std::process::id()));
+        let dir = root.join("4242");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("status"), "Name:\tpython\nUid:\t0\t0\t0\t0\n").unwrap();
+        std::fs::write(dir.join("comm"), "python\n").unwrap();
+        let mut reader = ProcReader::new(&root);
+        let owner = reader.owner(4242).unwrap();
+        assert_eq!(owner.uid, 0);
+        assert_eq!(owner.user.as_deref(), Some("root"));
+        assert_eq!(owner.command, "python");
+        assert_eq!(reader.owner(4243), None);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn our_own_process_is_found_in_the_real_proc() {
+        let owner = ProcReader::default().owner(std::process::id()).unwrap();
+        assert_eq!(owner.uid, nix::unistd::getuid().as_raw());
+        assert!(!owner.command.is_empty());
+    }
+}

@@ -1,0 +1,307 @@
+//! A simulated node for machines without an NVIDIA driver: demos, development and tests.
+//!
+//! Each card alternates between idle spells and jobs. A job's load rises and falls in phases
+//! (training steps with evaluation dips), memory ramps up to what the job allocates, and
+//! temperature and power follow the load with a lag. Everything is driven by the timestamps
+//! passed in and a seeded generator, so a seed and a sequence of times give the same readings.
+
+use super::{GpuSource, SourceError};
+use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const MEMORY_TOTAL_BYTES: u64 = 143_771_369_472; // what an H200 reports
+const POWER_LIMIT_WATTS: f64 = 700.0;
+const IDLE_POWER_WATTS: f64 = 72.0;
+const AMBIENT_C: f64 = 30.0;
+const IDLE_CLOCK_MHZ: u32 = 345;
+const BOOST_CLOCK_MHZ: u32 = 1980;
+/// Simulated driver context memory on an idle card.
+const IDLE_MEMORY_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
+
+const USERS: [&str; 6] = ["alice", "bob", "chen", "dana", "emeka", "farah"];
+const COMMANDS: [&str; 5] = ["python", "torchrun", "python3", "jupyter-kernel", "vllm"];
+
+/// A fleet of simulated cards on one node.
+pub struct SimulatedFleet {
+    inventory: Vec<GpuInfo>,
+    cards: Vec<SimCard>,
+}
+
+struct SimJob {
+    until_ms: i64,
+    started_ms: i64,
+    peak_util: f64,
+    /// Length of one train/eval cycle.
+    period_ms: f64,
+    memory_bytes: f64,
+    process: GpuProcess,
+}
+
+struct SimCard {
+    rng: ChaCha8Rng,
+    last_ms: Option<i64>,
+    job: Option<SimJob>,
+    idle_until_ms: i64,
+    util: f64,
+    memory: f64,
+    temperature: f64,
+}
+
+impl SimulatedFleet {
+    pub fn new(node: &str, count: u32, seed: u64) -> Self {
+        let mut naming = ChaCha8Rng::seed_from_u64(seed);
+        let inventory = (0..count)
+            .map(|index| GpuInfo {
+                node: node.to_string(),
+                uuid: format!(
+                    "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    naming.next_u32(),
+                    naming.next_u32() & 0xffff,
+                    naming.next_u32() & 0xffff,
+                    naming.next_u32() & 0xffff,
+                    naming.next_u64() & 0xffff_ffff_ffff,
+                ),
+                index,
+                name: "Simulated H200".to_string(),
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + index * 0x11),
+                memory_total_bytes: MEMORY_TOTAL_BYTES,
+            })
+            .collect();
+        let cards = (0..count)
+            .map(|index| SimCard {
+                rng: ChaCha8Rng::seed_from_u64(seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(index as u64 + 1))),
+                last_ms: None,
+                job: None,
+                idle_until_ms: 0,
+                util: 0.0,
+                memory: IDLE_MEMORY_BYTES,
+                temperature: AMBIENT_C + 2.0,
+            })
+            .collect();
+        Self { inventory, cards }
+    }
+}
+
+/// A uniform draw from [lo, hi).
+fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
+    let unit = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    lo + unit * (hi - lo)
+}
+
+/// Moves `value` toward `target` as a first-order lag with time constant `tau_ms`.
+fn approach(value: f64, target: f64, dt_ms: f64, tau_ms: f64) -> f64 {
+    value + (target - value) * (1.0 - (-dt_ms / tau_ms).exp())
+}
+
+impl SimCard {
+    fn advance(&mut self, at_ms: i64) {
+        let first = self.last_ms.is_none();
+        // A long pause (or a clock step back) is treated as one poll interval.
+        let dt = match self.last_ms {
+            Some(last) if at_ms > last => ((at_ms - last) as f64).min(60_000.0),
+            _ => 1000.0,
+        };
+        self.last_ms = Some(at_ms);
+        if first {
+            // Start some cards busy so a fresh dashboard is not all idle.
+            if uniform(&mut self.rng, 0.0, 1.0) < 0.6 {
+                let started_ago = uniform(&mut self.rng, 0.0, 120_000.0) as i64;
+                self.start_job(at_ms - started_ago);
+                if let Some(job) = &self.job {
+                    self.memory = job.memory_bytes;
+                    self.util = job.peak_util * 0.8;
+                    self.temperature = AMBIENT_C + self.util * 0.45;
+                }
+            } else {
+                self.idle_until_ms = at_ms + uniform(&mut self.rng, 5_000.0, 90_000.0) as i64;
+            }
+        }
+        if self.job.as_ref().is_some_and(|j| at_ms >= j.until_ms) {
+            self.job = None;
+            self.idle_until_ms = at_ms + uniform(&mut self.rng, 10_000.0, 180_000.0) as i64;
+        }
+        if self.job.is_none() && at_ms >= self.idle_until_ms {
+            self.start_job(at_ms);
+        }
+        let noise = uniform(&mut self.rng, -4.0, 4.0);
+        let (target_util, target_memory) = match &self.job {
+            Some(job) => {
+                let phase = ((at_ms - job.started_ms) as f64 / job.period_ms).fract();
+                // 85 % of each cycle trains at full load, the rest evaluates at a third of it.
+                let load = if phase < 0.85 { 1.0 } else { 0.35 };
+                // Memory is allocated over the first ~20 s of a job.
+                (job.peak_util * load + noise, job.memory_bytes)
+            }
+            None => (noise.max(0.0) * 0.25, IDLE_MEMORY_BYTES),
+        };
+        // Load builds up over a few seconds but stops at once when the process exits.
+        let util_tau_ms = if self.job.is_some() { 2_500.0 } else { 300.0 };
+        self.util = approach(self.util, target_util, dt, util_tau_ms).clamp(0.0, 100.0);
+        self.memory = approach(self.memory, target_memory, dt, 6_000.0);
+        self.temperature = approach(self.temperature, AMBIENT_C + self.util * 0.45, dt, 40_000.0);
+    }
+
+    fn start_job(&mut self, at_ms: i64) {
+        let duration = uniform(&mut self.rng, 120_000.0, 1_200_000.0) as i64;
+        let user = USERS[(self.rng.next_u32() as usize) % USERS.len()];
+        let command = COMMANDS[(self.rng.next_u32() as usize) % COMMANDS.len()];
+        self.job = Some(SimJob {
+            until_ms: at_ms + duration,
+            started_ms: at_ms,
+            peak_util: uniform(&mut self.rng, 55.0, 100.0),
+            period_ms: uniform(&mut self.rng, 20_000.0, 90_000.0),
+            memory_bytes: uniform(&mut self.rng, 0.15, 0.95) * MEMORY_TOTAL_BYTES as f64,
+            process: GpuProcess {
+                pid: 100_000 + self.rng.next_u32() % 900_000,
+                used_memory_bytes: None,
+                user: Some(user.to_string()),
+                command: Some(command.to_string()),
+            },
+        });
+    }
+}
+
+impl GpuSource for SimulatedFleet {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Simulated
+    }
+
+    fn inventory(&self) -> &[GpuInfo] {
+        &self.inventory
+    }
+
+    fn read_counters(&mut self, pos: usize, at_ms: i64) -> Result<GpuSample, SourceError> {
+        let card = self
+            .cards
+            .get_mut(pos)
+            .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
+        card.advance(at_ms);
+        let util = card.util.round() as u32;
+        let power = IDLE_POWER_WATTS + card.util / 100.0 * (POWER_LIMIT_WATTS * 0.92 - IDLE_POWER_WATTS);
+        Ok(GpuSample {
+            at_ms,
+            utilization_gpu_pct: util,
+            utilization_memory_pct: (card.util * 0.6).round() as u32,
+            memory_used_bytes: card.memory.round() as u64,
+            temperature_c: Some(card.temperature.round() as u32),
+            power_watts: Some((power * 10.0).round() / 10.0),
+            power_limit_watts: Some(POWER_LIMIT_WATTS),
+            sm_clock_mhz: Some(if util > 2 { BOOST_CLOCK_MHZ - (util / 10) * 15 } else { IDLE_CLOCK_MHZ }),
+        })
+    }
+
+    fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {
+        let card = self
+            .cards
+            .get(pos)
+            .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
+        Ok(card
+            .job
+            .iter()
+            .map(|job| GpuProcess {
+                used_memory_bytes: Some(card.memory.round() as u64),
+                ..job.process.clone()
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seed: u64, gpus: u32, seconds: i64) -> Vec<Vec<GpuSample>> {
+        let mut fleet = SimulatedFleet::new("sim", gpus, seed);
+        (0..seconds)
+            .map(|s| {
+                (0..gpus as usize)
+                    .map(|g| fleet.read_counters(g, 1_700_000_000_000 + s * 1000).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_fleet_and_readings() {
+        let a = SimulatedFleet::new("sim", 4, 7);
+        let b = SimulatedFleet::new("sim", 4, 7);
+        assert_eq!(a.inventory(), b.inventory());
+        assert_eq!(run(7, 4, 50), run(7, 4, 50));
+        assert_ne!(run(7, 4, 50), run(8, 4, 50));
+    }
+
+    #[test]
+    fn cards_have_distinct_uuids_in_nvidia_form_and_ascending_pci_ids() {
+        let fleet = SimulatedFleet::new("sim", 8, 1);
+        let inv = fleet.inventory();
+        for (i, g) in inv.iter().enumerate() {
+            assert_eq!(g.index as usize, i);
+            assert!(g.uuid.starts_with("GPU-") && g.uuid.len() == 40, "{}", g.uuid);
+        }
+        let mut uuids: Vec<_> = inv.iter().map(|g| &g.uuid).collect();
+        uuids.dedup();
+        assert_eq!(uuids.len(), 8);
+        assert!(inv.windows(2).all(|w| w[0].pci_bus_id < w[1].pci_bus_id));
+    }
+
+    #[test]
+    fn readings_stay_in_physical_range_over_an_hour() {
+        for row in run(3, 8, 3600) {
+            for s in row {
+                assert!(s.utilization_gpu_pct <= 100);
+                assert!(s.memory_used_bytes <= MEMORY_TOTAL_BYTES);
+                let p = s.power_watts.unwrap();
+                assert!((IDLE_POWER_WATTS - 1.0..=POWER_LIMIT_WATTS).contains(&p), "{p}");
+                assert!((25..=80).contains(&s.temperature_c.unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn load_rises_and_falls_and_memory_and_heat_follow_it() {
+        let samples = run(11, 8, 3600);
+        for g in 0..8 {
+            let util: Vec<u32> = samples.iter().map(|row| row[g].utilization_gpu_pct).collect();
+            let busy = util.iter().filter(|u| **u >= 40).count();
+            let idle = util.iter().filter(|u| **u <= 2).count();
+            assert!(busy > 60 && idle > 60, "gpu {g}: {busy} busy, {idle} idle seconds");
+        }
+        // Across the fleet, hotter and hungrier seconds are the busier ones.
+        let flat: Vec<&GpuSample> = samples.iter().flatten().collect();
+        let mean = |f: &dyn Fn(&GpuSample) -> f64, hot: bool| {
+            let xs: Vec<f64> = flat
+                .iter()
+                .filter(|s| (s.utilization_gpu_pct >= 50) == hot)
+                .map(|s| f(s))
+                .collect();
+            xs.iter().sum::<f64>() / xs.len() as f64
+        };
+        let temp = |s: &GpuSample| s.temperature_c.unwrap() as f64;
+        let power = |s: &GpuSample| s.power_watts.unwrap();
+        let mem = |s: &GpuSample| s.memory_used_bytes as f64;
+        assert!(mean(&temp, true) > mean(&temp, false) + 5.0);
+        assert!(mean(&power, true) > mean(&power, false) * 2.0);
+        assert!(mean(&mem, true) > mean(&mem, false) * 2.0);
+    }
+
+    #[test]
+    fn a_busy_card_lists_its_job_and_an_idle_card_lists_none() {
+        let mut fleet = SimulatedFleet::new("sim", 8, 5);
+        let mut saw_busy = false;
+        let mut saw_idle = false;
+        for s in 0..600 {
+            for g in 0..8 {
+                let sample = fleet.read_counters(g, s * 1000).unwrap();
+                let procs = fleet.read_processes(g).unwrap();
+                if sample.utilization_gpu_pct >= 50 {
+                    assert_eq!(procs.len(), 1);
+                    assert!(procs[0].user.is_some() && procs[0].used_memory_bytes.is_some());
+                    saw_busy = true;
+                }
+                saw_idle |= procs.is_empty();
+            }
+        }
+        assert!(saw_busy && saw_idle);
+    }
+}
