@@ -91,17 +91,24 @@ fn default_data_dir() -> Option<PathBuf> {
     Some(base.join("lanes"))
 }
 
-/// Creates the data dir if needed and proves it writable.
-fn prepare_data_dir(path: &Path) -> Result<(), StartupError> {
+/// Creates the data dir if needed and proves it writable. Returns whether it was created, so
+/// that a start that fails later can leave the file system as it found it.
+fn prepare_data_dir(path: &Path) -> Result<bool, StartupError> {
     let fail = |e: std::io::Error| StartupError::DataDir {
         path: path.to_path_buf(),
         reason: e.to_string(),
     };
+    let created = !path.exists();
     std::fs::create_dir_all(path).map_err(fail)?;
     let probe = path.join(format!(".lanes-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(fail)?;
-    std::fs::remove_file(&probe).map_err(fail)?;
-    Ok(())
+    let probed = std::fs::write(&probe, b"").and_then(|()| std::fs::remove_file(&probe));
+    if let Err(e) = probed {
+        if created {
+            let _ = std::fs::remove_dir(path);
+        }
+        return Err(fail(e));
+    }
+    Ok(created)
 }
 
 /// A server that is bound and ready; [`Application::run_until`] serves it.
@@ -120,7 +127,16 @@ impl Application {
                 addr: config.listen,
                 source,
             })?;
-        prepare_data_dir(&config.data_dir)?;
+        let created = prepare_data_dir(&config.data_dir)?;
+        let built = Self::build_on(listener, &config).await;
+        if built.is_err() && created {
+            // Only an empty dir goes: anything written there stays for the operator to see.
+            let _ = std::fs::remove_dir(&config.data_dir);
+        }
+        built
+    }
+
+    async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
 
         let (source, fallback_reason) =

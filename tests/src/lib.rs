@@ -1,1 +1,100 @@
-//! Helpers for end-to-end tests.
+//! Helpers for end-to-end tests: the real server, in-process, on a random port with a fresh
+//! data dir and a simulated fleet; and the path of the built `lanes` binary for CLI tests.
+
+use lanes_server::startup::{Application, ServeConfig};
+use lanes_server::telemetry::poller::PollSettings;
+use lanes_server::telemetry::GpuSelection;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A running server. Dropping it without [`TestApp::stop`] leaves the server to die with the
+/// test's runtime.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub data_dir: tempfile::TempDir,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Poll interval of test servers: fast, so tests see several ticks quickly.
+pub const TEST_POLL: Duration = Duration::from_millis(50);
+
+impl TestApp {
+    pub async fn spawn(gpus: u32) -> Self {
+        let data_dir = tempfile::tempdir().expect("a temporary data dir");
+        let config = ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            database_url: format!("sqlite://{}", data_dir.path().join("lanes.db").display()),
+            data_dir: data_dir.path().to_path_buf(),
+            gpus: GpuSelection::Simulated(gpus),
+            poll: PollSettings {
+                interval: TEST_POLL,
+                process_interval: TEST_POLL * 2,
+            },
+            node_name: "testnode".into(),
+            site_root: data_dir.path().join("site"),
+            sim_seed: 42,
+        };
+        let app = Application::build(config).await.expect("the server starts");
+        let addr = app.local_addr();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(app.run_until(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            data_dir,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            served,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn ws_url(&self, path: &str) -> String {
+        format!("ws://{}{path}", self.addr)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("the server answers")
+    }
+
+    /// Shuts the server down gracefully and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(10), &mut self.served)
+            .await
+            .expect("the server stops within 10 s")
+            .expect("the server task did not panic")
+            .expect("the server ran without error");
+    }
+}
+
+/// The `lanes` binary of this build (`make test` builds it before the tests run).
+pub fn lanes_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/lanes
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("lanes"))
+        .expect("a target dir");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p lanes-server --bin lanes` first (make test does)",
+        bin.display()
+    );
+    bin
+}

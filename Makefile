@@ -1,0 +1,72 @@
+# Lanes: `make run` builds and starts the portal; `make test` runs every check.
+# Each tool is installed only when the pinned version is missing, so warm machines go
+# straight to the build. Versions and traps: ../shared/TOOLCHAIN.md.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+CARGO_LEPTOS_VERSION := 0.3.10
+WASM_BINDGEN_VERSION := 0.2.130
+BINARYEN_VERSION     := 132.0.0
+TOOLS_DIR            ?= $(HOME)/.cache/lanes-tools
+BINARYEN_BIN         := $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION)/node_modules/.bin
+export PATH          := $(BINARYEN_BIN):$(HOME)/.cargo/bin:$(PATH)
+
+LISTEN   ?= 127.0.0.1:3000
+DATA_DIR ?= $(CURDIR)/data
+GPUS     ?= auto
+
+.PHONY: run build test tools tools-test fmt-check clippy unit browser bench screenshot clean
+
+run: build
+	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
+	./target/release/lanes serve --listen $(LISTEN) --data-dir $(DATA_DIR) --gpus $(GPUS) --site-root target/site
+
+build: tools
+	cargo leptos build --release
+
+test: tools tools-test fmt-check clippy unit browser
+	@echo "All checks passed."
+
+tools:
+	@rustup target list --installed | grep -qx wasm32-unknown-unknown \
+		|| rustup target add wasm32-unknown-unknown
+	@cargo leptos --version 2>/dev/null | grep -q "$(CARGO_LEPTOS_VERSION)" \
+		|| cargo install cargo-leptos --version $(CARGO_LEPTOS_VERSION) --locked --features no_downloads
+	@wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)" \
+		|| cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
+	@test -x $(BINARYEN_BIN)/wasm-opt \
+		|| (mkdir -p $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION) \
+			&& npm install --silent --no-audit --no-fund --prefix $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION) binaryen@$(BINARYEN_VERSION))
+
+# Headless Chromium for the browser test (Debian's; never a downloaded browser).
+tools-test:
+	@command -v chromium >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+	@test -d tests/browser/node_modules/playwright-core \
+		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
+
+fmt-check:
+	cargo fmt --all -- --check
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p lanes-app --lib --target wasm32-unknown-unknown --features hydrate -- -D warnings
+
+unit:
+	cargo build -p lanes-server --bin lanes
+	cargo test --workspace
+
+browser: build
+	node tests/browser/dashboard.test.mjs
+
+bench: build
+	cargo build --release -p lanes-bench
+	./bench/run.sh
+
+# Refreshes the README screenshot from a simulated fleet.
+screenshot: build tools-test
+	SCREENSHOT=docs/dashboard.png node tests/browser/dashboard.test.mjs
+
+clean:
+	cargo clean

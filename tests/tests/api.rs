@@ -1,0 +1,124 @@
+//! The HTTP API of a real server: health, GPU list, metrics, errors.
+
+use lanes_app::model::{GpuState, HealthReport, SourceKind};
+use lanes_tests::TestApp;
+
+#[tokio::test]
+async fn healthz_reports_the_version_and_a_simulated_source() {
+    let app = TestApp::spawn(4).await;
+    let resp = app.get("/healthz").await;
+    assert_eq!(resp.status(), 200);
+    let health: HealthReport = resp.json().await.unwrap();
+    assert_eq!(health.status, "ok");
+    assert_eq!(health.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(health.gpu_source, SourceKind::Simulated);
+    assert_eq!((health.gpus, health.gpus_unhealthy), (4, 0));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_gpu_list_has_every_card_with_a_sample_and_health() {
+    let app = TestApp::spawn(4).await;
+    let resp = app.get("/api/v1/gpus").await;
+    assert_eq!(resp.status(), 200);
+    let gpus: Vec<GpuState> = resp.json().await.unwrap();
+    assert_eq!(gpus.len(), 4);
+    for (i, gpu) in gpus.iter().enumerate() {
+        assert_eq!(gpu.info.index as usize, i);
+        assert_eq!(gpu.info.node, "testnode");
+        assert!(gpu.info.uuid.starts_with("GPU-"));
+        assert!(gpu.health.is_ok());
+        let sample = gpu.sample.as_ref().expect("a first sample is taken before serving");
+        assert!(sample.memory_used_bytes <= gpu.info.memory_total_bytes);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text_with_one_series_per_card() {
+    let app = TestApp::spawn(4).await;
+    let resp = app.get("/metrics").await;
+    assert_eq!(resp.status(), 200);
+    let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+    let body = resp.text().await.unwrap();
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("valid Prometheus text");
+    for name in [
+        "lanes_gpu_up",
+        "lanes_gpu_utilization_ratio",
+        "lanes_gpu_memory_used_bytes",
+        "lanes_gpu_memory_total_bytes",
+        "lanes_gpu_temperature_celsius",
+        "lanes_gpu_power_watts",
+        "lanes_gpu_sm_clock_hertz",
+    ] {
+        let series: Vec<_> = scrape.samples.iter().filter(|s| s.metric == name).collect();
+        assert_eq!(series.len(), 4, "{name}");
+        for s in series {
+            for label in ["node", "gpu", "uuid", "name"] {
+                assert!(s.labels.get(label).is_some(), "{name} lacks {label}");
+            }
+        }
+    }
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "lanes_poll_duration_seconds_count"));
+    let util = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "lanes_gpu_utilization_ratio");
+    for s in util {
+        let prometheus_parse::Value::Gauge(v) = s.value else {
+            panic!("utilization is not a gauge")
+        };
+        assert!((0.0..=1.0).contains(&v), "{v}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_api_path_is_a_json_404() {
+    let app = TestApp::spawn(1).await;
+    let resp = app.get("/api/v1/no-such-thing").await;
+    assert_eq!(resp.status(), 404);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "not_found");
+    assert!(body["message"].as_str().is_some());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_dashboard_is_server_rendered_with_every_card_and_current_values() {
+    let app = TestApp::spawn(4).await;
+    let resp = app.get("/").await;
+    assert_eq!(resp.status(), 200);
+    let html = resp.text().await.unwrap();
+    assert_eq!(html.matches(r#"class="gpu-card"#).count(), 4, "{html}");
+    assert!(html.contains("Simulated GPU fleet"));
+    assert!(html.contains("4 GPUs"));
+    // Values are present before any script runs.
+    assert!(html.contains(" °C"));
+    assert!(html.contains("/pkg/lanes.js"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_page_is_a_404() {
+    let app = TestApp::spawn(1).await;
+    assert_eq!(app.get("/no/such/page").await.status(), 404);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_cards_seen_are_recorded_in_the_database() {
+    let app = TestApp::spawn(3).await;
+    let url = format!("sqlite://{}", app.data_dir.path().join("lanes.db").display());
+    let store = lanes_server::store::Store::open(&url).await.unwrap();
+    let known = store.known_gpus().await.unwrap();
+    assert_eq!(known.len(), 3);
+    assert!(known.iter().all(|g| g.node == "testnode"));
+    store.close().await;
+    app.stop().await;
+}
