@@ -199,7 +199,15 @@ mod tests {
     fn a_tick_updates_the_named_card_and_extends_its_history() {
         let mut f = fleet(&["a", "b"]);
         f.apply_updates(vec![update("b", Some(sample(1_000, 50, 10)), Health::Ok)]);
-        assert_eq!(f.gpu("n1", "b").unwrap().sample.as_ref().unwrap().utilization_gpu_pct, 50);
+        assert_eq!(
+            f.gpu("n1", "b")
+                .unwrap()
+                .sample
+                .as_ref()
+                .unwrap()
+                .utilization_gpu_pct,
+            50
+        );
         assert!(f.gpu("n1", "a").unwrap().sample.is_none());
         assert_eq!(f.history_of("n1", "b").len(), 1);
         assert!(f.history_of("n1", "a").is_empty());
@@ -277,6 +285,9 @@ mod tests {
         };
         let json = serde_json::to_string(&msg).unwrap();
         assert!(json.starts_with(r#"{"type":"tick""#), "{json}");
-        assert_eq!(serde_json::from_str::<TelemetryMessage>(&json).unwrap(), msg);
+        assert_eq!(
+            serde_json::from_str::<TelemetryMessage>(&json).unwrap(),
+            msg
+        );
     }
 }

@@ -12,7 +12,10 @@ pub enum LinkStatus {
     Connecting,
     Live,
     /// The link dropped; the next attempt is `attempt` and starts after `delay_ms`.
-    Reconnecting { attempt: u32, delay_ms: u32 },
+    Reconnecting {
+        attempt: u32,
+        delay_ms: u32,
+    },
 }
 
 impl LinkStatus {
@@ -21,7 +24,10 @@ impl LinkStatus {
             LinkStatus::Connecting => "connecting…".into(),
             LinkStatus::Live => "live".into(),
             LinkStatus::Reconnecting { delay_ms, .. } => {
-                format!("reconnecting in {:.0} s…", (delay_ms as f64 / 1000.0).ceil())
+                format!(
+                    "reconnecting in {:.0} s…",
+                    (delay_ms as f64 / 1000.0).ceil()
+                )
             }
         }
     }
@@ -82,7 +88,9 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
         })
     };
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-        let Some(text) = event.data().as_string() else { return };
+        let Some(text) = event.data().as_string() else {
+            return;
+        };
         match serde_json::from_str::<TelemetryMessage>(&text) {
             Ok(message) => fleet.update(|f| f.apply(message)),
             Err(err) => leptos::logging::warn!("lanes: unreadable telemetry message: {err}"),

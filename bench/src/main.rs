@@ -1,1 +1,232 @@
-fn main() {}
+//! Lanes benchmarks. Each prints a figure and the reference it is measured against; see
+//! docs/benchmarks.md for results and bench/run.sh for the full run.
+//!
+//! - `poll`: cost of one poll per GPU (the server's `Sampler`) against the raw NVML calls it
+//!   makes, in the same process and run. Needs a driver (the device machine).
+//! - `fanout`: websocket fan-out of a running `lanes serve` to N clients on loopback: latency
+//!   from the tick's sample time to its receipt by each client, and the server's RSS.
+
+use clap::{Parser, Subcommand};
+use futures::StreamExt;
+use lanes_app::model::TelemetryMessage;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Poll cost per GPU against the raw NVML calls.
+    Poll {
+        /// Polls of the whole node to time, per variant.
+        #[arg(long, default_value_t = 2000)]
+        rounds: u32,
+    },
+    /// Websocket fan-out latency and server RSS.
+    Fanout {
+        /// Server address (a running `lanes serve`).
+        #[arg(long)]
+        addr: String,
+        /// Server pid, for its RSS.
+        #[arg(long)]
+        pid: u32,
+        /// Number of websocket clients.
+        #[arg(long)]
+        clients: usize,
+        /// Seconds to measure after every client is connected.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
+}
+
+fn main() {
+    match Cli::parse().command {
+        Command::Poll { rounds } => poll(rounds),
+        Command::Fanout {
+            addr,
+            pid,
+            clients,
+            seconds,
+        } => tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(fanout(&addr, pid, clients, seconds)),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Median of `runs` timings of `f`, each of `rounds` calls, in microseconds per call.
+fn time_per_call(runs: usize, rounds: u32, mut f: impl FnMut()) -> f64 {
+    let mut per_call: Vec<f64> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..rounds {
+                f();
+            }
+            start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+        })
+        .collect();
+    per_call.sort_by(f64::total_cmp);
+    per_call[per_call.len() / 2]
+}
+
+fn poll(rounds: u32) {
+    use lanes_server::telemetry::nvml::NvmlSource;
+    use lanes_server::telemetry::poller::Sampler;
+    use lanes_server::telemetry::GpuSource;
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+
+    let source = match NvmlSource::open("bench") {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("poll benchmark needs a driver: {e}");
+            std::process::exit(2);
+        }
+    };
+    let gpus = source.inventory().len();
+    // The reference: the same NVML calls per card, straight through nvml-wrapper.
+    let nvml = nvml_wrapper::Nvml::init().expect("NVML loads a second time");
+    let raw = || {
+        for i in 0..gpus as u32 {
+            let d = nvml.device_by_index(i).unwrap();
+            std::hint::black_box((
+                d.utilization_rates().ok(),
+                d.memory_info().ok(),
+                d.temperature(TemperatureSensor::Gpu).ok(),
+                d.power_usage().ok(),
+                d.enforced_power_limit().ok(),
+                d.clock_info(Clock::SM).ok(),
+            ));
+        }
+    };
+    let raw_processes = || {
+        for i in 0..gpus as u32 {
+            let d = nvml.device_by_index(i).unwrap();
+            std::hint::black_box(d.running_compute_processes().ok());
+        }
+    };
+    let mut sampler = Sampler::new(Box::new(source));
+    let mut t = 0i64;
+    // Warm up both paths (driver caches, page faults) before timing.
+    for _ in 0..50 {
+        raw();
+        sampler.poll(0, false);
+    }
+    let runs = 7;
+    let raw_us = time_per_call(runs, rounds, raw);
+    let poll_us = time_per_call(runs, rounds, || {
+        t += 1;
+        std::hint::black_box(sampler.poll(t, false));
+    });
+    let raw_proc_us = time_per_call(runs, rounds / 10, || {
+        raw();
+        raw_processes();
+    });
+    let poll_proc_us = time_per_call(runs, rounds / 10, || {
+        t += 1;
+        std::hint::black_box(sampler.poll(t, true));
+    });
+    let per_gpu = |us: f64| us / gpus as f64;
+    println!(
+        "GPUs: {gpus}; median of {runs} runs of {rounds} node polls (processes: {} polls)",
+        rounds / 10
+    );
+    println!("| variant | raw NVML µs/GPU | lanes poll µs/GPU | ratio |");
+    println!("|---|---|---|---|");
+    println!(
+        "| counters only | {:.1} | {:.1} | {:.2}× |",
+        per_gpu(raw_us),
+        per_gpu(poll_us),
+        poll_us / raw_us
+    );
+    println!(
+        "| counters + process list | {:.1} | {:.1} | {:.2}× |",
+        per_gpu(raw_proc_us),
+        per_gpu(poll_proc_us),
+        poll_proc_us / raw_proc_us
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn now_ms_f64() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+async fn fanout(addr: &str, pid: u32, clients: usize, seconds: u64) {
+    let rss_idle = rss_kib(pid);
+    let url = format!("ws://{addr}/api/v1/telemetry/ws");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<f64>();
+    let measuring = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let (ws, _) = tokio_tungstenite::connect_async(&url)
+            .await
+            .expect("the server accepts the client");
+        let tx = tx.clone();
+        let measuring = measuring.clone();
+        tasks.push(tokio::spawn(async move {
+            let (_sink, mut stream) = ws.split();
+            while let Some(Ok(msg)) = stream.next().await {
+                let received = now_ms_f64();
+                let Ok(text) = msg.into_text() else { continue };
+                if !measuring.load(std::sync::atomic::Ordering::Relaxed) {
+                    continue;
+                }
+                // Only the tag and timestamp are needed; clients parse the whole message, as
+                // a browser would.
+                if let Ok(TelemetryMessage::Tick { at_ms, .. }) = serde_json::from_str(&text) {
+                    let _ = tx.send(received - at_ms as f64);
+                }
+            }
+        }));
+    }
+    drop(tx);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    measuring.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut rss_peak = 0;
+    let end = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        rss_peak = rss_peak.max(rss_kib(pid));
+    }
+    measuring.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut latencies = Vec::new();
+    while let Ok(l) = rx.try_recv() {
+        latencies.push(l);
+    }
+    for t in &tasks {
+        t.abort();
+    }
+    latencies.sort_by(f64::total_cmp);
+    let expected = clients as u64 * seconds;
+    println!(
+        "| {clients} | {} of ~{expected} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+        latencies.len(),
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 99.0),
+        latencies.last().copied().unwrap_or(f64::NAN),
+        rss_idle as f64 / 1024.0,
+        rss_peak as f64 / 1024.0,
+    );
+}

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "lanes", version, about = "Lanes: a self-hosted GPU pool portal")]
+#[command(
+    name = "lanes",
+    version,
+    about = "Lanes: a self-hosted GPU pool portal"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -51,6 +55,9 @@ pub struct ServeArgs {
     /// Seed of the simulated fleet.
     #[arg(long, env = "LANES_SIM_SEED", default_value_t = 1)]
     pub sim_seed: u64,
+    /// Make this simulated card fail every reading (to see how an unhealthy card looks).
+    #[arg(long, env = "LANES_SIM_FAULTY_GPU", hide = true)]
+    pub sim_faulty_gpu: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -91,7 +98,9 @@ mod tests {
     #[test]
     fn serve_defaults_match_the_documentation() {
         let cli = Cli::try_parse_from(["lanes", "serve"]).unwrap();
-        let Command::Serve(args) = cli.command else { panic!("not serve") };
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
         assert_eq!(args.listen, "127.0.0.1:3000".parse().unwrap());
         assert_eq!(args.gpus, GpuSelection::Auto);
         assert_eq!(args.poll_interval, Duration::from_secs(1));

@@ -10,7 +10,11 @@ use serde::Serialize;
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum MaskEntry {
     /// Selects the card at this position of the inventory.
-    Card { text: String, index: u32, uuid: String },
+    Card {
+        text: String,
+        index: u32,
+        uuid: String,
+    },
     /// CUDA rejects this entry, and with it every entry after it.
     Invalid { text: String, reason: String },
     /// Comes after an invalid entry, so CUDA never looks at it.
@@ -84,7 +88,11 @@ fn resolve_entry(text: &str, cards: &[GpuInfo]) -> Result<usize, String> {
         return if index < cards.len() {
             Ok(index)
         } else {
-            Err(format!("no card {index}: this host has {} (0 to {})", cards.len(), cards.len().saturating_sub(1)))
+            Err(format!(
+                "no card {index}: this host has {} (0 to {})",
+                cards.len(),
+                cards.len().saturating_sub(1)
+            ))
         };
     }
     if text.starts_with("GPU-") {
@@ -94,7 +102,10 @@ fn resolve_entry(text: &str, cards: &[GpuInfo]) -> Result<usize, String> {
         return match matches.as_slice() {
             [one] => Ok(*one),
             [] => Err("no card has a UUID starting with this".into()),
-            _ => Err(format!("ambiguous: the UUID prefix matches {} cards", matches.len())),
+            _ => Err(format!(
+                "ambiguous: the UUID prefix matches {} cards",
+                matches.len()
+            )),
         };
     }
     if text.starts_with("MIG-") {
@@ -147,7 +158,10 @@ pub fn run(json: bool) -> i32 {
         Ok(report) => report,
         Err(message) => {
             if json {
-                println!("{}", serde_json::json!({ "error": "no_driver", "message": message }));
+                println!(
+                    "{}",
+                    serde_json::json!({ "error": "no_driver", "message": message })
+                );
             } else {
                 println!("NVIDIA driver: not found");
                 println!("  {message}");
@@ -157,7 +171,10 @@ pub fn run(json: bool) -> i32 {
         }
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
         print!("{}", render(&report));
     }
@@ -168,7 +185,9 @@ fn gather() -> Result<Report, String> {
     let nvml = nvml_wrapper::Nvml::init().map_err(|e| {
         format!("NVML could not be loaded ({e}); is the NVIDIA driver installed and loaded?")
     })?;
-    let text = |r: Result<String, nvml_wrapper::error::NvmlError>| r.unwrap_or_else(|e| format!("unknown ({e})"));
+    let text = |r: Result<String, nvml_wrapper::error::NvmlError>| {
+        r.unwrap_or_else(|e| format!("unknown ({e})"))
+    };
     let cuda = nvml
         .sys_cuda_driver_version()
         .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10))
@@ -177,7 +196,8 @@ fn gather() -> Result<Report, String> {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_default();
-    let gpus = read_inventory(&nvml, &node).map_err(|e| format!("NVML could not list the GPUs: {e}"))?;
+    let gpus =
+        read_inventory(&nvml, &node).map_err(|e| format!("NVML could not list the GPUs: {e}"))?;
     let cuda_device_order = std::env::var("CUDA_DEVICE_ORDER").ok();
     let order = check_order(cuda_device_order.as_deref(), &gpus);
     let cuda_visible_devices = std::env::var("CUDA_VISIBLE_DEVICES")
@@ -201,7 +221,11 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(out, "NVIDIA driver:  {}", r.driver_version);
     let _ = writeln!(out, "NVML:           {}", r.nvml_version);
     let _ = writeln!(out, "CUDA (driver):  {}", r.cuda_driver_version);
-    let _ = writeln!(out, "GPUs:           {} (nvidia-smi order = PCI bus order)", r.gpus.len());
+    let _ = writeln!(
+        out,
+        "GPUs:           {} (nvidia-smi order = PCI bus order)",
+        r.gpus.len()
+    );
     for g in &r.gpus {
         let _ = writeln!(
             out,
@@ -213,12 +237,18 @@ pub fn render(r: &Report) -> String {
             g.memory_total_bytes as f64 / (1u64 << 30) as f64
         );
     }
-    let order = r.cuda_device_order.as_deref().unwrap_or("unset (FASTEST_FIRST)");
+    let order = r
+        .cuda_device_order
+        .as_deref()
+        .unwrap_or("unset (FASTEST_FIRST)");
     let _ = writeln!(out, "CUDA_DEVICE_ORDER: {order}");
     match r.order {
         OrderCheck::PciBusOrderSet => {}
         OrderCheck::SameModel => {
-            let _ = writeln!(out, "  ok: all cards are one model, so CUDA's default order equals PCI bus order");
+            let _ = writeln!(
+                out,
+                "  ok: all cards are one model, so CUDA's default order equals PCI bus order"
+            );
         }
         OrderCheck::MayDiffer => {
             let _ = writeln!(
@@ -231,17 +261,29 @@ pub fn render(r: &Report) -> String {
     }
     match &r.cuda_visible_devices {
         None => {
-            let _ = writeln!(out, "CUDA_VISIBLE_DEVICES: unset (a process here sees all {} cards)", r.gpus.len());
+            let _ = writeln!(
+                out,
+                "CUDA_VISIBLE_DEVICES: unset (a process here sees all {} cards)",
+                r.gpus.len()
+            );
         }
         Some(v) => {
-            let _ = writeln!(out, "CUDA_VISIBLE_DEVICES: {:?} → {} visible", v.value, v.visible.len());
+            let _ = writeln!(
+                out,
+                "CUDA_VISIBLE_DEVICES: {:?} → {} visible",
+                v.value,
+                v.visible.len()
+            );
             for (n, e) in v.entries.iter().enumerate() {
                 let _ = match e {
                     MaskEntry::Card { text, index, uuid } => {
                         writeln!(out, "  {text:<12} → CUDA device {n}: GPU {index} ({uuid})")
                     }
                     MaskEntry::Invalid { text, reason } => {
-                        writeln!(out, "  {text:<12} → INVALID: {reason}; CUDA stops reading here")
+                        writeln!(
+                            out,
+                            "  {text:<12} → INVALID: {reason}; CUDA stops reading here"
+                        )
                     }
                     MaskEntry::Ignored { text } => {
                         writeln!(out, "  {text:<12} → ignored (after an invalid entry)")
@@ -258,18 +300,22 @@ mod tests {
     use super::*;
 
     fn cards() -> Vec<GpuInfo> {
-        ["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", "GPU-89aa0000-0000-0000-0000-000000000001", "GPU-1234abcd-0000-0000-0000-000000000002"]
-            .iter()
-            .enumerate()
-            .map(|(i, uuid)| GpuInfo {
-                node: "n".into(),
-                uuid: uuid.to_string(),
-                index: i as u32,
-                name: "NVIDIA H200".into(),
-                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
-                memory_total_bytes: 1,
-            })
-            .collect()
+        [
+            "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+            "GPU-89aa0000-0000-0000-0000-000000000001",
+            "GPU-1234abcd-0000-0000-0000-000000000002",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, uuid)| GpuInfo {
+            node: "n".into(),
+            uuid: uuid.to_string(),
+            index: i as u32,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+            memory_total_bytes: 1,
+        })
+        .collect()
     }
 
     #[test]
@@ -280,7 +326,8 @@ mod tests {
 
     #[test]
     fn full_uuids_and_unique_gpu_prefixes_select_cards() {
-        let v = resolve_visible_devices("GPU-1234abcd-0000-0000-0000-000000000002,GPU-893", &cards());
+        let v =
+            resolve_visible_devices("GPU-1234abcd-0000-0000-0000-000000000002,GPU-893", &cards());
         assert_eq!(v.visible, [2, 0]);
     }
 
@@ -288,7 +335,9 @@ mod tests {
     fn an_ambiguous_prefix_is_invalid_and_hides_the_rest() {
         let v = resolve_visible_devices("1,GPU-89,0", &cards());
         assert_eq!(v.visible, [1]);
-        assert!(matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("ambiguous")));
+        assert!(
+            matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("ambiguous"))
+        );
         assert_eq!(v.entries[2], MaskEntry::Ignored { text: "0".into() });
     }
 
@@ -305,7 +354,9 @@ mod tests {
     fn a_repeated_card_stops_the_list() {
         let v = resolve_visible_devices("0,GPU-8932f937,1", &cards());
         assert_eq!(v.visible, [0]);
-        assert!(matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("already")));
+        assert!(
+            matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("already"))
+        );
     }
 
     #[test]
@@ -320,8 +371,14 @@ mod tests {
         mixed[1].name = "NVIDIA A100".into();
         assert_eq!(check_order(None, &cards()), OrderCheck::SameModel);
         assert_eq!(check_order(None, &mixed), OrderCheck::MayDiffer);
-        assert_eq!(check_order(Some("FASTEST_FIRST"), &mixed), OrderCheck::MayDiffer);
-        assert_eq!(check_order(Some("PCI_BUS_ID"), &mixed), OrderCheck::PciBusOrderSet);
+        assert_eq!(
+            check_order(Some("FASTEST_FIRST"), &mixed),
+            OrderCheck::MayDiffer
+        );
+        assert_eq!(
+            check_order(Some("PCI_BUS_ID"), &mixed),
+            OrderCheck::PciBusOrderSet
+        );
     }
 
     #[test]

@@ -55,7 +55,10 @@ impl Metrics {
             registry.register(name, help, family.clone());
             family
         };
-        let up = gauge("lanes_gpu_up", "1 if the last poll of the GPU succeeded, else 0");
+        let up = gauge(
+            "lanes_gpu_up",
+            "1 if the last poll of the GPU succeeded, else 0",
+        );
         let utilization = gauge(
             "lanes_gpu_utilization_ratio",
             "Share of the last sample period in which a kernel ran (0 to 1)",
@@ -115,7 +118,10 @@ impl Metrics {
             };
             let readings: [(&FloatGauge, Option<f64>); 6] = match &update.sample {
                 Some(s) => [
-                    (&self.utilization, Some(s.utilization_gpu_pct as f64 / 100.0)),
+                    (
+                        &self.utilization,
+                        Some(s.utilization_gpu_pct as f64 / 100.0),
+                    ),
                     (&self.memory_used, Some(s.memory_used_bytes as f64)),
                     (&self.temperature, s.temperature_c.map(f64::from)),
                     (&self.power, s.power_watts),
@@ -195,7 +201,10 @@ mod tests {
             power_limit_watts: Some(700.0),
             sm_clock_mhz: Some(1980),
         };
-        m.record_tick(&[update(Some(sample), Health::Ok)], Duration::from_millis(2));
+        m.record_tick(
+            &[update(Some(sample), Health::Ok)],
+            Duration::from_millis(2),
+        );
         let text = m.render();
         let labels = r#"{node="box1",gpu="3",uuid="GPU-1",name="NVIDIA H200"}"#;
         for line in [
@@ -228,11 +237,21 @@ mod tests {
         };
         m.record_tick(&[update(Some(sample), Health::Ok)], Duration::ZERO);
         m.record_tick(
-            &[update(None, Health::Unhealthy { reason: "lost".into() })],
+            &[update(
+                None,
+                Health::Unhealthy {
+                    reason: "lost".into(),
+                },
+            )],
             Duration::ZERO,
         );
         let text = m.render();
-        assert!(text.contains(r#"lanes_gpu_up{node="box1",gpu="3",uuid="GPU-1",name="NVIDIA H200"} 0.0"#), "{text}");
+        assert!(
+            text.contains(
+                r#"lanes_gpu_up{node="box1",gpu="3",uuid="GPU-1",name="NVIDIA H200"} 0.0"#
+            ),
+            "{text}"
+        );
         assert!(!text.contains("lanes_gpu_utilization_ratio{"), "{text}");
         assert!(!text.contains("lanes_gpu_temperature_celsius{"), "{text}");
         assert!(text.contains("lanes_gpu_memory_total_bytes{"), "{text}");

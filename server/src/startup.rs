@@ -7,7 +7,7 @@ use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::poller::{PollSettings, Poller, Sampler};
-use crate::telemetry::{self, GpuSelection, OpenError};
+use crate::telemetry::{self, GpuSelection, OpenError, SimOptions};
 use lanes_app::model::SourceKind;
 use leptos::prelude::LeptosOptions;
 use std::future::Future;
@@ -22,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("data dir {path} is not usable: {reason}")]
     DataDir { path: PathBuf, reason: String },
     #[error("no data dir given and no home directory to default to: pass --data-dir or set LANES_DATA_DIR")]
@@ -45,7 +48,7 @@ pub struct ServeConfig {
     pub poll: PollSettings,
     pub node_name: String,
     pub site_root: PathBuf,
-    pub sim_seed: u64,
+    pub sim: SimOptions,
 }
 
 impl ServeConfig {
@@ -79,7 +82,10 @@ impl ServeConfig {
             },
             node_name,
             site_root,
-            sim_seed: args.sim_seed,
+            sim: SimOptions {
+                seed: args.sim_seed,
+                faulty_gpu: args.sim_faulty_gpu,
+            },
         })
     }
 }
@@ -121,12 +127,13 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: ServeConfig) -> Result<Self, StartupError> {
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| StartupError::Listen {
-                addr: config.listen,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartupError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
         let created = prepare_data_dir(&config.data_dir)?;
         let built = Self::build_on(listener, &config).await;
         if built.is_err() && created {
@@ -140,7 +147,7 @@ impl Application {
         let store = Store::open(&config.database_url).await?;
 
         let (source, fallback_reason) =
-            telemetry::open(config.gpus, &config.node_name, config.sim_seed)?;
+            telemetry::open(config.gpus, &config.node_name, &config.sim)?;
         let kind = source.kind();
         match (kind, fallback_reason) {
             (SourceKind::Simulated, Some(reason)) => tracing::warn!(
@@ -151,10 +158,9 @@ impl Application {
                 "serving a SIMULATED fleet of {} GPUs, as --gpus asked",
                 source.inventory().len()
             ),
-            (SourceKind::Nvml, _) => tracing::info!(
-                "reading {} GPUs through NVML",
-                source.inventory().len()
-            ),
+            (SourceKind::Nvml, _) => {
+                tracing::info!("reading {} GPUs through NVML", source.inventory().len())
+            }
         }
         store
             .record_inventory(&config.node_name, source.inventory(), chrono::Utc::now())
@@ -164,7 +170,12 @@ impl Application {
         for info in source.inventory() {
             metrics.register_gpu(info);
         }
-        let hub = Arc::new(Hub::new(kind, config.poll.interval, source.inventory(), metrics));
+        let hub = Arc::new(Hub::new(
+            kind,
+            config.poll.interval,
+            source.inventory(),
+            metrics,
+        ));
         let poller = Poller::start(Sampler::new(source), hub.clone(), config.poll);
 
         let leptos_options = LeptosOptions::builder()
@@ -196,7 +207,10 @@ impl Application {
 
     /// Serves until `shutdown` resolves, then lets connections finish, stops the poller and
     /// closes the database.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let token = self.state.shutdown.clone();
         let app = http::router(self.state);
         let signal = {

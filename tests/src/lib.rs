@@ -3,7 +3,7 @@
 
 use lanes_server::startup::{Application, ServeConfig};
 use lanes_server::telemetry::poller::PollSettings;
-use lanes_server::telemetry::GpuSelection;
+use lanes_server::telemetry::{GpuSelection, SimOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +24,11 @@ pub const TEST_POLL: Duration = Duration::from_millis(50);
 
 impl TestApp {
     pub async fn spawn(gpus: u32) -> Self {
+        Self::spawn_with(gpus, None).await
+    }
+
+    /// A server whose simulated card `faulty_gpu` fails every reading.
+    pub async fn spawn_with(gpus: u32, faulty_gpu: Option<u32>) -> Self {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -36,7 +41,10 @@ impl TestApp {
             },
             node_name: "testnode".into(),
             site_root: data_dir.path().join("site"),
-            sim_seed: 42,
+            sim: SimOptions {
+                seed: 42,
+                faulty_gpu,
+            },
         };
         let app = Application::build(config).await.expect("the server starts");
         let addr = app.local_addr();

@@ -28,7 +28,10 @@ async fn the_gpu_list_has_every_card_with_a_sample_and_health() {
         assert_eq!(gpu.info.node, "testnode");
         assert!(gpu.info.uuid.starts_with("GPU-"));
         assert!(gpu.health.is_ok());
-        let sample = gpu.sample.as_ref().expect("a first sample is taken before serving");
+        let sample = gpu
+            .sample
+            .as_ref()
+            .expect("a first sample is taken before serving");
         assert!(sample.memory_used_bytes <= gpu.info.memory_total_bytes);
     }
     app.stop().await;
@@ -40,7 +43,10 @@ async fn metrics_parse_as_prometheus_text_with_one_series_per_card() {
     let resp = app.get("/metrics").await;
     assert_eq!(resp.status(), 200);
     let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
-    assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
     let body = resp.text().await.unwrap();
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
         .expect("valid Prometheus text");
@@ -114,11 +120,56 @@ async fn an_unknown_page_is_a_404() {
 #[tokio::test]
 async fn the_cards_seen_are_recorded_in_the_database() {
     let app = TestApp::spawn(3).await;
-    let url = format!("sqlite://{}", app.data_dir.path().join("lanes.db").display());
+    let url = format!(
+        "sqlite://{}",
+        app.data_dir.path().join("lanes.db").display()
+    );
     let store = lanes_server::store::Store::open(&url).await.unwrap();
     let known = store.known_gpus().await.unwrap();
     assert_eq!(known.len(), 3);
     assert!(known.iter().all(|g| g.node == "testnode"));
     store.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_card_is_unhealthy_in_api_metrics_and_page_while_the_others_update() {
+    let app = TestApp::spawn_with(3, Some(1)).await;
+    let health: HealthReport = app.get("/healthz").await.json().await.unwrap();
+    assert_eq!((health.gpus, health.gpus_unhealthy), (3, 1));
+
+    let first: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    assert!(matches!(
+        &first[1].health,
+        lanes_app::model::Health::Unhealthy { reason } if reason.contains("fallen off the bus")
+    ));
+    assert!(first[1].sample.is_none());
+    tokio::time::sleep(lanes_tests::TEST_POLL * 3).await;
+    let later: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    for i in [0, 2] {
+        let (a, b) = (
+            first[i].sample.as_ref().unwrap(),
+            later[i].sample.as_ref().unwrap(),
+        );
+        assert!(b.at_ms > a.at_ms, "card {i} kept updating");
+    }
+
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let up: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("lanes_gpu_up{"))
+        .collect();
+    assert_eq!(
+        up.iter().filter(|l| l.ends_with(" 0.0")).count(),
+        1,
+        "{up:?}"
+    );
+    assert!(up
+        .iter()
+        .any(|l| l.contains(r#"gpu="1""#) && l.ends_with(" 0.0")));
+
+    let html = app.get("/").await.text().await.unwrap();
+    assert!(html.contains("simulated fault: GPU has fallen off the bus"));
+    assert!(html.contains("1 unhealthy"));
     app.stop().await;
 }

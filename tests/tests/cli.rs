@@ -72,14 +72,22 @@ fn a_database_file_that_cannot_be_opened_is_refused() {
     let out = serve(&["--listen", "127.0.0.1:0", "--database-url", &url], &data);
     assert_refused(&out, "cannot open database");
     assert_eq!(std::fs::read_dir(&db).unwrap().count(), 0);
-    assert!(!data.exists(), "the data dir made for this run is removed again");
+    assert!(
+        !data.exists(),
+        "the data dir made for this run is removed again"
+    );
 }
 
 #[test]
 fn a_postgres_url_is_refused_until_that_backend_exists() {
     let tmp = tempfile::tempdir().unwrap();
     let out = serve(
-        &["--listen", "127.0.0.1:0", "--database-url", "postgres://localhost/lanes"],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            "postgres://localhost/lanes",
+        ],
         &tmp.path().join("data"),
     );
     assert_refused(&out, "expected sqlite://PATH");

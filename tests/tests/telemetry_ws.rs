@@ -44,7 +44,9 @@ async fn a_client_gets_a_snapshot_then_a_tick_per_poll() {
         assert!(at_ms > last_at, "ticks move forward");
         last_at = at_ms;
         assert_eq!(gpus.len(), 4);
-        assert!(gpus.iter().all(|g| g.sample.as_ref().map(|s| s.at_ms) == Some(at_ms)));
+        assert!(gpus
+            .iter()
+            .all(|g| g.sample.as_ref().map(|s| s.at_ms) == Some(at_ms)));
     }
     app.stop().await;
 }
@@ -85,7 +87,9 @@ async fn a_client_that_never_reads_is_dropped_and_others_keep_their_pace() {
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
         app.addr
     );
-    tokio::io::AsyncWriteExt::write_all(&mut stuck, request.as_bytes()).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stuck, request.as_bytes())
+        .await
+        .unwrap();
 
     let (mut good, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     next_message(&mut good).await;
@@ -103,7 +107,10 @@ async fn a_client_that_never_reads_is_dropped_and_others_keep_their_pace() {
         last = Instant::now();
     }
     assert!(ticks > 150, "only {ticks} ticks in 12 s at a 50 ms poll");
-    assert!(longest_gap < Duration::from_secs(1), "a {longest_gap:?} stall");
+    assert!(
+        longest_gap < Duration::from_secs(1),
+        "a {longest_gap:?} stall"
+    );
 
     // The server has given up on the stuck client: draining its socket reaches the end.
     let drained = tokio::time::timeout(Duration::from_secs(20), async {

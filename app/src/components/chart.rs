@@ -48,7 +48,10 @@ pub fn series_path(
         }
         segment.clear();
     };
-    for &(t, v) in points.iter().filter(|(t, _)| *t >= start_ms && *t <= end_ms) {
+    for &(t, v) in points
+        .iter()
+        .filter(|(t, _)| *t >= start_ms && *t <= end_ms)
+    {
         if last_t.is_some_and(|prev| t - prev > gap_ms) {
             flush(&mut segment, &mut path);
         }
@@ -132,7 +135,13 @@ mod tests {
 
     #[test]
     fn values_out_of_range_are_clamped_and_old_points_left_out() {
-        let p = series_path(&[(-5000, 1.0), (500, 250.0), (1000, -3.0)], 1000, 1000, 100.0, 5000);
+        let p = series_path(
+            &[(-5000, 1.0), (500, 250.0), (1000, -3.0)],
+            1000,
+            1000,
+            100.0,
+            5000,
+        );
         assert_eq!(p.line, "M150.0,0.0 L300.0,60.0");
     }
 

@@ -122,7 +122,9 @@ fn GpuCard(fleet: RwSignal<FleetSnapshot>, node: String, uuid: String) -> impl I
     let util_points = series(|p| p.utilization_gpu_pct as f64);
     let mem_points = series(|p| p.memory_used_bytes as f64);
     let gap_ms = fleet.with_untracked(|f| (f.interval_ms as i64).max(250) * 5);
-    let field = move |f: fn(&GpuState) -> String| move || gpu.with(|g| g.as_ref().map(f).unwrap_or_default());
+    let field = move |f: fn(&GpuState) -> String| {
+        move || gpu.with(|g| g.as_ref().map(f).unwrap_or_default())
+    };
 
     let state_label = move || {
         gpu.with(|g| match g {
@@ -238,7 +240,8 @@ fn GpuCard(fleet: RwSignal<FleetSnapshot>, node: String, uuid: String) -> impl I
 
 #[component]
 fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
-    let processes = move || gpu.with(|g| g.as_ref().map(|g| g.processes.clone()).unwrap_or_default());
+    let processes =
+        move || gpu.with(|g| g.as_ref().map(|g| g.processes.clone()).unwrap_or_default());
     view! {
         <Show
             when=move || !processes().is_empty()

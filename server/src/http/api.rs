@@ -34,7 +34,10 @@ async fn gpus(State(state): State<AppState>) -> Json<Vec<GpuState>> {
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], state.hub.metrics().render())
+    (
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        state.hub.metrics().render(),
+    )
 }
 
 /// API paths answer in JSON even when unknown, instead of falling through to the HTML app.

@@ -42,7 +42,9 @@ pub fn router(state: AppState) -> Router {
             let options = state.leptos_options.clone();
             move || lanes_app::shell(options.clone())
         })
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(lanes_app::shell))
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
+            lanes_app::shell,
+        ))
         .layer(CompressionLayer::new())
         .with_state(state)
 }

@@ -29,7 +29,10 @@ async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Respons
 
 /// Sends one message, or gives up after [`SEND_TIMEOUT`]. `true` when it was sent.
 async fn send(sink: &mut SplitSink<WebSocket, Message>, msg: Message) -> bool {
-    matches!(tokio::time::timeout(SEND_TIMEOUT, sink.send(msg)).await, Ok(Ok(())))
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, sink.send(msg)).await,
+        Ok(Ok(()))
+    )
 }
 
 async fn serve(socket: WebSocket, state: AppState) {

@@ -3,13 +3,17 @@
 
 use chrono::{DateTime, Utc};
 use lanes_app::model::GpuInfo;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unsupported database URL {0:?}: expected sqlite://PATH (PostgreSQL support is planned)")]
+    #[error(
+        "unsupported database URL {0:?}: expected sqlite://PATH (PostgreSQL support is planned)"
+    )]
     UnsupportedUrl(String),
     #[error("cannot open database {url}: {reason}")]
     Open { url: String, reason: String },
@@ -150,9 +154,15 @@ mod tests {
         let (store, dir) = temp_store().await;
         let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let t1 = DateTime::from_timestamp(1_700_000_600, 0).unwrap();
-        store.record_inventory("n1", &[gpu("GPU-a", 0), gpu("GPU-b", 1)], t0).await.unwrap();
+        store
+            .record_inventory("n1", &[gpu("GPU-a", 0), gpu("GPU-b", 1)], t0)
+            .await
+            .unwrap();
         // After a re-cabling the same card shows up at another index.
-        store.record_inventory("n1", &[gpu("GPU-b", 0)], t1).await.unwrap();
+        store
+            .record_inventory("n1", &[gpu("GPU-b", 0)], t1)
+            .await
+            .unwrap();
         let known = store.known_gpus().await.unwrap();
         assert_eq!(known.len(), 2);
         let b = known.iter().find(|g| g.uuid == "GPU-b").unwrap();

@@ -48,7 +48,9 @@ impl FromStr for GpuSelection {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = || format!("invalid GPU source {s:?}: expected auto, nvml or sim:N (N from 1 to {MAX_SIMULATED_GPUS})");
+        let invalid = || {
+            format!("invalid GPU source {s:?}: expected auto, nvml or sim:N (N from 1 to {MAX_SIMULATED_GPUS})")
+        };
         match s {
             "auto" => Ok(Self::Auto),
             "nvml" => Ok(Self::Nvml),
@@ -77,10 +79,20 @@ impl fmt::Display for GpuSelection {
     }
 }
 
+/// Settings of the simulated fleet.
+#[derive(Clone, Debug, Default)]
+pub struct SimOptions {
+    pub seed: u64,
+    /// Index of a simulated card that fails every reading (for tests and demos).
+    pub faulty_gpu: Option<u32>,
+}
+
 /// Why no source could be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("NVML is not available: {0} (is the NVIDIA driver installed? use --gpus sim:N to simulate)")]
+    #[error(
+        "NVML is not available: {0} (is the NVIDIA driver installed? use --gpus sim:N to simulate)"
+    )]
     NvmlUnavailable(String),
     #[error("NVML reports no GPUs on this host")]
     NoGpus,
@@ -91,17 +103,20 @@ pub enum OpenError {
 pub fn open(
     selection: GpuSelection,
     node: &str,
-    sim_seed: u64,
+    sim: &SimOptions,
 ) -> Result<(Box<dyn GpuSource>, Option<String>), OpenError> {
+    let simulated = |count: u32| -> Box<dyn GpuSource> {
+        Box::new(
+            sim::SimulatedFleet::new(node, count, sim.seed)
+                .with_faulty_card(sim.faulty_gpu.map(|g| g as usize)),
+        )
+    };
     match selection {
-        GpuSelection::Simulated(n) => Ok((Box::new(sim::SimulatedFleet::new(node, n, sim_seed)), None)),
+        GpuSelection::Simulated(n) => Ok((simulated(n), None)),
         GpuSelection::Nvml => Ok((Box::new(nvml::NvmlSource::open(node)?), None)),
         GpuSelection::Auto => match nvml::NvmlSource::open(node) {
             Ok(source) => Ok((Box::new(source), None)),
-            Err(err) => Ok((
-                Box::new(sim::SimulatedFleet::new(node, AUTO_SIMULATED_GPUS, sim_seed)),
-                Some(err.to_string()),
-            )),
+            Err(err) => Ok((simulated(AUTO_SIMULATED_GPUS), Some(err.to_string()))),
         },
     }
 }
@@ -119,7 +134,9 @@ mod tests {
 
     #[test]
     fn gpu_selection_rejects_other_values_with_the_accepted_forms() {
-        for bad in ["", "sim:", "sim:0", "sim:65", "sim:-1", "gpu", "NVML", "sim:4x"] {
+        for bad in [
+            "", "sim:", "sim:0", "sim:65", "sim:-1", "gpu", "NVML", "sim:4x",
+        ] {
             let err = bad.parse::<GpuSelection>().unwrap_err();
             assert!(err.contains("expected auto, nvml or sim:N"), "{bad}: {err}");
         }

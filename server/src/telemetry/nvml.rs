@@ -18,8 +18,8 @@ pub struct NvmlSource {
 impl NvmlSource {
     pub fn open(node: &str) -> Result<Self, OpenError> {
         let nvml = Nvml::init().map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
-        let inventory = read_inventory(&nvml, node)
-            .map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
+        let inventory =
+            read_inventory(&nvml, node).map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
         if inventory.is_empty() {
             return Err(OpenError::NoGpus);
         }
@@ -112,7 +112,10 @@ impl GpuSource for NvmlSource {
     }
 
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {
-        let raw = self.device(pos)?.running_compute_processes().map_err(describe)?;
+        let raw = self
+            .device(pos)?
+            .running_compute_processes()
+            .map_err(describe)?;
         Ok(raw
             .into_iter()
             .map(|p| {
@@ -123,9 +126,9 @@ impl GpuSource for NvmlSource {
                         UsedGpuMemory::Used(bytes) => Some(bytes),
                         UsedGpuMemory::Unavailable => None,
                     },
-                    user: owner.as_ref().and_then(|o| {
-                        o.user.clone().or_else(|| Some(format!("uid {}", o.uid)))
-                    }),
+                    user: owner
+                        .as_ref()
+                        .and_then(|o| o.user.clone().or_else(|| Some(format!("uid {}", o.uid)))),
                     command: owner.map(|o| o.command),
                 }
             })

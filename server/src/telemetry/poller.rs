@@ -191,7 +191,9 @@ mod tests {
     fn an_error_on_one_card_marks_it_unhealthy_and_the_others_keep_updating() {
         let mut sampler = failing(2_000);
         let before = sampler.poll(1_000, true);
-        assert!(before.iter().all(|u| u.health.is_ok() && u.sample.is_some()));
+        assert!(before
+            .iter()
+            .all(|u| u.health.is_ok() && u.sample.is_some()));
         let after = sampler.poll(2_000, true);
         assert_eq!(
             after[1].health,
@@ -251,7 +253,10 @@ mod tests {
         let mut reader = hub.subscribe();
         for t in 0..(crate::telemetry::hub::TICK_BUFFER as i64 * 3) {
             hub.publish(t * 1000, sampler.poll(t * 1000, false), Duration::ZERO);
-            assert!(reader.try_recv().is_ok(), "tick {t} did not reach the reader");
+            assert!(
+                reader.try_recv().is_ok(),
+                "tick {t} did not reach the reader"
+            );
         }
         assert!(matches!(
             stuck.try_recv(),
@@ -279,7 +284,10 @@ mod tests {
         );
         // The first reading is taken before start returns.
         assert!(hub.snapshot().gpus.iter().all(|g| g.sample.is_some()));
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
         rt.block_on(async {
             for _ in 0..3 {
                 tokio::time::timeout(Duration::from_secs(5), rx.recv())

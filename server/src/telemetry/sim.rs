@@ -26,6 +26,8 @@ const COMMANDS: [&str; 5] = ["python", "torchrun", "python3", "jupyter-kernel", 
 pub struct SimulatedFleet {
     inventory: Vec<GpuInfo>,
     cards: Vec<SimCard>,
+    /// A card that fails every reading, to exercise the unhealthy path end to end.
+    faulty: Option<usize>,
 }
 
 struct SimJob {
@@ -70,7 +72,9 @@ impl SimulatedFleet {
             .collect();
         let cards = (0..count)
             .map(|index| SimCard {
-                rng: ChaCha8Rng::seed_from_u64(seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(index as u64 + 1))),
+                rng: ChaCha8Rng::seed_from_u64(
+                    seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(index as u64 + 1)),
+                ),
                 last_ms: None,
                 job: None,
                 idle_until_ms: 0,
@@ -79,7 +83,17 @@ impl SimulatedFleet {
                 temperature: AMBIENT_C + 2.0,
             })
             .collect();
-        Self { inventory, cards }
+        Self {
+            inventory,
+            cards,
+            faulty: None,
+        }
+    }
+
+    /// Makes the card at `pos` fail every reading from now on, as a card that fell off the bus.
+    pub fn with_faulty_card(mut self, pos: Option<usize>) -> Self {
+        self.faulty = pos;
+        self
     }
 }
 
@@ -172,13 +186,19 @@ impl GpuSource for SimulatedFleet {
     }
 
     fn read_counters(&mut self, pos: usize, at_ms: i64) -> Result<GpuSample, SourceError> {
+        if self.faulty == Some(pos) {
+            return Err(SourceError(
+                "simulated fault: GPU has fallen off the bus".into(),
+            ));
+        }
         let card = self
             .cards
             .get_mut(pos)
             .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
         card.advance(at_ms);
         let util = card.util.round() as u32;
-        let power = IDLE_POWER_WATTS + card.util / 100.0 * (POWER_LIMIT_WATTS * 0.92 - IDLE_POWER_WATTS);
+        let power =
+            IDLE_POWER_WATTS + card.util / 100.0 * (POWER_LIMIT_WATTS * 0.92 - IDLE_POWER_WATTS);
         Ok(GpuSample {
             at_ms,
             utilization_gpu_pct: util,
@@ -187,7 +207,11 @@ impl GpuSource for SimulatedFleet {
             temperature_c: Some(card.temperature.round() as u32),
             power_watts: Some((power * 10.0).round() / 10.0),
             power_limit_watts: Some(POWER_LIMIT_WATTS),
-            sm_clock_mhz: Some(if util > 2 { BOOST_CLOCK_MHZ - (util / 10) * 15 } else { IDLE_CLOCK_MHZ }),
+            sm_clock_mhz: Some(if util > 2 {
+                BOOST_CLOCK_MHZ - (util / 10) * 15
+            } else {
+                IDLE_CLOCK_MHZ
+            }),
         })
     }
 
@@ -216,7 +240,11 @@ mod tests {
         (0..seconds)
             .map(|s| {
                 (0..gpus as usize)
-                    .map(|g| fleet.read_counters(g, 1_700_000_000_000 + s * 1000).unwrap())
+                    .map(|g| {
+                        fleet
+                            .read_counters(g, 1_700_000_000_000 + s * 1000)
+                            .unwrap()
+                    })
                     .collect()
             })
             .collect()
@@ -237,7 +265,11 @@ mod tests {
         let inv = fleet.inventory();
         for (i, g) in inv.iter().enumerate() {
             assert_eq!(g.index as usize, i);
-            assert!(g.uuid.starts_with("GPU-") && g.uuid.len() == 40, "{}", g.uuid);
+            assert!(
+                g.uuid.starts_with("GPU-") && g.uuid.len() == 40,
+                "{}",
+                g.uuid
+            );
         }
         let mut uuids: Vec<_> = inv.iter().map(|g| &g.uuid).collect();
         uuids.dedup();
@@ -252,7 +284,10 @@ mod tests {
                 assert!(s.utilization_gpu_pct <= 100);
                 assert!(s.memory_used_bytes <= MEMORY_TOTAL_BYTES);
                 let p = s.power_watts.unwrap();
-                assert!((IDLE_POWER_WATTS - 1.0..=POWER_LIMIT_WATTS).contains(&p), "{p}");
+                assert!(
+                    (IDLE_POWER_WATTS - 1.0..=POWER_LIMIT_WATTS).contains(&p),
+                    "{p}"
+                );
                 assert!((25..=80).contains(&s.temperature_c.unwrap()));
             }
         }
@@ -262,10 +297,16 @@ mod tests {
     fn load_rises_and_falls_and_memory_and_heat_follow_it() {
         let samples = run(11, 8, 3600);
         for g in 0..8 {
-            let util: Vec<u32> = samples.iter().map(|row| row[g].utilization_gpu_pct).collect();
+            let util: Vec<u32> = samples
+                .iter()
+                .map(|row| row[g].utilization_gpu_pct)
+                .collect();
             let busy = util.iter().filter(|u| **u >= 40).count();
             let idle = util.iter().filter(|u| **u <= 2).count();
-            assert!(busy > 60 && idle > 60, "gpu {g}: {busy} busy, {idle} idle seconds");
+            assert!(
+                busy > 60 && idle > 60,
+                "gpu {g}: {busy} busy, {idle} idle seconds"
+            );
         }
         // Across the fleet, hotter and hungrier seconds are the busier ones.
         let flat: Vec<&GpuSample> = samples.iter().flatten().collect();

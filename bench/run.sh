@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every benchmark that this machine can run and prints Markdown tables for
+# docs/benchmarks.md. Expects release builds (`make bench` does them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BENCH=target/release/lanes-bench
+LANES=target/release/lanes
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
+
+echo "## Hydrate bundle (target/site/pkg, release build)"
+echo
+echo "| file | raw | gzip -9 | brotli q11 |"
+echo "|---|---|---|---|"
+for f in target/site/pkg/lanes_bg.wasm target/site/pkg/lanes.js target/site/pkg/lanes.css; do
+  node -e '
+    const fs = require("fs"), z = require("zlib");
+    const b = fs.readFileSync(process.argv[1]);
+    const kb = (n) => (n / 1024).toFixed(1) + " KiB";
+    const br = z.brotliCompressSync(b, { params: { [z.constants.BROTLI_PARAM_QUALITY]: 11 } });
+    console.log(`| ${process.argv[1].split("/").pop()} | ${kb(b.length)} | ${kb(z.gzipSync(b, { level: 9 }).length)} | ${kb(br.length)} |`);
+  ' "$f"
+done
+echo
+
+echo "## Websocket fan-out: sim:8 at 1 Hz, loopback, ${SECONDS_PER_RUN} s per run"
+echo
+data=$(mktemp -d)
+"$LANES" serve --gpus sim:8 --listen 127.0.0.1:0 --data-dir "$data" --site-root target/site \
+  > "$data/out" 2> "$data/err" &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -rf "$data"' EXIT
+for _ in $(seq 100); do grep -q listening "$data/out" && break; sleep 0.1; done
+addr=$(sed -n 's#.*listening on http://##p' "$data/out")
+echo "| clients | latencies measured | p50 ms | p99 ms | max ms | server RSS before, MiB | server RSS peak, MiB |"
+echo "|---|---|---|---|---|---|---|"
+for n in 100 1000; do
+  "$BENCH" fanout --addr "$addr" --pid "$pid" --clients "$n" --seconds "$SECONDS_PER_RUN"
+  sleep 2
+done
+echo
+
+echo "## Poll cost per GPU against raw NVML"
+echo
+if "$BENCH" poll --rounds 2000 2>/dev/null; then :; else
+  echo "(no NVIDIA driver here: run \`target/release/lanes-bench poll\` on a GPU host)"
+fi

@@ -1,0 +1,118 @@
+// Browser test of the dashboard in Debian's headless Chromium, against the release build.
+//
+// Starts `target/release/lanes serve --gpus sim:4` on a random port with a fresh data dir,
+// loads `/`, and checks: every card is server-rendered; the page hydrates and goes live over
+// the websocket; a value changes live; the page says it is reconnecting when the server goes
+// away and goes live again when it is back. With SCREENSHOT=path it saves a screenshot there.
+
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const bin = join(root, 'target/release/lanes');
+const dataDir = mkdtempSync(join(tmpdir(), 'lanes-browser-'));
+const GPUS = 4;
+
+/** Starts the server and resolves with its base URL once it prints where it listens. */
+function startServer(listen) {
+  const child = spawn(bin, [
+    'serve', '--gpus', `sim:${GPUS}`, '--listen', listen, '--data-dir', dataDir,
+    '--site-root', join(root, 'target/site'), '--poll-interval', '250ms',
+  ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
+  return new Promise((resolveUrl, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m) resolveUrl({ child, url: m[1] });
+    });
+    child.on('exit', (code) => reject(new Error(`lanes exited with ${code} before listening`)));
+    setTimeout(() => reject(new Error('lanes did not start within 20 s')), 20_000);
+  });
+}
+
+function stopServer(child) {
+  return new Promise((done) => {
+    child.once('exit', done);
+    child.kill('SIGTERM');
+  });
+}
+
+const step = (name) => console.log(`  ✓ ${name}`);
+let server = await startServer('127.0.0.1:0');
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+});
+const failures = [];
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') failures.push(`console error: ${m.text()}`); });
+
+  // Server-rendered: the cards are in the HTML before any script runs.
+  const resp = await page.request.get(server.url + '/');
+  const html = await resp.text();
+  assert.equal((html.match(/class="gpu-card/g) || []).length, GPUS, 'every card is server-rendered');
+  step('the server-rendered page has every card');
+
+  await page.goto(server.url + '/');
+  await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
+  step('the page hydrated and the websocket is live');
+
+  assert.equal(await page.locator('.gpu-card').count(), GPUS);
+  await page.getByText('Simulated GPU fleet').waitFor();
+  step(`${GPUS} GPU cards and the simulated-fleet banner are shown`);
+
+  const readings = () => page.locator('.gpu-card .chart-value').allTextContents();
+  const before = (await readings()).join('|');
+  await page.waitForFunction(
+    (b) => [...document.querySelectorAll('.gpu-card .chart-value')].map((e) => e.textContent).join('|') !== b,
+    before, { timeout: 10_000 });
+  step('values change live');
+
+  const pathsBefore = await page.locator('.series-util .line').first().getAttribute('d');
+  await page.waitForFunction(
+    (b) => document.querySelector('.series-util .line').getAttribute('d') !== b,
+    pathsBefore, { timeout: 10_000 });
+  step('charts redraw as ticks arrive');
+
+  if (process.env.SCREENSHOT) {
+    await page.waitForTimeout(4000);
+    mkdirSync(dirname(resolve(root, process.env.SCREENSHOT)), { recursive: true });
+    await page.screenshot({ path: resolve(root, process.env.SCREENSHOT), fullPage: false });
+    step(`screenshot saved to ${process.env.SCREENSHOT}`);
+  }
+
+  // Phone width: one column, no horizontal scrolling.
+  await page.setViewportSize({ width: 390, height: 844 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px on a phone`);
+  step('fits a phone screen');
+  await page.setViewportSize({ width: 1400, height: 900 });
+
+  // The server goes away: the page says it is reconnecting, then recovers when it is back.
+  const port = new URL(server.url).port;
+  await stopServer(server.child);
+  await page.locator('[data-testid=link-status]', { hasText: 'reconnecting' }).waitFor({ timeout: 10_000 });
+  step('shows that it is reconnecting when the server is gone');
+  server = await startServer(`127.0.0.1:${port}`);
+  await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
+  step('goes live again when the server is back');
+
+  // Reconnect failures are expected console noise while the server is down.
+  const real = failures.filter((f) => !/WebSocket connection|ERR_CONNECTION_REFUSED/.test(f));
+  assert.deepEqual(real, [], 'no page errors');
+  step('no errors in the page');
+} finally {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+}
+console.log('browser test passed');
