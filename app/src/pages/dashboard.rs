@@ -229,13 +229,14 @@ fn GpuCard(fleet: RwSignal<FleetSnapshot>, node: String, uuid: String) -> impl I
                     <dd>{sample_text(|s| s.sm_clock_mhz.map_or("—".into(), |c| format!("{c} MHz")))}</dd>
                 </div>
                 <div>
-                    <dt>"Memory activity"</dt>
+                    <dt title="Share of time device memory was read or written">"Mem busy"</dt>
                     <dd>{sample_text(|s| format!("{} %", s.utilization_memory_pct))}</dd>
                 </div>
             </dl>
             <Processes gpu />
         </article>
     }
+    .into_any()
 }
 
 #[component]
@@ -269,4 +270,5 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
             </table>
         </Show>
     }
+    .into_any()
 }

@@ -24,7 +24,14 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
-    ws.on_upgrade(move |socket| serve(socket, state))
+    // Clients only send control frames, so a small read buffer (the default is 128 KiB per
+    // connection, which dominates memory with many viewers). Writes go out message by message;
+    // the cap bounds what one stuck client can pin, with room for a 64-card snapshot.
+    ws.read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(32 * 1024 * 1024)
+        .max_message_size(64 * 1024)
+        .on_upgrade(move |socket| serve(socket, state))
 }
 
 /// Sends one message, or gives up after [`SEND_TIMEOUT`]. `true` when it was sent.

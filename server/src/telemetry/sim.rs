@@ -10,7 +10,7 @@ use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const MEMORY_TOTAL_BYTES: u64 = 143_771_369_472; // what an H200 reports
+const MEMORY_TOTAL_BYTES: u64 = 150_754_820_096; // what NVML reports for an H200
 const POWER_LIMIT_WATTS: f64 = 700.0;
 const IDLE_POWER_WATTS: f64 = 72.0;
 const AMBIENT_C: f64 = 30.0;
