@@ -66,7 +66,7 @@ bench: build
 
 # Refreshes the README screenshot from a simulated fleet.
 screenshot: build tools-test
-	SCREENSHOT=docs/dashboard.png node tests/browser/dashboard.test.mjs
+	LANES_TEST_GPUS=8 SCREENSHOT_WAIT=100 SCREENSHOT=docs/dashboard.png node tests/browser/dashboard.test.mjs
 
 clean:
 	cargo clean

@@ -40,10 +40,12 @@ curl -s $URL/ > "$OUT/index.html"
 ps -o pid,user,comm -p $PY > "$OUT/ps.txt"
 nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv > "$OUT/nvidia-smi-apps.csv"
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv > "$OUT/nvidia-smi-util.csv"
+# Poll cost while GPU 1 is loaded and lists one process (so /proc lookups are included).
+./lanes-bench poll --rounds 20000 > "$OUT/poll-loaded.md" 2>&1
 wait $PY
 kill -TERM $SERVER; wait $SERVER; echo "serve exit status after SIGTERM: $?" >> "$OUT/serve.out"
 
-./lanes-bench poll --rounds 2000 > "$OUT/poll.md" 2>&1
+./lanes-bench poll --rounds 20000 > "$OUT/poll-idle.md" 2>&1
 
 ./lanes serve --gpus sim:8 --listen 127.0.0.1:$PORT --data-dir "$data/sim" --site-root site \
   > "$OUT/sim.out" 2> "$OUT/sim.err" &

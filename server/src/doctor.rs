@@ -21,9 +21,14 @@ pub enum MaskEntry {
     Ignored { text: String },
 }
 
-/// What `CUDA_VISIBLE_DEVICES` makes visible, following CUDA's rules: entries are indices (in
-/// CUDA's enumeration order) or UUIDs, written in full or as a unique prefix that starts with
-/// `GPU-`; parsing stops at the first invalid entry, and the cards before it stay visible.
+/// What `CUDA_VISIBLE_DEVICES` makes visible, following CUDA's rules (checked against CUDA on
+/// real cards with `bench/mask-vs-cuda.sh`):
+/// - the first entry sets the form: a list of indices (in CUDA's enumeration order), or of UUIDs
+///   (`GPU-` plus the full UUID or a unique prefix of it);
+/// - an index is read like `strtoul`: leading digits count and the rest is dropped (`1gpu` is 1);
+/// - reading stops at the first entry that is invalid (no such card, negative, the other form),
+///   and the cards before it stay visible;
+/// - a card named twice makes no card visible at all.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VisibleDevices {
     pub value: String,
@@ -42,17 +47,24 @@ pub fn resolve_visible_devices(value: &str, cuda_order: &[GpuInfo]) -> VisibleDe
     } else {
         value.split(',').map(str::trim).collect()
     };
+    let uuid_form = texts.first().is_some_and(|t| t.starts_with("GPU-"));
     for text in texts {
         if stopped {
             entries.push(MaskEntry::Ignored { text: text.into() });
             continue;
         }
-        match resolve_entry(text, cuda_order) {
+        let resolved = if uuid_form {
+            resolve_uuid(text, cuda_order)
+        } else {
+            resolve_index(text, cuda_order)
+        };
+        match resolved {
             Ok(pos) if visible.contains(&pos) => {
                 stopped = true;
+                visible.clear();
                 entries.push(MaskEntry::Invalid {
                     text: text.into(),
-                    reason: "names a card already listed".into(),
+                    reason: "names a card already listed, so CUDA shows no card at all".into(),
                 });
             }
             Ok(pos) => {
@@ -79,39 +91,49 @@ pub fn resolve_visible_devices(value: &str, cuda_order: &[GpuInfo]) -> VisibleDe
     }
 }
 
-fn resolve_entry(text: &str, cards: &[GpuInfo]) -> Result<usize, String> {
-    if text.is_empty() {
-        return Err("empty entry".into());
+fn resolve_index(text: &str, cards: &[GpuInfo]) -> Result<usize, String> {
+    if text.starts_with("GPU-") || text.starts_with("MIG-") {
+        return Err(
+            "a UUID in a list that began with an index (CUDA takes one form per list)".into(),
+        );
     }
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        let index: usize = text.parse().map_err(|_| "index out of range".to_string())?;
-        return if index < cards.len() {
-            Ok(index)
-        } else {
-            Err(format!(
-                "no card {index}: this host has {} (0 to {})",
-                cards.len(),
-                cards.len().saturating_sub(1)
-            ))
-        };
+    if text.starts_with('-') {
+        return Err("negative: hides this and every later entry".into());
     }
-    if text.starts_with("GPU-") {
-        let matches: Vec<usize> = (0..cards.len())
-            .filter(|&i| cards[i].uuid.starts_with(text))
-            .collect();
-        return match matches.as_slice() {
-            [one] => Ok(*one),
-            [] => Err("no card has a UUID starting with this".into()),
-            _ => Err(format!(
-                "ambiguous: the UUID prefix matches {} cards",
-                matches.len()
-            )),
-        };
+    let digits = &text[..text.bytes().take_while(u8::is_ascii_digit).count()];
+    if digits.is_empty() {
+        return Err("neither an index nor a GPU- UUID".into());
     }
+    match digits.parse::<usize>() {
+        Ok(index) if index < cards.len() => Ok(index),
+        _ => Err(format!(
+            "no card {digits}: this host has {} (0 to {})",
+            cards.len(),
+            cards.len().saturating_sub(1)
+        )),
+    }
+}
+
+fn resolve_uuid(text: &str, cards: &[GpuInfo]) -> Result<usize, String> {
     if text.starts_with("MIG-") {
         return Err("a MIG instance, not a whole card (MIG is not bookable yet)".into());
     }
-    Err("neither an index nor a GPU- UUID (negative values such as -1 hide every card)".into())
+    if !text.starts_with("GPU-") {
+        return Err(
+            "not a GPU- UUID in a list that began with one (CUDA takes one form per list)".into(),
+        );
+    }
+    let matches: Vec<usize> = (0..cards.len())
+        .filter(|&i| cards[i].uuid.starts_with(text))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(*one),
+        [] => Err("no card has a UUID starting with this".into()),
+        _ => Err(format!(
+            "ambiguous: the UUID prefix matches {} cards",
+            matches.len()
+        )),
+    }
 }
 
 /// Whether CUDA numbers cards differently from `nvidia-smi` (NVML, PCI bus order) here.
@@ -333,17 +355,43 @@ mod tests {
 
     #[test]
     fn an_ambiguous_prefix_is_invalid_and_hides_the_rest() {
-        let v = resolve_visible_devices("1,GPU-89,0", &cards());
-        assert_eq!(v.visible, [1]);
+        let v = resolve_visible_devices("GPU-1,GPU-89,GPU-8932", &cards());
+        assert_eq!(v.visible, [2]);
         assert!(
             matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("ambiguous"))
         );
-        assert_eq!(v.entries[2], MaskEntry::Ignored { text: "0".into() });
+        assert_eq!(
+            v.entries[2],
+            MaskEntry::Ignored {
+                text: "GPU-8932".into()
+            }
+        );
     }
 
     #[test]
-    fn out_of_range_negative_and_uuid_without_prefix_are_invalid() {
-        for bad in ["3", "-1", "8932f937", "GPU-ffff", "MIG-abc", "0x1"] {
+    fn the_first_entry_sets_the_form_and_the_other_form_stops_the_list() {
+        // As CUDA did on two H200s: "1,GPU-<card 0>,7,0" shows card 1 only.
+        assert_eq!(
+            resolve_visible_devices("1,GPU-8932f937,7,0", &cards()).visible,
+            [1]
+        );
+        assert_eq!(resolve_visible_devices("GPU-1234,0", &cards()).visible, [2]);
+    }
+
+    #[test]
+    fn an_out_of_range_index_keeps_the_cards_before_it() {
+        // As CUDA did: "0,7,1" shows card 0 only.
+        assert_eq!(resolve_visible_devices("0,7,1", &cards()).visible, [0]);
+    }
+
+    #[test]
+    fn indices_are_read_like_strtoul() {
+        assert_eq!(resolve_visible_devices("1gpu,2x", &cards()).visible, [1, 2]);
+    }
+
+    #[test]
+    fn negative_bare_uuid_mig_and_garbage_hide_everything_from_there() {
+        for bad in ["-1", "8932f937", "MIG-abc", "GPU-", "GPU-ffff", "x"] {
             let v = resolve_visible_devices(bad, &cards());
             assert!(v.visible.is_empty(), "{bad}");
             assert!(matches!(v.entries[0], MaskEntry::Invalid { .. }), "{bad}");
@@ -351,11 +399,13 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_card_stops_the_list() {
-        let v = resolve_visible_devices("0,GPU-8932f937,1", &cards());
-        assert_eq!(v.visible, [0]);
+    fn a_repeated_card_makes_no_card_visible() {
+        // As CUDA did: "0,0" shows nothing.
+        assert!(resolve_visible_devices("0,0", &cards()).visible.is_empty());
+        let v = resolve_visible_devices("GPU-8932f937,GPU-1234,GPU-8932", &cards());
+        assert!(v.visible.is_empty());
         assert!(
-            matches!(&v.entries[1], MaskEntry::Invalid { reason, .. } if reason.contains("already"))
+            matches!(&v.entries[2], MaskEntry::Invalid { reason, .. } if reason.contains("no card at all"))
         );
     }
 

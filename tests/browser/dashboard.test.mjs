@@ -3,7 +3,8 @@
 // Starts `target/release/lanes serve --gpus sim:4` on a random port with a fresh data dir,
 // loads `/`, and checks: every card is server-rendered; the page hydrates and goes live over
 // the websocket; a value changes live; the page says it is reconnecting when the server goes
-// away and goes live again when it is back. With SCREENSHOT=path it saves a screenshot there.
+// away and goes live again when it is back. With SCREENSHOT=path it saves a screenshot there
+// after SCREENSHOT_WAIT seconds of history (LANES_TEST_GPUS sets the fleet size).
 
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
@@ -16,13 +17,13 @@ import assert from 'node:assert/strict';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = join(root, 'target/release/lanes');
 const dataDir = mkdtempSync(join(tmpdir(), 'lanes-browser-'));
-const GPUS = 4;
+const GPUS = Number(process.env.LANES_TEST_GPUS || 4);
 
 /** Starts the server and resolves with its base URL once it prints where it listens. */
 function startServer(listen) {
   const child = spawn(bin, [
     'serve', '--gpus', `sim:${GPUS}`, '--listen', listen, '--data-dir', dataDir,
-    '--site-root', join(root, 'target/site'), '--poll-interval', '250ms',
+    '--site-root', join(root, 'target/site'), '--poll-interval', process.env.SCREENSHOT ? '1s' : '250ms',
   ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
   return new Promise((resolveUrl, reject) => {
     let out = '';
@@ -84,7 +85,7 @@ try {
   step('charts redraw as ticks arrive');
 
   if (process.env.SCREENSHOT) {
-    await page.waitForTimeout(4000);
+    await page.waitForTimeout(Number(process.env.SCREENSHOT_WAIT || 4) * 1000);
     mkdirSync(dirname(resolve(root, process.env.SCREENSHOT)), { recursive: true });
     await page.screenshot({ path: resolve(root, process.env.SCREENSHOT), fullPage: false });
     step(`screenshot saved to ${process.env.SCREENSHOT}`);
