@@ -52,6 +52,11 @@ impl Hub {
 
     /// Records one poll and sends it to every subscriber. Never blocks on a consumer.
     pub fn publish(&self, at_ms: i64, updates: Vec<GpuUpdate>, poll_duration: Duration) {
+        self.metrics.record_tick(&updates, poll_duration);
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .apply_updates(updates.clone());
         let message = TelemetryMessage::Tick {
             at_ms,
             gpus: updates,
@@ -60,14 +65,6 @@ impl Hub {
             // An error only means nobody is listening right now.
             let _ = self.ticks.send(Utf8Bytes::from(text));
         }
-        let TelemetryMessage::Tick { gpus: updates, .. } = message else {
-            unreachable!("built as a tick above")
-        };
-        self.metrics.record_tick(&updates, poll_duration);
-        self.state
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply_updates(updates);
     }
 
     /// Ticks from now on. Subscribe before taking the snapshot, so that no tick falls between.
