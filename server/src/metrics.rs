@@ -187,11 +187,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn readings_are_exported_in_base_units_with_card_labels() {
-        let m = Metrics::new();
-        m.register_gpu(&info());
-        let sample = GpuSample {
+    fn sample() -> GpuSample {
+        GpuSample {
             at_ms: 1,
             utilization_gpu_pct: 75,
             utilization_memory_pct: 10,
@@ -200,9 +197,15 @@ mod tests {
             power_watts: Some(350.5),
             power_limit_watts: Some(700.0),
             sm_clock_mhz: Some(1980),
-        };
+        }
+    }
+
+    #[test]
+    fn readings_are_exported_in_base_units_with_card_labels() {
+        let m = Metrics::new();
+        m.register_gpu(&info());
         m.record_tick(
-            &[update(Some(sample), Health::Ok)],
+            &[update(Some(sample()), Health::Ok)],
             Duration::from_millis(2),
         );
         let text = m.render();
@@ -225,17 +228,7 @@ mod tests {
     fn an_unhealthy_card_is_down_and_its_stale_readings_are_withdrawn() {
         let m = Metrics::new();
         m.register_gpu(&info());
-        let sample = GpuSample {
-            at_ms: 1,
-            utilization_gpu_pct: 75,
-            utilization_memory_pct: 10,
-            memory_used_bytes: 400,
-            temperature_c: Some(61),
-            power_watts: None,
-            power_limit_watts: None,
-            sm_clock_mhz: None,
-        };
-        m.record_tick(&[update(Some(sample), Health::Ok)], Duration::ZERO);
+        m.record_tick(&[update(Some(sample()), Health::Ok)], Duration::ZERO);
         m.record_tick(
             &[update(
                 None,
