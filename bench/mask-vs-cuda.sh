@@ -12,7 +12,8 @@ print(','.join(str(torch.cuda.get_device_properties(i).uuid) for i in range(torc
   lanes=$(CUDA_VISIBLE_DEVICES="$mask" ./lanes doctor --json | python3 -c "
 import json, sys
 r = json.load(sys.stdin)
-print(','.join(e['uuid'][4:] for e in r['cuda_visible_devices']['entries'] if e['result'] == 'card'))")
+v = r['cuda_visible_devices']['visible']
+print(','.join(r['gpus'][p]['uuid'][4:] for p in v))")
   verdict=$([ "$cuda" = "$lanes" ] && echo same || echo DIFFERENT)
   printf '%-28s cuda=[%s] lanes=[%s] %s\n' "\"$mask\"" "$cuda" "$lanes" "$verdict"
 done

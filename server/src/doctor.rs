@@ -298,6 +298,12 @@ pub fn render(r: &Report) -> String {
             );
             for (n, e) in v.entries.iter().enumerate() {
                 let _ = match e {
+                    MaskEntry::Card { text, index, uuid } if v.visible.is_empty() => {
+                        writeln!(
+                            out,
+                            "  {text:<12} → GPU {index} ({uuid}), but hidden: see below"
+                        )
+                    }
                     MaskEntry::Card { text, index, uuid } => {
                         writeln!(out, "  {text:<12} → CUDA device {n}: GPU {index} ({uuid})")
                     }
