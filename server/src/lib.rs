@@ -1,6 +1,7 @@
 //! The `lanes` server: configuration, telemetry, storage and the HTTP surface. `main.rs` only
 //! parses the command line and calls in here, so tests can start the real server in-process.
 
+pub mod accounts;
 pub mod cli;
 pub mod doctor;
 pub mod http;

@@ -1,6 +1,7 @@
 //! All SQL lives here. Callers see domain types and [`StoreError`], never a driver type, so a
 //! PostgreSQL backend (planned for multi-node) can be added inside this module alone.
 
+use crate::accounts::{NewUser, Role, User};
 use chrono::{DateTime, Utc};
 use lanes_app::model::GpuInfo;
 use sqlx::sqlite::{
@@ -19,9 +20,55 @@ pub enum StoreError {
     Open { url: String, reason: String },
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Conflict(String),
     #[error("database error: {0}")]
     Query(#[from] sqlx::Error),
 }
+
+/// One line of the audit log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// The user who acted; `None` for the operator's command line.
+    pub actor_user_id: Option<i64>,
+    /// What happened, as a dotted code: `user.create`, `auth.login`, `auth.login_failed`...
+    pub action: String,
+    pub target: String,
+    pub detail: String,
+    pub remote_addr: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct UserRow {
+    id: i64,
+    username: String,
+    display_name: String,
+    email: Option<String>,
+    unix_user: Option<String>,
+    role: String,
+    enabled: bool,
+}
+
+impl TryFrom<UserRow> for User {
+    type Error = StoreError;
+    fn try_from(row: UserRow) -> Result<Self, StoreError> {
+        let role: Role = row
+            .role
+            .parse()
+            .map_err(|e: String| StoreError::Query(sqlx::Error::Decode(e.into())))?;
+        Ok(User {
+            id: row.id,
+            username: row.username,
+            display_name: row.display_name,
+            email: row.email,
+            unix_user: row.unix_user,
+            role,
+            enabled: row.enabled,
+        })
+    }
+}
+
+const USER_COLUMNS: &str = "id, username, display_name, email, unix_user, role, enabled";
 
 /// A card as the database remembers it.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -118,9 +165,110 @@ impl Store {
         .await?)
     }
 
+    /// Creates an account with an already hashed password, and audits it, in one transaction.
+    pub async fn create_user(
+        &self,
+        new: &NewUser,
+        password_hash: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<User, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query_as::<_, UserRow>(&format!(
+            "INSERT INTO users (username, display_name, email, unix_user, role, password_hash,
+                                password_changed_at, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+             RETURNING {USER_COLUMNS}"
+        ))
+        .bind(&new.username)
+        .bind(&new.display_name)
+        .bind(&new.email)
+        .bind(&new.unix_user)
+        .bind(new.role.as_str())
+        .bind(password_hash)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await;
+        let row = match inserted {
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "a user named {:?} already exists",
+                    new.username
+                )))
+            }
+            other => other?,
+        };
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        row.try_into()
+    }
+
+    pub async fn user_by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE username = ?1"
+        ))
+        .bind(username)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(User::try_from)
+        .transpose()
+    }
+
+    /// Enabled admins; when there are none, the operator is told how to make one.
+    pub async fn count_enabled_admins(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND enabled = 1")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The newest audit entries first.
+    pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
+        let rows: Vec<(Option<i64>, String, String, String, Option<String>)> = sqlx::query_as(
+            "SELECT actor_user_id, action, target, detail, remote_addr
+             FROM audit_log ORDER BY id DESC LIMIT ?1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(actor_user_id, action, target, detail, remote_addr)| AuditEntry {
+                    actor_user_id,
+                    action,
+                    target,
+                    detail,
+                    remote_addr,
+                },
+            )
+            .collect())
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+async fn insert_audit(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    entry: &AuditEntry,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO audit_log (at, actor_user_id, action, target, detail, remote_addr)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .bind(now)
+    .bind(entry.actor_user_id)
+    .bind(&entry.action)
+    .bind(&entry.target)
+    .bind(&entry.detail)
+    .bind(&entry.remote_addr)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -170,6 +318,49 @@ mod tests {
         let a = known.iter().find(|g| g.uuid == "GPU-a").unwrap();
         assert_eq!(a.last_seen, t0);
         assert_eq!(a.memory_total_bytes, 1 << 40);
+        store.close().await;
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_user_is_created_once_with_its_audit_line_and_a_duplicate_is_a_conflict() {
+        let (store, dir) = temp_store().await;
+        let new = NewUser {
+            username: "ada".into(),
+            display_name: "Ada".into(),
+            email: None,
+            unix_user: Some("ada".into()),
+            role: Role::Admin,
+        };
+        let audit = AuditEntry {
+            actor_user_id: None,
+            action: "user.create".into(),
+            target: "ada".into(),
+            detail: "role admin".into(),
+            remote_addr: None,
+        };
+        let now = Utc::now();
+        let user = store
+            .create_user(&new, "$argon2id$x", &audit, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            (user.username.as_str(), user.role, user.enabled),
+            ("ada", Role::Admin, true)
+        );
+        assert_eq!(store.count_enabled_admins().await.unwrap(), 1);
+        let again = store
+            .create_user(&new, "$argon2id$y", &audit, now)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(again, StoreError::Conflict(ref m) if m.contains("already exists")),
+            "{again}"
+        );
+        // The failed attempt left no second audit line.
+        assert_eq!(store.recent_audit(10).await.unwrap(), vec![audit]);
+        assert_eq!(store.user_by_username("ada").await.unwrap(), Some(user));
+        assert_eq!(store.user_by_username("bob").await.unwrap(), None);
         store.close().await;
         std::fs::remove_dir_all(dir).unwrap();
     }
