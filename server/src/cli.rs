@@ -24,6 +24,51 @@ pub enum Command {
     Serve(ServeArgs),
     /// Check the NVIDIA driver, NVML, the cards and what CUDA_VISIBLE_DEVICES selects.
     Doctor(DoctorArgs),
+    /// Manage accounts directly in the database (no running server needed).
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create an account; the password is read from the first line of standard input.
+    Add(UserAddArgs),
+}
+
+/// Where the database is: the same options, variables and defaults as `lanes serve`.
+#[derive(Clone, Debug, Args)]
+pub struct DbArgs {
+    /// Directory for the database and job files [default: $XDG_DATA_HOME/lanes or ~/.local/share/lanes].
+    #[arg(long, env = "LANES_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Database URL [default: sqlite://DATA_DIR/lanes.db].
+    #[arg(long, env = "LANES_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UserAddArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Login name: lowercase letters, digits, '.', '_' or '-', starting with a letter.
+    #[arg(long)]
+    pub username: String,
+    /// Name shown in the UI [default: the username].
+    #[arg(long)]
+    pub display_name: Option<String>,
+    #[arg(long)]
+    pub email: Option<String>,
+    /// Unix account the user's jobs run as (never root).
+    #[arg(long)]
+    pub unix_user: Option<String>,
+    /// Make the user an admin.
+    #[arg(long)]
+    pub admin: bool,
+    /// Read the password from standard input (required: passwords never go on the command line).
+    #[arg(long, required = true)]
+    pub password_stdin: bool,
 }
 
 #[derive(Debug, Args)]
@@ -31,12 +76,8 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "LANES_LISTEN", default_value = "127.0.0.1:3000")]
     pub listen: SocketAddr,
-    /// Directory for the database and job files [default: $XDG_DATA_HOME/lanes or ~/.local/share/lanes].
-    #[arg(long, env = "LANES_DATA_DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Database URL [default: sqlite://DATA_DIR/lanes.db].
-    #[arg(long, env = "LANES_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
+    #[command(flatten)]
+    pub db: DbArgs,
     /// GPU source: auto (NVML if the driver loads, else a simulated 8-GPU node), nvml, or sim:N.
     #[arg(long, env = "LANES_GPUS", default_value = "auto")]
     pub gpus: GpuSelection,

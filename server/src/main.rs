@@ -4,7 +4,8 @@
 //! unwritable data dir, unusable database), 1 when a running server fails.
 
 use clap::Parser;
-use lanes_server::cli::{Cli, Command};
+use lanes_server::accounts::commands;
+use lanes_server::cli::{Cli, Command, UserCommand};
 use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
 use std::process::ExitCode;
 
@@ -13,6 +14,27 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Doctor(args) => ExitCode::from(lanes_server::doctor::run(args.json) as u8),
+        Command::User {
+            command: UserCommand::Add(args),
+        } => user_add(args),
+    }
+}
+
+fn user_add(args: lanes_server::cli::UserAddArgs) -> ExitCode {
+    let result = commands::read_password(std::io::stdin().lock()).and_then(|password| {
+        tokio::runtime::Runtime::new()
+            .map_err(|e| commands::CommandError::Failed(e.to_string()))?
+            .block_on(commands::add_user(args, password))
+    });
+    match result {
+        Ok(user) => {
+            println!("created {} {:?} (id {})", user.role, user.username, user.id);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lanes: error: {e}");
+            ExitCode::from(e.exit_code())
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Building and running the server: bind first (so a busy port fails before anything is
 //! written), then the data dir, the database, the GPU source and the poller.
 
-use crate::cli::ServeArgs;
+use crate::cli::{DbArgs, ServeArgs};
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
@@ -53,13 +53,7 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     pub fn from_args(args: ServeArgs) -> Result<Self, StartupError> {
-        let data_dir = match args.data_dir {
-            Some(dir) => dir,
-            None => default_data_dir().ok_or(StartupError::NoDataDir)?,
-        };
-        let database_url = args
-            .database_url
-            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("lanes.db").display()));
+        let (data_dir, database_url) = resolve_db(args.db)?;
         let node_name = match args.node_name {
             Some(name) => name,
             None => nix::unistd::gethostname()
@@ -90,6 +84,18 @@ impl ServeConfig {
     }
 }
 
+/// The data dir and database URL from flags, environment and defaults.
+pub fn resolve_db(db: DbArgs) -> Result<(PathBuf, String), StartupError> {
+    let data_dir = match db.data_dir {
+        Some(dir) => dir,
+        None => default_data_dir().ok_or(StartupError::NoDataDir)?,
+    };
+    let database_url = db
+        .database_url
+        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("lanes.db").display()));
+    Ok((data_dir, database_url))
+}
+
 fn default_data_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
@@ -99,7 +105,7 @@ fn default_data_dir() -> Option<PathBuf> {
 
 /// Creates the data dir if needed and proves it writable. Returns whether it was created, so
 /// that a start that fails later can leave the file system as it found it.
-fn prepare_data_dir(path: &Path) -> Result<bool, StartupError> {
+pub fn prepare_data_dir(path: &Path) -> Result<bool, StartupError> {
     let fail = |e: std::io::Error| StartupError::DataDir {
         path: path.to_path_buf(),
         reason: e.to_string(),
@@ -145,6 +151,13 @@ impl Application {
 
     async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
+        if store.count_enabled_admins().await? == 0 {
+            tracing::warn!(
+                "no admin account yet; create the first one with:\n    \
+                 lanes user add --username NAME --admin --password-stdin --data-dir {}",
+                config.data_dir.display()
+            );
+        }
 
         let (source, fallback_reason) =
             telemetry::open(config.gpus, &config.node_name, &config.sim)?;

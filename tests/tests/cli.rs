@@ -103,3 +103,95 @@ fn doctor_without_a_driver_says_so_plainly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout.contains("NVIDIA driver: not found"), "{stdout}");
 }
+
+fn user_add(args: &[&str], data_dir: &Path, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(lanes_bin())
+        .args(["user", "add", "--data-dir", data_dir.to_str().unwrap()])
+        .args(args)
+        .env_remove("LANES_DATABASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lanes runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn user_add_creates_the_first_admin_without_a_server_and_refuses_a_duplicate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let args = [
+        "--username",
+        "ada",
+        "--admin",
+        "--unix-user",
+        "ada",
+        "--password-stdin",
+    ];
+    let out = user_add(&args, &data, "a long passphrase\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(r#"created admin "ada""#));
+
+    let again = user_add(&args, &data, "another passphrase\n");
+    assert_refused(&again, r#"a user named "ada" already exists"#);
+
+    let url = format!("sqlite://{}", data.join("lanes.db").display());
+    let store = lanes_server::store::Store::open(&url).await.unwrap();
+    let ada = store.user_by_username("ada").await.unwrap().unwrap();
+    assert_eq!(ada.role, lanes_server::accounts::Role::Admin);
+    assert_eq!(ada.unix_user.as_deref(), Some("ada"));
+    let audit = store.recent_audit(10).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].action, "user.create");
+    store.close().await;
+}
+
+#[test]
+fn user_add_refuses_bad_input_before_touching_the_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let cases: [(&[&str], &str, &str); 4] = [
+        (
+            &["--username", "ada", "--password-stdin"],
+            "short\n",
+            "at least 10 characters",
+        ),
+        (
+            &["--username", "Ada!", "--password-stdin"],
+            "long enough pw\n",
+            "username must be",
+        ),
+        (
+            &[
+                "--username",
+                "ada",
+                "--unix-user",
+                "root",
+                "--password-stdin",
+            ],
+            "long enough pw\n",
+            "may not run as root",
+        ),
+        (
+            &["--username", "ada"],
+            "long enough pw\n",
+            "--password-stdin",
+        ),
+    ];
+    for (args, stdin, needle) in cases {
+        assert_refused(&user_add(args, &data, stdin), needle);
+    }
+    assert!(!data.exists(), "nothing was written");
+}

@@ -27,7 +27,7 @@ pub enum StoreError {
 }
 
 /// One line of the audit log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditEntry {
     /// The user who acted; `None` for the operator's command line.
     pub actor_user_id: Option<i64>,
@@ -225,25 +225,13 @@ impl Store {
 
     /// The newest audit entries first.
     pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
-        let rows: Vec<(Option<i64>, String, String, String, Option<String>)> = sqlx::query_as(
+        Ok(sqlx::query_as(
             "SELECT actor_user_id, action, target, detail, remote_addr
              FROM audit_log ORDER BY id DESC LIMIT ?1",
         )
         .bind(limit)
         .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(actor_user_id, action, target, detail, remote_addr)| AuditEntry {
-                    actor_user_id,
-                    action,
-                    target,
-                    detail,
-                    remote_addr,
-                },
-            )
-            .collect())
+        .await?)
     }
 
     pub async fn close(&self) {
