@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod password;
+pub mod session;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
