@@ -96,6 +96,15 @@ pub struct ServeArgs {
     /// Seed of the simulated fleet.
     #[arg(long, env = "LANES_SIM_SEED", default_value_t = 1)]
     pub sim_seed: u64,
+    /// Mark the session cookie Secure: set it when serving over TLS or behind a TLS proxy.
+    #[arg(long, env = "LANES_SECURE_COOKIES")]
+    pub secure_cookies: bool,
+    /// A session unused this long ends (e.g. 8h).
+    #[arg(long, env = "LANES_SESSION_IDLE", default_value = "8h", value_parser = humantime::parse_duration)]
+    pub session_idle: Duration,
+    /// A session ends this long after login however busy (e.g. 7days).
+    #[arg(long, env = "LANES_SESSION_MAX_AGE", default_value = "7days", value_parser = humantime::parse_duration)]
+    pub session_max_age: Duration,
     /// Make this simulated card fail every reading (to see how an unhealthy card looks).
     #[arg(long, env = "LANES_SIM_FAULTY_GPU", hide = true)]
     pub sim_faulty_gpu: Option<u32>,

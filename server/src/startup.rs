@@ -1,8 +1,9 @@
 //! Building and running the server: bind first (so a busy port fails before anything is
 //! written), then the data dir, the database, the GPU source and the poller.
 
+use crate::accounts::session::SessionPolicy;
 use crate::cli::{DbArgs, ServeArgs};
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, AuthSettings};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 use crate::telemetry::hub::Hub;
@@ -49,6 +50,7 @@ pub struct ServeConfig {
     pub node_name: String,
     pub site_root: PathBuf,
     pub sim: SimOptions,
+    pub auth: AuthSettings,
 }
 
 impl ServeConfig {
@@ -79,6 +81,15 @@ impl ServeConfig {
             sim: SimOptions {
                 seed: args.sim_seed,
                 faulty_gpu: args.sim_faulty_gpu,
+            },
+            auth: AuthSettings {
+                policy: SessionPolicy {
+                    idle: chrono::Duration::from_std(args.session_idle)
+                        .unwrap_or(chrono::Duration::hours(8)),
+                    absolute: chrono::Duration::from_std(args.session_max_age)
+                        .unwrap_or(chrono::Duration::days(7)),
+                },
+                secure_cookies: args.secure_cookies,
             },
         })
     }
@@ -203,6 +214,8 @@ impl Application {
             node: config.node_name.as_str().into(),
             source: kind,
             shutdown: CancellationToken::new(),
+            store: store.clone(),
+            auth: config.auth,
         };
         Ok(Self {
             listener,
@@ -234,9 +247,12 @@ impl Application {
                 token.cancel();
             }
         };
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(signal)
-            .await;
+        let served = axum::serve(
+            self.listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(signal)
+        .await;
         // Connections that ignore the close get a moment, not forever.
         tokio::time::sleep(Duration::from_millis(50)).await;
         tokio::task::spawn_blocking(move || self.poller.stop())

@@ -1,7 +1,9 @@
 //! Helpers for end-to-end tests: the real server, in-process, on a random port with a fresh
 //! data dir and a simulated fleet; and the path of the built `lanes` binary for CLI tests.
 
+use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::startup::{Application, ServeConfig};
+use lanes_server::store::{AuditEntry, Store};
 use lanes_server::telemetry::poller::PollSettings;
 use lanes_server::telemetry::{GpuSelection, SimOptions};
 use std::net::SocketAddr;
@@ -45,6 +47,7 @@ impl TestApp {
                 seed: 42,
                 faulty_gpu,
             },
+            auth: Default::default(),
         };
         let app = Application::build(config).await.expect("the server starts");
         let addr = app.local_addr();
@@ -77,6 +80,54 @@ impl TestApp {
             .expect("the server answers")
     }
 
+    /// Creates an account straight in the database, as `lanes user add` does.
+    pub async fn create_user(&self, username: &str, password: &str, role: Role) -> User {
+        let store = Store::open(&self.database_url())
+            .await
+            .expect("the test database opens");
+        let hash = lanes_server::accounts::password::hash(password).expect("hashing works");
+        let new = NewUser {
+            username: username.into(),
+            display_name: username.into(),
+            email: None,
+            unix_user: Some(username.into()),
+            role,
+        };
+        let audit = AuditEntry {
+            actor_user_id: None,
+            action: "user.create".into(),
+            target: username.into(),
+            detail: "test".into(),
+            remote_addr: None,
+        };
+        let user = store
+            .create_user(&new, &hash, &audit, chrono::Utc::now())
+            .await
+            .expect("the user is created");
+        store.close().await;
+        user
+    }
+
+    pub fn database_url(&self) -> String {
+        format!(
+            "sqlite://{}",
+            self.data_dir.path().join("lanes.db").display()
+        )
+    }
+
+    /// Logs in and returns the session cookie (`name=value`).
+    pub async fn login(&self, username: &str, password: &str) -> String {
+        let resp = self
+            .client
+            .post(self.url("/api/v1/auth/login"))
+            .json(&serde_json::json!({ "username": username, "password": password }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "login as {username}");
+        session_cookie(&resp).expect("a session cookie")
+    }
+
     /// Shuts the server down gracefully and waits for it.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -88,6 +139,17 @@ impl TestApp {
             .expect("the server task did not panic")
             .expect("the server ran without error");
     }
+}
+
+/// The `name=value` part of the session cookie a response sets.
+pub fn session_cookie(resp: &reqwest::Response) -> Option<String> {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("lanes_session="))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_string)
 }
 
 /// The `lanes` binary of this build (`make test` builds it before the tests run).

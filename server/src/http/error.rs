@@ -8,8 +8,19 @@ use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// Malformed request: unreadable JSON, unknown fields, over-long values.
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("wrong username or password")]
+    InvalidCredentials,
+    #[error("log in first")]
+    Unauthenticated,
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("too many failed logins; try again in {retry_after_secs} s")]
+    TooManyRequests { retry_after_secs: u64 },
     #[error("internal error")]
     Internal(String),
 }
@@ -17,18 +28,44 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidCredentials | ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     pub fn code(&self) -> &'static str {
         match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::InvalidCredentials => "invalid_credentials",
+            ApiError::Unauthenticated => "unauthenticated",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
+            ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Internal(_) => "internal",
         }
     }
 }
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(e: axum::extract::rejection::JsonRejection) -> Self {
+        ApiError::BadRequest(e.body_text())
+    }
+}
+
+/// `Json` whose rejections are API errors (JSON bodies, 400) instead of plain text.
+#[derive(axum::extract::FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -36,6 +73,12 @@ impl IntoResponse for ApiError {
             tracing::error!(%detail, "request failed");
         }
         let body = json!({ "error": self.code(), "message": self.to_string() });
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if let ApiError::TooManyRequests { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, retry_after_secs.into());
+        }
+        response
     }
 }

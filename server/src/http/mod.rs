@@ -2,11 +2,15 @@
 //! router. Handlers are thin; each area exports its own `router()`.
 
 mod api;
+pub mod auth;
+mod csrf;
 mod error;
 mod ws;
 
-pub use error::ApiError;
+pub use error::{ApiError, ApiJson};
 
+use crate::accounts::session::SessionPolicy;
+use crate::store::Store;
 use crate::telemetry::hub::Hub;
 use axum::extract::FromRef;
 use axum::Router;
@@ -26,6 +30,16 @@ pub struct AppState {
     pub source: SourceKind,
     /// Fires when the server begins to shut down, so long-lived connections end cleanly.
     pub shutdown: CancellationToken,
+    pub store: Store,
+    pub auth: AuthSettings,
+}
+
+/// How logins behave.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AuthSettings {
+    pub policy: SessionPolicy,
+    /// Mark the session cookie `Secure` (serving over TLS, or behind a TLS proxy).
+    pub secure_cookies: bool,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -37,6 +51,7 @@ pub fn router(state: AppState) -> Router {
     };
     Router::new()
         .merge(api::router())
+        .merge(auth::router())
         .merge(ws::router())
         .leptos_routes_with_context(&state, routes, fleet_context, {
             let options = state.leptos_options.clone();
@@ -45,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
             lanes_app::shell,
         ))
+        .layer(axum::middleware::from_fn(csrf::protect))
         .layer(CompressionLayer::new())
         .with_state(state)
 }

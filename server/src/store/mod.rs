@@ -1,6 +1,7 @@
 //! All SQL lives here. Callers see domain types and [`StoreError`], never a driver type, so a
 //! PostgreSQL backend (planned for multi-node) can be added inside this module alone.
 
+use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User};
 use chrono::{DateTime, Utc};
 use lanes_app::model::GpuInfo;
@@ -232,6 +233,116 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// An account and its password hash, for checking a login.
+    pub async fn credentials(&self, username: &str) -> Result<Option<(User, String)>, StoreError> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT password_hash FROM users WHERE username = ?1")
+                .bind(username)
+                .fetch_optional(&self.pool)
+                .await?;
+        let Some((hash,)) = row else { return Ok(None) };
+        Ok(self.user_by_username(username).await?.map(|u| (u, hash)))
+    }
+
+    /// Times of failed logins since `since`, for an account and for an address.
+    pub async fn login_failures(
+        &self,
+        username: &str,
+        remote_addr: &str,
+        since: DateTime<Utc>,
+    ) -> Result<(Vec<DateTime<Utc>>, Vec<DateTime<Utc>>), StoreError> {
+        const FOR_ACCOUNT: &str = "SELECT at FROM audit_log
+            WHERE action = 'auth.login_failed' AND at > ?1 AND target = ?2";
+        const FROM_ADDRESS: &str = "SELECT at FROM audit_log
+            WHERE action = 'auth.login_failed' AND at > ?1 AND remote_addr = ?2";
+        let fetch = |sql: &'static str, value: String| {
+            sqlx::query_scalar::<_, DateTime<Utc>>(sql)
+                .bind(since)
+                .bind(value)
+                .fetch_all(&self.pool)
+        };
+        let by_account = fetch(FOR_ACCOUNT, username.to_string()).await?;
+        let by_address = fetch(FROM_ADDRESS, remote_addr.to_string()).await?;
+        Ok((by_account, by_address))
+    }
+
+    pub async fn audit(&self, entry: &AuditEntry, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        insert_audit(&mut tx, entry, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Starts a session (stored by the hash of its secret) and audits the login, in one step.
+    pub async fn start_session(
+        &self,
+        user_id: i64,
+        id_hash: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO sessions (id_hash, user_id, created_at, last_seen_at, remote_addr)
+             VALUES (?1, ?2, ?3, ?3, ?4)",
+        )
+        .bind(id_hash)
+        .bind(user_id)
+        .bind(now)
+        .bind(&audit.remote_addr)
+        .execute(&mut *tx)
+        .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The enabled user behind a live session, touching its last use; an expired session is
+    /// removed.
+    pub async fn session_user(
+        &self,
+        id_hash: &str,
+        policy: &SessionPolicy,
+        now: DateTime<Utc>,
+    ) -> Result<Option<User>, StoreError> {
+        let row: Option<(i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT user_id, created_at, last_seen_at FROM sessions WHERE id_hash = ?1",
+        )
+        .bind(id_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some((user_id, created, last_seen)) = row else {
+            return Ok(None);
+        };
+        if !policy.is_live(created, last_seen, now) {
+            self.end_session(id_hash).await?;
+            return Ok(None);
+        }
+        // Writing on every request would serialize readers; a minute's precision is plenty.
+        if now - last_seen > chrono::Duration::minutes(1) {
+            sqlx::query("UPDATE sessions SET last_seen_at = ?2 WHERE id_hash = ?1")
+                .bind(id_hash)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+        }
+        let user = sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE id = ?1 AND enabled = 1"
+        ))
+        .bind(user_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        user.map(User::try_from).transpose()
+    }
+
+    pub async fn end_session(&self, id_hash: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM sessions WHERE id_hash = ?1")
+            .bind(id_hash)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     pub async fn close(&self) {

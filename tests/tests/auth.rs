@@ -1,0 +1,255 @@
+//! Logging in and out against a real server: sessions, lockout, CSRF, bad input.
+
+use lanes_server::accounts::Role;
+use lanes_tests::{session_cookie, TestApp};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+async fn post_login(app: &TestApp, body: Value) -> reqwest::Response {
+    app.client
+        .post(app.url("/api/v1/auth/login"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn me(app: &TestApp, cookie: &str) -> reqwest::Response {
+    app.client
+        .get(app.url("/api/v1/me"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_user_logs_in_is_known_by_the_session_and_logs_out() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::Admin)
+        .await;
+    let resp = post_login(
+        &app,
+        json!({"username": "ada", "password": "correct horse battery"}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let set_cookie = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(set_cookie.contains(attribute), "{set_cookie}");
+    }
+    assert!(
+        !set_cookie.contains("Secure"),
+        "not Secure unless configured: {set_cookie}"
+    );
+    let cookie = session_cookie(&resp).unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["username"], "ada");
+    assert!(body.get("password_hash").is_none());
+
+    let who: Value = me(&app, &cookie).await.json().await.unwrap();
+    assert_eq!(
+        (who["username"].as_str(), who["role"].as_str()),
+        (Some("ada"), Some("admin"))
+    );
+
+    let out = app
+        .client
+        .post(app.url("/api/v1/auth/logout"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 204);
+    let after = me(&app, &cookie).await;
+    assert_eq!(after.status(), 401);
+    let body: Value = after.json().await.unwrap();
+    assert_eq!(body["error"], "unauthenticated");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_and_an_unknown_user_get_the_same_answer() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::User)
+        .await;
+    let wrong = post_login(
+        &app,
+        json!({"username": "ada", "password": "wrong horse battery"}),
+    )
+    .await;
+    let unknown = post_login(
+        &app,
+        json!({"username": "bob", "password": "wrong horse battery"}),
+    )
+    .await;
+    assert_eq!(
+        (wrong.status().as_u16(), unknown.status().as_u16()),
+        (401, 401)
+    );
+    assert!(session_cookie(&wrong).is_none());
+    let (a, b): (Value, Value) = (wrong.json().await.unwrap(), unknown.json().await.unwrap());
+    assert_eq!(a, b);
+    assert_eq!(a["error"], "invalid_credentials");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_login_for_an_unknown_user_costs_as_much_as_for_a_known_one() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::User)
+        .await;
+    let median = |durations: &mut Vec<Duration>| {
+        durations.sort();
+        durations[durations.len() / 2]
+    };
+    let (mut known, mut unknown) = (Vec::new(), Vec::new());
+    // The known user logs in successfully (not a failure); the unknown ones fail, and stay
+    // under the per-address lockout of five.
+    for round in 0..4 {
+        let started = Instant::now();
+        let ok = post_login(
+            &app,
+            json!({"username": "ada", "password": "correct horse battery"}),
+        )
+        .await;
+        known.push(started.elapsed());
+        assert_eq!(ok.status(), 200);
+        let started = Instant::now();
+        let name = format!("nobody{round}");
+        let failed = post_login(
+            &app,
+            json!({"username": name, "password": "correct horse battery"}),
+        )
+        .await;
+        unknown.push(started.elapsed());
+        assert_eq!(failed.status(), 401);
+    }
+    let (k, u) = (median(&mut known), median(&mut unknown));
+    let ratio = u.as_secs_f64() / k.as_secs_f64();
+    // Both verify one argon2id hash; without the dummy check the unknown user would be ~100× faster.
+    assert!((0.5..2.0).contains(&ratio), "known {k:?}, unknown {u:?}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn five_failures_lock_the_account_with_retry_after_even_for_the_right_password() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::User)
+        .await;
+    for _ in 0..5 {
+        let resp = post_login(
+            &app,
+            json!({"username": "ada", "password": "wrong horse battery"}),
+        )
+        .await;
+        assert_eq!(resp.status(), 401);
+    }
+    let locked = post_login(
+        &app,
+        json!({"username": "ada", "password": "correct horse battery"}),
+    )
+    .await;
+    assert_eq!(locked.status(), 429);
+    let retry: u64 = locked.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((800..=900).contains(&retry), "{retry}");
+    let body: Value = locked.json().await.unwrap();
+    assert_eq!(body["error"], "too_many_requests");
+    // The same address is locked for other accounts too.
+    app.create_user("bob", "another passphrase", Role::User)
+        .await;
+    let other = post_login(
+        &app,
+        json!({"username": "bob", "password": "another passphrase"}),
+    )
+    .await;
+    assert_eq!(other.status(), 429);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_cross_site_write_is_refused_even_with_a_valid_session() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::User)
+        .await;
+    let cookie = app.login("ada", "correct horse battery").await;
+    let forged = app
+        .client
+        .post(app.url("/api/v1/auth/logout"))
+        .header("cookie", &cookie)
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let body: Value = forged.json().await.unwrap();
+    assert_eq!(body["error"], "forbidden");
+    // The session survived the forged logout.
+    assert_eq!(me(&app, &cookie).await.status(), 200);
+    let same_origin = app
+        .client
+        .post(app.url("/api/v1/auth/logout"))
+        .header("cookie", &cookie)
+        .header("origin", format!("http://{}", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same_origin.status(), 204);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_login_requests_get_a_json_400_and_store_nothing() {
+    let app = TestApp::spawn(1).await;
+    let long = "x".repeat(2000);
+    let cases = [
+        ("{not json", "application/json"),
+        (r#"{"username":"ada"}"#, "application/json"),
+        (
+            r#"{"username":"ada","password":"long enough pw","admin":true}"#,
+            "application/json",
+        ),
+        (
+            r#"{"username":"ada","password":"long enough pw"}"#,
+            "text/plain",
+        ),
+    ];
+    for (body, content_type) in cases {
+        let resp = app
+            .client
+            .post(app.url("/api/v1/auth/login"))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_client_error(), "{body}: {}", resp.status());
+        let json: Value = resp.json().await.expect("a JSON error body");
+        assert!(
+            json["error"].is_string() && json["message"].is_string(),
+            "{json}"
+        );
+    }
+    let resp = post_login(&app, json!({"username": "ada", "password": long})).await;
+    assert_eq!(resp.status(), 400);
+    let non_utf8 = app
+        .client
+        .post(app.url("/api/v1/auth/login"))
+        .header("content-type", "application/json")
+        .body(vec![b'{', 0xff, 0xfe, b'}'])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(non_utf8.status(), 400);
+    // Malformed requests are not failed logins: nothing was counted against anyone.
+    let store = lanes_server::store::Store::open(&app.database_url())
+        .await
+        .unwrap();
+    assert!(store.recent_audit(10).await.unwrap().is_empty());
+    store.close().await;
+    app.stop().await;
+}
