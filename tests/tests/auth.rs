@@ -253,3 +253,123 @@ async fn malformed_login_requests_get_a_json_400_and_store_nothing() {
     store.close().await;
     app.stop().await;
 }
+
+async fn create_token(app: &TestApp, cookie: &str, name: &str) -> Value {
+    let resp = app
+        .client
+        .post(app.url("/api/v1/tokens"))
+        .header("cookie", cookie)
+        .json(&json!({ "name": name }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    resp.json().await.unwrap()
+}
+
+async fn me_with_token(app: &TestApp, token: &str) -> reqwest::Response {
+    app.client
+        .get(app.url("/api/v1/me"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_token_is_shown_once_acts_as_its_owner_and_stops_when_revoked() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::User)
+        .await;
+    let cookie = app.login("ada", "correct horse battery").await;
+    let created = create_token(&app, &cookie, "laptop").await;
+    let secret = created["secret"].as_str().unwrap().to_string();
+    assert!(
+        secret.starts_with("lanes_") && secret.len() > 60,
+        "{secret}"
+    );
+
+    let listed: Value = app
+        .client
+        .get(app.url("/api/v1/tokens"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["name"], "laptop");
+    assert!(
+        !listed.to_string().contains(&secret),
+        "the list never shows the secret"
+    );
+
+    let who: Value = me_with_token(&app, &secret).await.json().await.unwrap();
+    assert_eq!(who["username"], "ada");
+
+    let id = created["id"].as_i64().unwrap();
+    let revoked = app
+        .client
+        .delete(app.url(&format!("/api/v1/tokens/{id}")))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    assert_eq!(me_with_token(&app, &secret).await.status(), 401);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_user_cannot_revoke_another_users_token_and_bad_tokens_are_refused() {
+    let app = TestApp::spawn(1).await;
+    app.create_user("ada", "correct horse battery", Role::User)
+        .await;
+    app.create_user("bob", "another passphrase", Role::User)
+        .await;
+    let ada = app.login("ada", "correct horse battery").await;
+    let bob = app.login("bob", "another passphrase").await;
+    let token = create_token(&app, &ada, "ci").await;
+    let id = token["id"].as_i64().unwrap();
+    let theft = app
+        .client
+        .delete(app.url(&format!("/api/v1/tokens/{id}")))
+        .header("cookie", &bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theft.status(), 404);
+    assert_eq!(
+        me_with_token(&app, token["secret"].as_str().unwrap())
+            .await
+            .status(),
+        200
+    );
+
+    for bad in ["lanes_0000", "", "Basic abc"] {
+        assert_eq!(me_with_token(&app, bad).await.status(), 401, "{bad:?}");
+    }
+    // A bad token is not rescued by a good cookie.
+    let mixed = app
+        .client
+        .get(app.url("/api/v1/me"))
+        .bearer_auth("lanes_0000")
+        .header("cookie", &ada)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mixed.status(), 401);
+    let not_a_number = app
+        .client
+        .delete(app.url("/api/v1/tokens/abc"))
+        .header("cookie", &ada)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_a_number.status(), 400);
+    let body: Value = not_a_number.json().await.unwrap();
+    assert_eq!(body["error"], "bad_request");
+    app.stop().await;
+}

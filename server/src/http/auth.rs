@@ -37,6 +37,21 @@ impl FromRequestParts<AppState> for CurrentUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let now = chrono::Utc::now();
+        // A request that names a token stands or falls by it; it never falls back to a cookie.
+        if let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or(ApiError::Unauthenticated)?;
+            return state
+                .store
+                .token_user(&session::hash_secret(token.trim()), now)
+                .await?
+                .map(CurrentUser)
+                .ok_or(ApiError::Unauthenticated);
+        }
         let jar = CookieJar::from_headers(&parts.headers);
         let Some(cookie) = jar.get(COOKIE) else {
             return Err(ApiError::Unauthenticated);
@@ -44,7 +59,7 @@ impl FromRequestParts<AppState> for CurrentUser {
         let id_hash = session::hash_secret(cookie.value());
         state
             .store
-            .session_user(&id_hash, &state.auth.policy, chrono::Utc::now())
+            .session_user(&id_hash, &state.auth.policy, now)
             .await?
             .map(CurrentUser)
             .ok_or(ApiError::Unauthenticated)

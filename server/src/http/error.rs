@@ -62,6 +62,17 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     }
 }
 
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(e: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::BadRequest(e.body_text())
+    }
+}
+
+/// `Path` whose rejections are API errors.
+#[derive(axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
 /// `Json` whose rejections are API errors (JSON bodies, 400) instead of plain text.
 #[derive(axum::extract::FromRequest)]
 #[from_request(via(axum::Json), rejection(ApiError))]

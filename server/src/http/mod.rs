@@ -5,9 +5,10 @@ mod api;
 pub mod auth;
 mod csrf;
 mod error;
+mod tokens;
 mod ws;
 
-pub use error::{ApiError, ApiJson};
+pub use error::{ApiError, ApiJson, ApiPath};
 
 use crate::accounts::session::SessionPolicy;
 use crate::store::Store;
@@ -52,6 +53,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api::router())
         .merge(auth::router())
+        .merge(tokens::router())
         .merge(ws::router())
         .leptos_routes_with_context(&state, routes, fleet_context, {
             let options = state.leptos_options.clone();

@@ -27,6 +27,15 @@ pub enum StoreError {
     Query(#[from] sqlx::Error),
 }
 
+/// An API token as its owner sees it in a list (never the token itself).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct ApiToken {
+    pub id: i64,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
 /// One line of the audit log.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditEntry {
@@ -328,13 +337,7 @@ impl Store {
                 .execute(&self.pool)
                 .await?;
         }
-        let user = sqlx::query_as::<_, UserRow>(&format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE id = ?1 AND enabled = 1"
-        ))
-        .bind(user_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        user.map(User::try_from).transpose()
+        self.enabled_user(user_id).await
     }
 
     pub async fn end_session(&self, id_hash: &str) -> Result<(), StoreError> {
@@ -343,6 +346,103 @@ impl Store {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Stores a new token (by hash) for `user_id`, and audits it.
+    pub async fn create_token(
+        &self,
+        user_id: i64,
+        name: &str,
+        token_hash: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<ApiToken, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let token = sqlx::query_as::<_, ApiToken>(
+            "INSERT INTO api_tokens (user_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)
+             RETURNING id, name, created_at, last_used_at",
+        )
+        .bind(user_id)
+        .bind(name)
+        .bind(token_hash)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(token)
+    }
+
+    /// A user's tokens that are not revoked, newest first.
+    pub async fn tokens_of(&self, user_id: i64) -> Result<Vec<ApiToken>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, created_at, last_used_at FROM api_tokens
+             WHERE user_id = ?1 AND revoked_at IS NULL ORDER BY id DESC",
+        )
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Revokes a token of `user_id`; `false` when it has no such live token.
+    pub async fn revoke_token(
+        &self,
+        user_id: i64,
+        token_id: i64,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let revoked = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = ?3
+             WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
+        )
+        .bind(token_id)
+        .bind(user_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if revoked {
+            insert_audit(&mut tx, audit, now).await?;
+        }
+        tx.commit().await?;
+        Ok(revoked)
+    }
+
+    /// The enabled owner of a live token, noting its use.
+    pub async fn token_user(
+        &self,
+        token_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<User>, StoreError> {
+        let owner: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT id, user_id FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some((token_id, user_id)) = owner else {
+            return Ok(None);
+        };
+        sqlx::query("UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1")
+            .bind(token_id)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        self.enabled_user(user_id).await
+    }
+
+    async fn enabled_user(&self, user_id: i64) -> Result<Option<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE id = ?1 AND enabled = 1"
+        ))
+        .bind(user_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(User::try_from)
+        .transpose()
     }
 
     pub async fn close(&self) {
