@@ -67,8 +67,57 @@ pub struct NewUser {
     pub role: Role,
 }
 
+/// Changes an admin makes to an account; absent fields stay as they are. For `email` and
+/// `unix_user`, an empty string clears the value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserPatch {
+    pub display_name: Option<String>,
+    pub email: Option<String>,
+    pub unix_user: Option<String>,
+    pub role: Option<Role>,
+    pub enabled: Option<bool>,
+    /// A new password (a reset): ends the user's sessions.
+    pub password: Option<String>,
+    /// The complete set of groups, by name.
+    pub groups: Option<Vec<String>>,
+}
+
+impl UserPatch {
+    pub fn validate(&self) -> Result<(), InvalidAccount> {
+        if self
+            .display_name
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > MAX_TEXT)
+        {
+            return Err(InvalidAccount::DisplayName);
+        }
+        if let Some(email) = self.email.as_deref().filter(|e| !e.is_empty()) {
+            if email.chars().count() > MAX_TEXT || !email.contains('@') {
+                return Err(InvalidAccount::Email);
+            }
+        }
+        if let Some(unix) = self.unix_user.as_deref().filter(|u| !u.is_empty()) {
+            check_unix_user(unix)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the change must end the user's sessions (disabled, or a new password).
+    pub fn ends_sessions(&self) -> bool {
+        self.enabled == Some(false) || self.password.is_some()
+    }
+}
+
+/// Whether a group name is acceptable: like a username, so it is safe in paths and logs.
+pub fn check_group_name(name: &str) -> Result<(), InvalidAccount> {
+    check_username(name).map_err(|_| InvalidAccount::GroupName)
+}
+
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidAccount {
+    #[error("group name must be 1 to 32 characters: lowercase letters, digits, '.', '_' or '-', starting with a letter")]
+    GroupName,
     #[error("username must be 1 to 32 characters: lowercase letters, digits, '.', '_' or '-', starting with a letter")]
     Username,
     #[error("display name must be at most {MAX_TEXT} characters")]

@@ -20,6 +20,17 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/auth/login", post(login))
         .route("/api/v1/auth/logout", post(logout))
         .route("/api/v1/me", get(me))
+        .route("/api/v1/me/password", post(change_password))
+}
+
+/// Runs argon2 off the async runtime.
+pub async fn hash_password(password: String) -> Result<String, ApiError> {
+    password::check_policy(&password)?;
+    Ok(
+        tokio::task::spawn_blocking(move || password::hash(&password))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??,
+    )
 }
 
 /// Body of `POST /api/v1/auth/login`.
@@ -28,6 +39,14 @@ pub fn router() -> Router<AppState> {
 pub struct LoginRequest {
     pub username: String,
     pub password: String,
+}
+
+/// Body of `POST /api/v1/me/password`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
 }
 
 /// The logged-in user of a request; rejects with 401 when there is none.
@@ -171,4 +190,57 @@ async fn logout(
 
 async fn me(CurrentUser(user): CurrentUser) -> Json<User> {
     Json(user)
+}
+
+/// Changes the caller's password and ends every session of theirs, this one included.
+async fn change_password(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    jar: CookieJar,
+    ApiJson(change): ApiJson<PasswordChange>,
+) -> Result<impl IntoResponse, ApiError> {
+    let (_, stored) = state
+        .store
+        .credentials(&user.username)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    let current = change.current_password;
+    let matches = tokio::task::spawn_blocking(move || password::verify(&current, &stored))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    if !matches {
+        return Err(ApiError::Forbidden("the current password is wrong".into()));
+    }
+    let hash = hash_password(change.new_password).await?;
+    let audit = AuditEntry {
+        actor_user_id: Some(user.id),
+        action: "user.password_change".into(),
+        target: user.username.clone(),
+        detail: String::new(),
+        remote_addr: None,
+    };
+    state
+        .store
+        .change_password(user.id, &hash, &audit, chrono::Utc::now())
+        .await?;
+    Ok((
+        jar.remove(Cookie::build((COOKIE, "")).path("/")),
+        StatusCode::NO_CONTENT,
+    ))
+}
+
+/// The logged-in user of a request, who must be an admin: 401 without a login, 403 for others.
+pub struct AdminUser(pub User);
+
+impl FromRequestParts<AppState> for AdminUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let CurrentUser(user) = CurrentUser::from_request_parts(parts, state).await?;
+        if user.role == crate::accounts::Role::Admin {
+            Ok(AdminUser(user))
+        } else {
+            Err(ApiError::Forbidden("only admins may do this".into()))
+        }
+    }
 }

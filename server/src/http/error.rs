@@ -19,6 +19,11 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// Well-formed but against the rules (a short password, an unknown group).
+    #[error("{0}")]
+    Unprocessable(String),
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
     #[error("internal error")]
@@ -32,6 +37,8 @@ impl ApiError {
             ApiError::InvalidCredentials | ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -44,6 +51,8 @@ impl ApiError {
             ApiError::Unauthenticated => "unauthenticated",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Unprocessable(_) => "invalid",
             ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Internal(_) => "internal",
         }
@@ -52,7 +61,12 @@ impl ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
-        ApiError::Internal(e.to_string())
+        use crate::store::StoreError;
+        match e {
+            StoreError::Conflict(m) => ApiError::Conflict(m),
+            StoreError::Invalid(m) => ApiError::Unprocessable(m),
+            other => ApiError::Internal(other.to_string()),
+        }
     }
 }
 
@@ -67,6 +81,33 @@ impl From<axum::extract::rejection::PathRejection> for ApiError {
         ApiError::BadRequest(e.body_text())
     }
 }
+
+impl From<crate::accounts::InvalidAccount> for ApiError {
+    fn from(e: crate::accounts::InvalidAccount) -> Self {
+        ApiError::Unprocessable(e.to_string())
+    }
+}
+
+impl From<crate::accounts::password::PasswordError> for ApiError {
+    fn from(e: crate::accounts::password::PasswordError) -> Self {
+        use crate::accounts::password::PasswordError;
+        match e {
+            PasswordError::Hash(m) => ApiError::Internal(m),
+            other => ApiError::Unprocessable(other.to_string()),
+        }
+    }
+}
+
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(e: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::BadRequest(e.body_text())
+    }
+}
+
+/// `Query` whose rejections are API errors.
+#[derive(axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
 
 /// `Path` whose rejections are API errors.
 #[derive(axum::extract::FromRequestParts)]

@@ -1,6 +1,7 @@
 //! The HTTP surface: REST API, telemetry websocket, metrics, and the Leptos pages, on one axum
 //! router. Handlers are thin; each area exports its own `router()`.
 
+mod admin;
 mod api;
 pub mod auth;
 mod csrf;
@@ -8,7 +9,7 @@ mod error;
 mod tokens;
 mod ws;
 
-pub use error::{ApiError, ApiJson, ApiPath};
+pub use error::{ApiError, ApiJson, ApiPath, ApiQuery};
 
 use crate::accounts::session::SessionPolicy;
 use crate::store::Store;
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api::router())
         .merge(auth::router())
         .merge(tokens::router())
+        .merge(admin::router())
         .merge(ws::router())
         .leptos_routes_with_context(&state, routes, fleet_context, {
             let options = state.leptos_options.clone();

@@ -2,7 +2,7 @@
 //! PostgreSQL backend (planned for multi-node) can be added inside this module alone.
 
 use crate::accounts::session::SessionPolicy;
-use crate::accounts::{NewUser, Role, User};
+use crate::accounts::{NewUser, Role, User, UserPatch};
 use chrono::{DateTime, Utc};
 use lanes_app::model::GpuInfo;
 use sqlx::sqlite::{
@@ -23,6 +23,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("{0}")]
     Conflict(String),
+    /// The request names something that does not exist (a group, a user).
+    #[error("{0}")]
+    Invalid(String),
     #[error("database error: {0}")]
     Query(#[from] sqlx::Error),
 }
@@ -36,8 +39,17 @@ pub struct ApiToken {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
+/// A group and its members' usernames.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Group {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub members: Vec<String>,
+}
+
 /// One line of the audit log.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct AuditEntry {
     /// The user who acted; `None` for the operator's command line.
     pub actor_user_id: Option<i64>,
@@ -443,6 +455,208 @@ impl Store {
         .await?
         .map(User::try_from)
         .transpose()
+    }
+
+    /// Every account, by username.
+    pub async fn users(&self) -> Result<Vec<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users ORDER BY username"
+        ))
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(User::try_from)
+        .collect()
+    }
+
+    pub async fn user(&self, id: i64) -> Result<Option<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = ?1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(User::try_from)
+            .transpose()
+    }
+
+    /// The groups of each user, as (user id, group name) pairs.
+    pub async fn memberships(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id
+             ORDER BY g.name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Applies an admin's change to an account in one transaction: fields, password (already
+    /// hashed), groups, ending sessions when due, and the audit line. Refuses to leave the
+    /// portal without an enabled admin.
+    pub async fn update_user(
+        &self,
+        id: i64,
+        patch: &UserPatch,
+        password_hash: Option<&str>,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Option<User>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let clearable = |v: &Option<String>| v.as_ref().map(|s| (!s.is_empty()).then(|| s.clone()));
+        sqlx::query(
+            "UPDATE users SET
+                display_name = COALESCE(?2, display_name),
+                email = CASE WHEN ?3 THEN ?4 ELSE email END,
+                unix_user = CASE WHEN ?5 THEN ?6 ELSE unix_user END,
+                role = COALESCE(?7, role),
+                enabled = COALESCE(?8, enabled),
+                password_hash = COALESCE(?9, password_hash),
+                password_changed_at = CASE WHEN ?9 IS NULL THEN password_changed_at ELSE ?10 END
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(&patch.display_name)
+        .bind(patch.email.is_some())
+        .bind(clearable(&patch.email).flatten())
+        .bind(patch.unix_user.is_some())
+        .bind(clearable(&patch.unix_user).flatten())
+        .bind(patch.role.map(Role::as_str))
+        .bind(patch.enabled)
+        .bind(password_hash)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(groups) = &patch.groups {
+            sqlx::query("DELETE FROM group_members WHERE user_id = ?1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            for name in groups {
+                let group_id: Option<i64> =
+                    sqlx::query_scalar("SELECT id FROM groups WHERE name = ?1")
+                        .bind(name)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some(group_id) = group_id else {
+                    return Err(StoreError::Invalid(format!("no group named {name:?}")));
+                };
+                sqlx::query(
+                    "INSERT OR IGNORE INTO group_members (group_id, user_id) VALUES (?1, ?2)",
+                )
+                .bind(group_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        if patch.ends_sessions() {
+            sqlx::query("DELETE FROM sessions WHERE user_id = ?1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let admins: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND enabled = 1")
+                .fetch_one(&mut *tx)
+                .await?;
+        if admins == 0 {
+            return Err(StoreError::Conflict(
+                "this would leave no enabled admin; make another admin first".into(),
+            ));
+        }
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        self.user(id).await
+    }
+
+    /// Sets a user's own new password (already hashed) and ends all their sessions.
+    pub async fn change_password(
+        &self,
+        user_id: i64,
+        password_hash: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE users SET password_hash = ?2, password_changed_at = ?3 WHERE id = ?1")
+            .bind(user_id)
+            .bind(password_hash)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM sessions WHERE user_id = ?1")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn create_group(
+        &self,
+        name: &str,
+        description: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Group, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted: Result<(i64,), sqlx::Error> = sqlx::query_as(
+            "INSERT INTO groups (name, description, created_at) VALUES (?1, ?2, ?3) RETURNING id",
+        )
+        .bind(name)
+        .bind(description)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await;
+        let (id,) = match inserted {
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "a group named {name:?} already exists"
+                )))
+            }
+            other => other?,
+        };
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(Group {
+            id,
+            name: name.into(),
+            description: description.into(),
+            members: Vec::new(),
+        })
+    }
+
+    /// Every group with its members, by name.
+    pub async fn groups(&self) -> Result<Vec<Group>, StoreError> {
+        let rows: Vec<(i64, String, String, Option<String>)> = sqlx::query_as(
+            "SELECT g.id, g.name, g.description, u.username FROM groups g
+             LEFT JOIN group_members m ON m.group_id = g.id
+             LEFT JOIN users u ON u.id = m.user_id
+             ORDER BY g.name, u.username",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut groups: Vec<Group> = Vec::new();
+        for (id, name, description, member) in rows {
+            if groups.last().is_none_or(|g| g.id != id) {
+                groups.push(Group {
+                    id,
+                    name,
+                    description,
+                    members: Vec::new(),
+                });
+            }
+            if let (Some(group), Some(member)) = (groups.last_mut(), member) {
+                group.members.push(member);
+            }
+        }
+        Ok(groups)
     }
 
     pub async fn close(&self) {
