@@ -11,6 +11,15 @@ cd "$DEVRUN"
 PORT=3999
 URL=http://127.0.0.1:$PORT
 
+# A user and an API token for the benchmark clients (the live channel needs a login).
+bench_token() { # ADDR DATA_DIR LANES
+  printf 'bench passphrase\n' | "$3" user add --username bench --password-stdin --data-dir "$2" > /dev/null
+  curl -s -c "$2/cookies" -H 'content-type: application/json' \
+    -d '{"username":"bench","password":"bench passphrase"}' "http://$1/api/v1/auth/login" > /dev/null
+  curl -s -b "$2/cookies" -H 'content-type: application/json' -d '{"name":"bench"}' \
+    "http://$1/api/v1/tokens" | sed -n 's/.*"secret":"\([^"]*\)".*/\1/p'
+}
+
 nvidia-smi -L > "$OUT/nvidia-smi-L.txt" 2>&1
 ./lanes doctor > "$OUT/doctor.txt" 2>&1; echo "exit $?" >> "$OUT/doctor.txt"
 GPU0_PREFIX=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1 | cut -c1-12)
@@ -22,7 +31,9 @@ data=$(mktemp -d)
   > "$OUT/serve.out" 2> "$OUT/serve.err" &
 SERVER=$!
 sleep 3
-curl -s $URL/api/v1/gpus > "$OUT/gpus-idle.json"
+TOKEN=$(bench_token 127.0.0.1:$PORT "$data" ./lanes)
+AUTH="Authorization: Bearer $TOKEN"
+curl -s -H "$AUTH" $URL/api/v1/gpus > "$OUT/gpus-idle.json"
 CUDA_VISIBLE_DEVICES=1 python3 -c "
 import torch, time
 x = torch.randn(16384, 16384, device='cuda')
@@ -33,10 +44,10 @@ torch.cuda.synchronize()
 " > "$OUT/torch.txt" 2>&1 &
 PY=$!
 sleep 20
-curl -s $URL/api/v1/gpus > "$OUT/gpus-load.json"
+curl -s -H "$AUTH" $URL/api/v1/gpus > "$OUT/gpus-load.json"
 curl -s $URL/healthz > "$OUT/healthz.json"
 curl -s $URL/metrics > "$OUT/metrics.txt"
-curl -s $URL/ > "$OUT/index.html"
+curl -s -H "$AUTH" $URL/ > "$OUT/index.html"
 ps -o pid,user,comm -p $PY > "$OUT/ps.txt"
 nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv > "$OUT/nvidia-smi-apps.csv"
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv > "$OUT/nvidia-smi-util.csv"
@@ -51,8 +62,9 @@ kill -TERM $SERVER; wait $SERVER; echo "serve exit status after SIGTERM: $?" >> 
   > "$OUT/sim.out" 2> "$OUT/sim.err" &
 SERVER=$!
 sleep 2
+TOKEN=$(bench_token 127.0.0.1:$PORT "$data/sim" ./lanes)
 for n in 100 1000; do
-  ./lanes-bench fanout --addr 127.0.0.1:$PORT --pid $SERVER --clients $n --seconds 20 >> "$OUT/fanout.md" 2>&1
+  ./lanes-bench fanout --addr 127.0.0.1:$PORT --pid $SERVER --clients $n --seconds 20 --token "$TOKEN" >> "$OUT/fanout.md" 2>&1
   sleep 2
 done
 kill -TERM $SERVER; wait $SERVER

@@ -7,6 +7,15 @@ BENCH=target/release/lanes-bench
 LANES=target/release/lanes
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 
+# A user and an API token for the benchmark clients (the live channel needs a login).
+bench_token() { # ADDR DATA_DIR LANES
+  printf 'bench passphrase\n' | "$3" user add --username bench --password-stdin --data-dir "$2" > /dev/null
+  curl -s -c "$2/cookies" -H 'content-type: application/json' \
+    -d '{"username":"bench","password":"bench passphrase"}' "http://$1/api/v1/auth/login" > /dev/null
+  curl -s -b "$2/cookies" -H 'content-type: application/json' -d '{"name":"bench"}' \
+    "http://$1/api/v1/tokens" | sed -n 's/.*"secret":"\([^"]*\)".*/\1/p'
+}
+
 echo "## Hydrate bundle (target/site/pkg, release build)"
 echo
 echo "| file | raw | gzip -9 | brotli q11 |"
@@ -31,10 +40,11 @@ pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do grep -q listening "$data/out" && break; sleep 0.1; done
 addr=$(sed -n 's#.*listening on http://##p' "$data/out")
+token=$(bench_token "$addr" "$data" "$LANES")
 echo "| clients | latencies measured | p50 ms | p99 ms | max ms | server RSS before, MiB | server RSS peak, MiB |"
 echo "|---|---|---|---|---|---|---|"
 for n in 100 1000; do
-  "$BENCH" fanout --addr "$addr" --pid "$pid" --clients "$n" --seconds "$SECONDS_PER_RUN"
+  "$BENCH" fanout --addr "$addr" --pid "$pid" --clients "$n" --seconds "$SECONDS_PER_RUN" --token "$token"
   sleep 2
 done
 echo

@@ -46,6 +46,7 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=|| pages::not_found::NotFound>
                 <Route path=StaticSegment("") view=pages::dashboard::DashboardPage />
+                <Route path=StaticSegment("login") view=pages::login::LoginPage />
             </Routes>
         </Router>
     }

@@ -39,6 +39,9 @@ enum Command {
         /// Seconds to measure after every client is connected.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
+        /// API token the clients authenticate with.
+        #[arg(long, env = "LANES_TOKEN")]
+        token: String,
     },
 }
 
@@ -50,9 +53,10 @@ fn main() {
             pid,
             clients,
             seconds,
+            token,
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(fanout(&addr, pid, clients, seconds)),
+            .block_on(fanout(&addr, pid, clients, seconds, &token)),
     }
 }
 
@@ -173,14 +177,20 @@ fn now_ms_f64() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-async fn fanout(addr: &str, pid: u32, clients: usize, seconds: u64) {
+async fn fanout(addr: &str, pid: u32, clients: usize, seconds: u64, token: &str) {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let rss_idle = rss_kib(pid);
     let url = format!("ws://{addr}/api/v1/telemetry/ws");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<f64>();
     let measuring = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
-        let (ws, _) = tokio_tungstenite::connect_async(&url)
+        let mut request = url.as_str().into_client_request().expect("a websocket URL");
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("a header value"),
+        );
+        let (ws, _) = tokio_tungstenite::connect_async(request)
             .await
             .expect("the server accepts the client");
         let tx = tx.clone();

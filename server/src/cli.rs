@@ -96,6 +96,9 @@ pub struct ServeArgs {
     /// Seed of the simulated fleet.
     #[arg(long, env = "LANES_SIM_SEED", default_value_t = 1)]
     pub sim_seed: u64,
+    /// Require this bearer token on /metrics (for Prometheus' `authorization` setting).
+    #[arg(long, env = "LANES_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
     /// Mark the session cookie Secure: set it when serving over TLS or behind a TLS proxy.
     #[arg(long, env = "LANES_SECURE_COOKIES")]
     pub secure_cookies: bool,

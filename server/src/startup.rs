@@ -51,6 +51,7 @@ pub struct ServeConfig {
     pub site_root: PathBuf,
     pub sim: SimOptions,
     pub auth: AuthSettings,
+    pub metrics_token: Option<String>,
 }
 
 impl ServeConfig {
@@ -91,6 +92,7 @@ impl ServeConfig {
                 },
                 secure_cookies: args.secure_cookies,
             },
+            metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
         })
     }
 }
@@ -216,6 +218,7 @@ impl Application {
             shutdown: CancellationToken::new(),
             store: store.clone(),
             auth: config.auth,
+            metrics_token: config.metrics_token.as_deref().map(Arc::from),
         };
         Ok(Self {
             listener,

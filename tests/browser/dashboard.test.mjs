@@ -1,13 +1,15 @@
 // Browser test of the dashboard in Debian's headless Chromium, against the release build.
 //
-// Starts `target/release/lanes serve --gpus sim:4` on a random port with a fresh data dir,
-// loads `/`, and checks: every card is server-rendered; the page hydrates and goes live over
-// the websocket; a value changes live; the page says it is reconnecting when the server goes
-// away and goes live again when it is back. With SCREENSHOT=path it saves a screenshot there
+// Creates a user with `lanes user add`, starts `target/release/lanes serve --gpus sim:4` on a
+// random port with a fresh data dir, and checks: `/` sends a visitor to the login page; a wrong
+// password is refused with a message; logging in leads back to the dashboard; every card is
+// server-rendered; the page hydrates and goes live over the websocket; a value changes live;
+// the page says it is reconnecting when the server goes away and goes live again when it is
+// back; logging out ends the session. With SCREENSHOT=path it saves a screenshot there
 // after SCREENSHOT_WAIT seconds of history (LANES_TEST_GPUS sets the fleet size).
 
 import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
@@ -45,6 +47,10 @@ function stopServer(child) {
 }
 
 const step = (name) => console.log(`  ✓ ${name}`);
+const USER = 'viewer';
+const PASSWORD = 'viewer passphrase';
+execFileSync(bin, ['user', 'add', '--username', USER, '--password-stdin', '--data-dir', dataDir],
+  { input: `${PASSWORD}\n`, stdio: ['pipe', 'ignore', 'inherit'] });
 let server = await startServer('127.0.0.1:0');
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -57,13 +63,26 @@ try {
   page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') failures.push(`console error: ${m.text()}`); });
 
+  // A visitor is sent to the login page, and brought back after logging in.
+  await page.goto(server.url + '/');
+  assert.match(new URL(page.url()).pathname, /^\/login$/);
+  await page.fill('input[name=username]', USER);
+  await page.fill('input[name=password]', 'not the password');
+  await page.click('button[type=submit]');
+  await page.getByText('Wrong username or password.').waitFor();
+  step('a wrong password is refused with a message');
+  await page.fill('input[name=username]', USER);
+  await page.fill('input[name=password]', PASSWORD);
+  await page.click('button[type=submit]');
+  await page.waitForURL(server.url + '/');
+  step('logging in leads to the dashboard');
+
   // Server-rendered: the cards are in the HTML before any script runs.
   const resp = await page.request.get(server.url + '/');
   const html = await resp.text();
   assert.equal((html.match(/class="gpu-card/g) || []).length, GPUS, 'every card is server-rendered');
   step('the server-rendered page has every card');
 
-  await page.goto(server.url + '/');
   await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
   step('the page hydrated and the websocket is live');
 
@@ -106,6 +125,12 @@ try {
   server = await startServer(`127.0.0.1:${port}`);
   await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
   step('goes live again when the server is back');
+
+  await page.click('form.logout button');
+  await page.waitForURL(/\/login$/);
+  await page.goto(server.url + '/');
+  assert.match(new URL(page.url()).pathname, /^\/login$/, 'the session ended');
+  step('logging out ends the session');
 
   // Reconnect failures are expected console noise while the server is down.
   const real = failures.filter((f) => !/WebSocket connection|ERR_CONNECTION_REFUSED/.test(f));

@@ -17,6 +17,7 @@ pub struct TestApp {
     pub addr: SocketAddr,
     pub data_dir: tempfile::TempDir,
     pub client: reqwest::Client,
+    viewer: tokio::sync::OnceCell<String>,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -48,6 +49,7 @@ impl TestApp {
                 faulty_gpu,
             },
             auth: Default::default(),
+            metrics_token: None,
         };
         let app = Application::build(config).await.expect("the server starts");
         let addr = app.local_addr();
@@ -59,6 +61,7 @@ impl TestApp {
             addr,
             data_dir,
             client: reqwest::Client::new(),
+            viewer: tokio::sync::OnceCell::new(),
             stop: Some(stop),
             served,
         }
@@ -72,12 +75,53 @@ impl TestApp {
         format!("ws://{}{path}", self.addr)
     }
 
+    /// GET as an ordinary logged-in user (created on first use).
     pub async fn get(&self, path: &str) -> reqwest::Response {
+        let cookie = self.viewer_cookie().await;
+        self.client
+            .get(self.url(path))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("the server answers")
+    }
+
+    /// GET with no credentials.
+    pub async fn get_anonymous(&self, path: &str) -> reqwest::Response {
         self.client
             .get(self.url(path))
             .send()
             .await
             .expect("the server answers")
+    }
+
+    /// The session cookie of user `viewer`, created and logged in on first use.
+    pub async fn viewer_cookie(&self) -> String {
+        self.viewer
+            .get_or_init(|| async {
+                self.create_user("viewer", "viewer passphrase", Role::User)
+                    .await;
+                self.login("viewer", "viewer passphrase").await
+            })
+            .await
+            .clone()
+    }
+
+    /// A websocket request to `path` carrying the viewer's session.
+    pub async fn ws_request(
+        &self,
+        path: &str,
+    ) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = self
+            .ws_url(path)
+            .into_client_request()
+            .expect("a websocket URL");
+        let cookie = self.viewer_cookie().await;
+        request
+            .headers_mut()
+            .insert("cookie", cookie.parse().expect("a header value"));
+        request
     }
 
     /// Creates an account straight in the database, as `lanes user add` does.

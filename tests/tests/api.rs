@@ -173,3 +173,114 @@ async fn a_failing_card_is_unhealthy_in_api_metrics_and_page_while_the_others_up
     assert!(html.contains("1 unhealthy"));
     app.stop().await;
 }
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn without_a_login_the_api_answers_401_and_pages_send_you_to_log_in() {
+    let app = TestApp::spawn(1).await;
+    for path in [
+        "/api/v1/gpus",
+        "/api/v1/me",
+        "/api/v1/tokens",
+        "/api/v1/no-such-thing",
+    ] {
+        let resp = app.get_anonymous(path).await;
+        assert_eq!(resp.status(), 401, "{path}");
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["error"], "unauthenticated");
+    }
+    let server_fn = app
+        .client
+        .post(app.url("/api/fn/fleet"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        server_fn.status(),
+        401,
+        "the dashboard's server function is gated too"
+    );
+
+    let page = no_redirects()
+        .get(app.url("/?range=1h"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 303);
+    assert_eq!(page.headers()["location"], "/login?next=/%3Frange%3D1h");
+    for path in ["/healthz", "/metrics", "/login"] {
+        assert_eq!(
+            app.get_anonymous(path).await.status(),
+            200,
+            "{path} is public"
+        );
+    }
+    let login = app.get_anonymous("/login").await.text().await.unwrap();
+    assert!(login.contains(r#"action="/auth/login""#));
+    assert!(!login.contains("gpu-card"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_login_form_signs_in_and_returns_to_the_page_asked_for_only_on_this_site() {
+    let app = TestApp::spawn(1).await;
+    app.create_user(
+        "ada",
+        "correct horse battery",
+        lanes_server::accounts::Role::User,
+    )
+    .await;
+    let post = |fields: Vec<(&'static str, &'static str)>| {
+        no_redirects()
+            .post(app.url("/auth/login"))
+            .header("origin", format!("http://{}", app.addr))
+            .form(&fields)
+            .send()
+    };
+    let wrong = post(vec![
+        ("username", "ada"),
+        ("password", "nope nope nope"),
+        ("next", "/"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(wrong.status(), 303);
+    assert_eq!(wrong.headers()["location"], "/login?error=invalid&next=/");
+    assert!(lanes_tests::session_cookie(&wrong).is_none());
+
+    let ok = post(vec![
+        ("username", "ada"),
+        ("password", "correct horse battery"),
+        ("next", "/?range=1h"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(ok.status(), 303);
+    assert_eq!(ok.headers()["location"], "/?range=1h");
+    let cookie = lanes_tests::session_cookie(&ok).unwrap();
+    let page = app
+        .client
+        .get(app.url("/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("gpu-card"));
+
+    let elsewhere = post(vec![
+        ("username", "ada"),
+        ("password", "correct horse battery"),
+        ("next", "//evil.example/"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(elsewhere.headers()["location"], "/");
+    app.stop().await;
+}

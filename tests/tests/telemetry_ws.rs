@@ -27,9 +27,10 @@ where
 #[tokio::test]
 async fn a_client_gets_a_snapshot_then_a_tick_per_poll() {
     let app = TestApp::spawn(4).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url("/api/v1/telemetry/ws"))
-        .await
-        .unwrap();
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(app.ws_request("/api/v1/telemetry/ws").await)
+            .await
+            .unwrap();
     let TelemetryMessage::Snapshot(snapshot) = next_message(&mut ws).await else {
         panic!("the first message is not a snapshot")
     };
@@ -54,9 +55,10 @@ async fn a_client_gets_a_snapshot_then_a_tick_per_poll() {
 #[tokio::test]
 async fn clients_are_closed_cleanly_when_the_server_shuts_down() {
     let app = TestApp::spawn(2).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url("/api/v1/telemetry/ws"))
-        .await
-        .unwrap();
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(app.ws_request("/api/v1/telemetry/ws").await)
+            .await
+            .unwrap();
     next_message(&mut ws).await;
     app.stop().await;
     let closed = tokio::time::timeout(Duration::from_secs(5), async {
@@ -76,7 +78,7 @@ async fn clients_are_closed_cleanly_when_the_server_shuts_down() {
 async fn a_client_that_never_reads_is_dropped_and_others_keep_their_pace() {
     // Many cards make big ticks, so the stuck client's buffers fill quickly.
     let app = TestApp::spawn(64).await;
-    let url = app.ws_url("/api/v1/telemetry/ws");
+    let cookie = app.viewer_cookie().await;
 
     // A raw socket with a tiny receive buffer that completes the upgrade and then never reads.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -84,14 +86,17 @@ async fn a_client_that_never_reads_is_dropped_and_others_keep_their_pace() {
     let mut stuck = socket.connect(app.addr).await.unwrap();
     let request = format!(
         "GET /api/v1/telemetry/ws HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nCookie: {cookie}\r\n\r\n",
         app.addr
     );
     tokio::io::AsyncWriteExt::write_all(&mut stuck, request.as_bytes())
         .await
         .unwrap();
 
-    let (mut good, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let (mut good, _) =
+        tokio_tungstenite::connect_async(app.ws_request("/api/v1/telemetry/ws").await)
+            .await
+            .unwrap();
     next_message(&mut good).await;
 
     // Over 12 s the stuck client fills every buffer and hits the send timeout; the good client
@@ -124,5 +129,16 @@ async fn a_client_that_never_reads_is_dropped_and_others_keep_their_pace() {
     })
     .await;
     assert!(drained.is_ok(), "the stuck client was never dropped");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_live_channel_needs_a_login() {
+    let app = TestApp::spawn(1).await;
+    let refused = tokio_tungstenite::connect_async(app.ws_url("/api/v1/telemetry/ws")).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 401),
+        other => panic!("expected a 401, got {other:?}"),
+    }
     app.stop().await;
 }

@@ -55,6 +55,9 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
             <span class=move || status.get().css_class() data-testid="link-status">
                 {move || status.get().label()}
             </span>
+            <form method="post" action="/auth/logout" class="logout">
+                <button type="submit">"Log out"</button>
+            </form>
         </header>
         <Show when=simulated>
             <p class="banner" role="status">

@@ -1,3 +1,4 @@
 //! One module per page.
 pub mod dashboard;
+pub mod login;
 pub mod not_found;

@@ -8,7 +8,7 @@ use crate::store::AuditEntry;
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
@@ -21,6 +21,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/auth/logout", post(logout))
         .route("/api/v1/me", get(me))
         .route("/api/v1/me/password", post(change_password))
+        .route("/auth/login", post(form_login))
+        .route("/auth/logout", post(form_logout))
 }
 
 /// Runs argon2 off the async runtime.
@@ -50,53 +52,66 @@ pub struct PasswordChange {
 }
 
 /// The logged-in user of a request; rejects with 401 when there is none.
+#[derive(Clone)]
 pub struct CurrentUser(pub User);
 
 impl FromRequestParts<AppState> for CurrentUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let now = chrono::Utc::now();
-        // A request that names a token stands or falls by it; it never falls back to a cookie.
-        if let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) {
-            let token = value
-                .to_str()
-                .ok()
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or(ApiError::Unauthenticated)?;
-            return state
-                .store
-                .token_user(&session::hash_secret(token.trim()), now)
-                .await?
-                .map(CurrentUser)
-                .ok_or(ApiError::Unauthenticated);
+        // The login gate has usually resolved the user already.
+        if let Some(user) = parts.extensions.get::<CurrentUser>() {
+            return Ok(user.clone());
         }
-        let jar = CookieJar::from_headers(&parts.headers);
-        let Some(cookie) = jar.get(COOKIE) else {
-            return Err(ApiError::Unauthenticated);
-        };
-        let id_hash = session::hash_secret(cookie.value());
-        state
-            .store
-            .session_user(&id_hash, &state.auth.policy, now)
+        resolve_user(state, &parts.headers)
             .await?
-            .map(CurrentUser)
             .ok_or(ApiError::Unauthenticated)
     }
 }
 
-async fn login(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    jar: CookieJar,
-    ApiJson(request): ApiJson<LoginRequest>,
-) -> Result<impl IntoResponse, ApiError> {
-    if request.username.chars().count() > MAX_TEXT {
+/// Who a request comes from: the owner of its bearer token, else of its session cookie. A
+/// request that names a token stands or falls by it; it never falls back to a cookie.
+pub async fn resolve_user(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<CurrentUser>, ApiError> {
+    let now = chrono::Utc::now();
+    if let Some(value) = headers.get(axum::http::header::AUTHORIZATION) {
+        let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
+            return Ok(None);
+        };
+        let user = state
+            .store
+            .token_user(&session::hash_secret(token.trim()), now)
+            .await?;
+        return Ok(user.map(CurrentUser));
+    }
+    let jar = CookieJar::from_headers(headers);
+    let Some(cookie) = jar.get(COOKIE) else {
+        return Ok(None);
+    };
+    let id_hash = session::hash_secret(cookie.value());
+    Ok(state
+        .store
+        .session_user(&id_hash, &state.auth.policy, now)
+        .await?
+        .map(CurrentUser))
+}
+
+/// Checks a username and password (with lockout and audit) and starts a session. Returns the
+/// user and the session cookie. Shared by the JSON API and the login form.
+pub async fn authenticate(
+    state: &AppState,
+    username: String,
+    password_text: String,
+    peer: SocketAddr,
+) -> Result<(User, Cookie<'static>), ApiError> {
+    if username.chars().count() > MAX_TEXT {
         return Err(ApiError::BadRequest(format!(
             "username is longer than {MAX_TEXT} characters"
         )));
     }
-    if request.password.len() > password::MAX_BYTES {
+    if password_text.len() > password::MAX_BYTES {
         return Err(ApiError::BadRequest(format!(
             "password is longer than {} bytes",
             password::MAX_BYTES
@@ -106,7 +121,7 @@ async fn login(
     let address = peer.ip().to_string();
     let (by_account, by_address) = state
         .store
-        .login_failures(&request.username, &address, now - lockout_window())
+        .login_failures(&username, &address, now - lockout_window())
         .await?;
     let wait = [by_account, by_address]
         .iter()
@@ -118,15 +133,15 @@ async fn login(
         });
     }
 
-    let credentials = state.store.credentials(&request.username).await?;
+    let credentials = state.store.credentials(&username).await?;
     let user = tokio::task::spawn_blocking(move || match credentials {
         Some((user, hash)) => {
-            let matches = password::verify(&request.password, &hash);
+            let matches = password::verify(&password_text, &hash);
             (matches && user.enabled).then_some(user)
         }
         None => {
             // Same work as a real check, so timing does not tell who has an account.
-            password::verify_dummy(&request.password);
+            password::verify_dummy(&password_text);
             None
         }
     })
@@ -134,19 +149,14 @@ async fn login(
     .map_err(|e| ApiError::Internal(e.to_string()))?;
 
     let Some(user) = user else {
-        state
-            .store
-            .audit(
-                &AuditEntry {
-                    actor_user_id: None,
-                    action: "auth.login_failed".into(),
-                    target: request.username,
-                    detail: String::new(),
-                    remote_addr: Some(address),
-                },
-                now,
-            )
-            .await?;
+        let failure = AuditEntry {
+            actor_user_id: None,
+            action: "auth.login_failed".into(),
+            target: username,
+            detail: String::new(),
+            remote_addr: Some(address),
+        };
+        state.store.audit(&failure, now).await?;
         return Err(ApiError::InvalidCredentials);
     };
     let (secret, id_hash) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -166,7 +176,18 @@ async fn login(
         .http_only(true)
         .same_site(SameSite::Lax)
         .secure(state.auth.secure_cookies)
-        .max_age(time_duration(state.auth.policy.absolute));
+        .max_age(time_duration(state.auth.policy.absolute))
+        .build();
+    Ok((user, cookie))
+}
+
+async fn login(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    jar: CookieJar,
+    ApiJson(request): ApiJson<LoginRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    let (user, cookie) = authenticate(&state, request.username, request.password, peer).await?;
     Ok((jar.add(cookie), Json(user)))
 }
 
@@ -174,18 +195,123 @@ fn time_duration(d: chrono::Duration) -> time::Duration {
     time::Duration::seconds(d.num_seconds())
 }
 
-async fn logout(
-    State(state): State<AppState>,
-    jar: CookieJar,
-) -> Result<impl IntoResponse, ApiError> {
+/// Ends the session a request carries, and returns the jar that clears its cookie.
+async fn end_session(state: &AppState, jar: CookieJar) -> Result<CookieJar, ApiError> {
     if let Some(cookie) = jar.get(COOKIE) {
         state
             .store
             .end_session(&session::hash_secret(cookie.value()))
             .await?;
     }
-    let removal = Cookie::build((COOKIE, "")).path("/");
-    Ok((jar.remove(removal), StatusCode::NO_CONTENT))
+    Ok(jar.remove(Cookie::build((COOKIE, "")).path("/")))
+}
+
+async fn logout(
+    State(state): State<AppState>,
+    jar: CookieJar,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok((end_session(&state, jar).await?, StatusCode::NO_CONTENT))
+}
+
+/// Fields of the login form on `/login`.
+#[derive(Deserialize)]
+pub struct LoginForm {
+    pub username: String,
+    pub password: String,
+    #[serde(default)]
+    pub next: String,
+}
+
+/// Where to go after logging in: a path on this site, never another site.
+pub fn safe_next(next: &str) -> &str {
+    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+    if local {
+        next
+    } else {
+        "/"
+    }
+}
+
+/// `POST /auth/login`: the HTML form's login; works without JavaScript.
+async fn form_login(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    jar: CookieJar,
+    axum::Form(form): axum::Form<LoginForm>,
+) -> axum::response::Response {
+    let next = safe_next(&form.next).to_string();
+    match authenticate(&state, form.username, form.password, peer).await {
+        Ok((_, cookie)) => (jar.add(cookie), Redirect::to(&next)).into_response(),
+        Err(err) => {
+            let reason = match &err {
+                ApiError::InvalidCredentials => "invalid".to_string(),
+                ApiError::TooManyRequests { retry_after_secs } => {
+                    format!("locked&retry={retry_after_secs}")
+                }
+                ApiError::BadRequest(_) => "bad".to_string(),
+                _ => return err.into_response(),
+            };
+            let next = url_escape(&next);
+            Redirect::to(&format!("/login?error={reason}&next={next}")).into_response()
+        }
+    }
+}
+
+/// `POST /auth/logout`: the logout button.
+async fn form_logout(State(state): State<AppState>, jar: CookieJar) -> axum::response::Response {
+    match end_session(&state, jar).await {
+        Ok(jar) => (jar, Redirect::to("/login")).into_response(),
+        Err(err) => err.into_response(),
+    }
+}
+
+/// Percent-encodes a path for use as a query value.
+pub fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Paths anyone may reach: health, metrics (which has its own token), the login page and
+/// its assets, and logging in.
+pub fn is_public(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | "/metrics" | "/login" | "/auth/login" | "/api/v1/auth/login" | "/favicon.svg"
+    ) || path.starts_with("/pkg/")
+}
+
+/// The login gate: every request but [`is_public`] ones needs a user. API callers get a JSON
+/// 401; people are sent to the login page and brought back afterwards.
+pub async fn require_login(
+    State(state): State<AppState>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path().to_string();
+    if is_public(&path) {
+        return next.run(request).await;
+    }
+    match resolve_user(&state, request.headers()).await {
+        Ok(Some(user)) => {
+            request.extensions_mut().insert(user);
+            next.run(request).await
+        }
+        Ok(None) if path.starts_with("/api/") => ApiError::Unauthenticated.into_response(),
+        Ok(None) => {
+            let back = request
+                .uri()
+                .path_and_query()
+                .map_or("/".to_string(), |p| p.to_string());
+            Redirect::to(&format!("/login?next={}", url_escape(&back))).into_response()
+        }
+        Err(err) => err.into_response(),
+    }
 }
 
 async fn me(CurrentUser(user): CurrentUser) -> Json<User> {

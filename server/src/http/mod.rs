@@ -34,6 +34,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     pub store: Store,
     pub auth: AuthSettings,
+    /// Bearer token `/metrics` requires, if any.
+    pub metrics_token: Option<Arc<str>>,
 }
 
 /// How logins behave.
@@ -63,6 +65,10 @@ pub fn router(state: AppState) -> Router {
         })
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
             lanes_app::shell,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_login,
         ))
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(CompressionLayer::new())
