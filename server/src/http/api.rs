@@ -14,6 +14,7 @@ pub fn router() -> Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/api/v1/gpus", get(gpus))
         .route("/metrics", get(metrics))
+        .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/{*rest}", get(unknown_api).post(unknown_api))
 }
 
@@ -37,6 +38,14 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, CONTENT_TYPE)],
         state.hub.metrics().render(),
+    )
+}
+
+/// The OpenAPI description of this API (docs/openapi.json, built into the binary).
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("../../../docs/openapi.json"),
     )
 }
 
