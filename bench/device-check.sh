@@ -4,6 +4,8 @@
 # output under OUT. Steps: doctor (plain and with a mask), `serve --gpus nvml` while PyTorch
 # loads GPU 1 only, the poll benchmark, and websocket fan-out at 1 Hz x 8 simulated GPUs.
 set -u
+# shellcheck source=bench/lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 DEVRUN=${DEVRUN:-devrun}
 OUT=${OUT:-/tmp/lanes-device}
 mkdir -p "$OUT"
@@ -11,14 +13,6 @@ cd "$DEVRUN"
 PORT=3999
 URL=http://127.0.0.1:$PORT
 
-# A user and an API token for the benchmark clients (the live channel needs a login).
-bench_token() { # ADDR DATA_DIR LANES
-  printf 'bench passphrase\n' | "$3" user add --username bench --password-stdin --data-dir "$2" > /dev/null
-  curl -s -c "$2/cookies" -H 'content-type: application/json' \
-    -d '{"username":"bench","password":"bench passphrase"}' "http://$1/api/v1/auth/login" > /dev/null
-  curl -s -b "$2/cookies" -H 'content-type: application/json' -d '{"name":"bench"}' \
-    "http://$1/api/v1/tokens" | sed -n 's/.*"secret":"\([^"]*\)".*/\1/p'
-}
 
 nvidia-smi -L > "$OUT/nvidia-smi-L.txt" 2>&1
 ./lanes doctor > "$OUT/doctor.txt" 2>&1; echo "exit $?" >> "$OUT/doctor.txt"

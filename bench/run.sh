@@ -7,14 +7,8 @@ BENCH=target/release/lanes-bench
 LANES=target/release/lanes
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 
-# A user and an API token for the benchmark clients (the live channel needs a login).
-bench_token() { # ADDR DATA_DIR LANES
-  printf 'bench passphrase\n' | "$3" user add --username bench --password-stdin --data-dir "$2" > /dev/null
-  curl -s -c "$2/cookies" -H 'content-type: application/json' \
-    -d '{"username":"bench","password":"bench passphrase"}' "http://$1/api/v1/auth/login" > /dev/null
-  curl -s -b "$2/cookies" -H 'content-type: application/json' -d '{"name":"bench"}' \
-    "http://$1/api/v1/tokens" | sed -n 's/.*"secret":"\([^"]*\)".*/\1/p'
-}
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 echo "## Hydrate bundle (target/site/pkg, release build)"
 echo

@@ -33,6 +33,23 @@ async fn setup() -> (TestApp, String, String) {
     (app, admin, ada)
 }
 
+/// The id of `username`, as the admin's user list gives it.
+async fn user_id(app: &TestApp, admin: &str, username: &str) -> i64 {
+    let users: Value = call(app, Method::GET, "/api/v1/users", admin, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    users
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["username"] == username)
+        .expect("the user is listed")["id"]
+        .as_i64()
+        .unwrap()
+}
+
 async fn login_status(app: &TestApp, username: &str, password: &str) -> u16 {
     app.client
         .post(app.url("/api/v1/auth/login"))
@@ -136,19 +153,7 @@ async fn only_admins_may_manage_accounts() {
 #[tokio::test]
 async fn disabling_a_user_ends_their_sessions_and_bars_login() {
     let (app, admin, ada) = setup().await;
-    let users: Value = call(&app, Method::GET, "/api/v1/users", &admin, None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let ada_id = users
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["username"] == "ada")
-        .unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let ada_id = user_id(&app, &admin, "ada").await;
     let resp = call(
         &app,
         Method::PATCH,
@@ -307,19 +312,7 @@ async fn groups_are_created_and_users_put_in_them_by_name() {
     )
     .await;
     assert_eq!(bad.status(), 422);
-    let users: Value = call(&app, Method::GET, "/api/v1/users", &admin, None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let ada_id = users
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["username"] == "ada")
-        .unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let ada_id = user_id(&app, &admin, "ada").await;
     let unknown = call(
         &app,
         Method::PATCH,
