@@ -258,13 +258,20 @@ impl Store {
 
     /// An account and its password hash, for checking a login.
     pub async fn credentials(&self, username: &str) -> Result<Option<(User, String)>, StoreError> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT password_hash FROM users WHERE username = ?1")
-                .bind(username)
-                .fetch_optional(&self.pool)
-                .await?;
-        let Some((hash,)) = row else { return Ok(None) };
-        Ok(self.user_by_username(username).await?.map(|u| (u, hash)))
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            #[sqlx(flatten)]
+            user: UserRow,
+            password_hash: String,
+        }
+        sqlx::query_as::<_, Row>(&format!(
+            "SELECT {USER_COLUMNS}, password_hash FROM users WHERE username = ?1"
+        ))
+        .bind(username)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|row| Ok((User::try_from(row.user)?, row.password_hash)))
+        .transpose()
     }
 
     /// Times of failed logins since `since`, for an account and for an address.
@@ -438,11 +445,16 @@ impl Store {
         let Some((token_id, user_id)) = owner else {
             return Ok(None);
         };
-        sqlx::query("UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1")
-            .bind(token_id)
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
+        // As with sessions, a minute's precision spares a write on every request.
+        sqlx::query(
+            "UPDATE api_tokens SET last_used_at = ?2
+             WHERE id = ?1 AND (last_used_at IS NULL OR last_used_at < ?3)",
+        )
+        .bind(token_id)
+        .bind(now)
+        .bind(now - chrono::Duration::minutes(1))
+        .execute(&self.pool)
+        .await?;
         self.enabled_user(user_id).await
     }
 
