@@ -251,7 +251,10 @@ async fn the_login_form_signs_in_and_returns_to_the_page_asked_for_only_on_this_
     .await
     .unwrap();
     assert_eq!(wrong.status(), 303);
-    assert_eq!(wrong.headers()["location"], "/login?error=invalid&next=/");
+    assert_eq!(
+        wrong.headers()["location"],
+        "/login?error=invalid&next=/&user=ada"
+    );
     assert!(lanes_tests::session_cookie(&wrong).is_none());
 
     let ok = post(vec![
@@ -273,6 +276,25 @@ async fn the_login_form_signs_in_and_returns_to_the_page_asked_for_only_on_this_
         .unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("gpu-card"));
+
+    let garbled = no_redirects()
+        .post(app.url("/auth/login"))
+        .header("origin", format!("http://{}", app.addr))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("password=only")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbled.status(), 303);
+    assert_eq!(garbled.headers()["location"], "/login?error=bad");
+    let form = app
+        .get_anonymous("/login?error=invalid&next=/&user=ada")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(form.contains("Wrong username or password."));
+    assert!(form.contains(r#"value="ada""#), "the username is kept");
 
     let elsewhere = post(vec![
         ("username", "ada"),

@@ -22,6 +22,7 @@ pub fn error_message(code: &str, retry_secs: Option<&str>) -> String {
 pub fn LoginPage() -> impl IntoView {
     let query = use_query_map();
     let next = move || query.read().get("next").unwrap_or_else(|| "/".into());
+    let user = move || query.read().get("user").unwrap_or_default();
     let error = move || {
         query.with(|q| {
             q.get("error")
@@ -36,7 +37,13 @@ pub fn LoginPage() -> impl IntoView {
                 <input type="hidden" name="next" value=next />
                 <label>
                     "Username"
-                    <input name="username" autocomplete="username" required autofocus />
+                    <input
+                        name="username"
+                        autocomplete="username"
+                        required
+                        autofocus
+                        value=user
+                    />
                 </label>
                 <label>
                     "Password"

@@ -232,14 +232,19 @@ pub fn safe_next(next: &str) -> &str {
     }
 }
 
-/// `POST /auth/login`: the HTML form's login; works without JavaScript.
+/// `POST /auth/login`: the HTML form's login; works without JavaScript. Failures go back to
+/// the form with an error code and the username kept (never the password).
 async fn form_login(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     jar: CookieJar,
-    axum::Form(form): axum::Form<LoginForm>,
+    form: Result<axum::Form<LoginForm>, axum::extract::rejection::FormRejection>,
 ) -> axum::response::Response {
+    let Ok(axum::Form(form)) = form else {
+        return Redirect::to("/login?error=bad").into_response();
+    };
     let next = safe_next(&form.next).to_string();
+    let username = form.username.clone();
     match authenticate(&state, form.username, form.password, peer).await {
         Ok((_, cookie)) => (jar.add(cookie), Redirect::to(&next)).into_response(),
         Err(err) => {
@@ -251,8 +256,12 @@ async fn form_login(
                 ApiError::BadRequest(_) => "bad".to_string(),
                 _ => return err.into_response(),
             };
-            let next = url_escape(&next);
-            Redirect::to(&format!("/login?error={reason}&next={next}")).into_response()
+            let back = format!(
+                "/login?error={reason}&next={}&user={}",
+                url_escape(&next),
+                url_escape(&username)
+            );
+            Redirect::to(&back).into_response()
         }
     }
 }
