@@ -137,13 +137,7 @@ impl TestApp {
             unix_user: Some(username.into()),
             role,
         };
-        let audit = AuditEntry {
-            actor_user_id: None,
-            action: "user.create".into(),
-            target: username.into(),
-            detail: "test".into(),
-            remote_addr: None,
-        };
+        let audit = AuditEntry::new(None, "user.create", username).detail("test");
         let user = store
             .create_user(&new, &hash, &audit, chrono::Utc::now())
             .await

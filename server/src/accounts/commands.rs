@@ -74,13 +74,8 @@ pub async fn add_user(args: UserAddArgs, password: String) -> Result<User, Comma
         .await
         .map_err(|e| CommandError::Failed(e.to_string()))?
         .map_err(|e| CommandError::Failed(e.to_string()))?;
-    let audit = AuditEntry {
-        actor_user_id: None,
-        action: "user.create".into(),
-        target: new.username.clone(),
-        detail: format!("role {} (lanes user add)", new.role),
-        remote_addr: None,
-    };
+    let audit = AuditEntry::new(None, "user.create", &new.username)
+        .detail(format!("role {} (lanes user add)", new.role));
     let created = store
         .create_user(&new, &hash, &audit, chrono::Utc::now())
         .await;

@@ -51,16 +51,6 @@ pub struct CreateGroup {
     pub description: String,
 }
 
-fn audit(admin: &User, action: &str, target: &str, detail: String) -> AuditEntry {
-    AuditEntry {
-        actor_user_id: Some(admin.id),
-        action: action.into(),
-        target: target.into(),
-        detail,
-        remote_addr: None,
-    }
-}
-
 async fn views(state: &AppState, users: Vec<User>) -> Result<Vec<UserView>, ApiError> {
     let memberships = state.store.memberships().await?;
     Ok(users
@@ -100,12 +90,8 @@ async fn create_user(
     };
     new.validate()?;
     let hash = hash_password(request.password).await?;
-    let entry = audit(
-        &admin,
-        "user.create",
-        &new.username,
-        format!("role {}", new.role),
-    );
+    let entry = AuditEntry::new(Some(admin.id), "user.create", &new.username)
+        .detail(format!("role {}", new.role));
     let user = state
         .store
         .create_user(&new, &hash, &entry, chrono::Utc::now())
@@ -143,7 +129,8 @@ async fn update_user(
     if let Some(groups) = &patch.groups {
         changes.push(format!("groups [{}]", groups.join(", ")));
     }
-    let entry = audit(&admin, "user.update", &id.to_string(), changes.join("; "));
+    let entry =
+        AuditEntry::new(Some(admin.id), "user.update", id.to_string()).detail(changes.join("; "));
     let user = state
         .store
         .update_user(id, &patch, hash.as_deref(), &entry, chrono::Utc::now())
@@ -171,7 +158,7 @@ async fn create_group(
             "description must be at most {MAX_TEXT} characters"
         )));
     }
-    let entry = audit(&admin, "group.create", &request.name, String::new());
+    let entry = AuditEntry::new(Some(admin.id), "group.create", &request.name);
     let group = state
         .store
         .create_group(

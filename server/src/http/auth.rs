@@ -149,24 +149,12 @@ pub async fn authenticate(
     .map_err(|e| ApiError::Internal(e.to_string()))?;
 
     let Some(user) = user else {
-        let failure = AuditEntry {
-            actor_user_id: None,
-            action: "auth.login_failed".into(),
-            target: username,
-            detail: String::new(),
-            remote_addr: Some(address),
-        };
+        let failure = AuditEntry::new(None, "auth.login_failed", username).from_addr(address);
         state.store.audit(&failure, now).await?;
         return Err(ApiError::InvalidCredentials);
     };
     let (secret, id_hash) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let audit = AuditEntry {
-        actor_user_id: Some(user.id),
-        action: "auth.login".into(),
-        target: user.username.clone(),
-        detail: String::new(),
-        remote_addr: Some(address),
-    };
+    let audit = AuditEntry::new(Some(user.id), "auth.login", &user.username).from_addr(address);
     state
         .store
         .start_session(user.id, &id_hash, &audit, now)
@@ -347,13 +335,7 @@ async fn change_password(
         return Err(ApiError::Forbidden("the current password is wrong".into()));
     }
     let hash = hash_password(change.new_password).await?;
-    let audit = AuditEntry {
-        actor_user_id: Some(user.id),
-        action: "user.password_change".into(),
-        target: user.username.clone(),
-        detail: String::new(),
-        remote_addr: None,
-    };
+    let audit = AuditEntry::new(Some(user.id), "user.password_change", &user.username);
     state
         .store
         .change_password(user.id, &hash, &audit, chrono::Utc::now())

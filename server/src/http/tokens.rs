@@ -34,16 +34,6 @@ pub struct CreatedToken {
     pub secret: String,
 }
 
-fn audit(user_id: i64, action: &str, target: String) -> AuditEntry {
-    AuditEntry {
-        actor_user_id: Some(user_id),
-        action: action.into(),
-        target,
-        detail: String::new(),
-        remote_addr: None,
-    }
-}
-
 async fn list(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -64,7 +54,7 @@ async fn create(
     }
     let (random, _) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
     let secret = format!("{TOKEN_PREFIX}{random}");
-    let entry = audit(user.id, "token.create", name.to_string());
+    let entry = AuditEntry::new(Some(user.id), "token.create", name);
     let token = state
         .store
         .create_token(
@@ -83,7 +73,7 @@ async fn revoke(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let entry = audit(user.id, "token.revoke", id.to_string());
+    let entry = AuditEntry::new(Some(user.id), "token.revoke", id.to_string());
     if state
         .store
         .revoke_token(user.id, id, &entry, chrono::Utc::now())

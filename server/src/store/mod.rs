@@ -60,6 +60,30 @@ pub struct AuditEntry {
     pub remote_addr: Option<String>,
 }
 
+impl AuditEntry {
+    /// An entry for `action` on `target` by `actor` (`None`: the operator's command line),
+    /// with no detail or address until [`AuditEntry::detail`] and [`AuditEntry::from_addr`].
+    pub fn new(actor: Option<i64>, action: &str, target: impl Into<String>) -> Self {
+        Self {
+            actor_user_id: actor,
+            action: action.into(),
+            target: target.into(),
+            detail: String::new(),
+            remote_addr: None,
+        }
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    pub fn from_addr(mut self, addr: impl Into<String>) -> Self {
+        self.remote_addr = Some(addr.into());
+        self
+    }
+}
+
 #[derive(sqlx::FromRow)]
 struct UserRow {
     id: i64,
@@ -567,10 +591,7 @@ impl Store {
             }
         }
         if patch.ends_sessions() {
-            sqlx::query("DELETE FROM sessions WHERE user_id = ?1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+            end_sessions_of(&mut tx, id).await?;
         }
         let admins: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND enabled = 1")
@@ -601,10 +622,7 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM sessions WHERE user_id = ?1")
-            .bind(user_id)
-            .execute(&mut *tx)
-            .await?;
+        end_sessions_of(&mut tx, user_id).await?;
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
         Ok(())
@@ -674,6 +692,18 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Ends every session of a user: disabled, or with a reset or changed password.
+async fn end_sessions_of(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    user_id: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM sessions WHERE user_id = ?1")
+        .bind(user_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 async fn insert_audit(
@@ -757,13 +787,7 @@ mod tests {
             unix_user: Some("ada".into()),
             role: Role::Admin,
         };
-        let audit = AuditEntry {
-            actor_user_id: None,
-            action: "user.create".into(),
-            target: "ada".into(),
-            detail: "role admin".into(),
-            remote_addr: None,
-        };
+        let audit = AuditEntry::new(None, "user.create", "ada").detail("role admin");
         let now = Utc::now();
         let user = store
             .create_user(&new, "$argon2id$x", &audit, now)
