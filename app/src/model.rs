@@ -4,6 +4,8 @@
 //! A GPU is always identified by `(node, uuid)`; `index` is only the driver's enumeration order
 //! on its node and is shown to people, never used as a key.
 
+pub mod account;
+
 use serde::{Deserialize, Serialize};
 
 /// Static facts about one card; they do not change while the server runs.

@@ -5,57 +5,10 @@ pub mod commands;
 pub mod password;
 pub mod session;
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
+pub use lanes_app::model::account::{Role, User, UserPatch};
 
 /// Longest display name, email or group name accepted.
 pub const MAX_TEXT: usize = 256;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Admin,
-    User,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::User => "user",
-        }
-    }
-}
-
-impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "admin" => Ok(Role::Admin),
-            "user" => Ok(Role::User),
-            other => Err(format!("unknown role {other:?}: expected admin or user")),
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A stored account, without its password hash.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct User {
-    pub id: i64,
-    pub username: String,
-    pub display_name: String,
-    pub email: Option<String>,
-    pub unix_user: Option<String>,
-    pub role: Role,
-    pub enabled: bool,
-}
 
 /// What it takes to create an account; [`NewUser::validate`] before storing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,46 +20,24 @@ pub struct NewUser {
     pub role: Role,
 }
 
-/// Changes an admin makes to an account; absent fields stay as they are. For `email` and
-/// `unix_user`, an empty string clears the value.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserPatch {
-    pub display_name: Option<String>,
-    pub email: Option<String>,
-    pub unix_user: Option<String>,
-    pub role: Option<Role>,
-    pub enabled: Option<bool>,
-    /// A new password (a reset): ends the user's sessions.
-    pub password: Option<String>,
-    /// The complete set of groups, by name.
-    pub groups: Option<Vec<String>>,
-}
-
-impl UserPatch {
-    pub fn validate(&self) -> Result<(), InvalidAccount> {
-        if self
-            .display_name
-            .as_ref()
-            .is_some_and(|d| d.chars().count() > MAX_TEXT)
-        {
-            return Err(InvalidAccount::DisplayName);
-        }
-        if let Some(email) = self.email.as_deref().filter(|e| !e.is_empty()) {
-            if email.chars().count() > MAX_TEXT || !email.contains('@') {
-                return Err(InvalidAccount::Email);
-            }
-        }
-        if let Some(unix) = self.unix_user.as_deref().filter(|u| !u.is_empty()) {
-            check_unix_user(unix)?;
-        }
-        Ok(())
+/// Checks an admin's change to an account before it is stored.
+pub fn validate_patch(patch: &UserPatch) -> Result<(), InvalidAccount> {
+    if patch
+        .display_name
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > MAX_TEXT)
+    {
+        return Err(InvalidAccount::DisplayName);
     }
-
-    /// Whether the change must end the user's sessions (disabled, or a new password).
-    pub fn ends_sessions(&self) -> bool {
-        self.enabled == Some(false) || self.password.is_some()
+    if let Some(email) = patch.email.as_deref().filter(|e| !e.is_empty()) {
+        if email.chars().count() > MAX_TEXT || !email.contains('@') {
+            return Err(InvalidAccount::Email);
+        }
     }
+    if let Some(unix) = patch.unix_user.as_deref().filter(|u| !u.is_empty()) {
+        check_unix_user(unix)?;
+    }
+    Ok(())
 }
 
 /// Whether a group name is acceptable: like a username, so it is safe in paths and logs.

@@ -3,13 +3,14 @@
 
 use super::auth::{hash_password, AdminUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState};
-use crate::accounts::{check_group_name, NewUser, Role, User, UserPatch, MAX_TEXT};
-use crate::store::{AuditEntry, Group};
+use crate::accounts::{check_group_name, validate_patch, NewUser, User, UserPatch, MAX_TEXT};
+use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use lanes_app::model::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
+use serde::Deserialize;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -17,38 +18,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/users/{id}", patch(update_user))
         .route("/api/v1/groups", get(list_groups).post(create_group))
         .route("/api/v1/audit", get(audit_log))
-}
-
-/// An account as admins see it.
-#[derive(Serialize)]
-pub struct UserView {
-    #[serde(flatten)]
-    pub user: User,
-    pub groups: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateUser {
-    pub username: String,
-    pub display_name: Option<String>,
-    pub email: Option<String>,
-    pub unix_user: Option<String>,
-    #[serde(default = "default_role")]
-    pub role: Role,
-    pub password: String,
-}
-
-fn default_role() -> Role {
-    Role::User
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateGroup {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
 }
 
 async fn views(state: &AppState, users: Vec<User>) -> Result<Vec<UserView>, ApiError> {
@@ -111,7 +80,7 @@ async fn update_user(
     ApiPath(id): ApiPath<i64>,
     ApiJson(patch): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {
-    patch.validate()?;
+    validate_patch(&patch)?;
     let hash = match patch.password.clone() {
         Some(password) => Some(hash_password(password).await?),
         None => None,
@@ -185,7 +154,7 @@ async fn audit_log(
     State(state): State<AppState>,
     _: AdminUser,
     ApiQuery(query): ApiQuery<AuditQuery>,
-) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+) -> Result<Json<Vec<AuditRecord>>, ApiError> {
     Ok(Json(
         state.store.recent_audit(query.limit.clamp(1, 1000)).await?,
     ))

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
+use lanes_app::model::account::{LoginRequest, PasswordChange};
 use serde::Deserialize;
 use std::net::SocketAddr;
 
@@ -33,22 +34,6 @@ pub async fn hash_password(password: String) -> Result<String, ApiError> {
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))??,
     )
-}
-
-/// Body of `POST /api/v1/auth/login`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoginRequest {
-    pub username: String,
-    pub password: String,
-}
-
-/// Body of `POST /api/v1/me/password`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PasswordChange {
-    pub current_password: String,
-    pub new_password: String,
 }
 
 /// The logged-in user of a request; rejects with 401 when there is none.
@@ -354,7 +339,7 @@ impl FromRequestParts<AppState> for AdminUser {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let CurrentUser(user) = CurrentUser::from_request_parts(parts, state).await?;
-        if user.role == crate::accounts::Role::Admin {
+        if user.role == lanes_app::model::account::Role::Admin {
             Ok(AdminUser(user))
         } else {
             Err(ApiError::Forbidden("only admins may do this".into()))

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use lanes_app::model::account::ErrorBody;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -124,7 +124,10 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
         }
-        let body = json!({ "error": self.code(), "message": self.to_string() });
+        let body = ErrorBody {
+            error: self.code().into(),
+            message: self.to_string(),
+        };
         let mut response = (self.status(), Json(body)).into_response();
         if let ApiError::TooManyRequests { retry_after_secs } = self {
             response

@@ -4,12 +4,12 @@
 use super::auth::CurrentUser;
 use super::{ApiError, ApiJson, ApiPath, AppState};
 use crate::accounts::{session, MAX_TEXT};
-use crate::store::{ApiToken, AuditEntry};
+use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use lanes_app::model::account::{ApiToken, CreatedToken, NewToken};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -19,20 +19,6 @@ pub fn router() -> Router<AppState> {
 
 /// Prefix of every token, so that secret scanners and people recognise one.
 pub const TOKEN_PREFIX: &str = "lanes_";
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewToken {
-    pub name: String,
-}
-
-/// The answer to a create: the only time the token is shown.
-#[derive(Serialize)]
-pub struct CreatedToken {
-    #[serde(flatten)]
-    pub token: ApiToken,
-    pub secret: String,
-}
 
 async fn list(
     State(state): State<AppState>,

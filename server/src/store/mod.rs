@@ -4,6 +4,7 @@
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
 use chrono::{DateTime, Utc};
+use lanes_app::model::account::{ApiToken, AuditRecord, Group};
 use lanes_app::model::GpuInfo;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -30,26 +31,52 @@ pub enum StoreError {
     Query(#[from] sqlx::Error),
 }
 
-/// An API token as its owner sees it in a list (never the token itself).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
-pub struct ApiToken {
-    pub id: i64,
-    pub name: String,
-    pub created_at: DateTime<Utc>,
-    pub last_used_at: Option<DateTime<Utc>>,
+#[derive(sqlx::FromRow)]
+struct TokenRow {
+    id: i64,
+    name: String,
+    created_at: DateTime<Utc>,
+    last_used_at: Option<DateTime<Utc>>,
 }
 
-/// A group and its members' usernames.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Group {
-    pub id: i64,
-    pub name: String,
-    pub description: String,
-    pub members: Vec<String>,
+impl From<TokenRow> for ApiToken {
+    fn from(row: TokenRow) -> Self {
+        ApiToken {
+            id: row.id,
+            name: row.name,
+            created_at: row.created_at,
+            last_used_at: row.last_used_at,
+        }
+    }
 }
 
-/// One line of the audit log.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+#[derive(sqlx::FromRow)]
+struct AuditRow {
+    id: i64,
+    at: DateTime<Utc>,
+    actor: Option<String>,
+    action: String,
+    target: String,
+    detail: String,
+    remote_addr: Option<String>,
+}
+
+impl From<AuditRow> for AuditRecord {
+    fn from(row: AuditRow) -> Self {
+        AuditRecord {
+            id: row.id,
+            at: row.at,
+            actor: row.actor,
+            action: row.action,
+            target: row.target,
+            detail: row.detail,
+            remote_addr: row.remote_addr,
+        }
+    }
+}
+
+/// One line of the audit log, as it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditEntry {
     /// The user who acted; `None` for the operator's command line.
     pub actor_user_id: Option<i64>,
@@ -270,14 +297,16 @@ impl Store {
     }
 
     /// The newest audit entries first.
-    pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT actor_user_id, action, target, detail, remote_addr
-             FROM audit_log ORDER BY id DESC LIMIT ?1",
+    pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows: Vec<AuditRow> = sqlx::query_as(
+            "SELECT a.id, a.at, u.username AS actor, a.action, a.target, a.detail, a.remote_addr
+             FROM audit_log a LEFT JOIN users u ON u.id = a.actor_user_id
+             ORDER BY a.id DESC LIMIT ?1",
         )
         .bind(limit)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(rows.into_iter().map(AuditRecord::from).collect())
     }
 
     /// An account and its password hash, for checking a login.
@@ -401,7 +430,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<ApiToken, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let token = sqlx::query_as::<_, ApiToken>(
+        let token = sqlx::query_as::<_, TokenRow>(
             "INSERT INTO api_tokens (user_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)
              RETURNING id, name, created_at, last_used_at",
         )
@@ -413,18 +442,19 @@ impl Store {
         .await?;
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
-        Ok(token)
+        Ok(token.into())
     }
 
     /// A user's tokens that are not revoked, newest first.
     pub async fn tokens_of(&self, user_id: i64) -> Result<Vec<ApiToken>, StoreError> {
-        Ok(sqlx::query_as(
+        let rows: Vec<TokenRow> = sqlx::query_as(
             "SELECT id, name, created_at, last_used_at FROM api_tokens
              WHERE user_id = ?1 AND revoked_at IS NULL ORDER BY id DESC",
         )
         .bind(user_id)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(rows.into_iter().map(ApiToken::from).collect())
     }
 
     /// Revokes a token of `user_id`; `false` when it has no such live token.
@@ -807,7 +837,17 @@ mod tests {
             "{again}"
         );
         // The failed attempt left no second audit line.
-        assert_eq!(store.recent_audit(10).await.unwrap(), vec![audit]);
+        let lines = store.recent_audit(10).await.unwrap();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            (
+                lines[0].action.as_str(),
+                lines[0].target.as_str(),
+                lines[0].actor.as_deref()
+            ),
+            ("user.create", "ada", None)
+        );
+        assert_eq!(lines[0].detail, "role admin");
         assert_eq!(store.user_by_username("ada").await.unwrap(), Some(user));
         assert_eq!(store.user_by_username("bob").await.unwrap(), None);
         store.close().await;

@@ -1,0 +1,201 @@
+//! Wire types of accounts and access, shared by the REST API (which serializes them) and the
+//! browser pages (which read and send them), so the two cannot drift apart.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Admin,
+    User,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::User => "user",
+        }
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "user" => Ok(Role::User),
+            other => Err(format!("unknown role {other:?}: expected admin or user")),
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A stored account, without its password hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub id: i64,
+    pub username: String,
+    pub display_name: String,
+    pub email: Option<String>,
+    pub unix_user: Option<String>,
+    pub role: Role,
+    pub enabled: bool,
+}
+
+impl User {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+/// An account as admins see it, with its groups.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserView {
+    #[serde(flatten)]
+    pub user: User,
+    pub groups: Vec<String>,
+}
+
+/// Body of `POST /api/v1/users`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUser {
+    pub username: String,
+    pub display_name: Option<String>,
+    pub email: Option<String>,
+    pub unix_user: Option<String>,
+    #[serde(default = "default_role")]
+    pub role: Role,
+    pub password: String,
+}
+
+fn default_role() -> Role {
+    Role::User
+}
+
+/// Body of `PATCH /api/v1/users/{id}`: absent fields stay as they are. For `email` and
+/// `unix_user`, an empty string clears the value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// A new password (a reset): ends the user's sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// The complete set of groups, by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<String>>,
+}
+
+impl UserPatch {
+    /// Whether the change must end the user's sessions (disabled, or a new password).
+    pub fn ends_sessions(&self) -> bool {
+        self.enabled == Some(false) || self.password.is_some()
+    }
+}
+
+/// A group and its members' usernames.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub members: Vec<String>,
+}
+
+/// Body of `POST /api/v1/groups`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateGroup {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// An API token as its owner sees it in a list (never the token itself).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiToken {
+    pub id: i64,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// Body of `POST /api/v1/tokens`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    pub name: String,
+}
+
+/// The answer to a token create: the only time the secret is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedToken {
+    #[serde(flatten)]
+    pub token: ApiToken,
+    pub secret: String,
+}
+
+/// Body of `POST /api/v1/auth/login`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+}
+
+/// Body of `POST /api/v1/me/password`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+/// One line of the audit log, as admins read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    /// Username of who acted; `None` for the operator's command line or an anonymous caller.
+    pub actor: Option<String>,
+    /// What happened, as a dotted code: `user.create`, `auth.login`, `auth.login_failed`...
+    pub action: String,
+    pub target: String,
+    pub detail: String,
+    pub remote_addr: Option<String>,
+}
+
+/// Portal-wide settings admins change at run time (`GET|PUT /api/v1/settings`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortalSettings {
+    /// Anyone may watch the dashboard without logging in; process owners and commands stay
+    /// hidden from them.
+    pub anonymous_dashboard: bool,
+}
+
+/// The JSON body of every API error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    pub message: String,
+}
