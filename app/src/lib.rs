@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod live;
 pub mod model;
 pub mod pages;
+pub mod rest;
 #[cfg(feature = "ssr")]
 pub mod ssr;
 
@@ -40,6 +41,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    components::topbar::ViewerResource::provide();
     view! {
         <Stylesheet id="leptos" href="/pkg/lanes.css" />
         <Title text="Lanes" />
@@ -47,6 +49,8 @@ pub fn App() -> impl IntoView {
             <Routes fallback=|| pages::not_found::NotFound>
                 <Route path=StaticSegment("") view=pages::dashboard::DashboardPage />
                 <Route path=StaticSegment("login") view=pages::login::LoginPage />
+                <Route path=StaticSegment("account") view=pages::account::AccountPage />
+                <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
             </Routes>
         </Router>
     }

@@ -49,6 +49,24 @@ pub struct GpuProcess {
     pub command: Option<String>,
 }
 
+impl GpuProcess {
+    /// The process as an anonymous viewer may see it: no owner, no command.
+    pub fn anonymized(&self) -> Self {
+        Self {
+            user: None,
+            command: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// Drops owners and commands from processes, for viewers who are not logged in.
+pub fn anonymize(processes: &mut [GpuProcess]) {
+    for process in processes {
+        *process = process.anonymized();
+    }
+}
+
 /// Whether the last poll of a card succeeded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -131,6 +149,16 @@ pub struct FleetSnapshot {
     pub history: Vec<GpuHistory>,
 }
 
+impl FleetSnapshot {
+    /// The snapshot as an anonymous viewer may see it.
+    pub fn anonymized(mut self) -> Self {
+        for gpu in &mut self.gpus {
+            anonymize(&mut gpu.processes);
+        }
+        self
+    }
+}
+
 /// How much recent history the live channel keeps and the dashboard draws.
 pub const HISTORY_WINDOW_MS: i64 = 5 * 60 * 1000;
 
@@ -141,6 +169,23 @@ pub const HISTORY_WINDOW_MS: i64 = 5 * 60 * 1000;
 pub enum TelemetryMessage {
     Snapshot(FleetSnapshot),
     Tick { at_ms: i64, gpus: Vec<GpuUpdate> },
+}
+
+impl TelemetryMessage {
+    /// The message as an anonymous viewer may see it.
+    pub fn anonymized(self) -> Self {
+        match self {
+            TelemetryMessage::Snapshot(snapshot) => {
+                TelemetryMessage::Snapshot(snapshot.anonymized())
+            }
+            TelemetryMessage::Tick { at_ms, mut gpus } => {
+                for gpu in &mut gpus {
+                    anonymize(&mut gpu.processes);
+                }
+                TelemetryMessage::Tick { at_ms, gpus }
+            }
+        }
+    }
 }
 
 /// Body of `GET /healthz`.

@@ -7,3 +7,14 @@ use crate::model::FleetSnapshot;
 pub trait FleetView: Send + Sync {
     fn snapshot(&self) -> FleetSnapshot;
 }
+
+/// The logged-in user of the request being served, which the login gate left in the request's
+/// extensions; `None` for an anonymous viewer.
+pub fn viewer() -> Option<crate::model::account::User> {
+    leptos::prelude::use_context::<http::request::Parts>().and_then(|parts| {
+        parts
+            .extensions
+            .get::<crate::model::account::User>()
+            .cloned()
+    })
+}

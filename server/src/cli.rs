@@ -102,6 +102,14 @@ pub struct ServeArgs {
     /// Mark the session cookie Secure: set it when serving over TLS or behind a TLS proxy.
     #[arg(long, env = "LANES_SECURE_COOKIES")]
     pub secure_cookies: bool,
+    /// Address of a reverse proxy in front of Lanes, whose X-Forwarded-For header then names
+    /// the client (for login lockout and the audit log). Repeat, or comma-separate in the env.
+    #[arg(
+        long = "trusted-proxy",
+        env = "LANES_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// A session unused this long ends (e.g. 8h).
     #[arg(long, env = "LANES_SESSION_IDLE", default_value = "8h", value_parser = humantime::parse_duration)]
     pub session_idle: Duration,

@@ -91,6 +91,7 @@ impl ServeConfig {
                         .unwrap_or(chrono::Duration::days(7)),
                 },
                 secure_cookies: args.secure_cookies,
+                trusted_proxies: args.trusted_proxies.into(),
             },
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
         })
@@ -191,6 +192,10 @@ impl Application {
         store
             .record_inventory(&config.node_name, source.inventory(), chrono::Utc::now())
             .await?;
+        let portal = store.portal_settings().await?;
+        if portal.anonymous_dashboard {
+            tracing::info!("the dashboard is open to anonymous viewers (an admin setting)");
+        }
 
         let metrics = Arc::new(Metrics::new());
         for info in source.inventory() {
@@ -217,8 +222,9 @@ impl Application {
             source: kind,
             shutdown: CancellationToken::new(),
             store: store.clone(),
-            auth: config.auth,
+            auth: config.auth.clone(),
             metrics_token: config.metrics_token.as_deref().map(Arc::from),
+            portal: Arc::new(std::sync::RwLock::new(portal)),
         };
         Ok(Self {
             listener,

@@ -32,6 +32,11 @@ impl TestApp {
 
     /// A server whose simulated card `faulty_gpu` fails every reading.
     pub async fn spawn_with(gpus: u32, faulty_gpu: Option<u32>) -> Self {
+        Self::spawn_configured(gpus, |config| config.sim.faulty_gpu = faulty_gpu).await
+    }
+
+    /// A server with `gpus` simulated cards and the test configuration as `adjust` leaves it.
+    pub async fn spawn_configured(gpus: u32, adjust: impl FnOnce(&mut ServeConfig)) -> Self {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -46,11 +51,13 @@ impl TestApp {
             site_root: data_dir.path().join("site"),
             sim: SimOptions {
                 seed: 42,
-                faulty_gpu,
+                faulty_gpu: None,
             },
             auth: Default::default(),
             metrics_token: None,
         };
+        let mut config = config;
+        adjust(&mut config);
         let app = Application::build(config).await.expect("the server starts");
         let addr = app.local_addr();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -373,3 +373,56 @@ async fn a_user_cannot_revoke_another_users_token_and_bad_tokens_are_refused() {
     assert_eq!(body["error"], "bad_request");
     app.stop().await;
 }
+
+async fn login_from(app: &TestApp, forwarded_for: &str, username: &str) -> reqwest::Response {
+    app.client
+        .post(app.url("/api/v1/auth/login"))
+        .header("x-forwarded-for", forwarded_for)
+        .json(&json!({"username": username, "password": "wrong horse battery"}))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_lockout_counts_the_forwarded_client_not_the_proxy() {
+    let app = TestApp::spawn_configured(1, |config| {
+        config.auth.trusted_proxies = vec!["127.0.0.1".parse().unwrap()].into();
+    })
+    .await;
+    // Five different accounts from one client behind the proxy: that client is locked out...
+    for i in 0..5 {
+        let resp = login_from(&app, "203.0.113.9", &format!("user{i}")).await;
+        assert_eq!(resp.status(), 401);
+    }
+    assert_eq!(login_from(&app, "203.0.113.9", "user9").await.status(), 429);
+    // ...and a forged left-hand entry does not get it out, since only the proxy's hop counts.
+    let forged = login_from(&app, "198.51.100.1, 203.0.113.9", "user9").await;
+    assert_eq!(forged.status(), 429);
+    // Another client behind the same proxy is not.
+    assert_eq!(
+        login_from(&app, "203.0.113.10", "user9").await.status(),
+        401
+    );
+    let store = lanes_server::store::Store::open(&app.database_url())
+        .await
+        .unwrap();
+    let audit = store.recent_audit(1).await.unwrap();
+    assert_eq!(audit[0].remote_addr.as_deref(), Some("203.0.113.10"));
+    store.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_trusted_proxy_a_forwarded_for_header_cannot_dodge_the_lockout() {
+    let app = TestApp::spawn(1).await;
+    for i in 0..5 {
+        let resp = login_from(&app, &format!("203.0.113.{i}"), &format!("user{i}")).await;
+        assert_eq!(resp.status(), 401);
+    }
+    assert_eq!(
+        login_from(&app, "203.0.113.99", "user9").await.status(),
+        429
+    );
+    app.stop().await;
+}

@@ -21,9 +21,20 @@ pub fn gib(n: u64) -> String {
     format!("{:.0} GiB", n as f64 / (1u64 << 30) as f64)
 }
 
+/// A moment to the minute, in UTC ("2026-11-30 01:40 UTC").
+pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moments_are_shown_to_the_minute_in_utc() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T01:40:59+01:00").unwrap();
+        assert_eq!(date_time(at.into()), "2026-11-30 00:40 UTC");
+    }
 
     #[test]
     fn bytes_pick_the_largest_binary_unit() {

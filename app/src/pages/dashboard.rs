@@ -4,6 +4,7 @@
 use crate::api::get_fleet;
 use crate::components::chart::TimeSeriesChart;
 use crate::components::format::{bytes, gib};
+use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
 use crate::model::{FleetSnapshot, GpuState, Health, SourceKind, HISTORY_WINDOW_MS};
 use leptos::prelude::*;
@@ -49,16 +50,11 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
         })
     };
     view! {
-        <header class="topbar">
-            <h1>"Lanes"</h1>
-            <span class="subtitle">"GPU pool"</span>
+        <TopBar>
             <span class=move || status.get().css_class() data-testid="link-status">
                 {move || status.get().label()}
             </span>
-            <form method="post" action="/auth/logout" class="logout">
-                <button type="submit">"Log out"</button>
-            </form>
-        </header>
+        </TopBar>
         <Show when=simulated>
             <p class="banner" role="status">
                 "Simulated GPU fleet: no NVIDIA driver was found on this host (or "

@@ -29,6 +29,13 @@ pub fn LoginPage() -> impl IntoView {
                 .map(|code| error_message(&code, q.get("retry").as_deref()))
         })
     };
+    let notice = move || {
+        query
+            .read()
+            .get("notice")
+            .filter(|n| n == "password")
+            .map(|_| "Your password was changed. Log in with the new one.")
+    };
     view! {
         <main class="login-page">
             <form class="login-form" method="post" action="/auth/login">
@@ -54,6 +61,7 @@ pub fn LoginPage() -> impl IntoView {
                         required
                     />
                 </label>
+                {move || notice().map(|message| view! { <p class="notice" role="status">{message}</p> })}
                 {move || {
                     error().map(|message| view! { <p class="form-error" role="alert">{message}</p> })
                 }}

@@ -2,18 +2,18 @@
 //! `GET|POST /api/v1/groups`, `GET /api/v1/audit`.
 
 use super::auth::{hash_password, AdminUser};
-use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::accounts::{check_group_name, validate_patch, NewUser, User, UserPatch, MAX_TEXT};
 use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, patch};
-use axum::{Json, Router};
+use axum::Json;
 use lanes_app::model::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
 use serde::Deserialize;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> Routes {
+    Routes::default()
         .route("/api/v1/users", get(list_users).post(create_user))
         .route("/api/v1/users/{id}", patch(update_user))
         .route("/api/v1/groups", get(list_groups).post(create_group))

@@ -1,16 +1,17 @@
 //! Read-only REST endpoints: health, the GPU list and Prometheus metrics.
 
-use super::{ApiError, AppState};
+use super::auth::MaybeUser;
+use super::{ApiError, AppState, Routes};
 use crate::metrics::CONTENT_TYPE;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use axum::{Json, Router};
-use lanes_app::model::{GpuState, HealthReport};
+use axum::Json;
+use lanes_app::model::{anonymize, GpuState, HealthReport};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> Routes {
+    Routes::default()
         .route("/healthz", get(healthz))
         .route("/api/v1/gpus", get(gpus))
         .route("/metrics", get(metrics))
@@ -30,8 +31,15 @@ async fn healthz(State(state): State<AppState>) -> Json<HealthReport> {
     })
 }
 
-async fn gpus(State(state): State<AppState>) -> Json<Vec<GpuState>> {
-    Json(state.hub.gpus())
+/// The cards now; anonymous viewers (an open dashboard) get them without process owners.
+async fn gpus(State(state): State<AppState>, MaybeUser(user): MaybeUser) -> Json<Vec<GpuState>> {
+    let mut gpus = state.hub.gpus();
+    if user.is_none() {
+        for gpu in &mut gpus {
+            anonymize(&mut gpu.processes);
+        }
+    }
+    Json(gpus)
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

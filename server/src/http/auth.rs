@@ -1,7 +1,7 @@
 //! Logging in and out, and knowing who is asking: `POST /api/v1/auth/login`,
 //! `POST /api/v1/auth/logout`, `GET /api/v1/me`, and the [`CurrentUser`] extractor.
 
-use super::{ApiError, ApiJson, AppState};
+use super::{ApiError, ApiJson, AppState, Routes};
 use crate::accounts::session::{self, lockout_remaining, lockout_window, COOKIE};
 use crate::accounts::{password, User, MAX_TEXT};
 use crate::store::AuditEntry;
@@ -10,14 +10,15 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
+use lanes_app::model::account::PortalSettings;
 use lanes_app::model::account::{LoginRequest, PasswordChange};
 use serde::Deserialize;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> Routes {
+    Routes::default()
         .route("/api/v1/auth/login", post(login))
         .route("/api/v1/auth/logout", post(logout))
         .route("/api/v1/me", get(me))
@@ -89,7 +90,7 @@ pub async fn authenticate(
     state: &AppState,
     username: String,
     password_text: String,
-    peer: SocketAddr,
+    client: IpAddr,
 ) -> Result<(User, Cookie<'static>), ApiError> {
     if username.chars().count() > MAX_TEXT {
         return Err(ApiError::BadRequest(format!(
@@ -103,7 +104,7 @@ pub async fn authenticate(
         )));
     }
     let now = chrono::Utc::now();
-    let address = peer.ip().to_string();
+    let address = client.to_string();
     let (by_account, by_address) = state
         .store
         .login_failures(&username, &address, now - lockout_window())
@@ -156,11 +157,11 @@ pub async fn authenticate(
 
 async fn login(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ClientAddr(client): ClientAddr,
     jar: CookieJar,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (user, cookie) = authenticate(&state, request.username, request.password, peer).await?;
+    let (user, cookie) = authenticate(&state, request.username, request.password, client).await?;
     Ok((jar.add(cookie), Json(user)))
 }
 
@@ -209,7 +210,7 @@ pub fn safe_next(next: &str) -> &str {
 /// the form with an error code and the username kept (never the password).
 async fn form_login(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ClientAddr(client): ClientAddr,
     jar: CookieJar,
     form: Result<axum::Form<LoginForm>, axum::extract::rejection::FormRejection>,
 ) -> axum::response::Response {
@@ -218,7 +219,7 @@ async fn form_login(
     };
     let next = safe_next(&form.next).to_string();
     let username = form.username.clone();
-    match authenticate(&state, form.username, form.password, peer).await {
+    match authenticate(&state, form.username, form.password, client).await {
         Ok((_, cookie)) => (jar.add(cookie), Redirect::to(&next)).into_response(),
         Err(err) => {
             let reason = match &err {
@@ -260,28 +261,63 @@ pub fn url_escape(text: &str) -> String {
 }
 
 /// Paths anyone may reach: health, metrics (which has its own token), the login page and
-/// its assets, and logging in.
+/// its assets, logging in, and asking who one is.
 pub fn is_public(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | "/metrics" | "/login" | "/auth/login" | "/api/v1/auth/login" | "/favicon.svg"
+        "/healthz"
+            | "/metrics"
+            | "/login"
+            | "/auth/login"
+            | "/api/v1/auth/login"
+            | "/favicon.svg"
+            | "/api/fn/viewer"
     ) || path.starts_with("/pkg/")
 }
 
+/// Pages only admins may open (their API calls are guarded each on its own as well).
+pub fn is_admin_page(path: &str) -> bool {
+    path == "/admin" || path.starts_with("/admin/")
+}
+
+/// Paths an anonymous viewer may also reach when an admin opened the dashboard to them: the
+/// dashboard and the read-only telemetry behind it (without process owners and commands).
+pub fn is_open_dashboard(path: &str, settings: &PortalSettings) -> bool {
+    settings.anonymous_dashboard
+        && matches!(
+            path,
+            "/" | "/api/fn/fleet" | "/api/v1/gpus" | "/api/v1/telemetry/ws"
+        )
+}
+
 /// The login gate: every request but [`is_public`] ones needs a user. API callers get a JSON
-/// 401; people are sent to the login page and brought back afterwards.
+/// 401; people are sent to the login page and brought back afterwards. The user it finds is
+/// left in the request's extensions, as [`CurrentUser`] and as the plain [`User`] that the
+/// app's server functions read.
 pub async fn require_login(
     State(state): State<AppState>,
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let path = request.uri().path().to_string();
-    if is_public(&path) {
+    if is_public(&path) && path != "/api/fn/viewer" {
         return next.run(request).await;
     }
     match resolve_user(&state, request.headers()).await {
+        Ok(Some(user)) if is_admin_page(&path) && !user.0.is_admin() => (
+            StatusCode::FORBIDDEN,
+            axum::response::Html(
+                "<!DOCTYPE html><title>Lanes</title><p>Only admins may see this page. \
+                 <a href=\"/\">Back to the dashboard</a></p>",
+            ),
+        )
+            .into_response(),
         Ok(Some(user)) => {
+            request.extensions_mut().insert(user.0.clone());
             request.extensions_mut().insert(user);
+            next.run(request).await
+        }
+        Ok(None) if is_public(&path) || is_open_dashboard(&path, &state.portal_settings()) => {
             next.run(request).await
         }
         Ok(None) if path.starts_with("/api/") => ApiError::Unauthenticated.into_response(),
@@ -294,6 +330,72 @@ pub async fn require_login(
         }
         Err(err) => err.into_response(),
     }
+}
+
+/// The logged-in user if there is one; for routes that anonymous viewers may also reach.
+pub struct MaybeUser(pub Option<User>);
+
+impl FromRequestParts<AppState> for MaybeUser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &AppState,
+    ) -> Result<Self, std::convert::Infallible> {
+        Ok(MaybeUser(parts.extensions.get::<User>().cloned()))
+    }
+}
+
+/// The address a request comes from: the peer, or, when the peer is a trusted proxy, the
+/// client its `X-Forwarded-For` names.
+pub struct ClientAddr(pub IpAddr);
+
+impl FromRequestParts<AppState> for ClientAddr {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ConnectInfo(peer) = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .copied()
+            .ok_or_else(|| ApiError::Internal("no peer address on the connection".into()))?;
+        let forwarded = parts
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(ClientAddr(client_addr(
+            peer.ip(),
+            &forwarded,
+            &state.auth.trusted_proxies,
+        )))
+    }
+}
+
+/// Who a request really comes from. Only a trusted proxy's word is taken, and proxies append
+/// to `X-Forwarded-For`, so the list is read from the right: the first address that is not a
+/// trusted proxy is the client. Anything unreadable stops the walk at the last trusted hop.
+pub fn client_addr(peer: IpAddr, forwarded_for: &str, trusted: &[IpAddr]) -> IpAddr {
+    let mut client = peer;
+    if !trusted.contains(&peer) {
+        return client;
+    }
+    for hop in forwarded_for
+        .rsplit(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
+        let Ok(addr) = hop.parse::<IpAddr>() else {
+            break;
+        };
+        client = addr;
+        if !trusted.contains(&addr) {
+            break;
+        }
+    }
+    client
 }
 
 async fn me(CurrentUser(user): CurrentUser) -> Json<User> {
@@ -343,6 +445,68 @@ impl FromRequestParts<AppState> for AdminUser {
             Ok(AdminUser(user))
         } else {
             Err(ApiError::Forbidden("only admins may do this".into()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy() {
+        let proxy = ip("10.0.0.1");
+        assert_eq!(
+            client_addr(ip("192.0.2.7"), "203.0.113.9", &[proxy]),
+            ip("192.0.2.7")
+        );
+        assert_eq!(client_addr(proxy, "203.0.113.9", &[]), proxy);
+    }
+
+    #[test]
+    fn the_client_is_the_rightmost_address_that_is_not_a_trusted_proxy() {
+        let proxies = [ip("10.0.0.1"), ip("10.0.0.2")];
+        // A client may forge the left part; only what the proxies appended counts.
+        let header = "198.51.100.66, 203.0.113.9, 10.0.0.2";
+        assert_eq!(
+            client_addr(ip("10.0.0.1"), header, &proxies),
+            ip("203.0.113.9")
+        );
+        assert_eq!(client_addr(ip("10.0.0.1"), "", &proxies), ip("10.0.0.1"));
+        assert_eq!(
+            client_addr(ip("10.0.0.1"), "garbage, 10.0.0.2", &proxies),
+            ip("10.0.0.2")
+        );
+        assert_eq!(
+            client_addr(ip("10.0.0.1"), "2001:db8::1", &proxies),
+            ip("2001:db8::1")
+        );
+    }
+
+    #[test]
+    fn only_the_dashboard_and_its_telemetry_open_to_anonymous_viewers() {
+        let open = PortalSettings {
+            anonymous_dashboard: true,
+        };
+        for path in ["/", "/api/fn/fleet", "/api/v1/gpus", "/api/v1/telemetry/ws"] {
+            assert!(is_open_dashboard(path, &open), "{path}");
+            assert!(
+                !is_open_dashboard(path, &PortalSettings::default()),
+                "{path}"
+            );
+        }
+        for path in [
+            "/admin",
+            "/api/v1/users",
+            "/api/v1/me",
+            "/api/v1/audit",
+            "/account",
+        ] {
+            assert!(!is_open_dashboard(path, &open), "{path}");
         }
     }
 }

@@ -6,6 +6,7 @@ mod api;
 pub mod auth;
 mod csrf;
 mod error;
+mod settings;
 mod tokens;
 mod ws;
 
@@ -15,10 +16,13 @@ use crate::accounts::session::SessionPolicy;
 use crate::store::Store;
 use crate::telemetry::hub::Hub;
 use axum::extract::FromRef;
+use axum::routing::MethodRouter;
 use axum::Router;
+use lanes_app::model::account::PortalSettings;
 use lanes_app::model::SourceKind;
 use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
+use std::net::IpAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tower_http::compression::CompressionLayer;
@@ -36,14 +40,73 @@ pub struct AppState {
     pub auth: AuthSettings,
     /// Bearer token `/metrics` requires, if any.
     pub metrics_token: Option<Arc<str>>,
+    /// What admins changed at run time; read on every request, so kept in memory and written
+    /// through to the store.
+    pub portal: Arc<std::sync::RwLock<PortalSettings>>,
+}
+
+impl AppState {
+    pub fn portal_settings(&self) -> PortalSettings {
+        self.portal
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
 }
 
 /// How logins behave.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct AuthSettings {
     pub policy: SessionPolicy,
     /// Mark the session cookie `Secure` (serving over TLS, or behind a TLS proxy).
     pub secure_cookies: bool,
+    /// Reverse proxies whose `X-Forwarded-For` names the real client (for lockout and audit).
+    pub trusted_proxies: Arc<[IpAddr]>,
+}
+
+/// One area's routes, remembered by path so that the whole router can be enumerated (the
+/// authorization matrix test walks it, so a new route without a rule fails that test).
+#[derive(Default)]
+pub struct Routes {
+    router: Router<AppState>,
+    paths: Vec<&'static str>,
+}
+
+impl Routes {
+    pub fn route(mut self, path: &'static str, method_router: MethodRouter<AppState>) -> Self {
+        self.router = self.router.route(path, method_router);
+        self.paths.push(path);
+        self
+    }
+}
+
+fn areas() -> [Routes; 6] {
+    [
+        api::routes(),
+        auth::routes(),
+        tokens::routes(),
+        admin::routes(),
+        settings::routes(),
+        ws::routes(),
+    ]
+}
+
+/// Every path the router serves: the REST and websocket routes, the pages and the server
+/// functions. Paths keep their `{param}` placeholders.
+pub fn route_paths() -> Vec<String> {
+    let mut paths: Vec<String> = areas()
+        .iter()
+        .flat_map(|area| area.paths.iter().map(|p| p.to_string()))
+        .collect();
+    paths.extend(
+        generate_route_list(lanes_app::App)
+            .iter()
+            .map(|route| route.path().to_string()),
+    );
+    paths.extend(leptos::server_fn::axum::server_fn_paths().map(|(path, _)| path.to_string()));
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 pub fn router(state: AppState) -> Router {
@@ -53,12 +116,9 @@ pub fn router(state: AppState) -> Router {
         let view: Arc<dyn lanes_app::ssr::FleetView> = hub.clone();
         provide_context(view);
     };
-    Router::new()
-        .merge(api::router())
-        .merge(auth::router())
-        .merge(tokens::router())
-        .merge(admin::router())
-        .merge(ws::router())
+    areas()
+        .into_iter()
+        .fold(Router::new(), |router, area| router.merge(area.router))
         .leptos_routes_with_context(&state, routes, fleet_context, {
             let options = state.leptos_options.clone();
             move || lanes_app::shell(options.clone())

@@ -2,17 +2,17 @@
 //! A token acts with its owner's rights; it is shown once, when created.
 
 use super::auth::CurrentUser;
-use super::{ApiError, ApiJson, ApiPath, AppState};
+use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
 use crate::accounts::{session, MAX_TEXT};
 use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
-use axum::{Json, Router};
+use axum::Json;
 use lanes_app::model::account::{ApiToken, CreatedToken, NewToken};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> Routes {
+    Routes::default()
         .route("/api/v1/tokens", get(list).post(create))
         .route("/api/v1/tokens/{id}", delete(revoke))
 }

@@ -1,12 +1,13 @@
 //! `GET /api/v1/telemetry/ws`: the live telemetry channel. The first message is a snapshot of
 //! the fleet and its recent history; then one tick message per poll. See docs/api.md.
 
-use super::AppState;
+use super::auth::MaybeUser;
+use super::{AppState, Routes};
+use crate::telemetry::hub::Viewer;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::get;
-use axum::Router;
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
 use std::time::Duration;
@@ -19,11 +20,19 @@ const CLOSE_TOO_SLOW: u16 = 1008;
 /// Close code 1001 (going away): the server is shutting down.
 const CLOSE_GOING_AWAY: u16 = 1001;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/telemetry/ws", get(upgrade))
+pub fn routes() -> Routes {
+    Routes::default().route("/api/v1/telemetry/ws", get(upgrade))
 }
 
-async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
+async fn upgrade(
+    ws: WebSocketUpgrade,
+    State(state): State<AppState>,
+    MaybeUser(user): MaybeUser,
+) -> Response {
+    let viewer = match user {
+        Some(_) => Viewer::LoggedIn,
+        None => Viewer::Anonymous,
+    };
     // Clients only send control frames, so a small read buffer (the default is 128 KiB per
     // connection, which dominates memory with many viewers). Writes go out message by message;
     // the cap bounds what one stuck client can pin, with room for a 64-card snapshot.
@@ -31,7 +40,7 @@ async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Respons
         .write_buffer_size(0)
         .max_write_buffer_size(32 * 1024 * 1024)
         .max_message_size(64 * 1024)
-        .on_upgrade(move |socket| serve(socket, state))
+        .on_upgrade(move |socket| serve(socket, state, viewer))
 }
 
 /// Sends one message, or gives up after [`SEND_TIMEOUT`]. `true` when it was sent.
@@ -42,10 +51,10 @@ async fn send(sink: &mut SplitSink<WebSocket, Message>, msg: Message) -> bool {
     )
 }
 
-async fn serve(socket: WebSocket, state: AppState) {
+async fn serve(socket: WebSocket, state: AppState, viewer: Viewer) {
     let (mut sink, mut stream) = socket.split();
-    let mut ticks = state.hub.subscribe();
-    if !send(&mut sink, Message::Text(state.hub.snapshot_frame())).await {
+    let mut ticks = state.hub.subscribe(viewer);
+    if !send(&mut sink, Message::Text(state.hub.snapshot_frame(viewer))).await {
         return;
     }
     let close = loop {

@@ -4,7 +4,7 @@
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
 use chrono::{DateTime, Utc};
-use lanes_app::model::account::{ApiToken, AuditRecord, Group};
+use lanes_app::model::account::{ApiToken, AuditRecord, Group, PortalSettings};
 use lanes_app::model::GpuInfo;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -347,6 +347,41 @@ impl Store {
         let by_account = fetch(FOR_ACCOUNT, username.to_string()).await?;
         let by_address = fetch(FROM_ADDRESS, remote_addr.to_string()).await?;
         Ok((by_account, by_address))
+    }
+
+    /// The portal settings, or the defaults when none were saved.
+    pub async fn portal_settings(&self) -> Result<PortalSettings, StoreError> {
+        let value: Option<String> =
+            sqlx::query_scalar("SELECT value FROM settings WHERE key = 'portal'")
+                .fetch_optional(&self.pool)
+                .await?;
+        match value {
+            Some(json) => serde_json::from_str(&json)
+                .map_err(|e| StoreError::Query(sqlx::Error::Decode(e.into()))),
+            None => Ok(PortalSettings::default()),
+        }
+    }
+
+    /// Replaces the portal settings and audits the change, in one step.
+    pub async fn save_portal_settings(
+        &self,
+        settings: &PortalSettings,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(settings)
+            .map_err(|e| StoreError::Query(sqlx::Error::Encode(e.into())))?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ('portal', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(json)
+        .execute(&mut *tx)
+        .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     pub async fn audit(&self, entry: &AuditEntry, now: DateTime<Utc>) -> Result<(), StoreError> {

@@ -16,8 +16,11 @@ pub const TICK_BUFFER: usize = 16;
 
 pub struct Hub {
     state: RwLock<FleetSnapshot>,
-    /// Each tick serialized once, shared by every subscriber.
+    /// Each tick serialized once, shared by every logged-in subscriber.
     ticks: broadcast::Sender<Utf8Bytes>,
+    /// The same ticks without process owners and commands, for anonymous viewers (serialized
+    /// only while someone listens).
+    anonymous_ticks: broadcast::Sender<Utf8Bytes>,
     metrics: Arc<Metrics>,
 }
 
@@ -46,6 +49,7 @@ impl Hub {
         Self {
             state: RwLock::new(state),
             ticks: broadcast::channel(TICK_BUFFER).0,
+            anonymous_ticks: broadcast::channel(TICK_BUFFER).0,
             metrics,
         }
     }
@@ -61,15 +65,22 @@ impl Hub {
             at_ms,
             gpus: updates,
         };
-        if let Ok(text) = serde_json::to_string(&message) {
-            // An error only means nobody is listening right now.
-            let _ = self.ticks.send(Utf8Bytes::from(text));
+        // Send errors only mean nobody is listening right now.
+        if self.anonymous_ticks.receiver_count() > 0 {
+            let _ = self
+                .anonymous_ticks
+                .send(frame(&message.clone().anonymized()));
         }
+        let _ = self.ticks.send(frame(&message));
     }
 
-    /// Ticks from now on. Subscribe before taking the snapshot, so that no tick falls between.
-    pub fn subscribe(&self) -> broadcast::Receiver<Utf8Bytes> {
-        self.ticks.subscribe()
+    /// Ticks from now on, as `viewer` may see them. Subscribe before taking the snapshot, so
+    /// that no tick falls between.
+    pub fn subscribe(&self, viewer: Viewer) -> broadcast::Receiver<Utf8Bytes> {
+        match viewer {
+            Viewer::LoggedIn => self.ticks.subscribe(),
+            Viewer::Anonymous => self.anonymous_ticks.subscribe(),
+        }
     }
 
     pub fn snapshot(&self) -> FleetSnapshot {
@@ -79,10 +90,13 @@ impl Hub {
             .clone()
     }
 
-    /// The snapshot as the first websocket message.
-    pub fn snapshot_frame(&self) -> Utf8Bytes {
+    /// The snapshot as the first websocket message for `viewer`.
+    pub fn snapshot_frame(&self, viewer: Viewer) -> Utf8Bytes {
         let message = TelemetryMessage::Snapshot(self.snapshot());
-        Utf8Bytes::from(serde_json::to_string(&message).unwrap_or_default())
+        match viewer {
+            Viewer::LoggedIn => frame(&message),
+            Viewer::Anonymous => frame(&message.anonymized()),
+        }
     }
 
     pub fn gpus(&self) -> Vec<GpuState> {
@@ -96,6 +110,17 @@ impl Hub {
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
+}
+
+/// Who watches: logged-in users see process owners and commands, anonymous viewers do not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Viewer {
+    LoggedIn,
+    Anonymous,
+}
+
+fn frame(message: &TelemetryMessage) -> Utf8Bytes {
+    Utf8Bytes::from(serde_json::to_string(message).unwrap_or_default())
 }
 
 impl lanes_app::ssr::FleetView for Hub {

@@ -228,8 +228,8 @@ mod tests {
             sampler.source().inventory(),
             metrics,
         );
-        let mut a = hub.subscribe();
-        let mut b = hub.subscribe();
+        let mut a = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
+        let mut b = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
         hub.publish(1_000, sampler.poll(1_000, true), Duration::from_millis(1));
         for rx in [&mut a, &mut b] {
             let text = rx.try_recv().unwrap();
@@ -249,8 +249,8 @@ mod tests {
             sampler.source().inventory(),
             Arc::new(Metrics::new()),
         );
-        let mut stuck = hub.subscribe();
-        let mut reader = hub.subscribe();
+        let mut stuck = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
+        let mut reader = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
         for t in 0..(crate::telemetry::hub::TICK_BUFFER as i64 * 3) {
             hub.publish(t * 1000, sampler.poll(t * 1000, false), Duration::ZERO);
             assert!(
@@ -273,7 +273,7 @@ mod tests {
             sampler.source().inventory(),
             Arc::new(Metrics::new()),
         ));
-        let mut rx = hub.subscribe();
+        let mut rx = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
         let poller = Poller::start(
             sampler,
             hub.clone(),

@@ -1,0 +1,68 @@
+//! The bar on top of every signed-in page: where you are, where you can go, who you are.
+
+use crate::model::account::User;
+use leptos::prelude::*;
+
+/// Who is looking, loaded once per page from the server (`None`: an anonymous viewer).
+#[derive(Clone, Copy)]
+pub struct ViewerResource(pub Resource<Result<Option<User>, ServerFnError>>);
+
+impl ViewerResource {
+    pub fn provide() {
+        let viewer = Resource::new(|| (), |_| crate::api::get_viewer());
+        provide_context(ViewerResource(viewer));
+    }
+}
+
+/// The logged-in user, once known; `None` for anonymous viewers or when it cannot be loaded.
+pub async fn current_viewer() -> Option<User> {
+    let ViewerResource(viewer) = expect_context::<ViewerResource>();
+    viewer.await.ok().flatten()
+}
+
+#[component]
+pub fn TopBar(
+    /// Page-specific items, such as the live-link badge of the dashboard.
+    #[prop(optional)]
+    children: Option<Children>,
+) -> impl IntoView {
+    view! {
+        <header class="topbar">
+            <a href="/" class="brand">
+                <h1>"Lanes"</h1>
+            </a>
+            <nav class="nav">
+                <a href="/">"Dashboard"</a>
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        current_viewer()
+                            .await
+                            .filter(User::is_admin)
+                            .map(|_| view! { <a href="/admin">"Admin"</a> })
+                    })}
+                </Suspense>
+            </nav>
+            <span class="spacer"></span>
+            {children.map(|c| c())}
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match current_viewer().await {
+                        Some(user) => {
+                            view! {
+                                <a href="/account" class="whoami" data-testid="whoami">
+                                    {user.display_name}
+                                </a>
+                                <form method="post" action="/auth/logout" class="logout">
+                                    <button type="submit">"Log out"</button>
+                                </form>
+                            }
+                                .into_any()
+                        }
+                        None => view! { <a href="/login" class="login-link">"Log in"</a> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </header>
+    }
+    .into_any()
+}

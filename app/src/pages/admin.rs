@@ -1,0 +1,425 @@
+//! `/admin`: accounts and access for admins: users (create, disable, reset password, role, Unix
+//! account, groups), groups, portal settings and the audit log. Everything goes through the
+//! same REST API scripts use, so the page can do nothing the API would not allow.
+
+use crate::components::format::date_time;
+use crate::components::remote::{checked, field, render_remote, Remote};
+use crate::components::topbar::{current_viewer, TopBar};
+use crate::model::account::{
+    AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
+};
+use crate::rest::{self, Method};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+#[component]
+pub fn AdminPage() -> impl IntoView {
+    view! {
+        <TopBar />
+        <main class="page">
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    if current_viewer().await.is_some_and(|u| u.is_admin()) {
+                        view! { <AdminSections /> }.into_any()
+                    } else {
+                        view! { <p class="page error">"Only admins may see this page."</p> }.into_any()
+                    }
+                })}
+            </Suspense>
+        </main>
+    }
+    .into_any()
+}
+
+#[component]
+fn AdminSections() -> impl IntoView {
+    let users = Remote::<Vec<UserView>>::new("/api/v1/users");
+    let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
+    let audit = Remote::<Vec<AuditRecord>>::new("/api/v1/audit?limit=200");
+    // Any change shows up in the audit log, and group changes in the user list.
+    let changed = move || {
+        users.reload();
+        groups.reload();
+        audit.reload();
+    };
+    view! {
+        <h2>"Admin"</h2>
+        <section class="panel">
+            <h3>"Users"</h3>
+            <CreateUserForm on_done=changed />
+            {render_remote(users, "users", move |list: &Vec<UserView>| {
+                let rows = list
+                    .iter()
+                    .cloned()
+                    .map(|user| view! { <UserRow user on_done=changed /> })
+                    .collect_view();
+                view! {
+                    <table class="list users" data-testid="users">
+                        <thead>
+                            <tr>
+                                <th>"Username"</th>
+                                <th>"Name"</th>
+                                <th>"Role"</th>
+                                <th>"Runs as"</th>
+                                <th>"Groups"</th>
+                                <th>"Status"</th>
+                                <th></th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+            })}
+        </section>
+        <section class="panel">
+            <h3>"Groups"</h3>
+            <CreateGroupForm on_done=changed />
+            {render_remote(groups, "groups", |list: &Vec<Group>| {
+                if list.is_empty() {
+                    return view! { <p class="muted">"No groups yet."</p> }.into_any();
+                }
+                let rows = list
+                    .iter()
+                    .map(|g| {
+                        view! {
+                            <tr>
+                                <td>{g.name.clone()}</td>
+                                <td>{g.description.clone()}</td>
+                                <td>{g.members.join(", ")}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <table class="list">
+                        <thead><tr><th>"Name"</th><th>"Description"</th><th>"Members"</th></tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+                    .into_any()
+            })}
+        </section>
+        <SettingsPanel on_done=changed />
+        <section class="panel">
+            <h3>"Audit log"</h3>
+            <p class="muted">"The latest 200 entries: logins, account, token and settings changes."</p>
+            {render_remote(audit, "the audit log", |list: &Vec<AuditRecord>| {
+                let rows = list
+                    .iter()
+                    .map(|a| {
+                        view! {
+                            <tr>
+                                <td class="nowrap">{date_time(a.at)}</td>
+                                <td>{a.actor.clone().unwrap_or_else(|| "—".into())}</td>
+                                <td><code>{a.action.clone()}</code></td>
+                                <td>{a.target.clone()}</td>
+                                <td>{a.detail.clone()}</td>
+                                <td>{a.remote_addr.clone().unwrap_or_default()}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <table class="list" data-testid="audit">
+                        <thead>
+                            <tr>
+                                <th>"When"</th>
+                                <th>"Who"</th>
+                                <th>"What"</th>
+                                <th>"On"</th>
+                                <th>"Detail"</th>
+                                <th>"From"</th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+            })}
+        </section>
+    }
+    .into_any()
+}
+
+/// Turns the optional text of a form field into `None` when empty.
+fn non_empty(text: String) -> Option<String> {
+    let text = text.trim().to_string();
+    (!text.is_empty()).then_some(text)
+}
+
+/// Group names typed as a comma-separated list.
+pub fn parse_groups(text: &str) -> Vec<String> {
+    let mut groups: Vec<String> = text
+        .split(',')
+        .map(|g| g.trim().to_string())
+        .filter(|g| !g.is_empty())
+        .collect();
+    groups.sort();
+    groups.dedup();
+    groups
+}
+
+fn role_of(value: &str) -> Role {
+    value.parse().unwrap_or(Role::User)
+}
+
+#[component]
+fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let username = NodeRef::new();
+    let display_name = NodeRef::new();
+    let email = NodeRef::new();
+    let unix_user = NodeRef::new();
+    let password = NodeRef::new();
+    let role = NodeRef::<leptos::html::Select>::new();
+    let error = RwSignal::new(None::<String>);
+    let notice = RwSignal::new(None::<String>);
+    let form = NodeRef::<leptos::html::Form>::new();
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let request = CreateUser {
+            username: field(username).trim().to_string(),
+            display_name: non_empty(field(display_name)),
+            email: non_empty(field(email)),
+            unix_user: non_empty(field(unix_user)),
+            role: role_of(&role.get().map(|s| s.value()).unwrap_or_default()),
+            password: field(password),
+        };
+        spawn_local(async move {
+            match rest::send::<_, UserView>(Method::Post, "/api/v1/users", &request).await {
+                Ok(user) => {
+                    error.set(None);
+                    notice.set(Some(format!("Created {}.", user.user.username)));
+                    if let Some(form) = form.get_untracked() {
+                        form.reset();
+                    }
+                    on_done();
+                }
+                Err(message) => {
+                    notice.set(None);
+                    error.set(Some(message));
+                }
+            }
+        });
+    };
+    view! {
+        <details class="create">
+            <summary>"New user"</summary>
+            <form class="grid-form" on:submit=submit node_ref=form data-testid="create-user">
+                <label>"Username" <input name="username" required maxlength="32" node_ref=username /></label>
+                <label>"Display name" <input name="display_name" maxlength="256" node_ref=display_name /></label>
+                <label>"Email" <input name="email" type="email" maxlength="256" node_ref=email /></label>
+                <label>"Unix account for jobs" <input name="unix_user" maxlength="32" node_ref=unix_user /></label>
+                <label>
+                    "Role"
+                    <select name="role" node_ref=role>
+                        <option value="user" selected>"user"</option>
+                        <option value="admin">"admin"</option>
+                    </select>
+                </label>
+                <label>
+                    "Initial password (≥ 10 characters)"
+                    <input name="password" type="password" autocomplete="new-password" required minlength="10" node_ref=password />
+                </label>
+                <button type="submit">"Create user"</button>
+            </form>
+            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || notice.get().map(|m| view! { <p class="notice" role="status">{m}</p> })}
+        </details>
+    }
+    .into_any()
+}
+
+#[component]
+fn UserRow(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let editing = RwSignal::new(false);
+    let id = user.user.id;
+    let enabled = user.user.enabled;
+    let error = RwSignal::new(None::<String>);
+    let toggle = move |_| {
+        let patch = UserPatch {
+            enabled: Some(!enabled),
+            ..Default::default()
+        };
+        spawn_local(async move {
+            match save(id, &patch).await {
+                Ok(()) => on_done(),
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    let u = user.user.clone();
+    view! {
+        <tr class:disabled=!enabled data-username=u.username.clone()>
+            <td>{u.username.clone()}</td>
+            <td>{u.display_name.clone()}</td>
+            <td>{u.role.to_string()}</td>
+            <td>{u.unix_user.clone().unwrap_or_else(|| "—".into())}</td>
+            <td>{user.groups.join(", ")}</td>
+            <td>{if enabled { "enabled" } else { "disabled" }}</td>
+            <td class="actions">
+                <button on:click=move |_| editing.update(|e| *e = !*e)>"Edit"</button>
+                <button class:danger=enabled on:click=toggle>
+                    {if enabled { "Disable" } else { "Enable" }}
+                </button>
+            </td>
+        </tr>
+        {move || error.get().map(|m| view! { <tr><td colspan="7"><p class="form-error" role="alert">{m}</p></td></tr> })}
+        <Show when=move || editing.get()>
+            <tr class="editor">
+                <td colspan="7">
+                    <UserEditor user=user.clone() on_done=move || { editing.set(false); on_done() } />
+                </td>
+            </tr>
+        </Show>
+    }
+    .into_any()
+}
+
+async fn save(id: i64, patch: &UserPatch) -> Result<(), String> {
+    rest::send::<_, UserView>(Method::Patch, &format!("/api/v1/users/{id}"), patch)
+        .await
+        .map(|_| ())
+}
+
+#[component]
+fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let display_name = NodeRef::new();
+    let email = NodeRef::new();
+    let unix_user = NodeRef::new();
+    let groups = NodeRef::new();
+    let password = NodeRef::new();
+    let role = NodeRef::<leptos::html::Select>::new();
+    let error = RwSignal::new(None::<String>);
+    let id = user.user.id;
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let patch = UserPatch {
+            display_name: Some(field(display_name)),
+            email: Some(field(email).trim().to_string()),
+            unix_user: Some(field(unix_user).trim().to_string()),
+            role: role.get().map(|s| role_of(&s.value())),
+            enabled: None,
+            password: non_empty(field(password)),
+            groups: Some(parse_groups(&field(groups))),
+        };
+        spawn_local(async move {
+            match save(id, &patch).await {
+                Ok(()) => on_done(),
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    let u = user.user;
+    let is_admin = u.is_admin();
+    view! {
+        <form class="grid-form" on:submit=submit>
+            <label>"Display name" <input name="display_name" value=u.display_name maxlength="256" node_ref=display_name /></label>
+            <label>"Email" <input name="email" type="email" value=u.email.unwrap_or_default() maxlength="256" node_ref=email /></label>
+            <label>"Unix account for jobs" <input name="unix_user" value=u.unix_user.unwrap_or_default() maxlength="32" node_ref=unix_user /></label>
+            <label>
+                "Role"
+                <select name="role" node_ref=role>
+                    <option value="user" selected=!is_admin>"user"</option>
+                    <option value="admin" selected=is_admin>"admin"</option>
+                </select>
+            </label>
+            <label>"Groups (comma-separated)" <input name="groups" value=user.groups.join(", ") node_ref=groups /></label>
+            <label>
+                "Reset password (leave empty to keep)"
+                <input name="password" type="password" autocomplete="new-password" minlength="10" node_ref=password />
+            </label>
+            <button type="submit">"Save"</button>
+        </form>
+        {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+    }
+    .into_any()
+}
+
+#[component]
+fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let name = NodeRef::new();
+    let description = NodeRef::new();
+    let error = RwSignal::new(None::<String>);
+    let form = NodeRef::<leptos::html::Form>::new();
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let request = CreateGroup {
+            name: field(name).trim().to_string(),
+            description: field(description),
+        };
+        spawn_local(async move {
+            match rest::send::<_, Group>(Method::Post, "/api/v1/groups", &request).await {
+                Ok(_) => {
+                    error.set(None);
+                    if let Some(form) = form.get_untracked() {
+                        form.reset();
+                    }
+                    on_done();
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    view! {
+        <form class="inline" on:submit=submit node_ref=form>
+            <input name="group_name" placeholder="group name, e.g. vision" required maxlength="32" node_ref=name />
+            <input name="group_description" placeholder="description" maxlength="256" node_ref=description />
+            <button type="submit">"Create group"</button>
+        </form>
+        {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+    }
+    .into_any()
+}
+
+#[component]
+fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let settings = Remote::<PortalSettings>::new("/api/v1/settings");
+    let anonymous = NodeRef::new();
+    let error = RwSignal::new(None::<String>);
+    let change = move |_| {
+        let wanted = PortalSettings {
+            anonymous_dashboard: checked(anonymous),
+        };
+        spawn_local(async move {
+            match rest::send::<_, PortalSettings>(Method::Put, "/api/v1/settings", &wanted).await {
+                Ok(_) => {
+                    error.set(None);
+                    settings.reload();
+                    on_done();
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    view! {
+        <section class="panel">
+            <h3>"Settings"</h3>
+            {render_remote(settings, "settings", move |s: &PortalSettings| {
+                view! {
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            name="anonymous_dashboard"
+                            prop:checked=s.anonymous_dashboard
+                            on:change=change
+                            node_ref=anonymous
+                        />
+                        "Anyone may watch the dashboard without logging in (read-only; process owners and commands stay hidden)"
+                    </label>
+                }
+            })}
+            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+        </section>
+    }
+    .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_lists_are_trimmed_sorted_and_without_repeats() {
+        assert_eq!(parse_groups(" vision, nlp ,,vision"), vec!["nlp", "vision"]);
+        assert!(parse_groups("  ").is_empty());
+    }
+}

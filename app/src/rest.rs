@@ -1,0 +1,113 @@
+//! The browser's client for the REST API: JSON in, JSON out, and a failure as the message the
+//! API gave (`{error, message}`), ready to show next to the form that caused it.
+//!
+//! The pages call it from event handlers and effects, which only run in the browser; the
+//! server build keeps the same signatures so that the components compile for both.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// HTTP methods the pages use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+/// `GET url` and read the JSON answer.
+pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
+    parse(request(Method::Get, url, None).await?)
+}
+
+/// Send `body` as JSON and read the JSON answer.
+pub async fn send<B: Serialize, T: DeserializeOwned>(
+    method: Method,
+    url: &str,
+    body: &B,
+) -> Result<T, String> {
+    let json = serde_json::to_string(body).map_err(|e| e.to_string())?;
+    parse(request(method, url, Some(json)).await?)
+}
+
+/// Send `body` (if any) as JSON to an endpoint that answers `204 No Content`.
+pub async fn send_empty<B: Serialize>(
+    method: Method,
+    url: &str,
+    body: Option<&B>,
+) -> Result<(), String> {
+    let json = body
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    request(method, url, json).await.map(|_| ())
+}
+
+fn parse<T: DeserializeOwned>(text: String) -> Result<T, String> {
+    serde_json::from_str(&text).map_err(|e| format!("unexpected answer from the server: {e}"))
+}
+
+/// The message to show for a failed call: the API's own words when it sent them.
+pub fn error_message(status: u16, body: &str) -> String {
+    match serde_json::from_str::<crate::model::account::ErrorBody>(body) {
+        Ok(error) => error.message,
+        Err(_) => format!("the server answered {status}"),
+    }
+}
+
+#[cfg(feature = "hydrate")]
+async fn request(method: Method, url: &str, body: Option<String>) -> Result<String, String> {
+    use gloo_net::http::RequestBuilder;
+    let builder = match method {
+        Method::Get => RequestBuilder::new(url).method(gloo_net::http::Method::GET),
+        Method::Post => RequestBuilder::new(url).method(gloo_net::http::Method::POST),
+        Method::Put => RequestBuilder::new(url).method(gloo_net::http::Method::PUT),
+        Method::Patch => RequestBuilder::new(url).method(gloo_net::http::Method::PATCH),
+        Method::Delete => RequestBuilder::new(url).method(gloo_net::http::Method::DELETE),
+    }
+    .header("Accept", "application/json");
+    let response = match body {
+        Some(json) => {
+            builder
+                .header("Content-Type", "application/json")
+                .body(json)
+                .map_err(|e| e.to_string())?
+                .send()
+                .await
+        }
+        None => builder.send().await,
+    }
+    .map_err(|_| "the server could not be reached; check your connection".to_string())?;
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if (200..300).contains(&status) {
+        Ok(text)
+    } else {
+        Err(error_message(status, &text))
+    }
+}
+
+#[cfg(not(feature = "hydrate"))]
+async fn request(_: Method, _: &str, _: Option<String>) -> Result<String, String> {
+    Err("the API is called from the browser, not while rendering on the server".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_show_the_apis_message_or_the_status() {
+        let body = r#"{"error":"invalid","message":"password must be at least 10 characters"}"#;
+        assert_eq!(
+            error_message(422, body),
+            "password must be at least 10 characters"
+        );
+        assert_eq!(
+            error_message(502, "<html>Bad gateway</html>"),
+            "the server answered 502"
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! Portal settings admins change at run time: `GET|PUT /api/v1/settings`.
+
+use super::auth::AdminUser;
+use super::{ApiError, ApiJson, AppState, Routes};
+use crate::store::AuditEntry;
+use axum::extract::State;
+use axum::routing::get;
+use axum::Json;
+use lanes_app::model::account::PortalSettings;
+
+pub fn routes() -> Routes {
+    Routes::default().route("/api/v1/settings", get(read).put(replace))
+}
+
+async fn read(State(state): State<AppState>, _: AdminUser) -> Json<PortalSettings> {
+    Json(state.portal_settings())
+}
+
+async fn replace(
+    State(state): State<AppState>,
+    AdminUser(admin): AdminUser,
+    ApiJson(settings): ApiJson<PortalSettings>,
+) -> Result<Json<PortalSettings>, ApiError> {
+    let detail = format!(
+        "anonymous dashboard {}",
+        if settings.anonymous_dashboard {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    let entry = AuditEntry::new(Some(admin.id), "settings.update", "portal").detail(detail);
+    state
+        .store
+        .save_portal_settings(&settings, &entry, chrono::Utc::now())
+        .await?;
+    *state
+        .portal
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = settings.clone();
+    Ok(Json(settings))
+}

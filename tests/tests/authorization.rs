@@ -1,0 +1,326 @@
+//! The authorization matrix: every route the router serves × {anonymous, a user, another user,
+//! an admin} → the status each must get, against the real server. The routes come from the
+//! router itself, so a new route without a row here fails this test.
+
+use lanes_app::model::account::CreatedToken;
+use lanes_server::accounts::Role;
+use lanes_tests::TestApp;
+use reqwest::{Method, StatusCode};
+use std::collections::BTreeSet;
+
+/// How a row's request is sent.
+#[derive(Clone, Copy, PartialEq)]
+enum Body {
+    None,
+    /// `{}`: enough to reach authorization, never enough to change anything.
+    EmptyJson,
+}
+
+struct Row {
+    method: Method,
+    /// The route as registered, `{param}` placeholders included.
+    route: &'static str,
+    body: Body,
+    /// Expected status for anonymous, user, another user, admin.
+    expect: [u16; 4],
+    /// The request ends the session it carries: send it with a fresh one.
+    ends_session: bool,
+}
+
+const ANY_METHODS: [Method; 5] = [
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+];
+
+fn row(method: Method, route: &'static str, body: Body, expect: [u16; 4]) -> Row {
+    Row {
+        method,
+        route,
+        body,
+        expect,
+        ends_session: false,
+    }
+}
+
+/// What everyone may and may not do. Pages send people without a session to the login page
+/// (303); the API answers them 401.
+fn matrix() -> Vec<Row> {
+    use Body::*;
+    let get = Method::GET;
+    let post = Method::POST;
+    vec![
+        // Public.
+        row(get.clone(), "/healthz", None, [200, 200, 200, 200]),
+        row(get.clone(), "/metrics", None, [200, 200, 200, 200]),
+        row(get.clone(), "/login", None, [200, 200, 200, 200]),
+        row(
+            post.clone(),
+            "/api/v1/auth/login",
+            EmptyJson,
+            [400, 400, 400, 400],
+        ),
+        // The HTML form answers an unreadable form by going back to the form.
+        row(post.clone(), "/auth/login", EmptyJson, [303, 303, 303, 303]),
+        row(post.clone(), "/api/fn/viewer", None, [200, 200, 200, 200]),
+        // Any logged-in user.
+        row(get.clone(), "/", None, [303, 200, 200, 200]),
+        row(get.clone(), "/account", None, [303, 200, 200, 200]),
+        row(post.clone(), "/api/fn/fleet", None, [401, 200, 200, 200]),
+        row(get.clone(), "/api/v1/gpus", None, [401, 200, 200, 200]),
+        row(
+            get.clone(),
+            "/api/v1/openapi.json",
+            None,
+            [401, 200, 200, 200],
+        ),
+        // Without websocket headers the upgrade is refused, after authorization.
+        row(
+            get.clone(),
+            "/api/v1/telemetry/ws",
+            None,
+            [401, 400, 400, 400],
+        ),
+        row(get.clone(), "/api/v1/me", None, [401, 200, 200, 200]),
+        row(
+            post.clone(),
+            "/api/v1/me/password",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        row(get.clone(), "/api/v1/tokens", None, [401, 200, 200, 200]),
+        row(
+            post.clone(),
+            "/api/v1/tokens",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        // The token belongs to "user": only its owner may revoke it; to others it does not exist.
+        row(
+            Method::DELETE,
+            "/api/v1/tokens/{id}",
+            None,
+            [401, 204, 404, 404],
+        ),
+        row(get.clone(), "/api/v1/{*rest}", None, [401, 404, 404, 404]),
+        row(
+            post.clone(),
+            "/api/v1/{*rest}",
+            EmptyJson,
+            [401, 404, 404, 404],
+        ),
+        Row {
+            ends_session: true,
+            ..row(
+                post.clone(),
+                "/api/v1/auth/logout",
+                None,
+                [401, 204, 204, 204],
+            )
+        },
+        Row {
+            ends_session: true,
+            ..row(post.clone(), "/auth/logout", None, [303, 303, 303, 303])
+        },
+        // Admins only.
+        row(get.clone(), "/admin", None, [303, 403, 403, 200]),
+        row(get.clone(), "/api/v1/users", None, [401, 403, 403, 200]),
+        row(
+            post.clone(),
+            "/api/v1/users",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+        row(
+            Method::PATCH,
+            "/api/v1/users/{id}",
+            EmptyJson,
+            [401, 403, 403, 200],
+        ),
+        row(get.clone(), "/api/v1/groups", None, [401, 403, 403, 200]),
+        row(
+            post.clone(),
+            "/api/v1/groups",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+        row(get.clone(), "/api/v1/audit", None, [401, 403, 403, 200]),
+        row(get.clone(), "/api/v1/settings", None, [401, 403, 403, 200]),
+        row(
+            Method::PUT,
+            "/api/v1/settings",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+    ]
+}
+
+struct World {
+    app: TestApp,
+    client: reqwest::Client,
+    /// Bearer token of an admin, for probing which methods a route has.
+    probe_token: String,
+    user_id: i64,
+    user_token_id: i64,
+}
+
+impl World {
+    fn concrete(&self, route: &str) -> String {
+        let id = if route.starts_with("/api/v1/tokens/") {
+            self.user_token_id
+        } else {
+            self.user_id
+        };
+        route
+            .replace("{id}", &id.to_string())
+            .replace("{*rest}", "no-such-endpoint")
+    }
+
+    async fn send(&self, method: Method, route: &str, body: Body, auth: Auth<'_>) -> StatusCode {
+        let mut request = self
+            .client
+            .request(method, self.app.url(&self.concrete(route)));
+        request = match auth {
+            Auth::None => request,
+            Auth::Cookie(cookie) => request.header("cookie", cookie),
+            Auth::Bearer(token) => request.bearer_auth(token),
+        };
+        if body == Body::EmptyJson {
+            request = request.json(&serde_json::json!({}));
+        }
+        request.send().await.expect("the server answers").status()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    None,
+    Cookie(&'a str),
+    Bearer(&'a str),
+}
+
+async fn world() -> World {
+    let app = TestApp::spawn(1).await;
+    let user = app.create_user("user", "user passphrase", Role::User).await;
+    app.create_user("other", "other passphrase", Role::User)
+        .await;
+    app.create_user("admin", "admin passphrase", Role::Admin)
+        .await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let token = |cookie: String| {
+        let (client, url) = (client.clone(), app.url("/api/v1/tokens"));
+        async move {
+            client
+                .post(url)
+                .header("cookie", cookie)
+                .json(&serde_json::json!({ "name": "matrix" }))
+                .send()
+                .await
+                .unwrap()
+                .json::<CreatedToken>()
+                .await
+                .unwrap()
+        }
+    };
+    let probe = token(app.login("admin", "admin passphrase").await).await;
+    let user_token = token(app.login("user", "user passphrase").await).await;
+    World {
+        client,
+        probe_token: probe.secret,
+        user_id: user.id,
+        user_token_id: user_token.token.id,
+        app,
+    }
+}
+
+#[tokio::test]
+async fn every_route_of_the_router_has_a_row_and_answers_each_caller_as_its_row_says() {
+    let world = world().await;
+    let rows = matrix();
+
+    // Which (method, route) pairs the router really serves: every path it knows, probed with
+    // every method by an admin; 405 means the path has no such method.
+    let mut served = BTreeSet::new();
+    for route in lanes_server::http::route_paths() {
+        for method in ANY_METHODS {
+            let body = if method == Method::GET {
+                Body::None
+            } else {
+                Body::EmptyJson
+            };
+            let ends_session = route.ends_with("/logout");
+            let auth = Auth::Bearer(&world.probe_token);
+            let status = if ends_session {
+                // Logging out with a token ends nothing; still, probe with a throwaway session.
+                let cookie = world.app.login("admin", "admin passphrase").await;
+                world
+                    .send(method.clone(), &route, body, Auth::Cookie(&cookie))
+                    .await
+            } else if route == "/api/v1/tokens/{id}" && method == Method::DELETE {
+                // Probing must not revoke the user's token: any token id the admin lacks is 404.
+                StatusCode::NOT_FOUND
+            } else {
+                world.send(method.clone(), &route, body, auth).await
+            };
+            if status != StatusCode::METHOD_NOT_ALLOWED {
+                served.insert((method.to_string(), route.clone()));
+            }
+        }
+    }
+    let listed: BTreeSet<_> = rows
+        .iter()
+        .map(|r| (r.method.to_string(), r.route.to_string()))
+        .collect();
+    let missing: Vec<_> = served.difference(&listed).collect();
+    let stale: Vec<_> = listed.difference(&served).collect();
+    assert!(
+        missing.is_empty(),
+        "routes without a matrix row: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "matrix rows for routes that do not exist: {stale:?}"
+    );
+
+    let mut failures = Vec::new();
+    for row in &rows {
+        let who = ["anonymous", "user", "other", "admin"];
+        let credentials = [
+            None,
+            Some(("user", "user passphrase")),
+            Some(("other", "other passphrase")),
+            Some(("admin", "admin passphrase")),
+        ];
+        for (i, creds) in credentials.iter().enumerate() {
+            let cookie = match creds {
+                Some((name, password)) => Some(world.app.login(name, password).await),
+                None => None,
+            };
+            let auth = cookie.as_deref().map_or(Auth::None, Auth::Cookie);
+            let status = world
+                .send(row.method.clone(), row.route, row.body, auth)
+                .await;
+            if status.as_u16() != row.expect[i] {
+                failures.push(format!(
+                    "{} {} as {}: {} (expected {})",
+                    row.method, row.route, who[i], status, row.expect[i]
+                ));
+            }
+            if row.ends_session {
+                if let Some(cookie) = &cookie {
+                    let me = world
+                        .send(Method::GET, "/api/v1/me", Body::None, Auth::Cookie(cookie))
+                        .await;
+                    assert_eq!(me, 401, "{} {} ends the session", row.method, row.route);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    world.app.stop().await;
+}
