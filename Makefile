@@ -59,6 +59,7 @@ unit:
 
 browser: build
 	node tests/browser/dashboard.test.mjs
+	node tests/browser/accounts.test.mjs
 
 bench: build
 	cargo build --release -p lanes-bench

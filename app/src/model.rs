@@ -5,6 +5,7 @@
 //! on its node and is shown to people, never used as a key.
 
 pub mod account;
+pub mod booking;
 
 use serde::{Deserialize, Serialize};
 

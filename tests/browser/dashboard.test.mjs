@@ -8,60 +8,26 @@
 // back; logging out ends the session. With SCREENSHOT=path it saves a screenshot there
 // after SCREENSHOT_WAIT seconds of history (LANES_TEST_GPUS sets the fleet size).
 
-import { chromium } from 'playwright-core';
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { rmSync, mkdirSync } from 'node:fs';
+import { resolve, dirname } from 'node:path';
 import assert from 'node:assert/strict';
+import {
+  root, freshDataDir, addUser, startServer as start, stopServer, launchBrowser, watchedPage, step,
+} from './lib.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const bin = join(root, 'target/release/lanes');
-const dataDir = mkdtempSync(join(tmpdir(), 'lanes-browser-'));
+const dataDir = freshDataDir();
 const GPUS = Number(process.env.LANES_TEST_GPUS || 4);
+const startServer = (listen) =>
+  start({ dataDir, listen, gpus: GPUS, poll: process.env.SCREENSHOT ? '1s' : '250ms' });
 
-/** Starts the server and resolves with its base URL once it prints where it listens. */
-function startServer(listen) {
-  const child = spawn(bin, [
-    'serve', '--gpus', `sim:${GPUS}`, '--listen', listen, '--data-dir', dataDir,
-    '--site-root', join(root, 'target/site'), '--poll-interval', process.env.SCREENSHOT ? '1s' : '250ms',
-  ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
-  return new Promise((resolveUrl, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const m = out.match(/listening on (http:\/\/\S+)/);
-      if (m) resolveUrl({ child, url: m[1] });
-    });
-    child.on('exit', (code) => reject(new Error(`lanes exited with ${code} before listening`)));
-    setTimeout(() => reject(new Error('lanes did not start within 20 s')), 20_000);
-  });
-}
-
-function stopServer(child) {
-  return new Promise((done) => {
-    child.once('exit', done);
-    child.kill('SIGTERM');
-  });
-}
-
-const step = (name) => console.log(`  ✓ ${name}`);
 const USER = 'viewer';
 const PASSWORD = 'viewer passphrase';
-execFileSync(bin, ['user', 'add', '--username', USER, '--password-stdin', '--data-dir', dataDir],
-  { input: `${PASSWORD}\n`, stdio: ['pipe', 'ignore', 'inherit'] });
+addUser(dataDir, USER, PASSWORD);
 let server = await startServer('127.0.0.1:0');
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
-});
+const browser = await launchBrowser();
 const failures = [];
 try {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error') failures.push(`console error: ${m.text()}`); });
+  const page = await watchedPage(browser, failures);
 
   // A visitor is sent to the login page, and brought back after logging in.
   await page.goto(server.url + '/');

@@ -1,0 +1,161 @@
+//! Wire types of bookings, quotas and maintenance blocks, shared by the REST API and the pages.
+//!
+//! Times are UTC instants (RFC 3339 on the wire); a slot is the half-open interval
+//! `[start, end)`, so back-to-back bookings do not overlap.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A card, named the one way that is unique across nodes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct GpuRef {
+    pub node: String,
+    pub uuid: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BookingState {
+    Upcoming,
+    Active,
+    Ended,
+    Cancelled,
+    /// Given back while active: the rest of the slot was freed.
+    Released,
+}
+
+impl BookingState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BookingState::Upcoming => "upcoming",
+            BookingState::Active => "active",
+            BookingState::Ended => "ended",
+            BookingState::Cancelled => "cancelled",
+            BookingState::Released => "released",
+        }
+    }
+
+    /// Whether the booking still holds (or will hold) its cards.
+    pub fn holds_cards(self) -> bool {
+        matches!(self, BookingState::Upcoming | BookingState::Active)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Booking {
+    pub id: i64,
+    pub user_id: i64,
+    pub username: String,
+    pub display_name: String,
+    pub gpus: Vec<GpuRef>,
+    pub start: DateTime<Utc>,
+    /// End of the slot; moved earlier when the booking is released early.
+    pub end: DateTime<Utc>,
+    pub note: String,
+    pub state: BookingState,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Body of `POST /api/v1/bookings`: either `gpus` (UUIDs) or `count`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBooking {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    #[serde(default)]
+    pub note: String,
+    /// Admins only: book for this user instead of oneself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// Body of `PATCH /api/v1/bookings/{id}`: a later end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendBooking {
+    pub end: DateTime<Utc>,
+}
+
+/// Limits of one scope; `None` means "no limit here" (a user or group without a value falls
+/// back to the default).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    /// Most GPUs held at any instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<u32>,
+    /// Most GPU-hours within any 7 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours_per_week: Option<f64>,
+    /// Longest single booking, in hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_booking_hours: Option<f64>,
+    /// How far ahead a booking may end, in days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_days_ahead: Option<f64>,
+    /// Most bookings not yet started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_upcoming: Option<u32>,
+}
+
+/// All quotas (`GET|PUT /api/v1/quotas`): the default, and overrides by group and by user.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quotas {
+    #[serde(default)]
+    pub default: Quota,
+    #[serde(default)]
+    pub groups: BTreeMap<String, Quota>,
+    #[serde(default)]
+    pub users: BTreeMap<String, Quota>,
+}
+
+/// A window in which cards are out of service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceBlock {
+    pub id: i64,
+    pub gpus: Vec<GpuRef>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// Body of `POST /api/v1/maintenance`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateMaintenance {
+    pub gpus: Vec<String>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The body of a 409: which cards were taken, by which bookings or maintenance blocks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictBody {
+    pub error: String,
+    pub message: String,
+    pub gpus: Vec<GpuRef>,
+    pub bookings: Vec<i64>,
+    pub maintenance: Vec<i64>,
+}
+
+/// A user's or group's use against its limits, for the admin quota page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaUse {
+    /// `user` or `group`.
+    pub kind: String,
+    pub name: String,
+    pub limits: Quota,
+    /// GPUs held now.
+    pub gpus_now: u32,
+    /// GPU-hours booked in the 7 days from now.
+    pub gpu_hours_week: f64,
+    pub upcoming: u32,
+}

@@ -1,0 +1,136 @@
+// Browser test of accounts and access in Debian's headless Chromium, against the release build.
+//
+// The operator makes the first admin with `lanes user add --admin`. The admin logs in, creates
+// a group and a user on /admin, puts the user in the group, and sees it all in the audit log.
+// The new user logs in, sees no Admin link and is refused /admin, makes and revokes an API
+// token on /account (the token works against the API while it lives), changes the password
+// and logs in with the new one. Finally the admin disables the user, who can no longer log in.
+
+import { rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import {
+  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, step,
+} from './lib.mjs';
+
+const dataDir = freshDataDir();
+addUser(dataDir, 'root-admin', 'admin passphrase', ['--admin']);
+const server = await startServer({ dataDir, gpus: 2 });
+const url = server.url;
+const browser = await launchBrowser();
+const failures = [];
+try {
+  const page = await watchedPage(browser, failures);
+
+  await logIn(page, url, 'root-admin', 'admin passphrase');
+  await page.click('nav >> text=Admin');
+  await page.waitForURL(url + '/admin');
+  await page.locator('[data-testid=users] tr[data-username=root-admin]').waitFor();
+  step('an admin reaches the admin page from the top bar');
+
+  await page.fill('input[name=group_name]', 'vision');
+  await page.fill('input[name=group_description]', 'Vision team');
+  await page.click('button:text("Create group")');
+  await page.locator('td', { hasText: 'Vision team' }).waitFor();
+  step('the admin creates a group');
+
+  await page.click('summary:text("New user")');
+  const form = page.locator('[data-testid=create-user]');
+  await form.locator('input[name=username]').fill('bob');
+  await form.locator('input[name=display_name]').fill('Bob Builder');
+  await form.locator('input[name=unix_user]').fill('bob');
+  // The server's own message shows for what the form cannot check, such as a taken username.
+  await form.locator('input[name=password]').fill('bob first passphrase');
+  await form.locator('input[name=username]').fill('root-admin');
+  await form.locator('button[type=submit]').click();
+  await page.getByRole('alert').filter({ hasText: 'already exists' }).waitFor();
+  step('a taken username is refused with the server\'s message');
+  await form.locator('input[name=username]').fill('bob');
+  await form.locator('button[type=submit]').click();
+  await page.getByText('Created bob.').waitFor();
+  const bobRow = page.locator('[data-testid=users] tr[data-username=bob]');
+  await bobRow.waitFor();
+  step('the admin creates a user');
+
+  await bobRow.locator('button:text("Edit")').click();
+  const editor = page.locator('tr.editor form');
+  await editor.locator('input[name=groups]').fill('vision');
+  await editor.locator('button[type=submit]').click();
+  await bobRow.locator('td', { hasText: 'vision' }).waitFor();
+  await page.locator('td', { hasText: 'bob' }).filter({ hasText: /^bob$/ }).first().waitFor();
+  assert.match(await page.locator('tr', { hasText: 'Vision team' }).textContent(), /bob/);
+  step('the admin puts the user in the group');
+
+  const audit = page.locator('[data-testid=audit]');
+  await audit.locator('code', { hasText: 'user.create' }).first().waitFor();
+  await audit.locator('code', { hasText: 'group.create' }).first().waitFor();
+  await audit.locator('td', { hasText: 'groups [vision]' }).first().waitFor();
+  step('the audit log shows the changes and who made them');
+
+  await page.click('form.logout button');
+  await page.waitForURL(/\/login$/);
+
+  // The new user.
+  await logIn(page, url, 'bob', 'bob first passphrase');
+  await page.locator('[data-testid=whoami]', { hasText: 'Bob Builder' }).waitFor();
+  assert.equal(await page.locator('nav >> text=Admin').count(), 0, 'no Admin link for users');
+  const refused = await page.request.get(url + '/admin');
+  assert.equal(refused.status(), 403);
+  step('the new user logs in, and is kept out of the admin page');
+
+  await page.click('[data-testid=whoami]');
+  await page.waitForURL(url + '/account');
+  await page.getByText('No tokens.').waitFor();
+  await page.fill('input[name=token_name]', 'laptop CLI');
+  await page.click('button:text("Create token")');
+  const secret = (await page.locator('[data-testid=token-secret]').textContent()).trim();
+  assert.match(secret, /^lanes_/);
+  const withToken = await page.request.get(url + '/api/v1/me', {
+    headers: { authorization: `Bearer ${secret}` },
+  });
+  assert.equal((await withToken.json()).username, 'bob');
+  await page.locator('td', { hasText: 'laptop CLI' }).waitFor();
+  step('the user creates an API token, shown once, that acts as them');
+
+  await page.click('button:text("Revoke")');
+  await page.getByText('No tokens.').waitFor();
+  const revoked = await page.request.get(url + '/api/v1/me', {
+    headers: { authorization: `Bearer ${secret}` },
+  });
+  assert.equal(revoked.status(), 401);
+  step('revoking the token stops it');
+
+  await page.fill('input[name=current_password]', 'not my password');
+  await page.fill('input[name=new_password]', 'bob second passphrase');
+  await page.fill('input[name=new_password_again]', 'bob second passphrase');
+  await page.click('button:text("Change password")');
+  await page.getByRole('alert').filter({ hasText: 'current password is wrong' }).waitFor();
+  await page.fill('input[name=current_password]', 'bob first passphrase');
+  await page.click('button:text("Change password")');
+  await page.waitForURL(/\/login\?notice=password$/);
+  await page.getByText('Your password was changed').waitFor();
+  await logIn(page, url, 'bob', 'bob second passphrase');
+  step('changing the password logs the user out; the new one works');
+  await page.click('form.logout button');
+  await page.waitForURL(/\/login$/);
+
+  // The admin disables the user.
+  await logIn(page, url, 'root-admin', 'admin passphrase');
+  await page.goto(url + '/admin');
+  await bobRow.locator('button:text("Disable")').click();
+  await bobRow.locator('td', { hasText: 'disabled' }).waitFor();
+  await page.click('form.logout button');
+  await page.waitForURL(/\/login$/);
+  await page.fill('input[name=username]', 'bob');
+  await page.fill('input[name=password]', 'bob second passphrase');
+  await page.click('button[type=submit]');
+  await page.getByText('Wrong username or password.').waitFor();
+  step('a disabled user cannot log in');
+
+  assert.deepEqual(failures, [], 'no page errors');
+  step('no errors in the page');
+} finally {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+}
+console.log('accounts browser test passed');

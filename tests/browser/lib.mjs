@@ -1,0 +1,75 @@
+// Shared pieces of the browser tests: the release binary, a server on a random port with a
+// fresh data dir and a simulated fleet, and Debian's headless Chromium.
+
+import { chromium } from 'playwright-core';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const bin = join(root, 'target/release/lanes');
+
+export function freshDataDir() {
+  return mkdtempSync(join(tmpdir(), 'lanes-browser-'));
+}
+
+/** Creates an account the way an operator does, with `lanes user add`. */
+export function addUser(dataDir, username, password, extra = []) {
+  execFileSync(bin, ['user', 'add', '--username', username, '--password-stdin', '--data-dir', dataDir, ...extra],
+    { input: `${password}\n`, stdio: ['pipe', 'ignore', 'inherit'] });
+}
+
+/** Starts the server and resolves with `{child, url}` once it prints where it listens. */
+export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = '250ms' }) {
+  const child = spawn(bin, [
+    'serve', '--gpus', `sim:${gpus}`, '--listen', listen, '--data-dir', dataDir,
+    '--site-root', join(root, 'target/site'), '--poll-interval', poll,
+  ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
+  return new Promise((resolveUrl, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m) resolveUrl({ child, url: m[1] });
+    });
+    child.on('exit', (code) => reject(new Error(`lanes exited with ${code} before listening`)));
+    setTimeout(() => reject(new Error('lanes did not start within 20 s')), 20_000);
+  });
+}
+
+export function stopServer(child) {
+  return new Promise((done) => {
+    if (child.exitCode !== null) return done();
+    child.once('exit', done);
+    child.kill('SIGTERM');
+  });
+}
+
+export function launchBrowser() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+  });
+}
+
+/** A page that records script errors into `failures`. */
+export async function watchedPage(browser, failures) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') failures.push(`console error: ${m.text()}`); });
+  return page;
+}
+
+/** Logs in through the form on /login and waits to land on `landing`. */
+export async function logIn(page, url, username, password, landing = '/') {
+  await page.goto(url + '/login');
+  await page.fill('input[name=username]', username);
+  await page.fill('input[name=password]', password);
+  await page.click('button[type=submit]');
+  await page.waitForURL(url + landing);
+}
+
+export const step = (name) => console.log(`  ✓ ${name}`);
