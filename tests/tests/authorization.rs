@@ -124,7 +124,66 @@ fn matrix() -> Vec<Row> {
             ends_session: true,
             ..row(post.clone(), "/auth/logout", None, [303, 303, 303, 303])
         },
+        row(
+            post.clone(),
+            "/api/v1/bookings",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        row(get.clone(), "/api/v1/bookings", None, [401, 200, 200, 200]),
+        // Booking {id} belongs to "user": anyone may see it, only its owner or an admin change
+        // it (an empty PATCH is malformed; the DELETE cancels it, so the admin then finds it
+        // cancelled).
+        row(
+            get.clone(),
+            "/api/v1/bookings/{id}",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            Method::PATCH,
+            "/api/v1/bookings/{id}",
+            EmptyJson,
+            [401, 400, 403, 400],
+        ),
+        row(
+            Method::DELETE,
+            "/api/v1/bookings/{id}",
+            None,
+            [401, 200, 403, 422],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/maintenance",
+            None,
+            [401, 200, 200, 200],
+        ),
         // Admins only.
+        row(get.clone(), "/api/v1/quotas", None, [401, 403, 403, 200]),
+        row(
+            Method::PUT,
+            "/api/v1/quotas",
+            EmptyJson,
+            [401, 403, 403, 200],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/quotas/use",
+            None,
+            [401, 403, 403, 200],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/maintenance",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+        row(
+            Method::DELETE,
+            "/api/v1/maintenance/{id}",
+            None,
+            [401, 403, 403, 404],
+        ),
         row(get.clone(), "/admin", None, [303, 403, 403, 200]),
         row(get.clone(), "/api/v1/users", None, [401, 403, 403, 200]),
         row(
@@ -164,12 +223,17 @@ struct World {
     probe_token: String,
     user_id: i64,
     user_token_id: i64,
+    user_booking_id: i64,
 }
 
 impl World {
     fn concrete(&self, route: &str) -> String {
         let id = if route.starts_with("/api/v1/tokens/") {
             self.user_token_id
+        } else if route.starts_with("/api/v1/bookings/") {
+            self.user_booking_id
+        } else if route.starts_with("/api/v1/maintenance/") {
+            999
         } else {
             self.user_id
         };
@@ -228,12 +292,30 @@ async fn world() -> World {
         }
     };
     let probe = token(app.login("admin", "admin passphrase").await).await;
-    let user_token = token(app.login("user", "user passphrase").await).await;
+    let user_cookie = app.login("user", "user passphrase").await;
+    let user_token = token(user_cookie.clone()).await;
+    let gpus: Vec<lanes_app::model::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    let start = chrono::Utc::now() + chrono::Duration::days(1);
+    let booking: lanes_app::model::booking::Booking = client
+        .post(app.url("/api/v1/bookings"))
+        .header("cookie", &user_cookie)
+        .json(&serde_json::json!({
+            "gpus": [gpus[0].info.uuid],
+            "start": start,
+            "end": start + chrono::Duration::hours(1),
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     World {
         client,
         probe_token: probe.secret,
         user_id: user.id,
         user_token_id: user_token.token.id,
+        user_booking_id: booking.id,
         app,
     }
 }
@@ -261,9 +343,12 @@ async fn every_route_of_the_router_has_a_row_and_answers_each_caller_as_its_row_
                 world
                     .send(method.clone(), &route, body, Auth::Cookie(&cookie))
                     .await
-            } else if route == "/api/v1/tokens/{id}" && method == Method::DELETE {
-                // Probing must not revoke the user's token: any token id the admin lacks is 404.
-                StatusCode::NOT_FOUND
+            } else if method == Method::DELETE
+                && (route == "/api/v1/tokens/{id}" || route == "/api/v1/bookings/{id}")
+            {
+                // Probing must not revoke the user's token or cancel the booking, and both
+                // have a DELETE (the rows below exercise them).
+                StatusCode::NO_CONTENT
             } else {
                 world.send(method.clone(), &route, body, auth).await
             };

@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use lanes_app::model::account::ErrorBody;
+use lanes_app::model::booking::ConflictBody;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -24,6 +25,16 @@ pub enum ApiError {
     /// Well-formed but against the rules (a short password, an unknown group).
     #[error("{0}")]
     Unprocessable(String),
+    /// Against a named rule (a booking rule or a quota): 422 with the rule in the body.
+    #[error("{message}")]
+    Refused {
+        code: &'static str,
+        rule: &'static str,
+        message: String,
+    },
+    /// Cards already taken: 409 with the cards and the bookings that hold them.
+    #[error("{}", .0.message)]
+    Taken(Box<ConflictBody>),
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
     #[error("internal error")]
@@ -38,7 +49,10 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unprocessable(_) | ApiError::Refused { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            ApiError::Taken(_) => StatusCode::CONFLICT,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -53,6 +67,8 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::Unprocessable(_) => "invalid",
+            ApiError::Refused { code, .. } => code,
+            ApiError::Taken(_) => "conflict",
             ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Internal(_) => "internal",
         }
@@ -66,6 +82,38 @@ impl From<crate::store::StoreError> for ApiError {
             StoreError::Conflict(m) => ApiError::Conflict(m),
             StoreError::Invalid(m) => ApiError::Unprocessable(m),
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::bookings::BookingError> for ApiError {
+    fn from(e: crate::bookings::BookingError) -> Self {
+        use crate::bookings::BookingError;
+        match e {
+            BookingError::Invalid { rule, message } => ApiError::Refused {
+                code: "invalid",
+                rule,
+                message,
+            },
+            BookingError::Quota(refusal) => ApiError::Refused {
+                code: "quota_exceeded",
+                rule: refusal.rule,
+                message: refusal.message,
+            },
+            BookingError::Conflict {
+                message,
+                gpus,
+                bookings,
+                maintenance,
+            } => ApiError::Taken(Box::new(ConflictBody {
+                error: "conflict".into(),
+                message,
+                gpus,
+                bookings,
+                maintenance,
+            })),
+            BookingError::NotFound => ApiError::NotFound("no such booking".into()),
+            BookingError::Store(e) => e.into(),
         }
     }
 }
@@ -124,11 +172,25 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
         }
-        let body = ErrorBody {
-            error: self.code().into(),
-            message: self.to_string(),
+        let mut response = match &self {
+            ApiError::Taken(body) => (self.status(), Json(body)).into_response(),
+            ApiError::Refused {
+                code,
+                rule,
+                message,
+            } => (
+                self.status(),
+                Json(serde_json::json!({ "error": code, "rule": rule, "message": message })),
+            )
+                .into_response(),
+            _ => {
+                let body = ErrorBody {
+                    error: self.code().into(),
+                    message: self.to_string(),
+                };
+                (self.status(), Json(body)).into_response()
+            }
         };
-        let mut response = (self.status(), Json(body)).into_response();
         if let ApiError::TooManyRequests { retry_after_secs } = self {
             response
                 .headers_mut()

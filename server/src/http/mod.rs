@@ -4,6 +4,7 @@
 mod admin;
 mod api;
 pub mod auth;
+mod bookings;
 mod csrf;
 mod error;
 mod settings;
@@ -80,13 +81,14 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 6] {
+fn areas() -> [Routes; 7] {
     [
         api::routes(),
         auth::routes(),
         tokens::routes(),
         admin::routes(),
         settings::routes(),
+        bookings::routes(),
         ws::routes(),
     ]
 }

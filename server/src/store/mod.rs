@@ -1,6 +1,10 @@
 //! All SQL lives here. Callers see domain types and [`StoreError`], never a driver type, so a
 //! PostgreSQL backend (planned for multi-node) can be added inside this module alone.
 
+mod bookings;
+
+pub use bookings::BookingFilter;
+
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
 use chrono::{DateTime, Utc};

@@ -1,0 +1,840 @@
+//! SQL of bookings, maintenance blocks and quotas. Every write that could make two holds
+//! overlap runs in one `BEGIN IMMEDIATE` transaction: SQLite then admits one writer at a
+//! time, so the overlap check and the insert cannot interleave with another booking's.
+
+use super::{insert_audit, AuditEntry, Store, StoreError};
+use crate::bookings::pick::{self, FreeGpu};
+use crate::bookings::quota::{self, GroupUse, Hold};
+use crate::bookings::rules::{self, Withdrawal};
+use crate::bookings::{BookingError, CardChoice, NewBooking};
+use chrono::{DateTime, Utc};
+use lanes_app::model::booking::{
+    Booking, CreateMaintenance, GpuRef, MaintenanceBlock, Quota, QuotaUse, Quotas,
+};
+use sqlx::{Sqlite, Transaction};
+use std::collections::BTreeMap;
+
+type Tx<'a> = Transaction<'a, Sqlite>;
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn at(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+/// A card as the booking tables know it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+struct CardRow {
+    id: i64,
+    node: String,
+    uuid: String,
+    idx: i64,
+}
+
+impl CardRow {
+    fn gpu(&self) -> GpuRef {
+        GpuRef {
+            node: self.node.clone(),
+            uuid: self.uuid.clone(),
+        }
+    }
+}
+
+const CARD_COLUMNS: &str = "g.id, n.name AS node, g.uuid, g.idx";
+
+/// Which bookings to list.
+#[derive(Clone, Debug, Default)]
+pub struct BookingFilter {
+    /// Bookings that end after this...
+    pub from: Option<DateTime<Utc>>,
+    /// ...and start before this.
+    pub to: Option<DateTime<Utc>>,
+    pub user_id: Option<i64>,
+    pub gpu_uuid: Option<String>,
+    /// Include cancelled bookings.
+    pub include_cancelled: bool,
+}
+
+impl Store {
+    /// Books cards for a slot: checks the slot is free on every card (and, if asked, the
+    /// owner's quotas), then inserts, all in one immediate transaction.
+    pub async fn create_booking(
+        &self,
+        new: &NewBooking,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, BookingError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let cards = match &new.cards {
+            CardChoice::Named(uuids) => {
+                let cards = cards_by_uuid(&mut tx, uuids).await?;
+                let (bookings, maintenance, taken) =
+                    conflicts(&mut tx, &cards, new.start, new.end, None).await?;
+                if !taken.is_empty() {
+                    let names: Vec<String> = taken.iter().map(|g| g.uuid.clone()).collect();
+                    return Err(BookingError::Conflict {
+                        message: format!(
+                            "{} already booked or in maintenance for part of this slot",
+                            names.join(", ")
+                        ),
+                        gpus: taken,
+                        bookings,
+                        maintenance,
+                    });
+                }
+                cards
+            }
+            CardChoice::Any(count) => {
+                let free = free_cards(&mut tx, new.start, new.end).await?;
+                let candidates: Vec<FreeGpu> = free
+                    .iter()
+                    .map(|(card, last)| FreeGpu {
+                        gpu: card.gpu(),
+                        index: card.idx,
+                        last_booked: last.map(at),
+                    })
+                    .collect();
+                let Some(chosen) = pick::pick(&candidates, *count as usize) else {
+                    return Err(BookingError::Conflict {
+                        message: format!(
+                            "only {} GPUs are free for the whole slot; {count} were asked for",
+                            free.len()
+                        ),
+                        gpus: Vec::new(),
+                        bookings: Vec::new(),
+                        maintenance: Vec::new(),
+                    });
+                };
+                free.into_iter()
+                    .map(|(card, _)| card)
+                    .filter(|card| chosen.contains(&card.gpu()))
+                    .collect()
+            }
+        };
+        let request = Hold {
+            start: new.start,
+            end: new.end,
+            gpus: cards.len() as u32,
+        };
+        let verdict = check_quota(&mut tx, new.owner_id, &request, None, now).await?;
+        let audit = match verdict {
+            Err(refusal) if new.enforce_quota => return Err(refusal.into()),
+            Err(refusal) => {
+                let detail = format!("{}; beyond quota: {refusal}", audit.detail);
+                audit.detail(detail)
+            }
+            Ok(()) => audit,
+        };
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+        )
+        .bind(new.owner_id)
+        .bind(ms(new.start))
+        .bind(ms(new.end))
+        .bind(&new.note)
+        .bind(now)
+        .bind(audit.actor_user_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        for card in &cards {
+            sqlx::query(
+                "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(id)
+            .bind(card.id)
+            .bind(ms(new.start))
+            .bind(ms(new.end))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let audit = AuditEntry {
+            target: format!("booking {id}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.booking(id, now).await?.ok_or(BookingError::NotFound)
+    }
+
+    /// One booking, with its state at `now`.
+    pub async fn booking(
+        &self,
+        id: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Booking>, StoreError> {
+        let filter = BookingFilter {
+            include_cancelled: true,
+            ..Default::default()
+        };
+        Ok(self
+            .list_bookings(&filter, Some(id), now)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Bookings matching `filter`, by start time.
+    pub async fn bookings(
+        &self,
+        filter: &BookingFilter,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Booking>, StoreError> {
+        self.list_bookings(filter, None, now).await
+    }
+
+    async fn list_bookings(
+        &self,
+        filter: &BookingFilter,
+        id: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Booking>, StoreError> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            id: i64,
+            user_id: i64,
+            username: String,
+            display_name: String,
+            start_ms: i64,
+            end_ms: i64,
+            note: String,
+            status: String,
+            created_at: DateTime<Utc>,
+        }
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
+                    b.status, b.created_at
+             FROM bookings b JOIN users u ON u.id = b.user_id
+             WHERE (?1 IS NULL OR b.id = ?1)
+               AND (?2 IS NULL OR b.end_ms > ?2)
+               AND (?3 IS NULL OR b.start_ms < ?3)
+               AND (?4 IS NULL OR b.user_id = ?4)
+               AND (?5 OR b.status != 'cancelled')
+               AND (?6 IS NULL OR EXISTS (
+                    SELECT 1 FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id
+                    WHERE bg.booking_id = b.id AND g.uuid = ?6))
+             ORDER BY b.start_ms, b.id",
+        )
+        .bind(id)
+        .bind(filter.from.map(ms))
+        .bind(filter.to.map(ms))
+        .bind(filter.user_id)
+        .bind(filter.include_cancelled)
+        .bind(&filter.gpu_uuid)
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let cards: Vec<(i64, String, String)> = sqlx::query_as(
+            "SELECT bg.booking_id, n.name, g.uuid
+             FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
+             WHERE bg.booking_id IN (SELECT value FROM json_each(?1))
+             ORDER BY n.name, g.idx",
+        )
+        .bind(serde_json::to_string(&ids).unwrap_or_default())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut by_booking: BTreeMap<i64, Vec<GpuRef>> = BTreeMap::new();
+        for (booking, node, uuid) in cards {
+            by_booking
+                .entry(booking)
+                .or_default()
+                .push(GpuRef { node, uuid });
+        }
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let (start, end) = (at(r.start_ms), at(r.end_ms));
+                Booking {
+                    state: rules::state_at(
+                        start,
+                        end,
+                        r.status == "cancelled",
+                        r.status == "released",
+                        now,
+                    ),
+                    gpus: by_booking.remove(&r.id).unwrap_or_default(),
+                    id: r.id,
+                    user_id: r.user_id,
+                    username: r.username,
+                    display_name: r.display_name,
+                    start,
+                    end,
+                    note: r.note,
+                    created_at: r.created_at,
+                }
+            })
+            .collect())
+    }
+
+    /// Cancels an upcoming booking or releases an active one (its end becomes `now`, and the
+    /// rest of the slot is free at once).
+    pub async fn withdraw_booking(
+        &self,
+        id: i64,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, BookingError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
+        let Some(withdrawal) = rules::withdrawal(booking.state) else {
+            return Err(BookingError::invalid(
+                "withdraw_live_only",
+                format!(
+                    "the booking is {}; only upcoming or active ones can be withdrawn",
+                    booking.state.as_str()
+                ),
+            ));
+        };
+        let (status, end, action) = match withdrawal {
+            Withdrawal::Cancel => ("cancelled", booking.end, "booking.cancel"),
+            Withdrawal::Release => ("released", now, "booking.release"),
+        };
+        sqlx::query("UPDATE bookings SET status = ?2, end_ms = ?3 WHERE id = ?1")
+            .bind(id)
+            .bind(status)
+            .bind(ms(end))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE booking_gpus SET live = ?2, end_ms = ?3 WHERE booking_id = ?1")
+            .bind(id)
+            .bind(withdrawal == Withdrawal::Release)
+            .bind(ms(end))
+            .execute(&mut *tx)
+            .await?;
+        let audit = AuditEntry {
+            action: action.into(),
+            target: format!("booking {id}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.booking(id, now).await?.ok_or(BookingError::NotFound)
+    }
+
+    /// Moves a booking's end later, if its cards are free until then and quotas allow.
+    pub async fn extend_booking(
+        &self,
+        id: i64,
+        new_end: DateTime<Utc>,
+        enforce_quota: bool,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, BookingError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
+        rules::check_extension(booking.state, booking.end, new_end)?;
+        let uuids: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
+        let cards = cards_by_uuid(&mut tx, &uuids).await?;
+        let (bookings, maintenance, taken) =
+            conflicts(&mut tx, &cards, booking.end, new_end, Some(id)).await?;
+        if !taken.is_empty() {
+            return Err(BookingError::Conflict {
+                message: "the cards are not free until the new end".into(),
+                gpus: taken,
+                bookings,
+                maintenance,
+            });
+        }
+        let request = Hold {
+            start: booking.start,
+            end: new_end,
+            gpus: cards.len() as u32,
+        };
+        let verdict = check_quota(&mut tx, booking.user_id, &request, Some(id), now).await?;
+        let mut detail = format!(
+            "end {} → {}",
+            booking.end.to_rfc3339(),
+            new_end.to_rfc3339()
+        );
+        match verdict {
+            Err(refusal) if enforce_quota => return Err(refusal.into()),
+            Err(refusal) => detail.push_str(&format!("; beyond quota: {refusal}")),
+            Ok(()) => {}
+        }
+        sqlx::query("UPDATE bookings SET end_ms = ?2 WHERE id = ?1")
+            .bind(id)
+            .bind(ms(new_end))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE booking_gpus SET end_ms = ?2 WHERE booking_id = ?1")
+            .bind(id)
+            .bind(ms(new_end))
+            .execute(&mut *tx)
+            .await?;
+        let audit = AuditEntry {
+            action: "booking.extend".into(),
+            target: format!("booking {id}"),
+            ..audit
+        }
+        .detail(detail);
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.booking(id, now).await?.ok_or(BookingError::NotFound)
+    }
+
+    /// Every quota: the default, and overrides per group and per user.
+    pub async fn quotas(&self) -> Result<Quotas, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        read_quotas(&mut conn).await
+    }
+
+    /// Replaces every quota with `quotas`, which names groups and users that must exist.
+    pub async fn save_quotas(
+        &self,
+        quotas: &Quotas,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("DELETE FROM quotas").execute(&mut *tx).await?;
+        let mut rows = vec![("default", String::new(), &quotas.default)];
+        rows.extend(quotas.groups.iter().map(|(g, q)| ("group", g.clone(), q)));
+        rows.extend(quotas.users.iter().map(|(u, q)| ("user", u.clone(), q)));
+        for (scope, name, quota) in rows {
+            let table = match scope {
+                "group" => Some("groups WHERE name = ?1"),
+                "user" => Some("users WHERE username = ?1"),
+                _ => None,
+            };
+            if let Some(table) = table {
+                let exists: Option<i64> = sqlx::query_scalar(&format!("SELECT 1 FROM {table}"))
+                    .bind(&name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if exists.is_none() {
+                    return Err(StoreError::Invalid(format!("no {scope} named {name:?}")));
+                }
+            }
+            sqlx::query(
+                "INSERT INTO quotas (scope, name, max_gpus, gpu_hours_per_week, max_booking_hours,
+                                     max_days_ahead, max_upcoming)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .bind(scope)
+            .bind(&name)
+            .bind(quota.max_gpus)
+            .bind(quota.gpu_hours_per_week)
+            .bind(quota.max_booking_hours)
+            .bind(quota.max_days_ahead)
+            .bind(quota.max_upcoming)
+            .execute(&mut *tx)
+            .await?;
+        }
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Each user's and each group's use now, against the limits that apply to them.
+    pub async fn quota_use(&self, now: DateTime<Utc>) -> Result<Vec<QuotaUse>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let quotas = read_quotas(&mut conn).await?;
+        let holds: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*)
+             FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
+             WHERE b.status != 'cancelled' AND b.end_ms > ?1
+             GROUP BY b.id",
+        )
+        .bind(ms(now))
+        .fetch_all(&mut *conn)
+        .await?;
+        let users: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, username FROM users ORDER BY username")
+                .fetch_all(&mut *conn)
+                .await?;
+        let memberships: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT g.name, m.user_id FROM groups g JOIN group_members m ON m.group_id = g.id",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let groups: Vec<String> = sqlx::query_scalar("SELECT name FROM groups ORDER BY name")
+            .fetch_all(&mut *conn)
+            .await?;
+        let holds_of = |members: &[i64]| -> Vec<Hold> {
+            holds
+                .iter()
+                .filter(|(u, ..)| members.contains(u))
+                .map(|&(_, s, e, n)| Hold {
+                    start: at(s),
+                    end: at(e),
+                    gpus: n as u32,
+                })
+                .collect()
+        };
+        let mut uses = Vec::new();
+        for (id, username) in &users {
+            let their_groups: Vec<String> = memberships
+                .iter()
+                .filter(|(_, u)| u == id)
+                .map(|(g, _)| g.clone())
+                .collect();
+            let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&[*id]), now);
+            uses.push(QuotaUse {
+                kind: "user".into(),
+                name: username.clone(),
+                limits: quota::personal_limits(&quotas, username, &their_groups),
+                gpus_now,
+                gpu_hours_week,
+                upcoming,
+            });
+        }
+        for group in &groups {
+            let members: Vec<i64> = memberships
+                .iter()
+                .filter(|(g, _)| g == group)
+                .map(|&(_, u)| u)
+                .collect();
+            let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&members), now);
+            uses.push(QuotaUse {
+                kind: "group".into(),
+                name: group.clone(),
+                limits: quotas.groups.get(group).cloned().unwrap_or_default(),
+                gpus_now,
+                gpu_hours_week,
+                upcoming,
+            });
+        }
+        Ok(uses)
+    }
+
+    /// Takes cards out of service for a window. Cards already booked in it are a conflict:
+    /// the admin cancels or moves those bookings first.
+    pub async fn create_maintenance(
+        &self,
+        request: &CreateMaintenance,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<MaintenanceBlock, BookingError> {
+        if request.end <= request.start {
+            return Err(rules::InvalidSlot::EndNotAfterStart.into());
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let cards = cards_by_uuid(&mut tx, &request.gpus).await?;
+        let (bookings, maintenance, taken) =
+            conflicts(&mut tx, &cards, request.start, request.end, None).await?;
+        if !bookings.is_empty() {
+            return Err(BookingError::Conflict {
+                message: format!(
+                    "bookings {bookings:?} hold these cards in that window; cancel or move them first"
+                ),
+                gpus: taken,
+                bookings,
+                maintenance,
+            });
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO maintenance (start_ms, end_ms, reason, created_at, created_by)
+             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+        )
+        .bind(ms(request.start))
+        .bind(ms(request.end))
+        .bind(&request.reason)
+        .bind(now)
+        .bind(audit.actor_user_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        for card in &cards {
+            sqlx::query(
+                "INSERT INTO maintenance_gpus (maintenance_id, gpu_id, start_ms, end_ms) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(id)
+            .bind(card.id)
+            .bind(ms(request.start))
+            .bind(ms(request.end))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let audit = AuditEntry {
+            target: format!("maintenance {id}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        Ok(MaintenanceBlock {
+            id,
+            gpus: cards.iter().map(CardRow::gpu).collect(),
+            start: request.start,
+            end: request.end,
+            reason: request.reason.clone(),
+        })
+    }
+
+    /// Ends a maintenance block (the cards are bookable again); `false` if there is none.
+    pub async fn delete_maintenance(
+        &self,
+        id: i64,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let deleted = sqlx::query("DELETE FROM maintenance WHERE id = ?1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
+        if deleted {
+            insert_audit(&mut tx, audit, now).await?;
+        }
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Maintenance blocks that end after `from`.
+    pub async fn maintenance_blocks(
+        &self,
+        from: DateTime<Utc>,
+    ) -> Result<Vec<MaintenanceBlock>, StoreError> {
+        let rows: Vec<(i64, i64, i64, String, String, String)> = sqlx::query_as(
+            "SELECT m.id, m.start_ms, m.end_ms, m.reason, n.name, g.uuid
+             FROM maintenance m
+             JOIN maintenance_gpus mg ON mg.maintenance_id = m.id
+             JOIN gpus g ON g.id = mg.gpu_id JOIN nodes n ON n.id = g.node_id
+             WHERE m.end_ms > ?1 ORDER BY m.start_ms, m.id, n.name, g.idx",
+        )
+        .bind(ms(from))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut blocks: Vec<MaintenanceBlock> = Vec::new();
+        for (id, start, end, reason, node, uuid) in rows {
+            if blocks.last().is_none_or(|b| b.id != id) {
+                blocks.push(MaintenanceBlock {
+                    id,
+                    gpus: Vec::new(),
+                    start: at(start),
+                    end: at(end),
+                    reason,
+                });
+            }
+            if let Some(block) = blocks.last_mut() {
+                block.gpus.push(GpuRef { node, uuid });
+            }
+        }
+        Ok(blocks)
+    }
+}
+
+/// The cards with these UUIDs; an unknown one is refused by name.
+async fn cards_by_uuid(tx: &mut Tx<'_>, uuids: &[String]) -> Result<Vec<CardRow>, BookingError> {
+    let cards: Vec<CardRow> = sqlx::query_as(&format!(
+        "SELECT {CARD_COLUMNS} FROM gpus g JOIN nodes n ON n.id = g.node_id
+         WHERE g.uuid IN (SELECT value FROM json_each(?1)) ORDER BY n.name, g.idx"
+    ))
+    .bind(serde_json::to_string(uuids).unwrap_or_default())
+    .fetch_all(&mut **tx)
+    .await?;
+    if let Some(unknown) = uuids.iter().find(|u| !cards.iter().any(|c| &c.uuid == *u)) {
+        return Err(BookingError::invalid(
+            "unknown_gpu",
+            format!("no GPU with UUID {unknown:?}"),
+        ));
+    }
+    if cards.len() != uuids.len() {
+        return Err(BookingError::invalid(
+            "ambiguous_gpu",
+            "a GPU UUID is known on more than one node",
+        ));
+    }
+    Ok(cards)
+}
+
+/// Live bookings (other than `except`) and maintenance blocks that hold any of `cards` during
+/// `[start, end)`: their ids and the cards taken.
+async fn conflicts(
+    tx: &mut Tx<'_>,
+    cards: &[CardRow],
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    except: Option<i64>,
+) -> Result<(Vec<i64>, Vec<i64>, Vec<GpuRef>), BookingError> {
+    let ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
+    let hits: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT 'booking', booking_id, gpu_id FROM booking_gpus
+         WHERE gpu_id IN (SELECT value FROM json_each(?1)) AND live = 1
+           AND start_ms < ?3 AND end_ms > ?2 AND (?4 IS NULL OR booking_id != ?4)
+         UNION ALL
+         SELECT 'maintenance', maintenance_id, gpu_id FROM maintenance_gpus
+         WHERE gpu_id IN (SELECT value FROM json_each(?1)) AND start_ms < ?3 AND end_ms > ?2",
+    )
+    .bind(serde_json::to_string(&ids).unwrap_or_default())
+    .bind(ms(start))
+    .bind(ms(end))
+    .bind(except)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut bookings: Vec<i64> = Vec::new();
+    let mut maintenance: Vec<i64> = Vec::new();
+    let mut taken: Vec<GpuRef> = Vec::new();
+    for (kind, id, gpu) in hits {
+        let list = if kind == "booking" {
+            &mut bookings
+        } else {
+            &mut maintenance
+        };
+        if !list.contains(&id) {
+            list.push(id);
+        }
+        if let Some(card) = cards.iter().find(|c| c.id == gpu) {
+            if !taken.contains(&card.gpu()) {
+                taken.push(card.gpu());
+            }
+        }
+    }
+    bookings.sort_unstable();
+    maintenance.sort_unstable();
+    taken.sort();
+    Ok((bookings, maintenance, taken))
+}
+
+/// Cards free for all of `[start, end)`, with the end of their latest earlier booking.
+async fn free_cards(
+    tx: &mut Tx<'_>,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> Result<Vec<(CardRow, Option<i64>)>, BookingError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        card: CardRow,
+        last_end: Option<i64>,
+    }
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {CARD_COLUMNS},
+                (SELECT MAX(bg.end_ms) FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
+                 WHERE bg.gpu_id = g.id AND b.status != 'cancelled' AND bg.start_ms < ?1) AS last_end
+         FROM gpus g JOIN nodes n ON n.id = g.node_id
+         WHERE NOT EXISTS (SELECT 1 FROM booking_gpus bg WHERE bg.gpu_id = g.id AND bg.live = 1
+                           AND bg.start_ms < ?2 AND bg.end_ms > ?1)
+           AND NOT EXISTS (SELECT 1 FROM maintenance_gpus mg WHERE mg.gpu_id = g.id
+                           AND mg.start_ms < ?2 AND mg.end_ms > ?1)
+         ORDER BY n.name, g.idx"
+    ))
+    .bind(ms(start))
+    .bind(ms(end))
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.card, r.last_end)).collect())
+}
+
+/// Reads what the quota rules need about `user_id` and their groups, and applies them to
+/// `request` (a new booking, or booking `replacing` with its new slot).
+async fn check_quota(
+    tx: &mut Tx<'_>,
+    user_id: i64,
+    request: &Hold,
+    replacing: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Result<(), quota::Refusal>, BookingError> {
+    let quotas = read_quotas(tx).await?;
+    let username: String = sqlx::query_scalar("SELECT username FROM users WHERE id = ?1")
+        .bind(user_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    let groups: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT g.id, g.name FROM groups g JOIN group_members m ON m.group_id = g.id
+         WHERE m.user_id = ?1 ORDER BY g.name",
+    )
+    .bind(user_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    // Everything that can matter: the 7 days around the request, and all upcoming bookings.
+    let since = ms(request.start.min(now) - quota::week());
+    let mine = holds(tx, &[user_id], since, replacing).await?;
+    let names: Vec<String> = groups.iter().map(|(_, n)| n.clone()).collect();
+    let limits = quota::personal_limits(&quotas, &username, &names);
+    let mut group_holds = Vec::new();
+    for (group_id, name) in &groups {
+        let Some(group_limits) = quotas.groups.get(name) else {
+            continue;
+        };
+        let members: Vec<i64> =
+            sqlx::query_scalar("SELECT user_id FROM group_members WHERE group_id = ?1")
+                .bind(group_id)
+                .fetch_all(&mut **tx)
+                .await?;
+        group_holds.push((
+            name.clone(),
+            group_limits.clone(),
+            holds(tx, &members, since, replacing).await?,
+        ));
+    }
+    let uses: Vec<GroupUse<'_>> = group_holds
+        .iter()
+        .map(|(name, limits, holds)| GroupUse {
+            name,
+            limits,
+            holds,
+        })
+        .collect();
+    Ok(quota::check(&limits, &mine, &uses, request, now))
+}
+
+/// Holds of `members` that end after `since`, leaving out booking `except`.
+async fn holds(
+    tx: &mut Tx<'_>,
+    members: &[i64],
+    since: i64,
+    except: Option<i64>,
+) -> Result<Vec<Hold>, BookingError> {
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT b.start_ms, b.end_ms, COUNT(*)
+         FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
+         WHERE b.user_id IN (SELECT value FROM json_each(?1)) AND b.status != 'cancelled'
+           AND b.end_ms > ?2 AND (?3 IS NULL OR b.id != ?3)
+         GROUP BY b.id",
+    )
+    .bind(serde_json::to_string(members).unwrap_or_default())
+    .bind(since)
+    .bind(except)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(s, e, n)| Hold {
+            start: at(s),
+            end: at(e),
+            gpus: n as u32,
+        })
+        .collect())
+}
+
+async fn read_quotas(conn: &mut sqlx::SqliteConnection) -> Result<Quotas, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        scope: String,
+        name: String,
+        max_gpus: Option<u32>,
+        gpu_hours_per_week: Option<f64>,
+        max_booking_hours: Option<f64>,
+        max_days_ahead: Option<f64>,
+        max_upcoming: Option<u32>,
+    }
+    let rows: Vec<Row> = sqlx::query_as("SELECT * FROM quotas")
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut quotas = Quotas::default();
+    for r in rows {
+        let quota = Quota {
+            max_gpus: r.max_gpus,
+            gpu_hours_per_week: r.gpu_hours_per_week,
+            max_booking_hours: r.max_booking_hours,
+            max_days_ahead: r.max_days_ahead,
+            max_upcoming: r.max_upcoming,
+        };
+        match r.scope.as_str() {
+            "group" => {
+                quotas.groups.insert(r.name, quota);
+            }
+            "user" => {
+                quotas.users.insert(r.name, quota);
+            }
+            _ => quotas.default = quota,
+        }
+    }
+    Ok(quotas)
+}
