@@ -2,6 +2,7 @@
 //! browser shares with the server. Built for the server with `ssr`, for the browser with `hydrate`.
 
 pub mod api;
+pub mod calendar;
 pub mod components;
 pub mod fleet;
 pub mod live;
@@ -50,6 +51,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("") view=pages::dashboard::DashboardPage />
                 <Route path=StaticSegment("login") view=pages::login::LoginPage />
                 <Route path=StaticSegment("account") view=pages::account::AccountPage />
+                <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
                 <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
             </Routes>
         </Router>

@@ -1,5 +1,6 @@
 //! Reusable view pieces.
 pub mod chart;
+pub mod clock;
 pub mod format;
 pub mod remote;
 pub mod topbar;

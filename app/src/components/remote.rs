@@ -30,6 +30,12 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Remote<T> {
         remote
     }
 
+    /// Loads from another URL from now on (a calendar moving to another week).
+    pub fn load(&self, url: impl Into<String>) {
+        self.url.set_value(url.into());
+        self.reload();
+    }
+
     pub fn reload(&self) {
         let (data, url) = (self.data, self.url.get_value());
         leptos::task::spawn_local(async move {

@@ -33,6 +33,7 @@ pub fn TopBar(
             </a>
             <nav class="nav">
                 <a href="/">"Dashboard"</a>
+                <a href="/calendar">"Calendar"</a>
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
                         current_viewer()

@@ -99,6 +99,7 @@ fn AdminSections() -> impl IntoView {
                     .into_any()
             })}
         </section>
+        <crate::pages::quotas::QuotaPanel on_done=changed />
         <SettingsPanel on_done=changed />
         <section class="panel">
             <h3>"Audit log"</h3>

@@ -2,10 +2,14 @@
 //! on the server with current values, then kept live over the telemetry websocket.
 
 use crate::api::get_fleet;
+use crate::calendar::{holder_and_next, short_time, user_color};
 use crate::components::chart::TimeSeriesChart;
+use crate::components::clock::{local_offset, now, query_time};
 use crate::components::format::{bytes, gib};
+use crate::components::remote::Remote;
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
+use crate::model::booking::Booking;
 use crate::model::{FleetSnapshot, GpuState, Health, SourceKind, HISTORY_WINDOW_MS};
 use leptos::prelude::*;
 
@@ -32,6 +36,13 @@ pub fn DashboardPage() -> impl IntoView {
 #[component]
 fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
     let fleet = RwSignal::new(snapshot);
+    // Who holds each card now and who is next: loaded in the browser, whose clock and zone
+    // the times are shown in (anonymous viewers of an open dashboard do not get bookings).
+    let bookings = Remote::<Vec<Booking>>::new(format!(
+        "/api/v1/bookings?from={}&to={}",
+        query_time(now()),
+        query_time(now() + chrono::Duration::days(7))
+    ));
     let status = RwSignal::new(LinkStatus::Connecting);
     #[cfg(feature = "hydrate")]
     Effect::new(move |started: Option<()>| {
@@ -66,7 +77,7 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
             <Summary fleet />
             <section class="gpu-grid">
                 <For each=keys key=|k| k.clone() let:key>
-                    <GpuCard fleet node=key.0 uuid=key.1 />
+                    <GpuCard fleet bookings node=key.0 uuid=key.1 />
                 </For>
             </section>
         </main>
@@ -102,7 +113,46 @@ fn Summary(fleet: RwSignal<FleetSnapshot>) -> impl IntoView {
 }
 
 #[component]
-fn GpuCard(fleet: RwSignal<FleetSnapshot>, node: String, uuid: String) -> impl IntoView {
+fn GpuCard(
+    fleet: RwSignal<FleetSnapshot>,
+    bookings: Remote<Vec<Booking>>,
+    node: String,
+    uuid: String,
+) -> impl IntoView {
+    let holder = {
+        let uuid = uuid.clone();
+        move || {
+            bookings.data.with(|data| {
+                let list = data.as_ref()?.as_ref().ok()?;
+                let offset = local_offset();
+                let (holder, next) = holder_and_next(list, &uuid, now());
+                let next_text = next
+                    .map(|b| format!("next: {} {}", b.display_name, short_time(b.start, offset)));
+                let text = match holder {
+                    Some(b) => format!(
+                        "Booked by {} until {}{}",
+                        b.display_name,
+                        short_time(b.end, offset),
+                        next_text.map(|n| format!(" · {n}")).unwrap_or_default()
+                    ),
+                    None => match next_text {
+                        Some(n) => format!("Free · {n}"),
+                        None => "Free · no bookings in the next 7 days".into(),
+                    },
+                };
+                let color = holder.map(|b| user_color(&b.username));
+                Some(view! {
+                    <p class="holder" class:held=holder.is_some() data-testid="holder">
+                        <span
+                            class="dot"
+                            style=color.map(|c| format!("background:{c}")).unwrap_or_default()
+                        ></span>
+                        {text}
+                    </p>
+                })
+            })
+        }
+    };
     let gpu: Memo<Option<GpuState>> = {
         let (node, uuid) = (node.clone(), uuid.clone());
         Memo::new(move |_| fleet.with(|f| f.gpu(&node, &uuid).cloned()))
@@ -169,6 +219,7 @@ fn GpuCard(fleet: RwSignal<FleetSnapshot>, node: String, uuid: String) -> impl I
                 " · "
                 <span title="node">{field(|g| g.info.node.clone())}</span>
             </p>
+            {holder}
             {move || reason().map(|r| view! { <p class="health-error">{r}</p> })}
             <div class="charts">
                 <TimeSeriesChart

@@ -1,6 +1,8 @@
 //! One module per page.
 pub mod account;
 pub mod admin;
+pub mod calendar;
 pub mod dashboard;
 pub mod login;
 pub mod not_found;
+pub mod quotas;

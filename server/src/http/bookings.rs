@@ -1,6 +1,6 @@
 //! Bookings over HTTP: `POST|GET /api/v1/bookings`, `GET|PATCH|DELETE /api/v1/bookings/{id}`;
 //! admin: `GET|PUT /api/v1/quotas`, `GET /api/v1/quotas/use`, `POST /api/v1/maintenance`,
-//! `DELETE /api/v1/maintenance/{id}`; everyone: `GET /api/v1/maintenance`.
+//! `DELETE /api/v1/maintenance/{id}`; everyone: `GET /api/v1/maintenance`, `GET /api/v1/me/quota`.
 
 use super::auth::{AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
@@ -26,6 +26,7 @@ pub fn routes() -> Routes {
         )
         .route("/api/v1/quotas", get(quotas).put(set_quotas))
         .route("/api/v1/quotas/use", get(quota_use))
+        .route("/api/v1/me/quota", get(my_quota))
         .route(
             "/api/v1/maintenance",
             post(add_maintenance).get(maintenance),
@@ -216,6 +217,21 @@ async fn quota_use(
     _: AdminUser,
 ) -> Result<Json<Vec<QuotaUse>>, ApiError> {
     Ok(Json(state.store.quota_use(Utc::now()).await?))
+}
+
+/// The caller's own limits and use, for the booking confirmation.
+async fn my_quota(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+) -> Result<Json<QuotaUse>, ApiError> {
+    state
+        .store
+        .quota_use(Utc::now())
+        .await?
+        .into_iter()
+        .find(|u| u.kind == "user" && u.name == user.username)
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound("no quota record for you".into()))
 }
 
 async fn add_maintenance(

@@ -1,0 +1,221 @@
+//! The geometry and words of the booking calendar, as plain functions: which instants a view
+//! shows, where a booking's bar goes, which slot a dragged selection means, what a booking
+//! does to a quota, and each user's color. The page only wires these to the DOM.
+
+use crate::model::booking::{Booking, Quota, QuotaUse};
+use chrono::{DateTime, Duration, FixedOffset, NaiveDate, TimeZone, Utc};
+
+/// What the calendar shows: `cells` columns of `cell` each, from `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub start: DateTime<Utc>,
+    pub cell: Duration,
+    pub cells: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Span {
+    Day,
+    Week,
+}
+
+impl View {
+    /// The day or week (from Monday) containing `date`, in the viewer's `offset`: one-hour
+    /// cells for a day, three-hour cells for a week.
+    pub fn of(span: Span, date: NaiveDate, offset: FixedOffset) -> Self {
+        use chrono::Datelike;
+        let first = match span {
+            Span::Day => date,
+            Span::Week => date - Duration::days(date.weekday().num_days_from_monday() as i64),
+        };
+        let midnight = offset
+            .from_local_datetime(&first.and_hms_opt(0, 0, 0).unwrap_or_default())
+            .single()
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default();
+        match span {
+            Span::Day => View {
+                start: midnight,
+                cell: Duration::hours(1),
+                cells: 24,
+            },
+            Span::Week => View {
+                start: midnight,
+                cell: Duration::hours(3),
+                cells: 56,
+            },
+        }
+    }
+
+    pub fn end(&self) -> DateTime<Utc> {
+        self.start + self.cell * self.cells as i32
+    }
+
+    pub fn cell_start(&self, i: usize) -> DateTime<Utc> {
+        self.start + self.cell * i as i32
+    }
+
+    /// Where `[start, end)` lies across the view, as percentages of its width (left, width),
+    /// clipped to the view; `None` when it is outside.
+    pub fn bar(&self, start: DateTime<Utc>, end: DateTime<Utc>) -> Option<(f64, f64)> {
+        let (from, to) = (start.max(self.start), end.min(self.end()));
+        if to <= from {
+            return None;
+        }
+        let total = (self.end() - self.start).num_milliseconds() as f64;
+        let left = (from - self.start).num_milliseconds() as f64 / total * 100.0;
+        let width = (to - from).num_milliseconds() as f64 / total * 100.0;
+        Some((left, width))
+    }
+
+    /// The slot a drag from cell `a` to cell `b` (either order, inclusive) selects.
+    pub fn selection(&self, a: usize, b: usize) -> (DateTime<Utc>, DateTime<Utc>) {
+        let (first, last) = (a.min(b), a.max(b).min(self.cells.saturating_sub(1)));
+        (self.cell_start(first), self.cell_start(last + 1))
+    }
+}
+
+/// A steady color for a user, from their name: the same person is the same color everywhere.
+pub fn user_color(username: &str) -> String {
+    let hash = username.bytes().fold(2166136261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16777619)
+    });
+    format!("hsl({} 65% 45%)", hash % 360)
+}
+
+/// "Tue 14:00" in the viewer's offset.
+pub fn short_time(t: DateTime<Utc>, offset: FixedOffset) -> String {
+    t.with_timezone(&offset).format("%a %H:%M").to_string()
+}
+
+/// "Tue 1 Dec 14:00" in the viewer's offset.
+pub fn long_time(t: DateTime<Utc>, offset: FixedOffset) -> String {
+    t.with_timezone(&offset)
+        .format("%a %-d %b %H:%M")
+        .to_string()
+}
+
+/// What a booking of `gpus` cards for `hours` does to the booker's quota, in words: the
+/// GPU-hours it uses against the weekly limit, and the cards against the limit at any instant.
+pub fn quota_impact(gpus: u32, hours: f64, usage: Option<&QuotaUse>) -> String {
+    let gpu_hours = f64::from(gpus) * hours;
+    let Some(usage) = usage else {
+        return format!("{gpu_hours:.1} GPU-hours.");
+    };
+    let Quota {
+        max_gpus,
+        gpu_hours_per_week,
+        ..
+    } = &usage.limits;
+    let mut parts = Vec::new();
+    match gpu_hours_per_week {
+        Some(limit) => parts.push(format!(
+            "Uses {gpu_hours:.1} of your {limit} GPU-hours a week ({:.1} already booked in the next 7 days).",
+            usage.gpu_hours_week
+        )),
+        None => parts.push(format!("Uses {gpu_hours:.1} GPU-hours (no weekly limit).")),
+    }
+    if let Some(limit) = max_gpus {
+        parts.push(format!("{gpus} of the {limit} cards you may hold at once."));
+    }
+    parts.join(" ")
+}
+
+/// Who holds a card at `now`, and the next booking after that, for the dashboard.
+pub fn holder_and_next<'a>(
+    bookings: &'a [Booking],
+    uuid: &str,
+    now: DateTime<Utc>,
+) -> (Option<&'a Booking>, Option<&'a Booking>) {
+    let mut on_card: Vec<&Booking> = bookings
+        .iter()
+        .filter(|b| b.state.holds_cards() && b.end > now && b.gpus.iter().any(|g| g.uuid == uuid))
+        .collect();
+    on_card.sort_by_key(|b| b.start);
+    let holder = on_card.iter().find(|b| b.start <= now).copied();
+    let next = on_card.iter().find(|b| b.start > now).copied();
+    (holder, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_day_starts_at_local_midnight_and_a_week_on_monday() {
+        let berlin = FixedOffset::east_opt(3600).unwrap();
+        let date = NaiveDate::from_ymd_opt(2026, 12, 3).unwrap(); // a Thursday
+        let day = View::of(Span::Day, date, berlin);
+        assert_eq!(day.start, utc("2026-12-02T23:00:00Z"));
+        assert_eq!(day.end(), utc("2026-12-03T23:00:00Z"));
+        let week = View::of(Span::Week, date, berlin);
+        assert_eq!(week.start, utc("2026-11-29T23:00:00Z"));
+        assert_eq!(week.end(), utc("2026-12-06T23:00:00Z"));
+        assert_eq!(week.cells, 56);
+    }
+
+    #[test]
+    fn bars_are_placed_in_percent_and_clipped_to_the_view() {
+        let view = View::of(
+            Span::Day,
+            NaiveDate::from_ymd_opt(2026, 12, 3).unwrap(),
+            FixedOffset::east_opt(0).unwrap(),
+        );
+        assert_eq!(
+            view.bar(utc("2026-12-03T06:00:00Z"), utc("2026-12-03T12:00:00Z")),
+            Some((25.0, 25.0))
+        );
+        assert_eq!(
+            view.bar(utc("2026-12-02T20:00:00Z"), utc("2026-12-03T06:00:00Z")),
+            Some((0.0, 25.0))
+        );
+        assert_eq!(
+            view.bar(utc("2026-12-04T00:00:00Z"), utc("2026-12-04T06:00:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_drag_selects_whole_cells_in_either_direction() {
+        let view = View::of(
+            Span::Day,
+            NaiveDate::from_ymd_opt(2026, 12, 3).unwrap(),
+            FixedOffset::east_opt(0).unwrap(),
+        );
+        let expected = (utc("2026-12-03T09:00:00Z"), utc("2026-12-03T12:00:00Z"));
+        assert_eq!(view.selection(9, 11), expected);
+        assert_eq!(view.selection(11, 9), expected);
+        assert_eq!(view.selection(23, 99).1, view.end());
+    }
+
+    #[test]
+    fn quota_impact_says_what_the_booking_uses_of_the_limits() {
+        let usage = QuotaUse {
+            kind: "user".into(),
+            name: "ada".into(),
+            limits: Quota {
+                max_gpus: Some(4),
+                gpu_hours_per_week: Some(40.0),
+                ..Quota::default()
+            },
+            gpus_now: 0,
+            gpu_hours_week: 8.0,
+            upcoming: 1,
+        };
+        assert_eq!(
+            quota_impact(2, 8.0, Some(&usage)),
+            "Uses 16.0 of your 40 GPU-hours a week (8.0 already booked in the next 7 days). 2 of the 4 cards you may hold at once."
+        );
+        assert_eq!(quota_impact(1, 1.5, None), "1.5 GPU-hours.");
+    }
+
+    #[test]
+    fn users_keep_one_color() {
+        assert_eq!(user_color("ada"), user_color("ada"));
+        assert_ne!(user_color("ada"), user_color("bob"));
+    }
+}

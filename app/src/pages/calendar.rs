@@ -1,0 +1,446 @@
+//! `/calendar`: GPUs as rows, time as columns (a day or a week), everyone's bookings drawn in
+//! their color, maintenance hatched, a line at now. Drag across free cells to choose cards ×
+//! time, confirm with the quota impact shown, and manage your own bookings below.
+//!
+//! Local times need the viewer's time zone, so the calendar renders in the browser only.
+
+use crate::calendar::{long_time, quota_impact, short_time, user_color, Span, View};
+use crate::components::clock::{local_offset, now, query_time};
+use crate::components::remote::{render_remote, Remote};
+use crate::components::topbar::TopBar;
+use crate::model::account::User;
+use crate::model::booking::{
+    Booking, BookingState, CreateBooking, ExtendBooking, MaintenanceBlock, QuotaUse,
+};
+use crate::model::GpuState;
+use crate::rest::{self, Method};
+use chrono::{Duration, FixedOffset};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+#[component]
+pub fn CalendarPage() -> impl IntoView {
+    let mounted = RwSignal::new(false);
+    Effect::new(move |_| mounted.set(true));
+    view! {
+        <TopBar />
+        <main class="page">
+            <Show
+                when=move || mounted.get()
+                fallback=|| view! { <p class="muted">"Loading the calendar…"</p> }
+            >
+                <Calendar />
+            </Show>
+        </main>
+    }
+    .into_any()
+}
+
+/// A dragged (or dragging) choice of rows × cells.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Selection {
+    rows: (usize, usize),
+    cells: (usize, usize),
+}
+
+impl Selection {
+    fn contains(&self, row: usize, cell: usize) -> bool {
+        let (r0, r1) = (self.rows.0.min(self.rows.1), self.rows.0.max(self.rows.1));
+        let (c0, c1) = (
+            self.cells.0.min(self.cells.1),
+            self.cells.0.max(self.cells.1),
+        );
+        (r0..=r1).contains(&row) && (c0..=c1).contains(&cell)
+    }
+}
+
+#[component]
+fn Calendar() -> impl IntoView {
+    let offset = local_offset();
+    let span = RwSignal::new(Span::Day);
+    let date = RwSignal::new(now().with_timezone(&offset).date_naive());
+    let view = Memo::new(move |_| View::of(span.get(), date.get(), offset));
+    let range = move |v: View| {
+        format!(
+            "/api/v1/bookings?from={}&to={}",
+            query_time(v.start),
+            query_time(v.end())
+        )
+    };
+    let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
+    let bookings = Remote::<Vec<Booking>>::new(range(view.get_untracked()));
+    let maintenance = Remote::<Vec<MaintenanceBlock>>::new("/api/v1/maintenance");
+    let me = Remote::<User>::new("/api/v1/me");
+    let my_quota = Remote::<QuotaUse>::new("/api/v1/me/quota");
+    let mine = Remote::<Vec<Booking>>::new(format!("/api/v1/bookings?from={}", query_time(now())));
+    Effect::new(move |previous: Option<View>| {
+        let v = view.get();
+        if previous.is_some_and(|p| p != v) {
+            bookings.load(range(v));
+        }
+        v
+    });
+    let changed = move || {
+        bookings.reload();
+        my_quota.reload();
+        mine.load(format!("/api/v1/bookings?from={}", query_time(now())));
+    };
+
+    let selection = RwSignal::new(None::<Selection>);
+    let dragging = RwSignal::new(false);
+    #[cfg(feature = "hydrate")]
+    {
+        let handle = window_event_listener(leptos::ev::mouseup, move |_| dragging.set(false));
+        on_cleanup(move || handle.remove());
+    }
+
+    let step = move |forward: bool| {
+        let days = match span.get_untracked() {
+            Span::Day => 1,
+            Span::Week => 7,
+        };
+        date.update(|d| *d += Duration::days(if forward { days } else { -days }));
+        selection.set(None);
+    };
+    let title = move || {
+        let v = view.get();
+        let first = v.start.with_timezone(&offset);
+        match span.get() {
+            Span::Day => first.format("%A %-d %B %Y").to_string(),
+            Span::Week => format!(
+                "Week of {} – {}",
+                first.format("%-d %b"),
+                (v.end() - Duration::seconds(1))
+                    .with_timezone(&offset)
+                    .format("%-d %b %Y")
+            ),
+        }
+    };
+
+    view! {
+        <div class="cal-controls">
+            <h2>{title}</h2>
+            <div class="segmented">
+                <button class:active=move || span.get() == Span::Day on:click=move |_| span.set(Span::Day)>"Day"</button>
+                <button class:active=move || span.get() == Span::Week on:click=move |_| span.set(Span::Week)>"Week"</button>
+            </div>
+            <div class="segmented">
+                <button on:click=move |_| step(false) aria-label="Earlier">"‹"</button>
+                <button on:click=move |_| { date.set(now().with_timezone(&offset).date_naive()); selection.set(None); }>"Today"</button>
+                <button on:click=move |_| step(true) aria-label="Later">"›"</button>
+            </div>
+            <span class="muted">{format!("Times in your zone (UTC{})", offset)}</span>
+        </div>
+        <p class="muted">"Drag across free cells to choose cards and time, then confirm."</p>
+        {render_remote(gpus, "the GPUs", move |list: &Vec<GpuState>| {
+            let mut rows: Vec<GpuState> = list.clone();
+            rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
+            view! { <Grid rows view bookings maintenance selection dragging offset /> }
+        })}
+        <Confirm selection view gpus my_quota offset on_done=changed />
+        <MyBookings mine me offset on_done=changed />
+    }
+    .into_any()
+}
+
+#[component]
+fn Grid(
+    rows: Vec<GpuState>,
+    view: Memo<View>,
+    bookings: Remote<Vec<Booking>>,
+    maintenance: Remote<Vec<MaintenanceBlock>>,
+    selection: RwSignal<Option<Selection>>,
+    dragging: RwSignal<bool>,
+    offset: FixedOffset,
+) -> impl IntoView {
+    let header = move || {
+        let v = view.get();
+        let every = if v.cells > 24 { 8 } else { 3 };
+        (0..v.cells)
+            .map(|i| {
+                let label = (i % every == 0).then(|| {
+                    let t = v.cell_start(i).with_timezone(&offset);
+                    if v.cells > 24 {
+                        t.format("%a %-d").to_string()
+                    } else {
+                        t.format("%H:%M").to_string()
+                    }
+                });
+                view! { <div class="cal-time">{label}</div> }
+            })
+            .collect_view()
+    };
+    let rows_view = rows
+        .into_iter()
+        .enumerate()
+        .map(|(row, gpu)| {
+            let uuid = gpu.info.uuid.clone();
+            let cells = move || {
+                (0..view.get().cells)
+                    .map(|cell| {
+                        view! {
+                            <div
+                                class="cal-cell"
+                                data-cell=cell
+                                class:selected=move || selection.get().is_some_and(|s| s.contains(row, cell))
+                                on:mousedown=move |ev| {
+                                    ev.prevent_default();
+                                    dragging.set(true);
+                                    selection.set(Some(Selection { rows: (row, row), cells: (cell, cell) }));
+                                }
+                                on:mouseenter=move |_| {
+                                    if dragging.get_untracked() {
+                                        selection.update(|s| if let Some(s) = s {
+                                            s.rows.1 = row;
+                                            s.cells.1 = cell;
+                                        });
+                                    }
+                                }
+                                on:mouseup=move |_| dragging.set(false)
+                            ></div>
+                        }
+                    })
+                    .collect_view()
+            };
+            let bars = {
+                let uuid = uuid.clone();
+                move || {
+                    let v = view.get();
+                    let list = bookings.data.get().and_then(Result::ok).unwrap_or_default();
+                    list.into_iter()
+                        .filter(|b| b.state.holds_cards() || b.state == BookingState::Ended || b.state == BookingState::Released)
+                        .filter(|b| b.gpus.iter().any(|g| g.uuid == uuid))
+                        .filter_map(|b| {
+                            let (left, width) = v.bar(b.start, b.end)?;
+                            let title = format!(
+                                "{} · {} – {}{}",
+                                b.display_name,
+                                long_time(b.start, offset),
+                                short_time(b.end, offset),
+                                if b.note.is_empty() { String::new() } else { format!(" · {}", b.note) }
+                            );
+                            Some(view! {
+                                <div
+                                    class="cal-bar"
+                                    data-booking=b.id
+                                    style=format!("left:{left:.3}%;width:{width:.3}%;background:{}", user_color(&b.username))
+                                    title=title
+                                >
+                                    {b.display_name.clone()}
+                                </div>
+                            })
+                        })
+                        .collect_view()
+                }
+            };
+            let blocks = {
+                let uuid = uuid.clone();
+                move || {
+                    let v = view.get();
+                    let list = maintenance.data.get().and_then(Result::ok).unwrap_or_default();
+                    list.into_iter()
+                        .filter(|m| m.gpus.iter().any(|g| g.uuid == uuid))
+                        .filter_map(|m| {
+                            let (left, width) = v.bar(m.start, m.end)?;
+                            Some(view! {
+                                <div class="cal-maint" style=format!("left:{left:.3}%;width:{width:.3}%") title=format!("Maintenance: {}", m.reason)>
+                                    "maintenance"
+                                </div>
+                            })
+                        })
+                        .collect_view()
+                }
+            };
+            let now_line = move || {
+                let t = now();
+                view.get().bar(t, t + Duration::seconds(1)).map(|(left, _)| {
+                    view! { <div class="cal-now" style=format!("left:{left:.3}%")></div> }
+                })
+            };
+            view! {
+                <div class="cal-row" data-uuid=uuid.clone()>
+                    <div class="cal-gpu">
+                        <strong>{format!("GPU {}", gpu.info.index)}</strong>
+                        <span class="muted">{gpu.info.node.clone()}</span>
+                    </div>
+                    <div class="cal-track">
+                        <div class="cal-cells">{cells}</div>
+                        {bars}
+                        {blocks}
+                        {now_line}
+                    </div>
+                </div>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="cal" style=move || format!("--cells:{}", view.get().cells) data-testid="calendar">
+            <div class="cal-row cal-head">
+                <div class="cal-gpu"></div>
+                <div class="cal-track cal-times">{header}</div>
+            </div>
+            {rows_view}
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn Confirm(
+    selection: RwSignal<Option<Selection>>,
+    view: Memo<View>,
+    gpus: Remote<Vec<GpuState>>,
+    my_quota: Remote<QuotaUse>,
+    offset: FixedOffset,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let note = RwSignal::new(String::new());
+    // The request the selection means: its cards (in row order) and slot. A slot whose first
+    // cell holds "now" starts now.
+    let request = Memo::new(move |_| {
+        let s = selection.get()?;
+        let mut rows = gpus.data.get().and_then(Result::ok)?;
+        rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
+        let (r0, r1) = (s.rows.0.min(s.rows.1), s.rows.0.max(s.rows.1));
+        let chosen: Vec<(String, String)> = rows
+            .get(r0..=r1.min(rows.len().saturating_sub(1)))?
+            .iter()
+            .map(|g| (g.info.uuid.clone(), format!("GPU {}", g.info.index)))
+            .collect();
+        let (mut start, end) = view.get().selection(s.cells.0, s.cells.1);
+        let t = now();
+        if start < t && t < end {
+            start = t;
+        }
+        Some((chosen, start, end))
+    });
+    let book = move |_| {
+        let Some((cards, start, end)) = request.get_untracked() else {
+            return;
+        };
+        let body = CreateBooking {
+            gpus: Some(cards.into_iter().map(|(uuid, _)| uuid).collect()),
+            count: None,
+            start,
+            end,
+            note: note.get_untracked(),
+            user: None,
+        };
+        spawn_local(async move {
+            match rest::send::<_, Booking>(Method::Post, "/api/v1/bookings", &body).await {
+                Ok(_) => {
+                    error.set(None);
+                    note.set(String::new());
+                    selection.set(None);
+                    on_done();
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    move || {
+        request.get().map(|(cards, start, end)| {
+            let hours = (end - start).num_minutes() as f64 / 60.0;
+            let names: Vec<String> = cards.iter().map(|(_, n)| n.clone()).collect();
+            let impact = my_quota.data.with(|q| quota_impact(cards.len() as u32, hours, q.as_ref().and_then(|q| q.as_ref().ok())));
+            view! {
+                <section class="panel confirm" data-testid="confirm">
+                    <h3>"Book these cards?"</h3>
+                    <p>
+                        <strong>{names.join(", ")}</strong>
+                        {format!(" from {} to {} ({hours:.1} h)", long_time(start, offset), long_time(end, offset))}
+                    </p>
+                    <p class="muted" data-testid="quota-impact">{impact}</p>
+                    <div class="inline">
+                        <input
+                            name="note"
+                            placeholder="Note (optional): what it is for"
+                            maxlength="1000"
+                            prop:value=move || note.get()
+                            on:input=move |ev| note.set(event_target_value(&ev))
+                        />
+                        <button type="submit" on:click=book>"Book"</button>
+                        <button on:click=move |_| { selection.set(None); error.set(None); }>"Cancel"</button>
+                    </div>
+                    {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+                </section>
+            }
+        })
+    }
+}
+
+#[component]
+fn MyBookings(
+    mine: Remote<Vec<Booking>>,
+    me: Remote<User>,
+    offset: FixedOffset,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let act = move |method: Method, id: i64, body: Option<ExtendBooking>| {
+        spawn_local(async move {
+            let url = format!("/api/v1/bookings/{id}");
+            let result = match &body {
+                Some(body) => rest::send::<_, Booking>(method, &url, body).await,
+                None => rest::send::<(), Booking>(method, &url, &()).await,
+            };
+            match result {
+                Ok(_) => {
+                    error.set(None);
+                    on_done();
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    view! {
+        <section class="panel" data-testid="my-bookings">
+            <h3>"My bookings"</h3>
+            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {render_remote(mine, "your bookings", move |list: &Vec<Booking>| {
+                let my_id = me.data.with(|m| m.as_ref().and_then(|m| m.as_ref().ok()).map(|m| m.id));
+                let rows: Vec<Booking> = list
+                    .iter()
+                    .filter(|b| Some(b.user_id) == my_id && b.state.holds_cards())
+                    .cloned()
+                    .collect();
+                if rows.is_empty() {
+                    return view! { <p class="muted">"No upcoming or active bookings."</p> }.into_any();
+                }
+                let rows = rows
+                    .into_iter()
+                    .map(|b| {
+                        let id = b.id;
+                        let end = b.end;
+                        let cards = b.gpus.iter().map(|g| g.uuid.chars().take(12).collect::<String>()).collect::<Vec<_>>().join(", ");
+                        let (label, withdraw) = match b.state {
+                            BookingState::Active => ("active", "Release"),
+                            _ => ("upcoming", "Cancel"),
+                        };
+                        view! {
+                            <tr data-booking=id>
+                                <td>{format!("{} – {}", long_time(b.start, offset), long_time(b.end, offset))}</td>
+                                <td class="ids">{cards}</td>
+                                <td>{label}</td>
+                                <td>{b.note.clone()}</td>
+                                <td class="actions">
+                                    <button on:click=move |_| act(Method::Patch, id, Some(ExtendBooking { end: end + Duration::hours(1) }))>"+1 h"</button>
+                                    <button class="danger" on:click=move |_| act(Method::Delete, id, None)>{withdraw}</button>
+                                </td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <table class="list">
+                        <thead><tr><th>"When"</th><th>"Cards"</th><th>"State"</th><th>"Note"</th><th></th></tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+                    .into_any()
+            })}
+        </section>
+    }
+    .into_any()
+}

@@ -1,0 +1,308 @@
+//! The quota part of `/admin`: edit the default, group and user limits, and see each user's
+//! and group's current use against them.
+
+use crate::components::remote::{render_remote, Remote};
+use crate::model::booking::{Quota, QuotaUse, Quotas};
+use crate::rest::{self, Method};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+/// Field names of a quota row, in table order, with their column titles.
+pub const FIELDS: [(&str, &str); 5] = [
+    ("max_gpus", "GPUs at once"),
+    ("gpu_hours_per_week", "GPU-hours / 7 days"),
+    ("max_booking_hours", "Longest booking (h)"),
+    ("max_days_ahead", "Days ahead"),
+    ("max_upcoming", "Upcoming bookings"),
+];
+
+/// One editable line: a scope (`default`, `group`, `user`), its name, and each limit as typed
+/// (empty: no limit here).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaRow {
+    pub scope: String,
+    pub name: String,
+    pub fields: [String; 5],
+}
+
+fn text<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn row(scope: &str, name: &str, q: &Quota) -> QuotaRow {
+    QuotaRow {
+        scope: scope.into(),
+        name: name.into(),
+        fields: [
+            text(q.max_gpus),
+            text(q.gpu_hours_per_week),
+            text(q.max_booking_hours),
+            text(q.max_days_ahead),
+            text(q.max_upcoming),
+        ],
+    }
+}
+
+pub fn quota_rows(quotas: &Quotas) -> Vec<QuotaRow> {
+    let mut rows = vec![row("default", "", &quotas.default)];
+    rows.extend(quotas.groups.iter().map(|(g, q)| row("group", g, q)));
+    rows.extend(quotas.users.iter().map(|(u, q)| row("user", u, q)));
+    rows
+}
+
+/// The quotas the rows say, or which field could not be read.
+pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
+    let mut quotas = Quotas::default();
+    for r in rows {
+        let who = if r.scope == "default" {
+            "the default".to_string()
+        } else {
+            format!("{} {}", r.scope, r.name)
+        };
+        let whole = |i: usize| -> Result<Option<u32>, String> {
+            let t = r.fields[i].trim();
+            if t.is_empty() {
+                return Ok(None);
+            }
+            t.parse()
+                .map(Some)
+                .map_err(|_| format!("{who}: {} must be a whole number", FIELDS[i].1))
+        };
+        let real = |i: usize| -> Result<Option<f64>, String> {
+            let t = r.fields[i].trim();
+            if t.is_empty() {
+                return Ok(None);
+            }
+            match t.parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+                _ => Err(format!("{who}: {} must be a number ≥ 0", FIELDS[i].1)),
+            }
+        };
+        let quota = Quota {
+            max_gpus: whole(0)?,
+            gpu_hours_per_week: real(1)?,
+            max_booking_hours: real(2)?,
+            max_days_ahead: real(3)?,
+            max_upcoming: whole(4)?,
+        };
+        let name = r.name.trim().to_string();
+        match r.scope.as_str() {
+            "default" => quotas.default = quota,
+            _ if name.is_empty() => return Err(format!("a {} override needs a name", r.scope)),
+            "group" => {
+                quotas.groups.insert(name, quota);
+            }
+            _ => {
+                quotas.users.insert(name, quota);
+            }
+        }
+    }
+    Ok(quotas)
+}
+
+fn of(used: String, limit: Option<String>) -> String {
+    match limit {
+        Some(limit) => format!("{used} / {limit}"),
+        None => used,
+    }
+}
+
+#[component]
+pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let quotas = Remote::<Quotas>::new("/api/v1/quotas");
+    let uses = Remote::<Vec<QuotaUse>>::new("/api/v1/quotas/use");
+    let rows = RwSignal::new(Vec::<QuotaRow>::new());
+    Effect::new(move |_| {
+        if let Some(Ok(q)) = quotas.data.get() {
+            rows.set(quota_rows(&q));
+        }
+    });
+    let error = RwSignal::new(None::<String>);
+    let notice = RwSignal::new(None::<String>);
+    let new_scope = RwSignal::new("user".to_string());
+    let new_name = RwSignal::new(String::new());
+    let save = move |_| {
+        let wanted = match rows_to_quotas(&rows.get_untracked()) {
+            Ok(q) => q,
+            Err(message) => {
+                error.set(Some(message));
+                return;
+            }
+        };
+        spawn_local(async move {
+            match rest::send::<_, Quotas>(Method::Put, "/api/v1/quotas", &wanted).await {
+                Ok(_) => {
+                    error.set(None);
+                    notice.set(Some("Quotas saved.".into()));
+                    quotas.reload();
+                    uses.reload();
+                    on_done();
+                }
+                Err(message) => {
+                    notice.set(None);
+                    error.set(Some(message));
+                }
+            }
+        });
+    };
+    let add = move |_| {
+        let name = new_name.get_untracked().trim().to_string();
+        if name.is_empty() {
+            return;
+        }
+        rows.update(|r| {
+            r.push(QuotaRow {
+                scope: new_scope.get_untracked(),
+                name,
+                fields: Default::default(),
+            })
+        });
+        new_name.set(String::new());
+    };
+    let editor = move || {
+        rows.get()
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let inputs = (0..5)
+                    .map(|j| {
+                        view! {
+                            <td>
+                                <input
+                                    class="num"
+                                    name=format!("{}-{}-{}", r.scope, r.name, FIELDS[j].0)
+                                    placeholder="—"
+                                    prop:value=r.fields[j].clone()
+                                    on:change=move |ev| {
+                                        let value = event_target_value(&ev);
+                                        rows.update(|rows| if let Some(row) = rows.get_mut(i) {
+                                            row.fields[j] = value;
+                                        });
+                                    }
+                                />
+                            </td>
+                        }
+                    })
+                    .collect_view();
+                let label = if r.scope == "default" {
+                    "Default (everyone)".to_string()
+                } else {
+                    format!("{} {}", r.scope, r.name)
+                };
+                let removable = r.scope != "default";
+                view! {
+                    <tr>
+                        <td class="nowrap">{label}</td>
+                        {inputs}
+                        <td class="actions">
+                            <Show when=move || removable>
+                                <button on:click=move |_| rows.update(|rows| { rows.remove(i); })>"Remove"</button>
+                            </Show>
+                        </td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    view! {
+        <section class="panel" data-testid="quotas">
+            <h3>"Quotas"</h3>
+            <p class="muted">
+                "Empty means no limit at that level. A user's own value wins over the default; for the length of one booking and how far ahead, the strictest of the user's groups comes before the default; a group's GPUs, GPU-hours and upcoming bookings bound the sum over its members."
+            </p>
+            <table class="list quota-editor">
+                <thead>
+                    <tr>
+                        <th>"Applies to"</th>
+                        {FIELDS.iter().map(|(_, title)| view! { <th>{*title}</th> }).collect_view()}
+                        <th></th>
+                    </tr>
+                </thead>
+                <tbody>{editor}</tbody>
+            </table>
+            <div class="inline">
+                <select on:change=move |ev| new_scope.set(event_target_value(&ev))>
+                    <option value="user" selected>"user"</option>
+                    <option value="group">"group"</option>
+                </select>
+                <input
+                    placeholder="username or group name"
+                    prop:value=move || new_name.get()
+                    on:input=move |ev| new_name.set(event_target_value(&ev))
+                />
+                <button on:click=add>"Add override"</button>
+                <button type="submit" on:click=save>"Save quotas"</button>
+            </div>
+            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || notice.get().map(|m| view! { <p class="notice" role="status">{m}</p> })}
+            <h3>"Use now"</h3>
+            {render_remote(uses, "quota use", |list: &Vec<QuotaUse>| {
+                let rows = list
+                    .iter()
+                    .map(|u| {
+                        view! {
+                            <tr>
+                                <td>{format!("{} {}", u.kind, u.name)}</td>
+                                <td>{of(u.gpus_now.to_string(), u.limits.max_gpus.map(|v| v.to_string()))}</td>
+                                <td>{of(format!("{:.1}", u.gpu_hours_week), u.limits.gpu_hours_per_week.map(|v| v.to_string()))}</td>
+                                <td>{of(u.upcoming.to_string(), u.limits.max_upcoming.map(|v| v.to_string()))}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <table class="list">
+                        <thead><tr><th>"Who"</th><th>"GPUs held now"</th><th>"GPU-hours, next 7 days"</th><th>"Upcoming bookings"</th></tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+            })}
+        </section>
+    }
+    .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn quotas_survive_the_round_trip_through_the_editor() {
+        let quotas = Quotas {
+            default: Quota {
+                max_gpus: Some(4),
+                gpu_hours_per_week: Some(40.5),
+                ..Quota::default()
+            },
+            groups: BTreeMap::from([(
+                "vision".into(),
+                Quota {
+                    max_gpus: Some(8),
+                    ..Quota::default()
+                },
+            )]),
+            users: BTreeMap::from([(
+                "ada".into(),
+                Quota {
+                    max_upcoming: Some(3),
+                    ..Quota::default()
+                },
+            )]),
+        };
+        assert_eq!(rows_to_quotas(&quota_rows(&quotas)), Ok(quotas));
+    }
+
+    #[test]
+    fn unreadable_limits_are_named() {
+        let mut rows = quota_rows(&Quotas::default());
+        rows[0].fields[0] = "four".into();
+        assert_eq!(
+            rows_to_quotas(&rows),
+            Err("the default: GPUs at once must be a whole number".into())
+        );
+        rows[0].fields[0] = String::new();
+        rows[0].fields[1] = "-1".into();
+        assert!(rows_to_quotas(&rows).unwrap_err().contains("≥ 0"));
+    }
+}
