@@ -60,6 +60,7 @@ unit:
 browser: build
 	node tests/browser/dashboard.test.mjs
 	node tests/browser/accounts.test.mjs
+	node tests/browser/bookings.test.mjs
 
 bench: build
 	cargo build --release -p lanes-bench

@@ -1,0 +1,110 @@
+// Browser test of booking in Debian's headless Chromium, against the release build.
+//
+// An admin sets a weekly GPU-hours quota through the API. A member opens the calendar, moves
+// to tomorrow, drags across two cards × three hours, sees the quota impact, books, and sees
+// the booking on the calendar, in "My bookings" and on the dashboard cards. A second drag over
+// the same cells is refused inline with the conflict. Then the member cancels the booking and
+// the calendar is free again.
+
+import { rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import {
+  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, step,
+} from './lib.mjs';
+
+const dataDir = freshDataDir();
+addUser(dataDir, 'root', 'admin passphrase', ['--admin']);
+addUser(dataDir, 'ada', 'ada passphrase', ['--unix-user', 'ada', '--display-name', 'Ada']);
+const server = await startServer({ dataDir, gpus: 4 });
+const url = server.url;
+const browser = await launchBrowser();
+const failures = [];
+
+/** Drags with the mouse from one calendar cell to another. */
+async function drag(page, from, to) {
+  const box = async ([row, cell]) => page
+    .locator(`.cal-row:not(.cal-head)`).nth(row).locator(`.cal-cell[data-cell="${cell}"]`).boundingBox();
+  const a = await box(from);
+  const b = await box(to);
+  await page.mouse.move(a.x + a.width / 2, a.y + a.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(b.x + b.width / 2, b.y + b.height / 2, { steps: 8 });
+  await page.mouse.up();
+}
+
+try {
+  // The admin's quota: 40 GPU-hours a week for everyone.
+  const admin = await browser.newContext();
+  const login = await admin.request.post(url + '/api/v1/auth/login',
+    { data: { username: 'root', password: 'admin passphrase' } });
+  assert.equal(login.status(), 200);
+  const quota = await admin.request.put(url + '/api/v1/quotas',
+    { data: { default: { gpu_hours_per_week: 40 } } });
+  assert.equal(quota.status(), 200, await quota.text());
+  await admin.close();
+
+  const page = await watchedPage(browser, failures);
+  await logIn(page, url, 'ada', 'ada passphrase');
+  await page.click('nav >> text=Calendar');
+  await page.waitForURL(url + '/calendar');
+  await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').nth(3).waitFor();
+  assert.equal(await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').count(), 4);
+  step('the calendar shows a row per GPU');
+
+  await page.click('button[aria-label=Later]');
+  await drag(page, [0, 9], [1, 11]);
+  const confirm = page.locator('[data-testid=confirm]');
+  await confirm.waitFor();
+  assert.match(await confirm.textContent(), /GPU 0, GPU 1/);
+  assert.match(await confirm.textContent(), /3\.0 h/);
+  const impact = await page.locator('[data-testid=quota-impact]').textContent();
+  assert.match(impact, /Uses 6\.0 of your 40 GPU-hours a week/);
+  step('dragging across two cards × three hours asks to confirm, with the quota impact');
+
+  await confirm.locator('input[name=note]').fill('ablation run');
+  await confirm.locator('button:text("Book")').click();
+  await confirm.waitFor({ state: 'detached' });
+  const bars = page.locator('.cal-bar', { hasText: 'Ada' });
+  await bars.nth(1).waitFor();
+  assert.equal(await bars.count(), 2);
+  const mine = page.locator('[data-testid=my-bookings] tbody tr');
+  await mine.first().waitFor();
+  assert.equal(await mine.count(), 1);
+  assert.match(await mine.first().textContent(), /ablation run/);
+  step('the booking shows on the calendar and in My bookings');
+
+  // The same cells again: refused, with the reason next to the form.
+  await drag(page, [1, 10], [1, 10]);
+  await confirm.locator('button:text("Book")').click();
+  await page.getByRole('alert').filter({ hasText: 'already booked' }).waitFor();
+  await confirm.locator('button:text("Cancel")').click();
+  step('booking taken cells is refused inline');
+
+  const row0 = await page.locator('.cal-row:not(.cal-head)').nth(0).getAttribute('data-uuid');
+  await page.click('nav >> text=Dashboard');
+  await page.waitForURL(url + '/');
+  const holder = page.locator(`.gpu-card[data-uuid="${row0}"] [data-testid=holder]`);
+  await holder.filter({ hasText: 'next: Ada' }).waitFor();
+  step('the dashboard card says who books the card next');
+
+  await page.click('nav >> text=Calendar');
+  await page.waitForURL(url + '/calendar');
+  await page.click('button[aria-label=Later]');
+  await bars.nth(1).waitFor();
+  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
+  await page.locator('[data-testid=my-bookings] button:text("Cancel")').click();
+  await page.getByText('No upcoming or active bookings.').waitFor();
+  await bars.first().waitFor({ state: 'detached' });
+  assert.equal(await page.locator('.cal-bar').count(), 0);
+  step('cancelling frees the calendar');
+
+  const provoked = /Failed to load resource: the server responded with a status of 409/;
+  assert.equal(failures.filter((f) => provoked.test(f)).length, 1, failures.join('\n'));
+  assert.deepEqual(failures.filter((f) => !provoked.test(f)), [], 'no page errors');
+  step('no errors in the page');
+} finally {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+}
+console.log('bookings browser test passed');
