@@ -43,6 +43,13 @@ for n in 100 1000; do
 done
 echo
 
+echo "## Booking creation: sim:8, loopback, 32 concurrent clients"
+echo
+echo "| server | clients | bookings | per second | p50 ms | p99 ms | failures |"
+echo "|---|---|---|---|---|---|---|"
+"$BENCH" bookings --addr "$addr" --token "$token" --requests 4000 --concurrency 32
+echo
+
 echo "## Poll cost per GPU against raw NVML"
 echo
 if "$BENCH" poll --rounds 2000 2>/dev/null; then :; else

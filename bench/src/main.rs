@@ -5,6 +5,10 @@
 //!   makes, in the same process and run. Needs a driver (the device machine).
 //! - `fanout`: websocket fan-out of a running `lanes serve` to N clients on loopback: latency
 //!   from the tick's sample time to its receipt by each client, and the server's RSS.
+//! - `bookings`: booking creation throughput and latency on a running `lanes serve` against a
+//!   bare axum handler in the same run.
+
+mod bookings;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
@@ -43,6 +47,19 @@ enum Command {
         #[arg(long, env = "LANES_TOKEN")]
         token: String,
     },
+    /// Booking creation under concurrent load against a bare axum handler.
+    Bookings {
+        /// Server address (a running `lanes serve`, no quotas set).
+        #[arg(long)]
+        addr: String,
+        /// API token of the booking user.
+        #[arg(long, env = "LANES_TOKEN")]
+        token: String,
+        #[arg(long, default_value_t = 4000)]
+        requests: usize,
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+    },
 }
 
 fn main() {
@@ -57,6 +74,14 @@ fn main() {
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
             .block_on(fanout(&addr, pid, clients, seconds, &token)),
+        Command::Bookings {
+            addr,
+            token,
+            requests,
+            concurrency,
+        } => tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(bookings::run(&addr, &token, requests, concurrency)),
     }
 }
 

@@ -66,6 +66,7 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, BookingError> {
+        let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {
@@ -279,6 +280,7 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, BookingError> {
+        let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
         let Some(withdrawal) = rules::withdrawal(booking.state) else {
@@ -325,6 +327,7 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, BookingError> {
+        let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
         rules::check_extension(booking.state, booking.end, new_end)?;
@@ -390,6 +393,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("DELETE FROM quotas").execute(&mut *tx).await?;
         let mut rows = vec![("default", String::new(), &quotas.default)];
@@ -513,6 +517,7 @@ impl Store {
         if request.end <= request.start {
             return Err(rules::InvalidSlot::EndNotAfterStart.into());
         }
+        let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let cards = cards_by_uuid(&mut tx, &request.gpus).await?;
         let (bookings, maintenance, taken) =
@@ -571,6 +576,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
+        let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let deleted = sqlx::query("DELETE FROM maintenance WHERE id = ?1")
             .bind(id)
@@ -742,26 +748,30 @@ async fn check_quota(
     .bind(user_id)
     .fetch_all(&mut **tx)
     .await?;
-    // Everything that can matter: the 7 days around the request, and all upcoming bookings.
-    let since = ms(request.start.min(now) - quota::week());
-    let mine = holds(tx, &[user_id], since, replacing).await?;
     let names: Vec<String> = groups.iter().map(|(_, n)| n.clone()).collect();
     let limits = quota::personal_limits(&quotas, &username, &names);
+    let group_limits: Vec<(i64, &String, &Quota)> = groups
+        .iter()
+        .filter_map(|(id, name)| quotas.groups.get(name).map(|q| (*id, name, q)))
+        .filter(|(_, _, q)| **q != Quota::default())
+        .collect();
+    if limits == Quota::default() && group_limits.is_empty() {
+        // No limit applies: nothing to read.
+        return Ok(Ok(()));
+    }
+    // What can matter: holds within a week either side of the request, and the number of
+    // bookings not yet started.
+    let window = (request.start - quota::week(), request.end + quota::week());
+    let mine = holds(tx, &[user_id], window, replacing, now).await?;
     let mut group_holds = Vec::new();
-    for (group_id, name) in &groups {
-        let Some(group_limits) = quotas.groups.get(name) else {
-            continue;
-        };
+    for (group_id, name, group_limits) in group_limits {
         let members: Vec<i64> =
             sqlx::query_scalar("SELECT user_id FROM group_members WHERE group_id = ?1")
                 .bind(group_id)
                 .fetch_all(&mut **tx)
                 .await?;
-        group_holds.push((
-            name.clone(),
-            group_limits.clone(),
-            holds(tx, &members, since, replacing).await?,
-        ));
+        let held = holds(tx, &members, window, replacing, now).await?;
+        group_holds.push((name.clone(), group_limits.clone(), held));
     }
     let uses: Vec<GroupUse<'_>> = group_holds
         .iter()
@@ -774,23 +784,28 @@ async fn check_quota(
     Ok(quota::check(&limits, &mine, &uses, request, now))
 }
 
-/// Holds of `members` that end after `since`, leaving out booking `except`.
+/// Holds of `members` that overlap `window` or have not started by `now` (for the count of
+/// upcoming bookings), leaving out booking `except`.
 async fn holds(
     tx: &mut Tx<'_>,
     members: &[i64],
-    since: i64,
+    window: (DateTime<Utc>, DateTime<Utc>),
     except: Option<i64>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Hold>, BookingError> {
     let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
         "SELECT b.start_ms, b.end_ms, COUNT(*)
          FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
          WHERE b.user_id IN (SELECT value FROM json_each(?1)) AND b.status != 'cancelled'
-           AND b.end_ms > ?2 AND (?3 IS NULL OR b.id != ?3)
+           AND ((b.end_ms > ?2 AND b.start_ms < ?3) OR b.start_ms > ?5)
+           AND (?4 IS NULL OR b.id != ?4)
          GROUP BY b.id",
     )
     .bind(serde_json::to_string(members).unwrap_or_default())
-    .bind(since)
+    .bind(ms(window.0))
+    .bind(ms(window.1))
     .bind(except)
+    .bind(ms(now))
     .fetch_all(&mut **tx)
     .await?;
     Ok(rows

@@ -163,6 +163,12 @@ pub struct KnownGpu {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// Booking writes of this process take turns here before `BEGIN IMMEDIATE`. SQLite makes
+    /// a writer that finds the database locked sleep and retry (1, 2, 5… up to 100 ms), which
+    /// under concurrent load costs far more than the write; queueing in-process wakes the next
+    /// writer the moment the last one commits. `BEGIN IMMEDIATE` still guards against other
+    /// processes (`lanes user add`, later a second node).
+    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Store {
@@ -188,7 +194,10 @@ impl Store {
             .await
             .map_err(open_err)?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            writer: Default::default(),
+        })
     }
 
     /// Records that `node` has these cards now (first and last seen times, current index).
@@ -529,25 +538,25 @@ impl Store {
         token_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<User>, StoreError> {
-        let owner: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT id, user_id FROM api_tokens WHERE token_hash = ?1 AND revoked_at IS NULL",
+        let owner: Option<(i64, i64, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT id, user_id, last_used_at FROM api_tokens
+             WHERE token_hash = ?1 AND revoked_at IS NULL",
         )
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await?;
-        let Some((token_id, user_id)) = owner else {
+        let Some((token_id, user_id, last_used)) = owner else {
             return Ok(None);
         };
-        // As with sessions, a minute's precision spares a write on every request.
-        sqlx::query(
-            "UPDATE api_tokens SET last_used_at = ?2
-             WHERE id = ?1 AND (last_used_at IS NULL OR last_used_at < ?3)",
-        )
-        .bind(token_id)
-        .bind(now)
-        .bind(now - chrono::Duration::minutes(1))
-        .execute(&self.pool)
-        .await?;
+        // As with sessions, a minute's precision spares a write (and the database's write lock,
+        // which bookings contend for) on every request.
+        if last_used.is_none_or(|t| now - t > chrono::Duration::minutes(1)) {
+            sqlx::query("UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1")
+                .bind(token_id)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+        }
         self.enabled_user(user_id).await
     }
 
