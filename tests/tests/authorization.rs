@@ -84,6 +84,7 @@ fn matrix() -> Vec<Row> {
             None,
             [401, 400, 400, 400],
         ),
+        row(get.clone(), "/api/v1/me/quota", None, [401, 200, 200, 200]),
         row(get.clone(), "/api/v1/me", None, [401, 200, 200, 200]),
         row(
             post.clone(),

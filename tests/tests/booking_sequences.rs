@@ -5,7 +5,7 @@
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use lanes_app::model::booking::{Booking, BookingState, Quota, Quotas};
 use lanes_app::model::GpuInfo;
-use lanes_server::accounts::{NewUser, Role};
+use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::bookings::{CardChoice, NewBooking};
 use lanes_server::store::{AuditEntry, BookingFilter, Store};
 use proptest::prelude::*;
@@ -51,7 +51,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-async fn setup(dir: &std::path::Path, base: DateTime<Utc>) -> (Store, Vec<i64>, Vec<String>) {
+async fn setup(dir: &std::path::Path, base: DateTime<Utc>) -> (Store, Vec<User>, Vec<String>) {
     let store = Store::open(&format!("sqlite://{}", dir.join("lanes.db").display()))
         .await
         .unwrap();
@@ -76,7 +76,7 @@ async fn setup(dir: &std::path::Path, base: DateTime<Utc>) -> (Store, Vec<i64>, 
             role: Role::User,
         };
         let audit = AuditEntry::new(None, "user.create", name);
-        users.push(store.create_user(&new, "x", &audit, base).await.unwrap().id);
+        users.push(store.create_user(&new, "x", &audit, base).await.unwrap());
     }
     let quotas = Quotas {
         default: Quota {
@@ -164,7 +164,7 @@ async fn run(ops: Vec<Op>) -> Result<usize, String> {
                     .map(|i| uuids[i].clone())
                     .collect();
                 let new = NewBooking {
-                    owner_id: users[user],
+                    owner: users[user].clone(),
                     cards: if any {
                         CardChoice::Any(named.len() as u32)
                     } else {

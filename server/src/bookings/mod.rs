@@ -72,7 +72,7 @@ pub enum CardChoice {
 /// A booking to make, already authorized: `owner` is who it is for.
 #[derive(Clone, Debug)]
 pub struct NewBooking {
-    pub owner_id: i64,
+    pub owner: lanes_app::model::account::User,
     pub cards: CardChoice,
     pub start: chrono::DateTime<chrono::Utc>,
     pub end: chrono::DateTime<chrono::Utc>,

@@ -68,7 +68,7 @@ async fn create(
         }
     };
     let new = NewBooking {
-        owner_id: owner.id,
+        owner: owner.clone(),
         cards,
         start: request.start,
         end: request.end,

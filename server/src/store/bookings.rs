@@ -70,22 +70,15 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {
-                let cards = cards_by_uuid(&mut tx, uuids).await?;
-                let (bookings, maintenance, taken) =
-                    conflicts(&mut tx, &cards, new.start, new.end, None).await?;
-                if !taken.is_empty() {
-                    let names: Vec<String> = taken.iter().map(|g| g.uuid.clone()).collect();
-                    return Err(BookingError::Conflict {
-                        message: format!(
-                            "{} already booked or in maintenance for part of this slot",
-                            names.join(", ")
-                        ),
-                        gpus: taken,
-                        bookings,
-                        maintenance,
-                    });
+                let slot = cards_in_slot(&mut tx, uuids, (new.start, new.end), None).await?;
+                if !slot.taken.is_empty() {
+                    let names: Vec<String> = slot.taken.iter().map(|g| g.uuid.clone()).collect();
+                    return Err(slot.conflict(format!(
+                        "{} already booked or in maintenance for part of this slot",
+                        names.join(", ")
+                    )));
                 }
-                cards
+                slot.cards
             }
             CardChoice::Any(count) => {
                 let free = free_cards(&mut tx, new.start, new.end).await?;
@@ -119,7 +112,7 @@ impl Store {
             end: new.end,
             gpus: cards.len() as u32,
         };
-        let verdict = check_quota(&mut tx, new.owner_id, &request, None, now).await?;
+        let verdict = check_quota(&mut tx, new.owner.id, &request, None, now).await?;
         let audit = match verdict {
             Err(refusal) if new.enforce_quota => return Err(refusal.into()),
             Err(refusal) => {
@@ -132,7 +125,7 @@ impl Store {
             "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
         )
-        .bind(new.owner_id)
+        .bind(new.owner.id)
         .bind(ms(new.start))
         .bind(ms(new.end))
         .bind(&new.note)
@@ -140,24 +133,35 @@ impl Store {
         .bind(audit.actor_user_id)
         .fetch_one(&mut *tx)
         .await?;
-        for card in &cards {
-            sqlx::query(
-                "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .bind(id)
-            .bind(card.id)
-            .bind(ms(new.start))
-            .bind(ms(new.end))
-            .execute(&mut *tx)
-            .await?;
-        }
+        let card_ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
+        sqlx::query(
+            "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
+             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+        )
+        .bind(id)
+        .bind(ms(new.start))
+        .bind(ms(new.end))
+        .bind(serde_json::to_string(&card_ids).unwrap_or_default())
+        .execute(&mut *tx)
+        .await?;
         let audit = AuditEntry {
             target: format!("booking {id}"),
             ..audit
         };
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
-        self.booking(id, now).await?.ok_or(BookingError::NotFound)
+        Ok(Booking {
+            id,
+            user_id: new.owner.id,
+            username: new.owner.username.clone(),
+            display_name: new.owner.display_name.clone(),
+            gpus: cards.iter().map(CardRow::gpu).collect(),
+            start: new.start,
+            end: new.end,
+            note: new.note.clone(),
+            state: rules::state_at(new.start, new.end, false, false, now),
+            created_at: now,
+        })
     }
 
     /// One booking, with its state at `now`.
@@ -204,28 +208,37 @@ impl Store {
             status: String,
             created_at: DateTime<Utc>,
         }
-        let rows: Vec<Row> = sqlx::query_as(
+        // Built per call, so that each filter present can use its index.
+        let mut sql = sqlx::QueryBuilder::<Sqlite>::new(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
                     b.status, b.created_at
-             FROM bookings b JOIN users u ON u.id = b.user_id
-             WHERE (?1 IS NULL OR b.id = ?1)
-               AND (?2 IS NULL OR b.end_ms > ?2)
-               AND (?3 IS NULL OR b.start_ms < ?3)
-               AND (?4 IS NULL OR b.user_id = ?4)
-               AND (?5 OR b.status != 'cancelled')
-               AND (?6 IS NULL OR EXISTS (
-                    SELECT 1 FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id
-                    WHERE bg.booking_id = b.id AND g.uuid = ?6))
-             ORDER BY b.start_ms, b.id",
-        )
-        .bind(id)
-        .bind(filter.from.map(ms))
-        .bind(filter.to.map(ms))
-        .bind(filter.user_id)
-        .bind(filter.include_cancelled)
-        .bind(&filter.gpu_uuid)
-        .fetch_all(&self.pool)
-        .await?;
+             FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
+        );
+        if let Some(id) = id {
+            sql.push(" AND b.id = ").push_bind(id);
+        }
+        if let Some(from) = filter.from {
+            sql.push(" AND b.end_ms > ").push_bind(ms(from));
+        }
+        if let Some(to) = filter.to {
+            sql.push(" AND b.start_ms < ").push_bind(ms(to));
+        }
+        if let Some(user_id) = filter.user_id {
+            sql.push(" AND b.user_id = ").push_bind(user_id);
+        }
+        if !filter.include_cancelled {
+            sql.push(" AND b.status != 'cancelled'");
+        }
+        if let Some(uuid) = &filter.gpu_uuid {
+            sql.push(
+                " AND EXISTS (SELECT 1 FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id
+                   WHERE bg.booking_id = b.id AND g.uuid = ",
+            )
+            .push_bind(uuid.clone())
+            .push(")");
+        }
+        sql.push(" ORDER BY b.start_ms, b.id");
+        let rows: Vec<Row> = sql.build_query_as().fetch_all(&self.pool).await?;
         if rows.is_empty() {
             return Ok(Vec::new());
         }
@@ -332,17 +345,11 @@ impl Store {
         let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
         rules::check_extension(booking.state, booking.end, new_end)?;
         let uuids: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
-        let cards = cards_by_uuid(&mut tx, &uuids).await?;
-        let (bookings, maintenance, taken) =
-            conflicts(&mut tx, &cards, booking.end, new_end, Some(id)).await?;
-        if !taken.is_empty() {
-            return Err(BookingError::Conflict {
-                message: "the cards are not free until the new end".into(),
-                gpus: taken,
-                bookings,
-                maintenance,
-            });
+        let slot = cards_in_slot(&mut tx, &uuids, (booking.end, new_end), Some(id)).await?;
+        if !slot.taken.is_empty() {
+            return Err(slot.conflict("the cards are not free until the new end".into()));
         }
+        let cards = slot.cards;
         let request = Hold {
             start: booking.start,
             end: new_end,
@@ -519,19 +526,16 @@ impl Store {
         }
         let _turn = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let cards = cards_by_uuid(&mut tx, &request.gpus).await?;
-        let (bookings, maintenance, taken) =
-            conflicts(&mut tx, &cards, request.start, request.end, None).await?;
-        if !bookings.is_empty() {
-            return Err(BookingError::Conflict {
-                message: format!(
-                    "bookings {bookings:?} hold these cards in that window; cancel or move them first"
-                ),
-                gpus: taken,
-                bookings,
-                maintenance,
-            });
+        let slot =
+            cards_in_slot(&mut tx, &request.gpus, (request.start, request.end), None).await?;
+        if !slot.bookings.is_empty() {
+            let message = format!(
+                "bookings {:?} hold these cards in that window; cancel or move them first",
+                slot.bookings
+            );
+            return Err(slot.conflict(message));
         }
+        let cards = slot.cards;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO maintenance (start_ms, end_ms, reason, created_at, created_by)
              VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
@@ -625,76 +629,95 @@ impl Store {
     }
 }
 
-/// The cards with these UUIDs; an unknown one is refused by name.
-async fn cards_by_uuid(tx: &mut Tx<'_>, uuids: &[String]) -> Result<Vec<CardRow>, BookingError> {
-    let cards: Vec<CardRow> = sqlx::query_as(&format!(
-        "SELECT {CARD_COLUMNS} FROM gpus g JOIN nodes n ON n.id = g.node_id
+/// What a request's cards hold during `[start, end)`: the cards with these UUIDs (an unknown
+/// one is refused by name), the live bookings other than `except` and the maintenance blocks
+/// that hold any of them then, and which cards those take. One statement, since each is a
+/// round trip to the database thread inside the write transaction.
+async fn cards_in_slot(
+    tx: &mut Tx<'_>,
+    uuids: &[String],
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    except: Option<i64>,
+) -> Result<SlotCards, BookingError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        card: CardRow,
+        bookings: Option<String>,
+        maintenance: Option<String>,
+    }
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {CARD_COLUMNS},
+                (SELECT group_concat(bg.booking_id) FROM booking_gpus bg
+                 WHERE bg.gpu_id = g.id AND bg.live = 1 AND bg.end_ms > ?2 AND bg.start_ms < ?3
+                   AND (?4 IS NULL OR bg.booking_id != ?4)) AS bookings,
+                (SELECT group_concat(mg.maintenance_id) FROM maintenance_gpus mg
+                 WHERE mg.gpu_id = g.id AND mg.end_ms > ?2 AND mg.start_ms < ?3) AS maintenance
+         FROM gpus g JOIN nodes n ON n.id = g.node_id
          WHERE g.uuid IN (SELECT value FROM json_each(?1)) ORDER BY n.name, g.idx"
     ))
     .bind(serde_json::to_string(uuids).unwrap_or_default())
-    .fetch_all(&mut **tx)
-    .await?;
-    if let Some(unknown) = uuids.iter().find(|u| !cards.iter().any(|c| &c.uuid == *u)) {
-        return Err(BookingError::invalid(
-            "unknown_gpu",
-            format!("no GPU with UUID {unknown:?}"),
-        ));
-    }
-    if cards.len() != uuids.len() {
-        return Err(BookingError::invalid(
-            "ambiguous_gpu",
-            "a GPU UUID is known on more than one node",
-        ));
-    }
-    Ok(cards)
-}
-
-/// Live bookings (other than `except`) and maintenance blocks that hold any of `cards` during
-/// `[start, end)`: their ids and the cards taken.
-async fn conflicts(
-    tx: &mut Tx<'_>,
-    cards: &[CardRow],
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    except: Option<i64>,
-) -> Result<(Vec<i64>, Vec<i64>, Vec<GpuRef>), BookingError> {
-    let ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
-    let hits: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT 'booking', booking_id, gpu_id FROM booking_gpus
-         WHERE gpu_id IN (SELECT value FROM json_each(?1)) AND live = 1
-           AND start_ms < ?3 AND end_ms > ?2 AND (?4 IS NULL OR booking_id != ?4)
-         UNION ALL
-         SELECT 'maintenance', maintenance_id, gpu_id FROM maintenance_gpus
-         WHERE gpu_id IN (SELECT value FROM json_each(?1)) AND start_ms < ?3 AND end_ms > ?2",
-    )
-    .bind(serde_json::to_string(&ids).unwrap_or_default())
     .bind(ms(start))
     .bind(ms(end))
     .bind(except)
     .fetch_all(&mut **tx)
     .await?;
-    let mut bookings: Vec<i64> = Vec::new();
-    let mut maintenance: Vec<i64> = Vec::new();
-    let mut taken: Vec<GpuRef> = Vec::new();
-    for (kind, id, gpu) in hits {
-        let list = if kind == "booking" {
-            &mut bookings
-        } else {
-            &mut maintenance
-        };
-        if !list.contains(&id) {
-            list.push(id);
+    if let Some(unknown) = uuids
+        .iter()
+        .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
+    {
+        return Err(BookingError::invalid(
+            "unknown_gpu",
+            format!("no GPU with UUID {unknown:?}"),
+        ));
+    }
+    if rows.len() != uuids.len() {
+        return Err(BookingError::invalid(
+            "ambiguous_gpu",
+            "a GPU UUID is known on more than one node",
+        ));
+    }
+    let ids = |list: &Option<String>| -> Vec<i64> {
+        list.as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|id| id.parse().ok())
+            .collect()
+    };
+    let mut slot = SlotCards::default();
+    for row in rows {
+        let (b, m) = (ids(&row.bookings), ids(&row.maintenance));
+        if !b.is_empty() || !m.is_empty() {
+            slot.taken.push(row.card.gpu());
         }
-        if let Some(card) = cards.iter().find(|c| c.id == gpu) {
-            if !taken.contains(&card.gpu()) {
-                taken.push(card.gpu());
-            }
+        slot.bookings.extend(b);
+        slot.maintenance.extend(m);
+        slot.cards.push(row.card);
+    }
+    for list in [&mut slot.bookings, &mut slot.maintenance] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    Ok(slot)
+}
+
+#[derive(Default)]
+struct SlotCards {
+    cards: Vec<CardRow>,
+    bookings: Vec<i64>,
+    maintenance: Vec<i64>,
+    taken: Vec<GpuRef>,
+}
+
+impl SlotCards {
+    fn conflict(self, message: String) -> BookingError {
+        BookingError::Conflict {
+            message,
+            gpus: self.taken,
+            bookings: self.bookings,
+            maintenance: self.maintenance,
         }
     }
-    bookings.sort_unstable();
-    maintenance.sort_unstable();
-    taken.sort();
-    Ok((bookings, maintenance, taken))
 }
 
 /// Cards free for all of `[start, end)`, with the end of their latest earlier booking.
@@ -736,18 +759,44 @@ async fn check_quota(
     replacing: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<Result<(), quota::Refusal>, BookingError> {
-    let quotas = read_quotas(tx).await?;
-    let username: String = sqlx::query_scalar("SELECT username FROM users WHERE id = ?1")
-        .bind(user_id)
-        .fetch_one(&mut **tx)
-        .await?;
-    let groups: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT g.id, g.name FROM groups g JOIN group_members m ON m.group_id = g.id
-         WHERE m.user_id = ?1 ORDER BY g.name",
+    // The quota rows that can apply: the default, the user's own, and their groups' (with
+    // the group's id, for summing over members). One statement.
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        scope: String,
+        name: String,
+        group_id: Option<i64>,
+        #[sqlx(flatten)]
+        quota: QuotaRow,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT q.scope, q.name, g.id AS group_id, q.max_gpus, q.gpu_hours_per_week,
+                q.max_booking_hours, q.max_days_ahead, q.max_upcoming
+         FROM quotas q LEFT JOIN groups g ON q.scope = 'group' AND g.name = q.name
+         WHERE q.scope = 'default'
+            OR (q.scope = 'user' AND q.name = (SELECT username FROM users WHERE id = ?1))
+            OR (q.scope = 'group' AND g.id IN (SELECT group_id FROM group_members WHERE user_id = ?1))",
     )
     .bind(user_id)
     .fetch_all(&mut **tx)
     .await?;
+    let mut quotas = Quotas::default();
+    let mut username = String::new();
+    let mut groups: Vec<(i64, String)> = Vec::new();
+    for row in rows {
+        let quota = Quota::from(row.quota);
+        match (row.scope.as_str(), row.group_id) {
+            ("user", _) => {
+                username = row.name.clone();
+                quotas.users.insert(row.name, quota);
+            }
+            ("group", Some(id)) => {
+                groups.push((id, row.name.clone()));
+                quotas.groups.insert(row.name, quota);
+            }
+            _ => quotas.default = quota,
+        }
+    }
     let names: Vec<String> = groups.iter().map(|(_, n)| n.clone()).collect();
     let limits = quota::personal_limits(&quotas, &username, &names);
     let group_limits: Vec<(i64, &String, &Quota)> = groups
@@ -818,29 +867,45 @@ async fn holds(
         .collect())
 }
 
-async fn read_quotas(conn: &mut sqlx::SqliteConnection) -> Result<Quotas, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        scope: String,
-        name: String,
-        max_gpus: Option<u32>,
-        gpu_hours_per_week: Option<f64>,
-        max_booking_hours: Option<f64>,
-        max_days_ahead: Option<f64>,
-        max_upcoming: Option<u32>,
-    }
-    let rows: Vec<Row> = sqlx::query_as("SELECT * FROM quotas")
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut quotas = Quotas::default();
-    for r in rows {
-        let quota = Quota {
+/// A quota's limits as stored.
+#[derive(sqlx::FromRow)]
+struct QuotaRow {
+    max_gpus: Option<u32>,
+    gpu_hours_per_week: Option<f64>,
+    max_booking_hours: Option<f64>,
+    max_days_ahead: Option<f64>,
+    max_upcoming: Option<u32>,
+}
+
+impl From<QuotaRow> for Quota {
+    fn from(r: QuotaRow) -> Self {
+        Quota {
             max_gpus: r.max_gpus,
             gpu_hours_per_week: r.gpu_hours_per_week,
             max_booking_hours: r.max_booking_hours,
             max_days_ahead: r.max_days_ahead,
             max_upcoming: r.max_upcoming,
-        };
+        }
+    }
+}
+
+async fn read_quotas(conn: &mut sqlx::SqliteConnection) -> Result<Quotas, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        scope: String,
+        name: String,
+        #[sqlx(flatten)]
+        quota: QuotaRow,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT scope, name, max_gpus, gpu_hours_per_week, max_booking_hours, max_days_ahead,
+                max_upcoming FROM quotas",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut quotas = Quotas::default();
+    for r in rows {
+        let quota = Quota::from(r.quota);
         match r.scope.as_str() {
             "group" => {
                 quotas.groups.insert(r.name, quota);

@@ -538,26 +538,43 @@ impl Store {
         token_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<User>, StoreError> {
-        let owner: Option<(i64, i64, Option<DateTime<Utc>>)> = sqlx::query_as(
-            "SELECT id, user_id, last_used_at FROM api_tokens
-             WHERE token_hash = ?1 AND revoked_at IS NULL",
-        )
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            token_id: i64,
+            last_used_at: Option<DateTime<Utc>>,
+            #[sqlx(flatten)]
+            user: UserRow,
+        }
+        // The token and its enabled owner in one query: it runs on every scripted request.
+        let row: Option<Row> = sqlx::query_as(&format!(
+            "SELECT t.id AS token_id, t.last_used_at, {}
+             FROM api_tokens t JOIN users u ON u.id = t.user_id
+             WHERE t.token_hash = ?1 AND t.revoked_at IS NULL AND u.enabled = 1",
+            USER_COLUMNS
+                .split(", ")
+                .map(|c| format!("u.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await?;
-        let Some((token_id, user_id, last_used)) = owner else {
+        let Some(row) = row else {
             return Ok(None);
         };
         // As with sessions, a minute's precision spares a write (and the database's write lock,
         // which bookings contend for) on every request.
-        if last_used.is_none_or(|t| now - t > chrono::Duration::minutes(1)) {
+        if row
+            .last_used_at
+            .is_none_or(|t| now - t > chrono::Duration::minutes(1))
+        {
             sqlx::query("UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1")
-                .bind(token_id)
+                .bind(row.token_id)
                 .bind(now)
                 .execute(&self.pool)
                 .await?;
         }
-        self.enabled_user(user_id).await
+        User::try_from(row.user).map(Some)
     }
 
     async fn enabled_user(&self, user_id: i64) -> Result<Option<User>, StoreError> {
