@@ -18,6 +18,10 @@ fn operations(doc: &Value) -> Vec<Operation> {
     let mut ops = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("a path item") {
+            // A path item also holds fields that are not operations.
+            if method == "parameters" || method == "summary" || method == "description" {
+                continue;
+            }
             ops.push(Operation {
                 method: method.to_uppercase().parse().expect("an HTTP method"),
                 path: path.replace("{id}", "1"),
