@@ -153,6 +153,13 @@ impl TestApp {
         user
     }
 
+    /// Creates `name` with the password "`name` passphrase" and returns a session cookie.
+    pub async fn sign_up(&self, name: &str, role: Role) -> String {
+        let password = format!("{name} passphrase");
+        self.create_user(name, &password, role).await;
+        self.login(name, &password).await
+    }
+
     pub fn database_url(&self) -> String {
         format!(
             "sqlite://{}",

@@ -53,11 +53,9 @@ impl Client<'_> {
 }
 
 async fn user<'a>(app: &'a TestApp, name: &str, role: Role) -> Client<'a> {
-    let password = format!("{name} passphrase");
-    app.create_user(name, &password, role).await;
     Client {
         app,
-        cookie: app.login(name, &password).await,
+        cookie: app.sign_up(name, role).await,
     }
 }
 

@@ -28,9 +28,7 @@ fn owners_shown(gpus: &[GpuState]) -> usize {
 #[tokio::test]
 async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_owners() {
     let app = TestApp::spawn(4).await;
-    app.create_user("admin", "admin passphrase", Role::Admin)
-        .await;
-    let admin = app.login("admin", "admin passphrase").await;
+    let admin = app.sign_up("admin", Role::Admin).await;
     assert_eq!(app.get_anonymous("/api/v1/gpus").await.status(), 401);
 
     let resp = put_settings(&app, &admin, json!({"anonymous_dashboard": true})).await;
@@ -131,9 +129,7 @@ async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_own
 #[tokio::test]
 async fn settings_reject_unknown_or_malformed_fields_and_keep_what_was_set() {
     let app = TestApp::spawn(1).await;
-    app.create_user("admin", "admin passphrase", Role::Admin)
-        .await;
-    let admin = app.login("admin", "admin passphrase").await;
+    let admin = app.sign_up("admin", Role::Admin).await;
     for body in [
         json!({"anonymous_dashboard": true, "open_bar": true}),
         json!({"anonymous_dashboard": "yes"}),

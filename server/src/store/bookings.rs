@@ -133,22 +133,15 @@ impl Store {
         .bind(audit.actor_user_id)
         .fetch_one(&mut *tx)
         .await?;
-        let card_ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
-        sqlx::query(
-            "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
-             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+        hold_cards(
+            &mut tx,
+            Holder::Booking(id),
+            &cards,
+            (new.start, new.end),
+            audit,
+            now,
         )
-        .bind(id)
-        .bind(ms(new.start))
-        .bind(ms(new.end))
-        .bind(serde_json::to_string(&card_ids).unwrap_or_default())
-        .execute(&mut *tx)
         .await?;
-        let audit = AuditEntry {
-            target: format!("booking {id}"),
-            ..audit
-        };
-        insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
         Ok(Booking {
             id,
@@ -547,22 +540,8 @@ impl Store {
         .bind(audit.actor_user_id)
         .fetch_one(&mut *tx)
         .await?;
-        for card in &cards {
-            sqlx::query(
-                "INSERT INTO maintenance_gpus (maintenance_id, gpu_id, start_ms, end_ms) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .bind(id)
-            .bind(card.id)
-            .bind(ms(request.start))
-            .bind(ms(request.end))
-            .execute(&mut *tx)
-            .await?;
-        }
-        let audit = AuditEntry {
-            target: format!("maintenance {id}"),
-            ..audit
-        };
-        insert_audit(&mut tx, &audit, now).await?;
+        let slot = (request.start, request.end);
+        hold_cards(&mut tx, Holder::Maintenance(id), &cards, slot, audit, now).await?;
         tx.commit().await?;
         Ok(MaintenanceBlock {
             id,
@@ -718,6 +697,49 @@ impl SlotCards {
             maintenance: self.maintenance,
         }
     }
+}
+
+/// What holds cards for a slot.
+#[derive(Clone, Copy)]
+enum Holder {
+    Booking(i64),
+    Maintenance(i64),
+}
+
+/// Records that `holder` holds `cards` for `slot` (one statement for all cards), and audits it
+/// with the holder as target.
+async fn hold_cards(
+    tx: &mut Tx<'_>,
+    holder: Holder,
+    cards: &[CardRow],
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    audit: AuditEntry,
+    now: DateTime<Utc>,
+) -> Result<(), BookingError> {
+    let (sql, id, target) = match holder {
+        Holder::Booking(id) => (
+            "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
+             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+            id,
+            format!("booking {id}"),
+        ),
+        Holder::Maintenance(id) => (
+            "INSERT INTO maintenance_gpus (maintenance_id, gpu_id, start_ms, end_ms)
+             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+            id,
+            format!("maintenance {id}"),
+        ),
+    };
+    let card_ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
+    sqlx::query(sql)
+        .bind(id)
+        .bind(ms(start))
+        .bind(ms(end))
+        .bind(serde_json::to_string(&card_ids).unwrap_or_default())
+        .execute(&mut **tx)
+        .await?;
+    insert_audit(tx, &AuditEntry { target, ..audit }, now).await?;
+    Ok(())
 }
 
 /// Cards free for all of `[start, end)`, with the end of their latest earlier booking.
