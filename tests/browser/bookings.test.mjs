@@ -73,6 +73,13 @@ try {
   assert.match(await mine.first().textContent(), /ablation run/);
   step('the booking shows on the calendar and in My bookings');
 
+  await page.click('button:text("Week")');
+  await page.getByRole('heading', { name: /^Week of / }).waitFor();
+  await bars.nth(1).waitFor();
+  assert.equal(await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').first().locator('.cal-cell').count(), 56);
+  await page.click('button:text("Day")');
+  step('the week view shows it too');
+
   // The same cells again: refused, with the reason next to the form.
   await drag(page, [1, 10], [1, 10]);
   await confirm.locator('button:text("Book")').click();
