@@ -71,6 +71,7 @@ try {
   await mine.first().waitFor();
   assert.equal(await mine.count(), 1);
   assert.match(await mine.first().textContent(), /ablation run/);
+  assert.match(await mine.first().textContent(), /GPU 0, GPU 1/);
   step('the booking shows on the calendar and in My bookings');
 
   await page.click('button:text("Week")');

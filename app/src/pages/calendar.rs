@@ -138,7 +138,7 @@ fn Calendar() -> impl IntoView {
             view! { <Grid rows view bookings maintenance selection dragging offset /> }
         })}
         <Confirm selection view gpus my_quota offset on_done=changed />
-        <MyBookings mine me offset on_done=changed />
+        <MyBookings mine me gpus offset on_done=changed />
     }
     .into_any()
 }
@@ -374,6 +374,7 @@ fn Confirm(
 fn MyBookings(
     mine: Remote<Vec<Booking>>,
     me: Remote<User>,
+    gpus: Remote<Vec<GpuState>>,
     offset: FixedOffset,
     on_done: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
@@ -413,7 +414,18 @@ fn MyBookings(
                     .map(|b| {
                         let id = b.id;
                         let end = b.end;
-                        let cards = b.gpus.iter().map(|g| g.uuid.chars().take(12).collect::<String>()).collect::<Vec<_>>().join(", ");
+                        // "GPU n" as on the calendar rows; the UUID for a card not on them.
+                        let cards = gpus.data.with(|list| {
+                            let list = list.as_ref().and_then(|l| l.as_ref().ok());
+                            b.gpus
+                                .iter()
+                                .map(|g| {
+                                    list.and_then(|l| l.iter().find(|s| s.info.uuid == g.uuid))
+                                        .map_or_else(|| g.uuid.clone(), |s| format!("GPU {}", s.info.index))
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        });
                         let (label, withdraw) = match b.state {
                             BookingState::Active => ("active", "Release"),
                             _ => ("upcoming", "Cancel"),
@@ -421,7 +433,7 @@ fn MyBookings(
                         view! {
                             <tr data-booking=id>
                                 <td>{format!("{} – {}", long_time(b.start, offset), long_time(b.end, offset))}</td>
-                                <td class="ids">{cards}</td>
+                                <td>{cards}</td>
                                 <td>{label}</td>
                                 <td>{b.note.clone()}</td>
                                 <td class="actions">
