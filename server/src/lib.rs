@@ -6,6 +6,7 @@ pub mod bookings;
 pub mod cli;
 pub mod doctor;
 pub mod http;
+pub mod jobs;
 pub mod metrics;
 pub mod startup;
 pub mod store;

@@ -1,0 +1,178 @@
+//! Starting a job's process for real: under the booked device mask, as the booking user's Unix
+//! account, in a session of its own, with nothing of the server's environment. CI runs as root,
+//! so the test makes its own Unix account; as another user, the server can only run jobs as
+//! itself, and the test checks that instead.
+
+use lanes_app::model::booking::GpuRef;
+use lanes_app::model::GpuInfo;
+use lanes_server::jobs::launch::{identity, spawn, Identity, Launch, LaunchError};
+use lanes_server::jobs::mask::{job_environment, DeviceMask, JobFacts};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+const ACCOUNT: &str = "lanes-test-job";
+
+fn running_as_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+/// The test's Unix account, made once (idempotent across test runs).
+fn ensure_account() {
+    let exists = Command::new("id")
+        .arg(ACCOUNT)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    if !exists {
+        let made = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                ACCOUNT,
+            ])
+            .status()
+            .expect("useradd runs");
+        assert!(made.success(), "useradd {ACCOUNT}");
+    }
+}
+
+fn inventory() -> Vec<GpuInfo> {
+    (0..4)
+        .map(|i| GpuInfo {
+            node: "n1".into(),
+            uuid: format!("GPU-0000000{i}-1111-2222-3333-44444444444{i}"),
+            index: i,
+            name: "sim".into(),
+            pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i * 0x10),
+            memory_total_bytes: 1 << 30,
+        })
+        .collect()
+}
+
+#[test]
+fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits_nothing() {
+    let who = if running_as_root() {
+        ensure_account();
+        identity("ada", Some(ACCOUNT)).expect("the account resolves")
+    } else {
+        let me = identity("ada", None).expect("single-user mode");
+        assert!(matches!(me, Identity::SingleUser { .. }));
+        me
+    };
+    let inv = inventory();
+    let booked: Vec<GpuRef> = [&inv[3], &inv[1]]
+        .iter()
+        .map(|g| GpuRef {
+            node: "n1".into(),
+            uuid: g.uuid.clone(),
+        })
+        .collect();
+    let mask = DeviceMask::for_cards(&booked, "n1", &inv).unwrap();
+    let facts = JobFacts {
+        job_id: 42,
+        booking_end: chrono::Utc::now() + chrono::Duration::hours(1),
+        user: who.name(),
+        home: who.home(),
+    };
+    let extra = BTreeMap::from([("EXPERIMENT".to_string(), "baseline".to_string())]);
+    let env = job_environment(&mask, &facts, &extra).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    // The job may write in its working directory as its own user.
+    if let Identity::Account { uid, gid, .. } = &who {
+        nix::unistd::chown(dir.path(), Some((*uid).into()), Some((*gid).into())).unwrap();
+    }
+    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let argv: Vec<String> = [
+        "/bin/sh",
+        "-c",
+        "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; env; echo to-stderr >&2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // A secret in the server's environment must not reach the job.
+    std::env::set_var("LANES_TEST_SERVER_SECRET", "hunter2");
+    let mut child = spawn(&Launch {
+        argv: &argv,
+        cwd: dir.path(),
+        env: &env,
+        identity: &who,
+        stdout: &out,
+        stderr: &err,
+    })
+    .expect("the job starts");
+    assert!(child.wait().unwrap().success());
+
+    let log = std::fs::read_to_string(&out).unwrap();
+    let mut lines = log.lines();
+    let uid: u32 = lines.next().unwrap().parse().unwrap();
+    let session: u32 = lines.next().unwrap().parse().unwrap();
+    let pid: u32 = lines.next().unwrap().parse().unwrap();
+    match &who {
+        Identity::Account { uid: expected, .. } => {
+            assert_eq!(uid, *expected);
+            assert_ne!(uid, 0, "never root");
+        }
+        Identity::SingleUser { .. } => assert_eq!(uid, nix::unistd::Uid::effective().as_raw()),
+    }
+    assert_eq!(session, pid, "the job leads a session of its own");
+    let vars: BTreeMap<&str, &str> = lines.filter_map(|l| l.split_once('=')).collect();
+    let expected_mask = format!("{},{}", inv[1].uuid, inv[3].uuid);
+    assert_eq!(
+        vars["CUDA_VISIBLE_DEVICES"], expected_mask,
+        "booked cards in bus order"
+    );
+    assert_eq!(vars["NVIDIA_VISIBLE_DEVICES"], expected_mask);
+    assert_eq!(vars["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+    assert_eq!(vars["LANES_JOB_ID"], "42");
+    assert_eq!(vars["EXPERIMENT"], "baseline");
+    assert!(
+        !vars.contains_key("LANES_TEST_SERVER_SECRET"),
+        "nothing inherited"
+    );
+    assert_eq!(std::fs::read_to_string(&err).unwrap(), "to-stderr\n");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "logs are the server's to show");
+}
+
+#[test]
+fn root_missing_and_unset_accounts_are_refused_with_a_reason() {
+    if !running_as_root() {
+        // Without root every job runs as the server's user; there is nothing to refuse.
+        assert!(matches!(
+            identity("ada", Some("root")),
+            Ok(Identity::SingleUser { .. })
+        ));
+        return;
+    }
+    assert!(matches!(
+        identity("ada", Some("root")),
+        Err(LaunchError::RootAccount(_))
+    ));
+    assert!(matches!(
+        identity("ada", Some("no-such-account-here")),
+        Err(LaunchError::UnknownAccount(_))
+    ));
+    let unset = identity("ada", None).unwrap_err();
+    assert!(
+        unset.to_string().contains("ada has no Unix account"),
+        "{unset}"
+    );
+    let empty = spawn(&Launch {
+        argv: &[],
+        cwd: std::path::Path::new("/"),
+        env: &[],
+        identity: &Identity::SingleUser {
+            name: "x".into(),
+            home: "/".into(),
+        },
+        stdout: std::path::Path::new("/dev/null"),
+        stderr: std::path::Path::new("/dev/null"),
+    });
+    assert!(matches!(empty, Err(LaunchError::EmptyCommand)));
+}
