@@ -6,6 +6,7 @@
 
 pub mod account;
 pub mod booking;
+pub mod job;
 
 use serde::{Deserialize, Serialize};
 

@@ -110,6 +110,9 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Time a job gets between SIGTERM and SIGKILL when its slot ends or it is cancelled.
+    #[arg(long, env = "LANES_JOB_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub job_grace: Duration,
     /// A session unused this long ends (e.g. 8h).
     #[arg(long, env = "LANES_SESSION_IDLE", default_value = "8h", value_parser = humantime::parse_duration)]
     pub session_idle: Duration,

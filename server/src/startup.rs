@@ -52,6 +52,8 @@ pub struct ServeConfig {
     pub sim: SimOptions,
     pub auth: AuthSettings,
     pub metrics_token: Option<String>,
+    /// Between SIGTERM and SIGKILL when a job's slot ends or it is cancelled.
+    pub job_grace: std::time::Duration,
 }
 
 impl ServeConfig {
@@ -94,6 +96,7 @@ impl ServeConfig {
                 trusted_proxies: args.trusted_proxies.into(),
             },
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
+            job_grace: args.job_grace,
         })
     }
 }
@@ -215,16 +218,28 @@ impl Application {
             .site_pkg_dir("pkg")
             .site_addr(config.listen)
             .build();
+        let shutdown = CancellationToken::new();
+        let runner = crate::jobs::runner::Runner::start(
+            store.clone(),
+            hub.clone(),
+            crate::jobs::runner::RunnerSettings {
+                grace: config.job_grace,
+                jobs_dir: config.data_dir.join("jobs"),
+                node: config.node_name.clone(),
+            },
+            shutdown.clone(),
+        );
         let state = AppState {
             leptos_options,
             hub,
             node: config.node_name.as_str().into(),
             source: kind,
-            shutdown: CancellationToken::new(),
+            shutdown,
             store: store.clone(),
             auth: config.auth.clone(),
             metrics_token: config.metrics_token.as_deref().map(Arc::from),
             portal: Arc::new(std::sync::RwLock::new(portal)),
+            runner,
         };
         Ok(Self {
             listener,

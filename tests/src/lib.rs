@@ -55,6 +55,7 @@ impl TestApp {
             },
             auth: Default::default(),
             metrics_token: None,
+            job_grace: Duration::from_secs(1),
         };
         let mut config = config;
         adjust(&mut config);

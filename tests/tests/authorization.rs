@@ -126,6 +126,29 @@ fn matrix() -> Vec<Row> {
             ends_session: true,
             ..row(post.clone(), "/auth/logout", None, [303, 303, 303, 303])
         },
+        // Job {id} belongs to "user" and waits for tomorrow's booking: only its owner or an
+        // admin sees it; the owner's DELETE cancels it, so the admin's finds it over. (Before the
+        // booking rows, whose DELETE would end the booking and with it the job.)
+        row(
+            post.clone(),
+            "/api/v1/jobs",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        row(get.clone(), "/api/v1/jobs", None, [401, 200, 200, 200]),
+        row(get.clone(), "/api/v1/jobs/{id}", None, [401, 200, 403, 200]),
+        row(
+            get.clone(),
+            "/api/v1/jobs/{id}/log",
+            None,
+            [401, 200, 403, 200],
+        ),
+        row(
+            Method::DELETE,
+            "/api/v1/jobs/{id}",
+            None,
+            [401, 200, 403, 422],
+        ),
         row(
             post.clone(),
             "/api/v1/bookings",
@@ -226,6 +249,7 @@ struct World {
     user_id: i64,
     user_token_id: i64,
     user_booking_id: i64,
+    user_job_id: i64,
 }
 
 impl World {
@@ -234,6 +258,8 @@ impl World {
             self.user_token_id
         } else if route.starts_with("/api/v1/bookings/") {
             self.user_booking_id
+        } else if route.starts_with("/api/v1/jobs/") {
+            self.user_job_id
         } else if route.starts_with("/api/v1/maintenance/") {
             999
         } else {
@@ -312,12 +338,23 @@ async fn world() -> World {
         .json()
         .await
         .unwrap();
+    let job: lanes_app::model::job::Job = client
+        .post(app.url("/api/v1/jobs"))
+        .header("cookie", &user_cookie)
+        .json(&serde_json::json!({"booking_id": booking.id, "argv": ["true"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     World {
         client,
         probe_token: probe.secret,
         user_id: user.id,
         user_token_id: user_token.token.id,
         user_booking_id: booking.id,
+        user_job_id: job.id,
         app,
     }
 }
@@ -346,7 +383,9 @@ async fn every_route_of_the_router_has_a_row_and_answers_each_caller_as_its_row_
                     .send(method.clone(), &route, body, Auth::Cookie(&cookie))
                     .await
             } else if method == Method::DELETE
-                && (route == "/api/v1/tokens/{id}" || route == "/api/v1/bookings/{id}")
+                && (route == "/api/v1/tokens/{id}"
+                    || route == "/api/v1/bookings/{id}"
+                    || route == "/api/v1/jobs/{id}")
             {
                 // Probing must not revoke the user's token or cancel the booking, and both
                 // have a DELETE (the rows below exercise them).

@@ -7,6 +7,7 @@ pub mod auth;
 mod bookings;
 mod csrf;
 mod error;
+mod jobs;
 mod settings;
 mod tokens;
 mod ws;
@@ -44,6 +45,8 @@ pub struct AppState {
     /// What admins changed at run time; read on every request, so kept in memory and written
     /// through to the store.
     pub portal: Arc<std::sync::RwLock<PortalSettings>>,
+    /// Starts and stops jobs.
+    pub runner: Arc<crate::jobs::runner::Runner>,
 }
 
 impl AppState {
@@ -81,7 +84,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 7] {
+fn areas() -> [Routes; 8] {
     [
         api::routes(),
         auth::routes(),
@@ -89,6 +92,7 @@ fn areas() -> [Routes; 7] {
         admin::routes(),
         settings::routes(),
         bookings::routes(),
+        jobs::routes(),
         ws::routes(),
     ]
 }

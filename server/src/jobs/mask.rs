@@ -86,6 +86,23 @@ pub const RESERVED: [&str; 9] = [
     "CUDA_MPS_LOG_DIRECTORY",
 ];
 
+/// Checks the variables a user asks for: valid names, none that Lanes sets itself. A reserved
+/// name is an error, not a silent drop, so that the user learns why a setting has no effect.
+pub fn check_extra_env(extra: &BTreeMap<String, String>) -> Result<(), MaskError> {
+    for name in extra.keys() {
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(MaskError::BadName(name.clone()));
+        }
+        if RESERVED.contains(&name.as_str()) || name.starts_with("LANES_") {
+            return Err(MaskError::Reserved(name.clone()));
+        }
+    }
+    Ok(())
+}
+
 /// What the job is, for its environment.
 pub struct JobFacts<'a> {
     pub job_id: i64,
@@ -104,17 +121,7 @@ pub fn job_environment(
     facts: &JobFacts<'_>,
     extra: &BTreeMap<String, String>,
 ) -> Result<Vec<(String, String)>, MaskError> {
-    for name in extra.keys() {
-        let valid = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(MaskError::BadName(name.clone()));
-        }
-        if RESERVED.contains(&name.as_str()) || name.starts_with("LANES_") {
-            return Err(MaskError::Reserved(name.clone()));
-        }
-    }
+    check_extra_env(extra)?;
     let mut env: BTreeMap<String, String> = BTreeMap::from([
         ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
         ("HOME".into(), facts.home.into()),

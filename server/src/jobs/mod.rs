@@ -1,6 +1,7 @@
 //! Jobs inside bookings: what a job may see (`mask`: the device mask and the environment built
-//! around it) and how it is started (`launch`: identity, session, logs). The scheduling of jobs
-//! onto slots, their records and the API come with the rest of the enforcement work.
+//! around it) and how it is started (`launch`: identity, session, logs). `runner` starts jobs when their
+//! booking is active and stops them when it ends.
 
 pub mod launch;
 pub mod mask;
+pub mod runner;

@@ -2,8 +2,10 @@
 //! PostgreSQL backend (planned for multi-node) can be added inside this module alone.
 
 mod bookings;
+mod jobs;
 
 pub use bookings::BookingFilter;
+pub use jobs::{JobEnd, JobToRun};
 
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};

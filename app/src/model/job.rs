@@ -1,0 +1,88 @@
+//! Wire types of jobs: commands run inside a booking, under its device mask.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for its booking to start.
+    Queued,
+    Running,
+    /// Ended by itself (`exit_code` says how).
+    Exited,
+    /// Ended by a signal: the slot's end, a cancel, or something else (`signal` says which).
+    Killed,
+    /// Never started: cancelled, or its booking ended or was withdrawn first.
+    Cancelled,
+    /// Could not be started (`message` says why).
+    Failed,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Exited => "exited",
+            JobState::Killed => "killed",
+            JobState::Cancelled => "cancelled",
+            JobState::Failed => "failed",
+        }
+    }
+
+    pub fn is_over(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "queued" => JobState::Queued,
+            "running" => JobState::Running,
+            "exited" => JobState::Exited,
+            "killed" => JobState::Killed,
+            "cancelled" => JobState::Cancelled,
+            "failed" => JobState::Failed,
+            other => return Err(format!("unknown job state {other:?}")),
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: i64,
+    pub booking_id: i64,
+    pub user_id: i64,
+    pub username: String,
+    pub name: String,
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub state: JobState,
+    pub pid: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    /// Why it failed or was stopped, in words.
+    pub message: String,
+}
+
+/// Body of `POST /api/v1/jobs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJob {
+    pub booking_id: i64,
+    /// The command and its arguments; no shell unless you name one.
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}

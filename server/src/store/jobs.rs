@@ -1,0 +1,230 @@
+//! SQL of jobs.
+
+use super::{insert_audit, AuditEntry, Store, StoreError};
+use chrono::{DateTime, Utc};
+use lanes_app::model::job::{Job, JobState};
+use std::collections::BTreeMap;
+
+/// A job as the runner needs it: the record and what it takes to start it.
+#[derive(Clone, Debug)]
+pub struct JobToRun {
+    pub job: Job,
+    pub env: BTreeMap<String, String>,
+    pub unix_user: Option<String>,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEnd {
+    pub state: JobState,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub message: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    booking_id: i64,
+    user_id: i64,
+    username: String,
+    name: String,
+    argv: String,
+    cwd: Option<String>,
+    env: String,
+    state: String,
+    pid: Option<i64>,
+    created_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    ended_at: Option<DateTime<Utc>>,
+    exit_code: Option<i64>,
+    signal: Option<i64>,
+    message: String,
+    unix_user: Option<String>,
+}
+
+impl Row {
+    fn into_run(self) -> Result<JobToRun, StoreError> {
+        let bad = |e: String| StoreError::Query(sqlx::Error::Decode(e.into()));
+        Ok(JobToRun {
+            env: serde_json::from_str(&self.env).map_err(|e| bad(e.to_string()))?,
+            unix_user: self.unix_user,
+            job: Job {
+                id: self.id,
+                booking_id: self.booking_id,
+                user_id: self.user_id,
+                username: self.username,
+                name: self.name,
+                argv: serde_json::from_str(&self.argv).map_err(|e| bad(e.to_string()))?,
+                cwd: self.cwd,
+                state: self.state.parse().map_err(bad)?,
+                pid: self.pid,
+                created_at: self.created_at,
+                started_at: self.started_at,
+                ended_at: self.ended_at,
+                exit_code: self.exit_code,
+                signal: self.signal,
+                message: self.message,
+            },
+        })
+    }
+}
+
+const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, j.argv, j.cwd,
+        j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
+        j.message, u.unix_user
+    FROM jobs j JOIN users u ON u.id = j.user_id";
+
+impl Store {
+    /// Records a job for a booking; it waits for the runner.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_job(
+        &self,
+        booking_id: i64,
+        user_id: i64,
+        name: &str,
+        argv: &[String],
+        cwd: Option<&str>,
+        env: &BTreeMap<String, String>,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Job, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+        )
+        .bind(booking_id)
+        .bind(user_id)
+        .bind(name)
+        .bind(serde_json::to_string(argv).unwrap_or_default())
+        .bind(cwd)
+        .bind(serde_json::to_string(env).unwrap_or_default())
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let audit = AuditEntry {
+            target: format!("job {id}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.job(id)
+            .await?
+            .ok_or(StoreError::Invalid("the job vanished".into()))
+    }
+
+    pub async fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(&format!("{SELECT} WHERE j.id = ?1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Row::into_run).transpose()?.map(|r| r.job))
+    }
+
+    /// Jobs, newest first, of a booking and/or a user.
+    pub async fn jobs(
+        &self,
+        booking_id: Option<i64>,
+        user_id: Option<i64>,
+    ) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{SELECT} WHERE (?1 IS NULL OR j.booking_id = ?1) AND (?2 IS NULL OR j.user_id = ?2)
+             ORDER BY j.id DESC LIMIT 500"
+        ))
+        .bind(booking_id)
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| r.into_run().map(|r| r.job))
+            .collect()
+    }
+
+    /// Jobs the runner has to look at: queued or running, with what it takes to start them.
+    pub async fn live_jobs(&self) -> Result<Vec<JobToRun>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{SELECT} WHERE j.state IN ('queued', 'running') ORDER BY j.id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(Row::into_run).collect()
+    }
+
+    /// Whether a cancel was asked for each of these jobs.
+    pub async fn cancel_requested(&self, id: i64) -> Result<bool, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT cancel_requested FROM jobs WHERE id = ?1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(false),
+        )
+    }
+
+    pub async fn job_started(
+        &self,
+        id: i64,
+        pid: u32,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET state = 'running', pid = ?2, started_at = ?3 WHERE id = ?1")
+            .bind(id)
+            .bind(i64::from(pid))
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn job_ended(
+        &self,
+        id: i64,
+        end: &JobEnd,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, message = ?5, ended_at = ?6
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(end.state.as_str())
+        .bind(end.exit_code)
+        .bind(end.signal)
+        .bind(&end.message)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Asks for a job to be cancelled: a queued one is cancelled at once, a running one is
+    /// stopped by the runner. `false` when the job is already over.
+    pub async fn request_cancel(
+        &self,
+        id: i64,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let changed = sqlx::query(
+            "UPDATE jobs SET
+                cancel_requested = 1,
+                state = CASE state WHEN 'queued' THEN 'cancelled' ELSE state END,
+                ended_at = CASE state WHEN 'queued' THEN ?2 ELSE ended_at END,
+                message = CASE state WHEN 'queued' THEN 'cancelled before it started' ELSE message END
+             WHERE id = ?1 AND state IN ('queued', 'running')",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if changed {
+            insert_audit(&mut tx, audit, now).await?;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+}

@@ -1,0 +1,312 @@
+//! Jobs against the real server (as root in CI, so jobs run as a test Unix account): a job in
+//! an active booking runs under the booking's mask as its user; one that outlives its slot gets
+//! SIGTERM at the end and SIGKILL after the grace period; only its owner (or an admin) sees
+//! its log or cancels it.
+
+use chrono::{Duration, Utc};
+use lanes_app::model::booking::Booking;
+use lanes_app::model::job::{Job, JobState};
+use lanes_app::model::GpuState;
+use lanes_server::accounts::Role;
+use lanes_tests::TestApp;
+use serde_json::{json, Value};
+use std::process::Command;
+
+/// A Unix account for jobs; the Lanes user of the same name runs as it.
+const ACCOUNT: &str = "lanes-test-job";
+
+fn ensure_account() -> u32 {
+    if nix::unistd::Uid::effective().is_root()
+        && !Command::new("id")
+            .arg(ACCOUNT)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    {
+        let made = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                ACCOUNT,
+            ])
+            .status()
+            .expect("useradd runs");
+        assert!(made.success());
+    }
+    match nix::unistd::User::from_name(ACCOUNT).unwrap() {
+        Some(u) if nix::unistd::Uid::effective().is_root() => u.uid.as_raw(),
+        // Not root: single-user mode, jobs run as the test's own user.
+        _ => nix::unistd::Uid::effective().as_raw(),
+    }
+}
+
+struct Session<'a> {
+    app: &'a TestApp,
+    cookie: String,
+}
+
+impl Session<'_> {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, String) {
+        let mut request = self
+            .app
+            .client
+            .request(method, self.app.url(path))
+            .header("cookie", &self.cookie);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn book(&self, cards: &[String], seconds: i64) -> Booking {
+        let start = Utc::now();
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/bookings",
+                Some(json!({"gpus": cards, "start": start, "end": start + Duration::seconds(seconds)})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    async fn submit(&self, booking: i64, argv: &[&str]) -> Job {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/jobs",
+                Some(json!({"booking_id": booking, "argv": argv})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    async fn job(&self, id: i64) -> Job {
+        let (status, body) = self
+            .call(reqwest::Method::GET, &format!("/api/v1/jobs/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Waits (up to `seconds`) until the job is over.
+    async fn finished(&self, id: i64, seconds: u64) -> Job {
+        for _ in 0..seconds * 20 {
+            let job = self.job(id).await;
+            if job.state.is_over() {
+                return job;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!(
+            "job {id} did not finish in {seconds} s: {:?}",
+            self.job(id).await
+        );
+    }
+}
+
+async fn cards(app: &TestApp) -> Vec<GpuState> {
+    let mut gpus: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    gpus.sort_by(|a, b| a.info.pci_bus_id.cmp(&b.info.pci_bus_id));
+    gpus
+}
+
+#[tokio::test]
+async fn a_job_runs_under_its_bookings_mask_as_its_user_and_its_log_shows_it() {
+    let uid = ensure_account();
+    let app = TestApp::spawn(4).await;
+    let owner = Session {
+        app: &app,
+        cookie: app.sign_up(ACCOUNT, Role::User).await,
+    };
+    let gpus = cards(&app).await;
+    // Booked in the reverse of bus order: the mask still lists them in bus order.
+    let booking = owner
+        .book(&[gpus[3].info.uuid.clone(), gpus[1].info.uuid.clone()], 600)
+        .await;
+    let job = owner
+        .submit(booking.id, &["/bin/sh", "-c", "id -u; env | sort"])
+        .await;
+    assert_eq!(job.state, JobState::Queued);
+    let done = owner.finished(job.id, 10).await;
+    assert_eq!(
+        (done.state, done.exit_code),
+        (JobState::Exited, Some(0)),
+        "{done:?}"
+    );
+    let (status, log) = owner
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/v1/jobs/{}/log", job.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let mut lines = log.lines();
+    assert_eq!(
+        lines.next(),
+        Some(uid.to_string().as_str()),
+        "runs as {ACCOUNT}: {log}"
+    );
+    let mask = format!("{},{}", gpus[1].info.uuid, gpus[3].info.uuid);
+    assert!(
+        log.contains(&format!("CUDA_VISIBLE_DEVICES={mask}\n")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("NVIDIA_VISIBLE_DEVICES={mask}\n")),
+        "{log}"
+    );
+    assert!(log.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID\n"), "{log}");
+    assert!(log.contains(&format!("LANES_JOB_ID={}\n", job.id)), "{log}");
+    if nix::unistd::Uid::effective().is_root() {
+        assert_ne!(uid, 0, "never root");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_outliving_its_slot_gets_sigterm_at_the_end_and_sigkill_after_the_grace() {
+    ensure_account();
+    let app = TestApp::spawn(2).await;
+    let owner = Session {
+        app: &app,
+        cookie: app.sign_up(ACCOUNT, Role::User).await,
+    };
+    let gpus = cards(&app).await;
+    let booking = owner.book(&[gpus[0].info.uuid.clone()], 3).await;
+    // Ignores SIGTERM (after saying it got it), so only SIGKILL ends it.
+    let job = owner
+        .submit(
+            booking.id,
+            &[
+                "/bin/sh",
+                "-c",
+                "trap 'echo got-term' TERM; echo started; while :; do sleep 0.1; done",
+            ],
+        )
+        .await;
+    let done = owner.finished(job.id, 15).await;
+    assert_eq!(
+        (done.state, done.signal),
+        (JobState::Killed, Some(9)),
+        "{done:?}"
+    );
+    assert_eq!(done.message, "stopped at the end of its booking");
+    let ended = done.ended_at.unwrap();
+    // The test server's grace is 1 s; the runner looks every 0.2 s.
+    let after_end = (ended - booking.end).num_milliseconds();
+    assert!(
+        (900..=2500).contains(&after_end),
+        "killed {after_end} ms after the slot's end"
+    );
+    let (_, log) = owner
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/v1/jobs/{}/log", job.id),
+            None,
+        )
+        .await;
+    assert!(
+        log.contains("started\n") && log.contains("got-term\n"),
+        "{log}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_the_job() {
+    ensure_account();
+    let app = TestApp::spawn(2).await;
+    let owner = Session {
+        app: &app,
+        cookie: app.sign_up(ACCOUNT, Role::User).await,
+    };
+    let other = Session {
+        app: &app,
+        cookie: app.sign_up("mallory", Role::User).await,
+    };
+    let gpus = cards(&app).await;
+    let booking = owner.book(&[gpus[1].info.uuid.clone()], 600).await;
+    let job = owner
+        .submit(
+            booking.id,
+            &["/bin/sh", "-c", "echo secret-output; sleep 600"],
+        )
+        .await;
+    for _ in 0..100 {
+        if owner.job(job.id).await.state == JobState::Running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let log_path = format!("/api/v1/jobs/{}/log", job.id);
+    let job_path = format!("/api/v1/jobs/{}", job.id);
+    assert_eq!(
+        other.call(reqwest::Method::GET, &log_path, None).await.0,
+        403
+    );
+    assert_eq!(
+        other.call(reqwest::Method::DELETE, &job_path, None).await.0,
+        403
+    );
+    assert_eq!(
+        other.call(reqwest::Method::GET, &job_path, None).await.0,
+        403
+    );
+    let (_, theirs) = other.call(reqwest::Method::GET, "/api/v1/jobs", None).await;
+    assert_eq!(theirs, "[]", "others' jobs are not listed");
+    // Submitting into someone else's booking is refused: the job would run as them.
+    let (status, _) = other
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/jobs",
+            Some(json!({"booking_id": booking.id, "argv": ["true"]})),
+        )
+        .await;
+    assert_eq!(status, 403);
+    // Reserved variables and empty commands are refused by name.
+    let (status, body) = owner
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/jobs",
+            Some(json!({"booking_id": booking.id, "argv": ["true"], "env": {"CUDA_VISIBLE_DEVICES": "0,1"}})),
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert!(body.contains("CUDA_VISIBLE_DEVICES"), "{body}");
+    let (status, _) = owner
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/jobs",
+            Some(json!({"booking_id": booking.id, "argv": []})),
+        )
+        .await;
+    assert_eq!(status, 422);
+
+    let (status, _) = owner.call(reqwest::Method::DELETE, &job_path, None).await;
+    assert_eq!(status, 200);
+    let done = owner.finished(job.id, 10).await;
+    assert_eq!(
+        (done.state, done.signal),
+        (JobState::Killed, Some(15)),
+        "{done:?}"
+    );
+    assert_eq!(done.message, "cancelled");
+    let (_, log) = owner.call(reqwest::Method::GET, &log_path, None).await;
+    assert_eq!(log, "secret-output\n");
+    let (status, _) = owner.call(reqwest::Method::DELETE, &job_path, None).await;
+    assert_eq!(status, 422, "already over");
+    app.stop().await;
+}
