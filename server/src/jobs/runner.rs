@@ -44,7 +44,6 @@ pub struct Runner {
 /// A job this runner started and still watches.
 struct Watched {
     child: Child,
-    booking_id: i64,
     /// When SIGTERM went to the group, and why.
     stopping: Option<(DateTime<Utc>, &'static str)>,
 }
@@ -96,8 +95,15 @@ impl Runner {
         watched: &mut HashMap<i64, Watched>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
+        // Why each running job must stop, if it must: read once per tick with the job itself.
+        let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
         for job in self.store.live_jobs().await? {
             let booking = self.store.booking(job.job.booking_id, now).await?;
+            if job.job.state == JobState::Running {
+                if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested) {
+                    stop_reasons.insert(job.job.id, reason);
+                }
+            }
             match (job.job.state, booking) {
                 (JobState::Queued, Some(b)) if b.state == BookingState::Active => {
                     match self.launch(&job, &b) {
@@ -107,7 +113,6 @@ impl Runner {
                                 job.job.id,
                                 Watched {
                                     child,
-                                    booking_id: b.id,
                                     stopping: None,
                                 },
                             );
@@ -138,16 +143,18 @@ impl Runner {
         }
         let ids: Vec<i64> = watched.keys().copied().collect();
         for id in ids {
-            self.watch(id, watched, now).await?;
+            self.watch(id, watched, stop_reasons.get(&id).copied(), now)
+                .await?;
         }
         Ok(())
     }
 
-    /// Records a job that ended, or stops one whose time is up.
+    /// Records a job that ended, or stops one that must stop (`stop`, with the reason).
     async fn watch(
         &self,
         id: i64,
         watched: &mut HashMap<i64, Watched>,
+        stop: Option<&'static str>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
         let Some(job) = watched.get_mut(&id) else {
@@ -176,15 +183,7 @@ impl Runner {
         let pgid = Pid::from_raw(job.child.id() as i32);
         match job.stopping {
             None => {
-                let booking = self.store.booking(job.booking_id, now).await?;
-                let reason = if booking.is_none_or(|b| b.state != BookingState::Active) {
-                    Some("stopped at the end of its booking")
-                } else if self.store.cancel_requested(id).await? {
-                    Some("cancelled")
-                } else {
-                    None
-                };
-                if let Some(reason) = reason {
+                if let Some(reason) = stop {
                     tracing::info!(job = id, reason, "stopping a job");
                     let _ = killpg(pgid, Signal::SIGTERM);
                     job.stopping = Some((now, reason));
@@ -241,6 +240,17 @@ impl Runner {
             stderr: &stderr,
         })
         .map_err(|e| e.to_string())
+    }
+}
+
+/// Why a running job must stop now: its booking is no longer active, or it was cancelled.
+fn stop_reason(booking: Option<&Booking>, cancel_requested: bool) -> Option<&'static str> {
+    if booking.is_none_or(|b| b.state != BookingState::Active) {
+        Some("stopped at the end of its booking")
+    } else if cancel_requested {
+        Some("cancelled")
+    } else {
+        None
     }
 }
 

@@ -11,6 +11,8 @@ pub struct JobToRun {
     pub job: Job,
     pub env: BTreeMap<String, String>,
     pub unix_user: Option<String>,
+    /// A cancel was asked for while it ran.
+    pub cancel_requested: bool,
 }
 
 /// How a job ended.
@@ -41,6 +43,7 @@ struct Row {
     signal: Option<i64>,
     message: String,
     unix_user: Option<String>,
+    cancel_requested: bool,
 }
 
 impl Row {
@@ -49,6 +52,7 @@ impl Row {
         Ok(JobToRun {
             env: serde_json::from_str(&self.env).map_err(|e| bad(e.to_string()))?,
             unix_user: self.unix_user,
+            cancel_requested: self.cancel_requested,
             job: Job {
                 id: self.id,
                 booking_id: self.booking_id,
@@ -72,7 +76,7 @@ impl Row {
 
 const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, j.argv, j.cwd,
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
-        j.message, u.unix_user
+        j.message, u.unix_user, j.cancel_requested
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Store {
@@ -149,17 +153,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(Row::into_run).collect()
-    }
-
-    /// Whether a cancel was asked for each of these jobs.
-    pub async fn cancel_requested(&self, id: i64) -> Result<bool, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT cancel_requested FROM jobs WHERE id = ?1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?
-                .unwrap_or(false),
-        )
     }
 
     pub async fn job_started(
