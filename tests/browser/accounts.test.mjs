@@ -9,7 +9,7 @@
 import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, step,
+  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, step, assertOnlyProvokedErrors,
 } from './lib.mjs';
 
 const dataDir = freshDataDir();
@@ -128,9 +128,7 @@ try {
 
   // Chromium logs each refused request; the test provoked exactly two (a taken username: 409,
   // a wrong current password: 403).
-  const provoked = /Failed to load resource: the server responded with a status of (409|403)/;
-  assert.equal(failures.filter((f) => provoked.test(f)).length, 2, failures.join('\n'));
-  assert.deepEqual(failures.filter((f) => !provoked.test(f)), [], 'no page errors');
+  assertOnlyProvokedErrors(failures, [409, 403], 2);
   step('no errors in the page');
 } finally {
   await browser.close();

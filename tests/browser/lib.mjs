@@ -2,6 +2,7 @@
 // fresh data dir and a simulated fleet, and Debian's headless Chromium.
 
 import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -70,6 +71,17 @@ export async function logIn(page, url, username, password, landing = '/') {
   await page.fill('input[name=password]', password);
   await page.click('button[type=submit]');
   await page.waitForURL(url + landing);
+}
+
+/**
+ * Fails unless the page logged nothing but the refused requests the test provoked on purpose:
+ * Chromium logs each as "Failed to load resource … status of N"; `statuses` are the expected
+ * codes and `count` how many such lines there must be.
+ */
+export function assertOnlyProvokedErrors(failures, statuses, count) {
+  const provoked = new RegExp(`Failed to load resource: the server responded with a status of (${statuses.join('|')})`);
+  assert.equal(failures.filter((f) => provoked.test(f)).length, count, failures.join('\n'));
+  assert.deepEqual(failures.filter((f) => !provoked.test(f)), [], 'no page errors');
 }
 
 export const step = (name) => console.log(`  ✓ ${name}`);

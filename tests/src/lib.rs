@@ -94,6 +94,24 @@ impl TestApp {
             .expect("the server answers")
     }
 
+    /// A request as the holder of session `cookie`, with `body` as JSON when given.
+    pub async fn call_as(
+        &self,
+        cookie: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .request(method, self.url(path))
+            .header("cookie", cookie);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send().await.expect("the server answers")
+    }
+
     /// GET with no credentials.
     pub async fn get_anonymous(&self, path: &str) -> reqwest::Response {
         self.client
@@ -192,6 +210,37 @@ impl TestApp {
             .expect("the server task did not panic")
             .expect("the server ran without error");
     }
+}
+
+/// Makes the Unix account `name` (a system account without a home) if this test runs as root
+/// and it does not exist yet; jobs of the Lanes user of that name then run as it. Returns the
+/// uid jobs will run as: the account's as root, else the test's own (single-user mode).
+pub fn ensure_unix_account(name: &str) -> u32 {
+    use nix::unistd::{Uid, User};
+    if !Uid::effective().is_root() {
+        return Uid::effective().as_raw();
+    }
+    if User::from_name(name)
+        .expect("the account database")
+        .is_none()
+    {
+        let made = std::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ])
+            .status()
+            .expect("useradd runs");
+        assert!(made.success(), "useradd {name}");
+    }
+    User::from_name(name)
+        .expect("the account database")
+        .expect("the account exists")
+        .uid
+        .as_raw()
 }
 
 /// The `name=value` part of the session cookie a response sets.

@@ -5,23 +5,6 @@ use lanes_tests::{session_cookie, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-async fn call(
-    app: &TestApp,
-    method: Method,
-    path: &str,
-    cookie: &str,
-    body: Option<Value>,
-) -> reqwest::Response {
-    let mut req = app
-        .client
-        .request(method, app.url(path))
-        .header("cookie", cookie);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    req.send().await.unwrap()
-}
-
 async fn setup() -> (TestApp, String, String) {
     let app = TestApp::spawn(1).await;
     app.create_user("root-admin", "admin passphrase", Role::Admin)
@@ -35,7 +18,8 @@ async fn setup() -> (TestApp, String, String) {
 
 /// The id of `username`, as the admin's user list gives it.
 async fn user_id(app: &TestApp, admin: &str, username: &str) -> i64 {
-    let users: Value = call(app, Method::GET, "/api/v1/users", admin, None)
+    let users: Value = app
+        .call_as(admin, Method::GET, "/api/v1/users", None)
         .await
         .json()
         .await
@@ -65,7 +49,9 @@ async fn login_status(app: &TestApp, username: &str, password: &str) -> u16 {
 async fn an_admin_creates_a_user_who_can_then_log_in() {
     let (app, admin, _) = setup().await;
     let body = json!({"username": "bob", "password": "bobs passphrase", "unix_user": "bob", "email": "bob@lab.example"});
-    let resp = call(&app, Method::POST, "/api/v1/users", &admin, Some(body)).await;
+    let resp = app
+        .call_as(&admin, Method::POST, "/api/v1/users", Some(body))
+        .await;
     assert_eq!(resp.status(), 201);
     let bob: Value = resp.json().await.unwrap();
     assert_eq!(
@@ -74,37 +60,38 @@ async fn an_admin_creates_a_user_who_can_then_log_in() {
     );
     assert_eq!(login_status(&app, "bob", "bobs passphrase").await, 200);
 
-    let again = call(
-        &app,
-        Method::POST,
-        "/api/v1/users",
-        &admin,
-        Some(json!({"username": "bob", "password": "bobs passphrase"})),
-    )
-    .await;
+    let again = app
+        .call_as(
+            &admin,
+            Method::POST,
+            "/api/v1/users",
+            Some(json!({"username": "bob", "password": "bobs passphrase"})),
+        )
+        .await;
     assert_eq!(again.status(), 409);
-    let weak = call(
-        &app,
-        Method::POST,
-        "/api/v1/users",
-        &admin,
-        Some(json!({"username": "eve", "password": "short"})),
-    )
-    .await;
+    let weak = app
+        .call_as(
+            &admin,
+            Method::POST,
+            "/api/v1/users",
+            Some(json!({"username": "eve", "password": "short"})),
+        )
+        .await;
     assert_eq!(weak.status(), 422);
-    let root = call(
-        &app,
-        Method::POST,
-        "/api/v1/users",
-        &admin,
-        Some(json!({"username": "eve", "password": "long enough pw", "unix_user": "root"})),
-    )
-    .await;
+    let root = app
+        .call_as(
+            &admin,
+            Method::POST,
+            "/api/v1/users",
+            Some(json!({"username": "eve", "password": "long enough pw", "unix_user": "root"})),
+        )
+        .await;
     assert_eq!(root.status(), 422);
     let body: Value = root.json().await.unwrap();
     assert!(body["message"].as_str().unwrap().contains("root"));
 
-    let users: Value = call(&app, Method::GET, "/api/v1/users", &admin, None)
+    let users: Value = app
+        .call_as(&admin, Method::GET, "/api/v1/users", None)
         .await
         .json()
         .await
@@ -142,9 +129,9 @@ async fn only_admins_may_manage_accounts() {
         ),
         (Method::GET, "/api/v1/audit", None),
     ] {
-        let as_user = call(&app, method.clone(), path, &ada, body.clone()).await;
+        let as_user = app.call_as(&ada, method.clone(), path, body.clone()).await;
         assert_eq!(as_user.status(), 403, "{method} {path} as a user");
-        let anonymous = call(&app, method.clone(), path, "", body).await;
+        let anonymous = app.call_as("", method.clone(), path, body).await;
         assert_eq!(anonymous.status(), 401, "{method} {path} anonymously");
     }
     app.stop().await;
@@ -154,17 +141,17 @@ async fn only_admins_may_manage_accounts() {
 async fn disabling_a_user_ends_their_sessions_and_bars_login() {
     let (app, admin, ada) = setup().await;
     let ada_id = user_id(&app, &admin, "ada").await;
-    let resp = call(
-        &app,
-        Method::PATCH,
-        &format!("/api/v1/users/{ada_id}"),
-        &admin,
-        Some(json!({"enabled": false})),
-    )
-    .await;
+    let resp = app
+        .call_as(
+            &admin,
+            Method::PATCH,
+            &format!("/api/v1/users/{ada_id}"),
+            Some(json!({"enabled": false})),
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
-        call(&app, Method::GET, "/api/v1/me", &ada, None)
+        app.call_as(&ada, Method::GET, "/api/v1/me", None)
             .await
             .status(),
         401
@@ -173,20 +160,21 @@ async fn disabling_a_user_ends_their_sessions_and_bars_login() {
         login_status(&app, "ada", "correct horse battery").await,
         401
     );
-    let resp = call(
-        &app,
-        Method::PATCH,
-        &format!("/api/v1/users/{ada_id}"),
-        &admin,
-        Some(json!({"enabled": true, "password": "a brand new passphrase"})),
-    )
-    .await;
+    let resp = app
+        .call_as(
+            &admin,
+            Method::PATCH,
+            &format!("/api/v1/users/{ada_id}"),
+            Some(json!({"enabled": true, "password": "a brand new passphrase"})),
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
         login_status(&app, "ada", "a brand new passphrase").await,
         200
     );
-    let audit: Value = call(&app, Method::GET, "/api/v1/audit", &admin, None)
+    let audit: Value = app
+        .call_as(&admin, Method::GET, "/api/v1/audit", None)
         .await
         .json()
         .await
@@ -208,27 +196,21 @@ async fn disabling_a_user_ends_their_sessions_and_bars_login() {
 async fn changing_ones_password_ends_every_session_and_needs_the_current_one() {
     let (app, _, ada) = setup().await;
     let other_session = app.login("ada", "correct horse battery").await;
-    let wrong = call(
-        &app,
-        Method::POST,
-        "/api/v1/me/password",
-        &ada,
-        Some(
+    let wrong = app.call_as(&ada, Method::POST, "/api/v1/me/password", Some(
             json!({"current_password": "not it at all", "new_password": "a brand new passphrase"}),
-        ),
-    )
+        ))
     .await;
     assert_eq!(wrong.status(), 403);
-    let weak = call(
-        &app,
-        Method::POST,
-        "/api/v1/me/password",
-        &ada,
-        Some(json!({"current_password": "correct horse battery", "new_password": "short"})),
-    )
-    .await;
+    let weak = app
+        .call_as(
+            &ada,
+            Method::POST,
+            "/api/v1/me/password",
+            Some(json!({"current_password": "correct horse battery", "new_password": "short"})),
+        )
+        .await;
     assert_eq!(weak.status(), 422);
-    let ok = call(&app, Method::POST, "/api/v1/me/password", &ada, Some(json!({"current_password": "correct horse battery", "new_password": "a brand new passphrase"}))).await;
+    let ok = app.call_as(&ada, Method::POST, "/api/v1/me/password", Some(json!({"current_password": "correct horse battery", "new_password": "a brand new passphrase"}))).await;
     assert_eq!(ok.status(), 204);
     assert!(
         session_cookie(&ok).is_some_and(|c| c == "lanes_session="),
@@ -236,7 +218,7 @@ async fn changing_ones_password_ends_every_session_and_needs_the_current_one() {
     );
     for cookie in [&ada, &other_session] {
         assert_eq!(
-            call(&app, Method::GET, "/api/v1/me", cookie, None)
+            app.call_as(cookie, Method::GET, "/api/v1/me", None)
                 .await
                 .status(),
             401
@@ -256,24 +238,26 @@ async fn changing_ones_password_ends_every_session_and_needs_the_current_one() {
 #[tokio::test]
 async fn the_last_admin_cannot_be_demoted_or_disabled() {
     let (app, admin, _) = setup().await;
-    let me: Value = call(&app, Method::GET, "/api/v1/me", &admin, None)
+    let me: Value = app
+        .call_as(&admin, Method::GET, "/api/v1/me", None)
         .await
         .json()
         .await
         .unwrap();
     let id = me["id"].as_i64().unwrap();
     for change in [json!({"role": "user"}), json!({"enabled": false})] {
-        let resp = call(
-            &app,
-            Method::PATCH,
-            &format!("/api/v1/users/{id}"),
-            &admin,
-            Some(change),
-        )
-        .await;
+        let resp = app
+            .call_as(
+                &admin,
+                Method::PATCH,
+                &format!("/api/v1/users/{id}"),
+                Some(change),
+            )
+            .await;
         assert_eq!(resp.status(), 409);
     }
-    let me_again: Value = call(&app, Method::GET, "/api/v1/me", &admin, None)
+    let me_again: Value = app
+        .call_as(&admin, Method::GET, "/api/v1/me", None)
         .await
         .json()
         .await
@@ -285,77 +269,78 @@ async fn the_last_admin_cannot_be_demoted_or_disabled() {
 #[tokio::test]
 async fn groups_are_created_and_users_put_in_them_by_name() {
     let (app, admin, _) = setup().await;
-    let created = call(
-        &app,
-        Method::POST,
-        "/api/v1/groups",
-        &admin,
-        Some(json!({"name": "vision", "description": "CV team"})),
-    )
-    .await;
+    let created = app
+        .call_as(
+            &admin,
+            Method::POST,
+            "/api/v1/groups",
+            Some(json!({"name": "vision", "description": "CV team"})),
+        )
+        .await;
     assert_eq!(created.status(), 201);
-    let dup = call(
-        &app,
-        Method::POST,
-        "/api/v1/groups",
-        &admin,
-        Some(json!({"name": "vision"})),
-    )
-    .await;
+    let dup = app
+        .call_as(
+            &admin,
+            Method::POST,
+            "/api/v1/groups",
+            Some(json!({"name": "vision"})),
+        )
+        .await;
     assert_eq!(dup.status(), 409);
-    let bad = call(
-        &app,
-        Method::POST,
-        "/api/v1/groups",
-        &admin,
-        Some(json!({"name": "Vision Team"})),
-    )
-    .await;
+    let bad = app
+        .call_as(
+            &admin,
+            Method::POST,
+            "/api/v1/groups",
+            Some(json!({"name": "Vision Team"})),
+        )
+        .await;
     assert_eq!(bad.status(), 422);
     let ada_id = user_id(&app, &admin, "ada").await;
-    let unknown = call(
-        &app,
-        Method::PATCH,
-        &format!("/api/v1/users/{ada_id}"),
-        &admin,
-        Some(json!({"groups": ["vision", "nlp"]})),
-    )
-    .await;
+    let unknown = app
+        .call_as(
+            &admin,
+            Method::PATCH,
+            &format!("/api/v1/users/{ada_id}"),
+            Some(json!({"groups": ["vision", "nlp"]})),
+        )
+        .await;
     assert_eq!(unknown.status(), 422);
-    let ok = call(
-        &app,
-        Method::PATCH,
-        &format!("/api/v1/users/{ada_id}"),
-        &admin,
-        Some(json!({"groups": ["vision"]})),
-    )
-    .await;
+    let ok = app
+        .call_as(
+            &admin,
+            Method::PATCH,
+            &format!("/api/v1/users/{ada_id}"),
+            Some(json!({"groups": ["vision"]})),
+        )
+        .await;
     assert_eq!(ok.status(), 200);
     let view: Value = ok.json().await.unwrap();
     assert_eq!(view["groups"], json!(["vision"]));
-    let groups: Value = call(&app, Method::GET, "/api/v1/groups", &admin, None)
+    let groups: Value = app
+        .call_as(&admin, Method::GET, "/api/v1/groups", None)
         .await
         .json()
         .await
         .unwrap();
     assert_eq!(groups[0]["members"], json!(["ada"]));
-    let unknown_field = call(
-        &app,
-        Method::PATCH,
-        &format!("/api/v1/users/{ada_id}"),
-        &admin,
-        Some(json!({"is_admin": true})),
-    )
-    .await;
+    let unknown_field = app
+        .call_as(
+            &admin,
+            Method::PATCH,
+            &format!("/api/v1/users/{ada_id}"),
+            Some(json!({"is_admin": true})),
+        )
+        .await;
     assert_eq!(unknown_field.status(), 400);
-    let missing = call(
-        &app,
-        Method::PATCH,
-        "/api/v1/users/9999",
-        &admin,
-        Some(json!({"display_name": "x"})),
-    )
-    .await;
+    let missing = app
+        .call_as(
+            &admin,
+            Method::PATCH,
+            "/api/v1/users/9999",
+            Some(json!({"display_name": "x"})),
+        )
+        .await;
     assert_eq!(missing.status(), 404);
     app.stop().await;
 }

@@ -32,15 +32,7 @@ impl Client<'_> {
         path: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut request = self
-            .app
-            .client
-            .request(method, self.app.url(path))
-            .header("cookie", &self.cookie);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.expect("the server answers");
+        let response = self.app.call_as(&self.cookie, method, path, body).await;
         let status = response.status();
         let text = response.text().await.unwrap();
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))

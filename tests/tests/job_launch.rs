@@ -7,36 +7,13 @@ use lanes_app::model::booking::GpuRef;
 use lanes_app::model::GpuInfo;
 use lanes_server::jobs::launch::{identity, spawn, Identity, Launch, LaunchError};
 use lanes_server::jobs::mask::{job_environment, DeviceMask, JobFacts};
+use lanes_tests::ensure_unix_account;
 use std::collections::BTreeMap;
-use std::process::Command;
 
 const ACCOUNT: &str = "lanes-test-job";
 
 fn running_as_root() -> bool {
     nix::unistd::Uid::effective().is_root()
-}
-
-/// The test's Unix account, made once (idempotent across test runs).
-fn ensure_account() {
-    let exists = Command::new("id")
-        .arg(ACCOUNT)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    if !exists {
-        let made = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                ACCOUNT,
-            ])
-            .status()
-            .expect("useradd runs");
-        assert!(made.success(), "useradd {ACCOUNT}");
-    }
 }
 
 fn inventory() -> Vec<GpuInfo> {
@@ -55,7 +32,7 @@ fn inventory() -> Vec<GpuInfo> {
 #[test]
 fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits_nothing() {
     let who = if running_as_root() {
-        ensure_account();
+        ensure_unix_account(ACCOUNT);
         identity("ada", Some(ACCOUNT)).expect("the account resolves")
     } else {
         let me = identity("ada", None).expect("single-user mode");

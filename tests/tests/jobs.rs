@@ -8,40 +8,11 @@ use lanes_app::model::booking::Booking;
 use lanes_app::model::job::{Job, JobState};
 use lanes_app::model::GpuState;
 use lanes_server::accounts::Role;
-use lanes_tests::TestApp;
+use lanes_tests::{ensure_unix_account, TestApp};
 use serde_json::{json, Value};
-use std::process::Command;
 
 /// A Unix account for jobs; the Lanes user of the same name runs as it.
 const ACCOUNT: &str = "lanes-test-job";
-
-fn ensure_account() -> u32 {
-    if nix::unistd::Uid::effective().is_root()
-        && !Command::new("id")
-            .arg(ACCOUNT)
-            .output()
-            .unwrap()
-            .status
-            .success()
-    {
-        let made = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                ACCOUNT,
-            ])
-            .status()
-            .expect("useradd runs");
-        assert!(made.success());
-    }
-    match nix::unistd::User::from_name(ACCOUNT).unwrap() {
-        Some(u) if nix::unistd::Uid::effective().is_root() => u.uid.as_raw(),
-        // Not root: single-user mode, jobs run as the test's own user.
-        _ => nix::unistd::Uid::effective().as_raw(),
-    }
-}
 
 struct Session<'a> {
     app: &'a TestApp,
@@ -55,15 +26,7 @@ impl Session<'_> {
         path: &str,
         body: Option<Value>,
     ) -> (u16, String) {
-        let mut request = self
-            .app
-            .client
-            .request(method, self.app.url(path))
-            .header("cookie", &self.cookie);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
+        let response = self.app.call_as(&self.cookie, method, path, body).await;
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
@@ -124,7 +87,7 @@ async fn cards(app: &TestApp) -> Vec<GpuState> {
 
 #[tokio::test]
 async fn a_job_runs_under_its_bookings_mask_as_its_user_and_its_log_shows_it() {
-    let uid = ensure_account();
+    let uid = ensure_unix_account(ACCOUNT);
     let app = TestApp::spawn(4).await;
     let owner = Session {
         app: &app,
@@ -178,7 +141,7 @@ async fn a_job_runs_under_its_bookings_mask_as_its_user_and_its_log_shows_it() {
 
 #[tokio::test]
 async fn a_job_outliving_its_slot_gets_sigterm_at_the_end_and_sigkill_after_the_grace() {
-    ensure_account();
+    ensure_unix_account(ACCOUNT);
     let app = TestApp::spawn(2).await;
     let owner = Session {
         app: &app,
@@ -227,7 +190,7 @@ async fn a_job_outliving_its_slot_gets_sigterm_at_the_end_and_sigkill_after_the_
 
 #[tokio::test]
 async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_the_job() {
-    ensure_account();
+    ensure_unix_account(ACCOUNT);
     let app = TestApp::spawn(2).await;
     let owner = Session {
         app: &app,

@@ -9,13 +9,8 @@ use lanes_tests::TestApp;
 use serde_json::json;
 
 async fn put_settings(app: &TestApp, cookie: &str, body: serde_json::Value) -> reqwest::Response {
-    app.client
-        .put(app.url("/api/v1/settings"))
-        .header("cookie", cookie)
-        .json(&body)
-        .send()
+    app.call_as(cookie, reqwest::Method::PUT, "/api/v1/settings", Some(body))
         .await
-        .unwrap()
 }
 
 fn owners_shown(gpus: &[GpuState]) -> usize {
@@ -141,12 +136,8 @@ async fn settings_reject_unknown_or_malformed_fields_and_keep_what_was_set() {
         assert_eq!(error["error"], "bad_request");
     }
     let now: PortalSettings = app
-        .client
-        .get(app.url("/api/v1/settings"))
-        .header("cookie", &admin)
-        .send()
+        .call_as(&admin, reqwest::Method::GET, "/api/v1/settings", None)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
