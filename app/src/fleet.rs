@@ -73,6 +73,7 @@ impl FleetSnapshot {
             gpu.health = update.health;
             gpu.sample = update.sample;
             gpu.processes = update.processes;
+            gpu.idle_booking = update.idle_booking;
         }
     }
 
@@ -179,6 +180,7 @@ mod tests {
                     health: Health::Ok,
                     sample: None,
                     processes: vec![],
+                    idle_booking: None,
                 })
                 .collect(),
             history: vec![],
@@ -192,6 +194,7 @@ mod tests {
             health,
             sample,
             processes: vec![],
+            idle_booking: None,
         }
     }
 
@@ -257,6 +260,7 @@ mod tests {
             used_memory_bytes: Some(5),
             user: Some("alice".into()),
             command: Some("python".into()),
+            lane: None,
         });
         f.apply_updates(vec![u]);
         assert_eq!(f.summary().busy, 1);

@@ -6,6 +6,7 @@
 
 pub mod account;
 pub mod booking;
+pub mod enforcement;
 pub mod job;
 
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,23 @@ pub struct GpuProcess {
     pub user: Option<String>,
     /// Command name (`comm`), read from /proc.
     pub command: Option<String>,
+    /// What the watchdog made of it; `None` until it has looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<ProcessLane>,
+}
+
+/// Whether a process on a card has a booking behind it, as the watchdog judged it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProcessLane {
+    /// A Lanes job's process, on a card of its booking.
+    Job { id: i64 },
+    /// Its owner holds an active booking of the card.
+    Booked,
+    /// Its owner or command is on the admins' exemption list.
+    Exempt,
+    /// Nobody booked this card for its owner: a violation.
+    Unbooked,
 }
 
 impl GpuProcess {
@@ -102,6 +120,9 @@ pub struct GpuState {
     /// Latest successful reading; `None` until the first one, or while the card is unhealthy.
     pub sample: Option<GpuSample>,
     pub processes: Vec<GpuProcess>,
+    /// The id of the active booking of this card that the watchdog found idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_booking: Option<i64>,
 }
 
 /// One card's part of a tick.
@@ -112,6 +133,9 @@ pub struct GpuUpdate {
     pub health: Health,
     pub sample: Option<GpuSample>,
     pub processes: Vec<GpuProcess>,
+    /// The id of the active booking of this card that the watchdog found idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_booking: Option<i64>,
 }
 
 /// A point of a card's recent history, as drawn in the dashboard charts.

@@ -122,6 +122,10 @@ pub struct ServeArgs {
     /// Make this simulated card fail every reading (to see how an unhealthy card looks).
     #[arg(long, env = "LANES_SIM_FAULTY_GPU", hide = true)]
     pub sim_faulty_gpu: Option<u32>,
+    /// Random jobs of made-up users on the simulated cards (false: cards stay idle unless a
+    /// Lanes job runs on them, which makes enforcement easy to watch).
+    #[arg(long, env = "LANES_SIM_BACKGROUND", default_value_t = true, action = clap::ArgAction::Set)]
+    pub sim_background: bool,
 }
 
 #[derive(Debug, Args)]

@@ -184,6 +184,7 @@ mod tests {
             health,
             sample,
             processes: vec![],
+            idle_booking: None,
         }
     }
 

@@ -3,8 +3,10 @@
 
 use crate::accounts::session::SessionPolicy;
 use crate::cli::{DbArgs, ServeArgs};
+use crate::enforce::Enforcer;
 use crate::http::{self, AppState, AuthSettings};
 use crate::metrics::Metrics;
+use crate::notify::{Notifier, Retry};
 use crate::store::{Store, StoreError};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::poller::{PollSettings, Poller, Sampler};
@@ -54,6 +56,8 @@ pub struct ServeConfig {
     pub metrics_token: Option<String>,
     /// Between SIGTERM and SIGKILL when a job's slot ends or it is cancelled.
     pub job_grace: std::time::Duration,
+    /// How webhook deliveries are retried.
+    pub webhook_retry: Retry,
 }
 
 impl ServeConfig {
@@ -84,6 +88,7 @@ impl ServeConfig {
             sim: SimOptions {
                 seed: args.sim_seed,
                 faulty_gpu: args.sim_faulty_gpu,
+                background: args.sim_background,
             },
             auth: AuthSettings {
                 policy: SessionPolicy {
@@ -97,6 +102,7 @@ impl ServeConfig {
             },
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
             job_grace: args.job_grace,
+            webhook_retry: Retry::default(),
         })
     }
 }
@@ -176,8 +182,11 @@ impl Application {
             );
         }
 
-        let (source, fallback_reason) =
-            telemetry::open(config.gpus, &config.node_name, &config.sim)?;
+        let telemetry::Opened {
+            source,
+            fallback_reason,
+            processes,
+        } = telemetry::open(config.gpus, &config.node_name, &config.sim)?;
         let kind = source.kind();
         match (kind, fallback_reason) {
             (SourceKind::Simulated, Some(reason)) => tracing::warn!(
@@ -219,9 +228,22 @@ impl Application {
             .site_addr(config.listen)
             .build();
         let shutdown = CancellationToken::new();
+        let policy = Arc::new(std::sync::RwLock::new(store.policy().await?));
+        let notifier = Notifier::start(policy.clone(), config.webhook_retry);
+        Enforcer::start(
+            store.clone(),
+            hub.clone(),
+            processes.clone(),
+            notifier.clone(),
+            policy.clone(),
+            config.node_name.clone(),
+            shutdown.clone(),
+        );
         let runner = crate::jobs::runner::Runner::start(
             store.clone(),
             hub.clone(),
+            processes.clone(),
+            notifier,
             crate::jobs::runner::RunnerSettings {
                 grace: config.job_grace,
                 jobs_dir: config.data_dir.join("jobs"),
@@ -240,6 +262,8 @@ impl Application {
             metrics_token: config.metrics_token.as_deref().map(Arc::from),
             portal: Arc::new(std::sync::RwLock::new(portal)),
             runner,
+            policy,
+            processes,
         };
         Ok(Self {
             listener,

@@ -1,11 +1,16 @@
 //! Helpers for end-to-end tests: the real server, in-process, on a random port with a fresh
 //! data dir and a simulated fleet; and the path of the built `lanes` binary for CLI tests.
 
+use chrono::Utc;
+use lanes_app::model::booking::Booking;
+use lanes_app::model::job::Job;
+use lanes_app::model::GpuState;
 use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::startup::{Application, ServeConfig};
 use lanes_server::store::{AuditEntry, Store};
 use lanes_server::telemetry::poller::PollSettings;
 use lanes_server::telemetry::{GpuSelection, SimOptions};
+use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,10 +57,16 @@ impl TestApp {
             sim: SimOptions {
                 seed: 42,
                 faulty_gpu: None,
+                background: true,
             },
             auth: Default::default(),
             metrics_token: None,
             job_grace: Duration::from_secs(1),
+            webhook_retry: lanes_server::notify::Retry {
+                attempts: 3,
+                first_backoff: Duration::from_millis(200),
+                timeout: Duration::from_secs(2),
+            },
         };
         let mut config = config;
         adjust(&mut config);
@@ -269,4 +280,77 @@ pub fn lanes_bin() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// A logged-in user of a test server, with the calls job and enforcement tests make.
+pub struct Session<'a> {
+    pub app: &'a TestApp,
+    pub cookie: String,
+}
+
+impl Session<'_> {
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, String) {
+        let response = self.app.call_as(&self.cookie, method, path, body).await;
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    pub async fn book(&self, cards: &[String], seconds: i64) -> Booking {
+        let start = Utc::now();
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/bookings",
+                Some(json!({"gpus": cards, "start": start, "end": start + chrono::Duration::seconds(seconds)})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    pub async fn submit(&self, booking: i64, argv: &[&str]) -> Job {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/jobs",
+                Some(json!({"booking_id": booking, "argv": argv})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    pub async fn job(&self, id: i64) -> Job {
+        let (status, body) = self
+            .call(reqwest::Method::GET, &format!("/api/v1/jobs/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Waits (up to `seconds`) until the job is over.
+    pub async fn finished(&self, id: i64, seconds: u64) -> Job {
+        for _ in 0..seconds * 20 {
+            let job = self.job(id).await;
+            if job.state.is_over() {
+                return job;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!(
+            "job {id} did not finish in {seconds} s: {:?}",
+            self.job(id).await
+        );
+    }
+}
+
+/// The server's cards in PCI bus order.
+pub async fn cards(app: &TestApp) -> Vec<GpuState> {
+    let mut gpus: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    gpus.sort_by(|a, b| a.info.pci_bus_id.cmp(&b.info.pci_bus_id));
+    gpus
 }

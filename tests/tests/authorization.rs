@@ -143,11 +143,40 @@ fn matrix() -> Vec<Row> {
             None,
             [401, 200, 403, 200],
         ),
+        // Without websocket headers the owner's (and an admin's) upgrade is refused; others
+        // are refused before that.
+        row(
+            get.clone(),
+            "/api/v1/jobs/{id}/log/ws",
+            None,
+            [401, 400, 403, 400],
+        ),
         row(
             Method::DELETE,
             "/api/v1/jobs/{id}",
             None,
             [401, 200, 403, 422],
+        ),
+        // Enforcement: the policy is the admins'; everyone sees their own violations (admins
+        // all); only admins inject simulated processes ({} lacks the card: 400).
+        row(get.clone(), "/api/v1/policy", None, [401, 403, 403, 200]),
+        row(
+            Method::PUT,
+            "/api/v1/policy",
+            EmptyJson,
+            [401, 403, 403, 200],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/violations",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/sim/processes",
+            EmptyJson,
+            [401, 403, 403, 400],
         ),
         row(
             post.clone(),

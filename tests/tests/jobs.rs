@@ -3,87 +3,13 @@
 //! SIGTERM at the end and SIGKILL after the grace period; only its owner (or an admin) sees
 //! its log or cancels it.
 
-use chrono::{Duration, Utc};
-use lanes_app::model::booking::Booking;
-use lanes_app::model::job::{Job, JobState};
-use lanes_app::model::GpuState;
+use lanes_app::model::job::JobState;
 use lanes_server::accounts::Role;
-use lanes_tests::{ensure_unix_account, TestApp};
-use serde_json::{json, Value};
+use lanes_tests::{cards, ensure_unix_account, Session, TestApp};
+use serde_json::json;
 
 /// A Unix account for jobs; the Lanes user of the same name runs as it.
 const ACCOUNT: &str = "lanes-test-job";
-
-struct Session<'a> {
-    app: &'a TestApp,
-    cookie: String,
-}
-
-impl Session<'_> {
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (u16, String) {
-        let response = self.app.call_as(&self.cookie, method, path, body).await;
-        (response.status().as_u16(), response.text().await.unwrap())
-    }
-
-    async fn book(&self, cards: &[String], seconds: i64) -> Booking {
-        let start = Utc::now();
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/api/v1/bookings",
-                Some(json!({"gpus": cards, "start": start, "end": start + Duration::seconds(seconds)})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    async fn submit(&self, booking: i64, argv: &[&str]) -> Job {
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/api/v1/jobs",
-                Some(json!({"booking_id": booking, "argv": argv})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    async fn job(&self, id: i64) -> Job {
-        let (status, body) = self
-            .call(reqwest::Method::GET, &format!("/api/v1/jobs/{id}"), None)
-            .await;
-        assert_eq!(status, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    /// Waits (up to `seconds`) until the job is over.
-    async fn finished(&self, id: i64, seconds: u64) -> Job {
-        for _ in 0..seconds * 20 {
-            let job = self.job(id).await;
-            if job.state.is_over() {
-                return job;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!(
-            "job {id} did not finish in {seconds} s: {:?}",
-            self.job(id).await
-        );
-    }
-}
-
-async fn cards(app: &TestApp) -> Vec<GpuState> {
-    let mut gpus: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
-    gpus.sort_by(|a, b| a.info.pci_bus_id.cmp(&b.info.pci_bus_id));
-    gpus
-}
 
 #[tokio::test]
 async fn a_job_runs_under_its_bookings_mask_as_its_user_and_its_log_shows_it() {

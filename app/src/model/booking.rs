@@ -55,6 +55,9 @@ pub struct Booking {
     pub note: String,
     pub state: BookingState,
     pub created_at: DateTime<Utc>,
+    /// Since when its cards have sat idle (the watchdog's idle check); `None` while in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<DateTime<Utc>>,
 }
 
 /// Body of `POST /api/v1/bookings`: either `gpus` (UUIDs) or `count`.

@@ -18,6 +18,8 @@ pub enum JobState {
     Cancelled,
     /// Could not be started (`message` says why).
     Failed,
+    /// Its process vanished while the server was down: how it ended is unknown.
+    Lost,
 }
 
 impl JobState {
@@ -29,6 +31,7 @@ impl JobState {
             JobState::Killed => "killed",
             JobState::Cancelled => "cancelled",
             JobState::Failed => "failed",
+            JobState::Lost => "lost",
         }
     }
 
@@ -47,6 +50,7 @@ impl std::str::FromStr for JobState {
             "killed" => JobState::Killed,
             "cancelled" => JobState::Cancelled,
             "failed" => JobState::Failed,
+            "lost" => JobState::Lost,
             other => return Err(format!("unknown job state {other:?}")),
         })
     }
@@ -70,6 +74,9 @@ pub struct Job {
     pub signal: Option<i64>,
     /// Why it failed or was stopped, in words.
     pub message: String,
+    /// Most GPU memory its processes held at once, summed over its cards, as the watchdog saw it.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
 }
 
 /// Body of `POST /api/v1/jobs`.

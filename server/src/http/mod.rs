@@ -6,6 +6,7 @@ mod api;
 pub mod auth;
 mod bookings;
 mod csrf;
+mod enforcement;
 mod error;
 mod jobs;
 mod settings;
@@ -47,11 +48,22 @@ pub struct AppState {
     pub portal: Arc<std::sync::RwLock<PortalSettings>>,
     /// Starts and stops jobs.
     pub runner: Arc<crate::jobs::runner::Runner>,
+    /// Enforcement policy; kept in memory for the watchdog and the notifier, written through.
+    pub policy: Arc<std::sync::RwLock<lanes_app::model::enforcement::Policy>>,
+    /// Signals and simulated-process control for the cards' processes.
+    pub processes: crate::telemetry::Processes,
 }
 
 impl AppState {
     pub fn portal_settings(&self) -> PortalSettings {
         self.portal
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    pub fn policy(&self) -> lanes_app::model::enforcement::Policy {
+        self.policy
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
@@ -84,7 +96,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 8] {
+fn areas() -> [Routes; 9] {
     [
         api::routes(),
         auth::routes(),
@@ -93,6 +105,7 @@ fn areas() -> [Routes; 8] {
         settings::routes(),
         bookings::routes(),
         jobs::routes(),
+        enforcement::routes(),
         ws::routes(),
     ]
 }

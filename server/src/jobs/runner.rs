@@ -2,11 +2,18 @@
 //! it (SIGTERM to its whole process group, then SIGKILL after a grace period) when the booking
 //! ends, is released, or the job is cancelled. One task; it wakes on a timer and when a job is
 //! submitted or cancelled.
+//!
+//! Jobs outlive the server: they lead their own session and write to files. A restarted runner
+//! re-adopts each running job whose process is still the one it started (same pid, same start
+//! time, same boot) and goes on enforcing; a job whose process vanished meanwhile is marked lost.
 
 use super::launch::{self, Launch};
 use super::mask::{job_environment, DeviceMask, JobFacts};
-use crate::store::{JobEnd, JobToRun, Store};
+use crate::notify::{Notice, Notifier};
+use crate::store::{JobEnd, JobProcess, JobToRun, Store};
 use crate::telemetry::hub::Hub;
+use crate::telemetry::procinfo;
+use crate::telemetry::Processes;
 use chrono::{DateTime, Utc};
 use lanes_app::model::booking::{Booking, BookingState};
 use lanes_app::model::job::JobState;
@@ -37,15 +44,38 @@ pub struct RunnerSettings {
 pub struct Runner {
     store: Store,
     hub: Arc<Hub>,
+    processes: Processes,
+    notifier: Notifier,
     settings: RunnerSettings,
     wake: Notify,
+    boot_id: String,
 }
 
-/// A job this runner started and still watches.
+/// How the runner knows a job's process.
+enum Handle {
+    /// Started by this runner: its exit status is ours to collect.
+    Child(Child),
+    /// Started by an earlier run of the server: followed through /proc; its exit status went
+    /// to whoever reaped it.
+    Adopted(JobProcess),
+}
+
+/// A job this runner watches.
 struct Watched {
-    child: Child,
+    handle: Handle,
     /// When SIGTERM went to the group, and why.
-    stopping: Option<(DateTime<Utc>, &'static str)>,
+    stopping: Option<(DateTime<Utc>, String)>,
+    /// The job as it was when it started (for the notice when it ends).
+    record: JobToRun,
+}
+
+impl Watched {
+    fn pid(&self) -> u32 {
+        match &self.handle {
+            Handle::Child(child) => child.id(),
+            Handle::Adopted(p) => p.pid,
+        }
+    }
 }
 
 impl Runner {
@@ -53,14 +83,19 @@ impl Runner {
     pub fn start(
         store: Store,
         hub: Arc<Hub>,
+        processes: Processes,
+        notifier: Notifier,
         settings: RunnerSettings,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let runner = Arc::new(Self {
             store,
             hub,
+            processes,
+            notifier,
             settings,
             wake: Notify::new(),
+            boot_id: procinfo::boot_id(),
         });
         let task = runner.clone();
         tokio::spawn(async move {
@@ -98,28 +133,38 @@ impl Runner {
         // Why each running job must stop, if it must: read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
         for job in self.store.live_jobs().await? {
+            let id = job.job.id;
             let booking = self.store.booking(job.job.booking_id, now).await?;
             if job.job.state == JobState::Running {
                 if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested) {
-                    stop_reasons.insert(job.job.id, reason);
+                    stop_reasons.insert(id, reason);
                 }
             }
             match (job.job.state, booking) {
                 (JobState::Queued, Some(b)) if b.state == BookingState::Active => {
                     match self.launch(&job, &b) {
                         Ok(child) => {
-                            self.store.job_started(job.job.id, child.id(), now).await?;
+                            let process = JobProcess {
+                                pid: child.id(),
+                                start_ticks: procinfo::stat(child.id())
+                                    .map_or(0, |s| s.start_ticks),
+                                boot_id: self.boot_id.clone(),
+                            };
+                            self.store.job_started(id, &process, now).await?;
+                            self.attach(&job, &b, child.id());
+                            let handle = Handle::Child(child);
                             watched.insert(
-                                job.job.id,
+                                id,
                                 Watched {
-                                    child,
+                                    handle,
                                     stopping: None,
+                                    record: job,
                                 },
                             );
                         }
                         Err(message) => {
                             let end = ended(JobState::Failed, None, None, message);
-                            self.store.job_ended(job.job.id, &end, now).await?;
+                            self.finish(&job, &end, now).await?;
                         }
                     }
                 }
@@ -127,16 +172,33 @@ impl Runner {
                 (JobState::Queued, _) => {
                     let message = "its booking ended before it could start".to_string();
                     let end = ended(JobState::Cancelled, None, None, message);
-                    self.store.job_ended(job.job.id, &end, now).await?;
+                    self.finish(&job, &end, now).await?;
                 }
-                (JobState::Running, _) if !watched.contains_key(&job.job.id) => {
-                    // Started by an earlier run of the server: re-adopting such jobs is not
-                    // built yet, so say so instead of pretending to enforce.
-                    let message =
-                        "lost: the server restarted while it ran (re-adoption is not built yet)"
-                            .to_string();
-                    let end = ended(JobState::Failed, None, None, message);
-                    self.store.job_ended(job.job.id, &end, now).await?;
+                (JobState::Running, booking) if !watched.contains_key(&id) => {
+                    // Started by an earlier run of the server.
+                    match self.adopt(&job) {
+                        Some(handle) => {
+                            tracing::info!(job = id, "re-adopted a job that outlived a restart");
+                            if let Some(b) = &booking {
+                                self.attach(&job, b, job.job.pid.unwrap_or_default() as u32);
+                            }
+                            let stopping = job.stop_requested.clone();
+                            watched.insert(
+                                id,
+                                Watched {
+                                    handle,
+                                    stopping,
+                                    record: job,
+                                },
+                            );
+                        }
+                        None => {
+                            let message =
+                                "its process vanished while the server was down".to_string();
+                            let end = ended(JobState::Lost, None, None, message);
+                            self.finish(&job, &end, now).await?;
+                        }
+                    }
                 }
                 _ => {}
             }
@@ -146,6 +208,72 @@ impl Runner {
             self.watch(id, watched, stop_reasons.get(&id).copied(), now)
                 .await?;
         }
+        Ok(())
+    }
+
+    /// The process of a job started by an earlier run, if it is still that process.
+    fn adopt(&self, job: &JobToRun) -> Option<Handle> {
+        let pid = u32::try_from(job.job.pid?).ok()?;
+        let expected = JobProcess {
+            pid,
+            start_ticks: job.pid_start?,
+            boot_id: job.boot_id.clone()?,
+        };
+        same_process_alive(&expected, &self.boot_id).then_some(Handle::Adopted(expected))
+    }
+
+    /// Shows a started job on its cards (the simulated fleet puts its load there).
+    fn attach(&self, job: &JobToRun, booking: &Booking, pid: u32) {
+        let cards: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
+        let command = job
+            .job
+            .argv
+            .first()
+            .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+            .unwrap_or_default();
+        self.processes
+            .job_started(&cards, pid, &job.job.username, &command);
+    }
+
+    /// Records how a job ended and tells whoever listens.
+    async fn finish(
+        &self,
+        job: &JobToRun,
+        end: &JobEnd,
+        now: DateTime<Utc>,
+    ) -> Result<(), crate::store::StoreError> {
+        self.store.job_ended(job.job.id, end, now).await?;
+        let name = if job.job.name.is_empty() {
+            job.job.argv.join(" ")
+        } else {
+            job.job.name.clone()
+        };
+        let how = match (end.exit_code, end.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            (None, None) => end.state.as_str().to_string(),
+        };
+        let mut text = format!(
+            "job {} ({name}) of {} ended: {how}",
+            job.job.id, job.job.username
+        );
+        if !end.message.is_empty() {
+            text.push_str(&format!("; {}", end.message));
+        }
+        self.notifier.send(Notice {
+            event: "job.end",
+            at: now,
+            text,
+            details: serde_json::json!({
+                "job_id": job.job.id,
+                "booking_id": job.job.booking_id,
+                "user": job.job.username,
+                "state": end.state,
+                "exit_code": end.exit_code,
+                "signal": end.signal,
+                "message": end.message,
+            }),
+        });
         Ok(())
     }
 
@@ -160,38 +288,26 @@ impl Runner {
         let Some(job) = watched.get_mut(&id) else {
             return Ok(());
         };
-        if let Ok(Some(status)) = job.child.try_wait() {
-            let reason = job.stopping.map(|(_, why)| why.to_string());
-            let end = match (status.code(), status.signal()) {
-                (Some(code), _) => ended(
-                    JobState::Exited,
-                    Some(code.into()),
-                    None,
-                    reason.unwrap_or_default(),
-                ),
-                (None, signal) => ended(
-                    JobState::Killed,
-                    None,
-                    signal.map(i64::from),
-                    reason.unwrap_or_else(|| "killed by a signal".into()),
-                ),
-            };
-            self.store.job_ended(id, &end, now).await?;
-            watched.remove(&id);
+        if let Some(end) = exited(job) {
+            self.processes.job_ended(job.pid());
+            if let Some(done) = watched.remove(&id) {
+                self.finish(&done.record, &end, now).await?;
+            }
             return Ok(());
         }
-        let pgid = Pid::from_raw(job.child.id() as i32);
-        match job.stopping {
+        let pgid = Pid::from_raw(job.pid() as i32);
+        match &job.stopping {
             None => {
                 if let Some(reason) = stop {
                     tracing::info!(job = id, reason, "stopping a job");
                     let _ = killpg(pgid, Signal::SIGTERM);
-                    job.stopping = Some((now, reason));
+                    job.stopping = Some((now, reason.to_string()));
+                    self.store.job_stopping(id, now, reason).await?;
                 }
             }
             Some((since, _)) => {
                 let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
-                if now - since >= grace {
+                if now - *since >= grace {
                     let _ = killpg(pgid, Signal::SIGKILL);
                 }
             }
@@ -240,6 +356,57 @@ impl Runner {
             stderr: &stderr,
         })
         .map_err(|e| e.to_string())
+    }
+}
+
+/// Whether `process` still runs: same pid, same start time, same boot, and not a zombie.
+fn same_process_alive(process: &JobProcess, boot_id: &str) -> bool {
+    process.boot_id == boot_id
+        && procinfo::stat(process.pid)
+            .is_some_and(|s| s.start_ticks == process.start_ticks && s.state != 'Z')
+}
+
+/// How a watched job ended, if it has.
+fn exited(job: &mut Watched) -> Option<JobEnd> {
+    let reason = job.stopping.as_ref().map(|(_, why)| why.clone());
+    match &mut job.handle {
+        Handle::Child(child) => {
+            let status = child.try_wait().ok().flatten()?;
+            Some(match (status.code(), status.signal()) {
+                (Some(code), _) => ended(
+                    JobState::Exited,
+                    Some(code.into()),
+                    None,
+                    reason.unwrap_or_default(),
+                ),
+                (None, signal) => ended(
+                    JobState::Killed,
+                    None,
+                    signal.map(i64::from),
+                    reason.unwrap_or_else(|| "killed by a signal".into()),
+                ),
+            })
+        }
+        Handle::Adopted(process) => {
+            if same_process_alive(process, &process.boot_id) {
+                return None;
+            }
+            // Whoever reaped it has its exit status; say what we know.
+            Some(match reason {
+                Some(why) => ended(
+                    JobState::Killed,
+                    None,
+                    None,
+                    format!("{why} (exit status unknown: re-adopted after a server restart)"),
+                ),
+                None => ended(
+                    JobState::Exited,
+                    None,
+                    None,
+                    "exit status unknown: re-adopted after a server restart".into(),
+                ),
+            })
+        }
     }
 }
 

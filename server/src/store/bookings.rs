@@ -154,6 +154,7 @@ impl Store {
             note: new.note.clone(),
             state: rules::state_at(new.start, new.end, false, false, now),
             created_at: now,
+            idle_since: None,
         })
     }
 
@@ -200,11 +201,12 @@ impl Store {
             note: String,
             status: String,
             created_at: DateTime<Utc>,
+            idle_since_ms: Option<i64>,
         }
         // Built per call, so that each filter present can use its index.
         let mut sql = sqlx::QueryBuilder::<Sqlite>::new(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
-                    b.status, b.created_at
+                    b.status, b.created_at, b.idle_since_ms
              FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
         );
         if let Some(id) = id {
@@ -273,6 +275,7 @@ impl Store {
                     end,
                     note: r.note,
                     created_at: r.created_at,
+                    idle_since: r.idle_since_ms.map(at),
                 }
             })
             .collect())

@@ -13,6 +13,20 @@ pub struct JobToRun {
     pub unix_user: Option<String>,
     /// A cancel was asked for while it ran.
     pub cancel_requested: bool,
+    /// Start time of its process (clock ticks since boot) and that boot's id: with the pid they
+    /// name the process for good, so a restarted server can re-adopt it.
+    pub pid_start: Option<u64>,
+    pub boot_id: Option<String>,
+    /// When SIGTERM went to its group, and why.
+    pub stop_requested: Option<(DateTime<Utc>, String)>,
+}
+
+/// What identifies a started job's process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobProcess {
+    pub pid: u32,
+    pub start_ticks: u64,
+    pub boot_id: String,
 }
 
 /// How a job ended.
@@ -44,6 +58,11 @@ struct Row {
     message: String,
     unix_user: Option<String>,
     cancel_requested: bool,
+    pid_start: Option<i64>,
+    boot_id: Option<String>,
+    stop_requested_ms: Option<i64>,
+    stop_reason: Option<String>,
+    peak_memory_bytes: Option<i64>,
 }
 
 impl Row {
@@ -53,6 +72,12 @@ impl Row {
             env: serde_json::from_str(&self.env).map_err(|e| bad(e.to_string()))?,
             unix_user: self.unix_user,
             cancel_requested: self.cancel_requested,
+            pid_start: self.pid_start.map(|t| t as u64),
+            boot_id: self.boot_id,
+            stop_requested: self
+                .stop_requested_ms
+                .and_then(DateTime::from_timestamp_millis)
+                .map(|at| (at, self.stop_reason.unwrap_or_default())),
             job: Job {
                 id: self.id,
                 booking_id: self.booking_id,
@@ -69,6 +94,7 @@ impl Row {
                 exit_code: self.exit_code,
                 signal: self.signal,
                 message: self.message,
+                peak_memory_bytes: self.peak_memory_bytes.map(|b| b as u64),
             },
         })
     }
@@ -76,7 +102,8 @@ impl Row {
 
 const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, j.argv, j.cwd,
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
-        j.message, u.unix_user, j.cancel_requested
+        j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
+        j.stop_reason, j.peak_memory_bytes
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Store {
@@ -158,15 +185,51 @@ impl Store {
     pub async fn job_started(
         &self,
         id: i64,
-        pid: u32,
+        process: &JobProcess,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET state = 'running', pid = ?2, started_at = ?3 WHERE id = ?1")
+        sqlx::query(
+            "UPDATE jobs SET state = 'running', pid = ?2, pid_start = ?3, boot_id = ?4,
+                started_at = ?5
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(i64::from(process.pid))
+        .bind(process.start_ticks as i64)
+        .bind(&process.boot_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records that SIGTERM went to a job's group, so that a restarted server keeps counting
+    /// the grace period from then.
+    pub async fn job_stopping(
+        &self,
+        id: i64,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET stop_requested_ms = ?2, stop_reason = ?3 WHERE id = ?1")
             .bind(id)
-            .bind(i64::from(pid))
-            .bind(now)
+            .bind(at.timestamp_millis())
+            .bind(reason)
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    /// Raises a job's recorded peak GPU memory to `bytes` if that is more.
+    pub async fn job_peak_memory(&self, id: i64, bytes: u64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET peak_memory_bytes = ?2
+             WHERE id = ?1 AND (peak_memory_bytes IS NULL OR peak_memory_bytes < ?2)",
+        )
+        .bind(id)
+        .bind(bytes as i64)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

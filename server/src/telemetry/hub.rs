@@ -5,8 +5,9 @@
 use crate::metrics::Metrics;
 use axum::extract::ws::Utf8Bytes;
 use lanes_app::model::{
-    FleetSnapshot, GpuInfo, GpuState, GpuUpdate, Health, SourceKind, TelemetryMessage,
+    FleetSnapshot, GpuInfo, GpuState, GpuUpdate, Health, ProcessLane, SourceKind, TelemetryMessage,
 };
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -21,7 +22,25 @@ pub struct Hub {
     /// The same ticks without process owners and commands, for anonymous viewers (serialized
     /// only while someone listens).
     anonymous_ticks: broadcast::Sender<Utf8Bytes>,
+    /// Each tick as data, for the watchdog.
+    raw_ticks: broadcast::Sender<Arc<Tick>>,
+    /// The watchdog's latest judgement of each card, applied to the ticks that follow.
+    notes: RwLock<HashMap<String, CardNotes>>,
     metrics: Arc<Metrics>,
+}
+
+/// One poll of every card.
+#[derive(Clone, Debug)]
+pub struct Tick {
+    pub at_ms: i64,
+    pub gpus: Vec<GpuUpdate>,
+}
+
+/// What the watchdog found on one card (by UUID).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CardNotes {
+    pub lanes: HashMap<u32, ProcessLane>,
+    pub idle_booking: Option<i64>,
 }
 
 impl Hub {
@@ -38,6 +57,7 @@ impl Hub {
                 health: Health::Ok,
                 sample: None,
                 processes: Vec::new(),
+                idle_booking: None,
             })
             .collect();
         let state = FleetSnapshot {
@@ -50,13 +70,22 @@ impl Hub {
             state: RwLock::new(state),
             ticks: broadcast::channel(TICK_BUFFER).0,
             anonymous_ticks: broadcast::channel(TICK_BUFFER).0,
+            raw_ticks: broadcast::channel(TICK_BUFFER).0,
+            notes: RwLock::default(),
             metrics,
         }
     }
 
     /// Records one poll and sends it to every subscriber. Never blocks on a consumer.
-    pub fn publish(&self, at_ms: i64, updates: Vec<GpuUpdate>, poll_duration: Duration) {
+    pub fn publish(&self, at_ms: i64, mut updates: Vec<GpuUpdate>, poll_duration: Duration) {
         self.metrics.record_tick(&updates, poll_duration);
+        self.annotate(&mut updates);
+        if self.raw_ticks.receiver_count() > 0 {
+            let _ = self.raw_ticks.send(Arc::new(Tick {
+                at_ms,
+                gpus: updates.clone(),
+            }));
+        }
         self.state
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -72,6 +101,29 @@ impl Hub {
                 .send(frame(&message.clone().anonymized()));
         }
         let _ = self.ticks.send(frame(&message));
+    }
+
+    /// Ticks from now on, as data (for the watchdog).
+    pub fn subscribe_raw(&self) -> broadcast::Receiver<Arc<Tick>> {
+        self.raw_ticks.subscribe()
+    }
+
+    /// Replaces the watchdog's notes; they mark the processes and cards of the ticks that follow.
+    pub fn set_notes(&self, notes: HashMap<String, CardNotes>) {
+        *self.notes.write().unwrap_or_else(|p| p.into_inner()) = notes;
+    }
+
+    fn annotate(&self, updates: &mut [GpuUpdate]) {
+        let notes = self.notes.read().unwrap_or_else(|p| p.into_inner());
+        for update in updates {
+            let Some(card) = notes.get(&update.uuid) else {
+                continue;
+            };
+            update.idle_booking = card.idle_booking;
+            for process in &mut update.processes {
+                process.lane = card.lanes.get(&process.pid).copied();
+            }
+        }
     }
 
     /// Ticks from now on, as `viewer` may see them. Subscribe before taking the snapshot, so

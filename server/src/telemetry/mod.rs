@@ -8,8 +8,11 @@ pub mod procinfo;
 pub mod sim;
 
 use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// A reader of one node's cards. Calls block (NVML does), so the poller runs them on its own
 /// thread, never on the async runtime.
@@ -80,11 +83,78 @@ impl fmt::Display for GpuSelection {
 }
 
 /// Settings of the simulated fleet.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SimOptions {
     pub seed: u64,
     /// Index of a simulated card that fails every reading (for tests and demos).
     pub faulty_gpu: Option<u32>,
+    /// Random jobs of made-up users come and go on the cards (off: cards idle unless a Lanes
+    /// job or an injected process is on them).
+    pub background: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            faulty_gpu: None,
+            background: true,
+        }
+    }
+}
+
+/// Acting on the processes the cards list, wherever they come from: on real cards these are
+/// host processes; on a simulated node made-up ones live in the simulation, and the runner's
+/// jobs are attached to it so that their cards show their load.
+#[derive(Clone, Debug)]
+pub enum Processes {
+    Host,
+    Simulated(Arc<sim::SimControl>),
+}
+
+impl Processes {
+    /// Sends `signal` to one process a card lists (the watchdog's `terminate`).
+    pub fn signal(&self, pid: u32, signal: Signal) -> Result<(), String> {
+        if let Processes::Simulated(control) = self {
+            if control.kill(pid) {
+                return Ok(());
+            }
+        }
+        let pid = i32::try_from(pid).map_err(|_| format!("no such process {pid}"))?;
+        nix::sys::signal::kill(Pid::from_raw(pid), signal).map_err(|e| e.to_string())
+    }
+
+    /// A job started on `cards` (UUIDs).
+    pub fn job_started(&self, cards: &[String], pid: u32, user: &str, command: &str) {
+        if let Processes::Simulated(control) = self {
+            control.attach(sim::ExtraProcess {
+                pid,
+                cards: cards.to_vec(),
+                user: user.into(),
+                command: command.into(),
+                memory_bytes: SIMULATED_JOB_MEMORY_BYTES,
+                utilization_pct: SIMULATED_JOB_UTILIZATION_PCT,
+            });
+        }
+    }
+
+    pub fn job_ended(&self, pid: u32) {
+        if let Processes::Simulated(control) = self {
+            control.detach(pid);
+        }
+    }
+}
+
+/// The load a Lanes job puts on each of its simulated cards.
+pub const SIMULATED_JOB_UTILIZATION_PCT: u32 = 85;
+pub const SIMULATED_JOB_MEMORY_BYTES: u64 = 24 << 30;
+
+/// An opened source and what comes with it.
+pub struct Opened {
+    pub source: Box<dyn GpuSource>,
+    /// Why `auto` fell back to a simulated fleet.
+    pub fallback_reason: Option<String>,
+    pub processes: Processes,
 }
 
 /// Why no source could be opened.
@@ -100,23 +170,28 @@ pub enum OpenError {
 
 /// Opens the source `selection` asks for. With `auto`, a missing driver is not an error: the
 /// reason is returned beside the simulated source so the caller can say it plainly.
-pub fn open(
-    selection: GpuSelection,
-    node: &str,
-    sim: &SimOptions,
-) -> Result<(Box<dyn GpuSource>, Option<String>), OpenError> {
-    let simulated = |count: u32| -> Box<dyn GpuSource> {
-        Box::new(
-            sim::SimulatedFleet::new(node, count, sim.seed)
-                .with_faulty_card(sim.faulty_gpu.map(|g| g as usize)),
-        )
+pub fn open(selection: GpuSelection, node: &str, sim: &SimOptions) -> Result<Opened, OpenError> {
+    let simulated = |count: u32, fallback_reason: Option<String>| {
+        let fleet = sim::SimulatedFleet::new(node, count, sim.seed)
+            .with_faulty_card(sim.faulty_gpu.map(|g| g as usize))
+            .with_background(sim.background);
+        Opened {
+            processes: Processes::Simulated(fleet.control()),
+            source: Box::new(fleet),
+            fallback_reason,
+        }
+    };
+    let real = |source: nvml::NvmlSource| Opened {
+        source: Box::new(source),
+        fallback_reason: None,
+        processes: Processes::Host,
     };
     match selection {
-        GpuSelection::Simulated(n) => Ok((simulated(n), None)),
-        GpuSelection::Nvml => Ok((Box::new(nvml::NvmlSource::open(node)?), None)),
+        GpuSelection::Simulated(n) => Ok(simulated(n, None)),
+        GpuSelection::Nvml => Ok(real(nvml::NvmlSource::open(node)?)),
         GpuSelection::Auto => match nvml::NvmlSource::open(node) {
-            Ok(source) => Ok((Box::new(source), None)),
-            Err(err) => Ok((simulated(AUTO_SIMULATED_GPUS), Some(err.to_string()))),
+            Ok(source) => Ok(real(source)),
+            Err(err) => Ok(simulated(AUTO_SIMULATED_GPUS, Some(err.to_string()))),
         },
     }
 }

@@ -130,6 +130,7 @@ impl GpuSource for NvmlSource {
                         .as_ref()
                         .and_then(|o| o.user.clone().or_else(|| Some(format!("uid {}", o.uid)))),
                     command: owner.map(|o| o.command),
+                    lane: None,
                 }
             })
             .collect())

@@ -62,6 +62,7 @@ impl Sampler {
                     health,
                     sample,
                     processes,
+                    idle_booking: None,
                 }
             })
             .collect()

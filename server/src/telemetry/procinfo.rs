@@ -57,6 +57,43 @@ pub fn real_uid(status: &str) -> Option<u32> {
         .and_then(|uid| uid.parse().ok())
 }
 
+/// What /proc/PID/stat says about a process that matters for tracking it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    /// One letter: R, S, D, Z (zombie), T, ...
+    pub state: char,
+    /// Session id: a Lanes job leads its own session, so its whole tree has the job's pid here.
+    pub session: u32,
+    /// Start time in clock ticks since boot: with the boot id it names one process for good,
+    /// where a pid alone may be reused.
+    pub start_ticks: u64,
+}
+
+/// Parses /proc/PID/stat. The command (field 2) is in parentheses and may hold spaces or
+/// parentheses itself, so fields are counted from the last `)`.
+pub fn parse_stat(stat: &str) -> Option<ProcStat> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 of proc(5).
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The stat of process `pid` in the real /proc; `None` when it is gone.
+pub fn stat(pid: u32) -> Option<ProcStat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// This boot's id: process start times are only comparable within one boot.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 fn read_comm(dir: &Path) -> Option<String> {
     let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
     Some(comm.trim_end_matches('\n').to_string())
@@ -95,6 +132,27 @@ mod tests {
         assert_eq!(owner.command, "python");
         assert_eq!(reader.owner(4243), None);
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn stat_fields_are_counted_from_the_last_parenthesis() {
+        let line =
+            "4242 (py (thon) x) S 1 4242 4240 0 -1 4194560 1 0 0 0 5 6 0 0 20 0 3 0 987654 1 2";
+        assert_eq!(
+            parse_stat(line),
+            Some(ProcStat {
+                state: 'S',
+                session: 4240,
+                start_ticks: 987654
+            })
+        );
+        assert_eq!(parse_stat("4242 (x) S 1"), None);
+        let me = stat(std::process::id()).unwrap();
+        assert_eq!(
+            me.session,
+            nix::unistd::getsid(None).unwrap().as_raw() as u32
+        );
+        assert!(!boot_id().is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::{GpuSource, SourceError};
 use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::sync::{Arc, Mutex};
 
 const MEMORY_TOTAL_BYTES: u64 = 150_754_820_096; // what NVML reports for an H200
 const POWER_LIMIT_WATTS: f64 = 700.0;
@@ -22,12 +23,96 @@ const IDLE_MEMORY_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
 const USERS: [&str; 6] = ["alice", "bob", "chen", "dana", "emeka", "farah"];
 const COMMANDS: [&str; 5] = ["python", "torchrun", "python3", "jupyter-kernel", "vllm"];
 
+/// Pids of made-up processes start above Linux's largest possible pid (`PID_MAX_LIMIT`,
+/// 2^22), so that no signal meant for one can ever reach a real process.
+pub const FAKE_PID_BASE: u32 = 5_000_000;
+
+/// A process on simulated cards that the random background did not make: a Lanes job (its
+/// real pid) or one injected by a test or a demo (a made-up pid).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtraProcess {
+    pub pid: u32,
+    pub cards: Vec<String>,
+    pub user: String,
+    pub command: String,
+    pub memory_bytes: u64,
+    pub utilization_pct: u32,
+}
+
+/// What the rest of the server does to a simulated node: the runner attaches its jobs so that
+/// their cards show load and their pids; tests inject unbooked processes; the watchdog's
+/// signals end made-up processes. Shared between the fleet (on the poller thread) and them.
+#[derive(Debug, Default)]
+pub struct SimControl {
+    state: Mutex<ControlState>,
+}
+
+#[derive(Debug, Default)]
+struct ControlState {
+    extra: Vec<ExtraProcess>,
+    /// Made-up pids signalled to death (background jobs end at their next reading).
+    killed: std::collections::HashSet<u32>,
+    next_pid: u32,
+}
+
+impl SimControl {
+    fn state(&self) -> std::sync::MutexGuard<'_, ControlState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts a made-up process on `cards`; returns its pid.
+    pub fn inject(&self, mut process: ExtraProcess) -> u32 {
+        let mut state = self.state();
+        state.next_pid += 1;
+        process.pid = FAKE_PID_BASE + state.next_pid;
+        let pid = process.pid;
+        state.extra.push(process);
+        pid
+    }
+
+    /// Shows a real process (a Lanes job) on `cards` with its load.
+    pub fn attach(&self, process: ExtraProcess) {
+        let mut state = self.state();
+        state.extra.retain(|p| p.pid != process.pid);
+        state.extra.push(process);
+    }
+
+    pub fn detach(&self, pid: u32) {
+        self.state().extra.retain(|p| p.pid != pid);
+    }
+
+    /// Ends a made-up process as a signal would; `false` for a pid that is not made up.
+    pub fn kill(&self, pid: u32) -> bool {
+        if pid < FAKE_PID_BASE {
+            return false;
+        }
+        let mut state = self.state();
+        state.extra.retain(|p| p.pid != pid);
+        state.killed.insert(pid);
+        true
+    }
+
+    fn on_card(&self, uuid: &str) -> (Vec<ExtraProcess>, std::collections::HashSet<u32>) {
+        let state = self.state();
+        let extra = state
+            .extra
+            .iter()
+            .filter(|p| p.cards.iter().any(|c| c == uuid))
+            .cloned()
+            .collect();
+        (extra, state.killed.clone())
+    }
+}
+
 /// A fleet of simulated cards on one node.
 pub struct SimulatedFleet {
     inventory: Vec<GpuInfo>,
     cards: Vec<SimCard>,
     /// A card that fails every reading, to exercise the unhealthy path end to end.
     faulty: Option<usize>,
+    control: Arc<SimControl>,
+    /// Random jobs of made-up users come and go (off: cards idle unless something is attached).
+    background: bool,
 }
 
 struct SimJob {
@@ -87,7 +172,20 @@ impl SimulatedFleet {
             inventory,
             cards,
             faulty: None,
+            control: Arc::default(),
+            background: true,
         }
+    }
+
+    /// Turns the random background jobs on or off.
+    pub fn with_background(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    /// The handle through which jobs and tests act on this fleet.
+    pub fn control(&self) -> Arc<SimControl> {
+        self.control.clone()
     }
 
     /// Makes the card at `pos` fail every reading from now on, as a card that fell off the bus.
@@ -109,8 +207,8 @@ fn approach(value: f64, target: f64, dt_ms: f64, tau_ms: f64) -> f64 {
 }
 
 impl SimCard {
-    fn advance(&mut self, at_ms: i64) {
-        let first = self.last_ms.is_none();
+    fn advance(&mut self, at_ms: i64, extra: &[ExtraProcess], background: bool) {
+        let first = self.last_ms.is_none() && background;
         // A long pause (or a clock step back) is treated as one poll interval.
         let dt = match self.last_ms {
             Some(last) if at_ms > last => ((at_ms - last) as f64).min(60_000.0),
@@ -131,29 +229,48 @@ impl SimCard {
                 self.idle_until_ms = at_ms + uniform(&mut self.rng, 5_000.0, 90_000.0) as i64;
             }
         }
-        if self.job.as_ref().is_some_and(|j| at_ms >= j.until_ms) {
-            self.job = None;
-            self.idle_until_ms = at_ms + uniform(&mut self.rng, 10_000.0, 180_000.0) as i64;
+        // Attached processes take the card: a background job makes way for them.
+        if self
+            .job
+            .as_ref()
+            .is_some_and(|j| at_ms >= j.until_ms || !extra.is_empty())
+        {
+            self.end_job(at_ms);
         }
-        if self.job.is_none() && at_ms >= self.idle_until_ms {
+        if self.job.is_none() && background && extra.is_empty() && at_ms >= self.idle_until_ms {
             self.start_job(at_ms);
         }
         let noise = uniform(&mut self.rng, -4.0, 4.0);
-        let (target_util, target_memory) = match &self.job {
-            Some(job) => {
+        let attached = (!extra.is_empty()).then(|| {
+            let util: u32 = extra.iter().map(|p| p.utilization_pct).sum();
+            let memory: u64 = extra.iter().map(|p| p.memory_bytes).sum();
+            (
+                (f64::from(util.min(100)) + noise).clamp(0.0, 100.0),
+                (memory as f64).min(MEMORY_TOTAL_BYTES as f64),
+            )
+        });
+        let (target_util, target_memory) = match (&self.job, attached) {
+            (_, Some(load)) => load,
+            (None, None) => (noise.max(0.0) * 0.25, IDLE_MEMORY_BYTES),
+            (Some(job), None) => {
                 let phase = ((at_ms - job.started_ms) as f64 / job.period_ms).fract();
                 // 85 % of each cycle trains at full load, the rest evaluates at a third of it.
                 let load = if phase < 0.85 { 1.0 } else { 0.35 };
                 // Memory is allocated over the first ~20 s of a job.
                 (job.peak_util * load + noise, job.memory_bytes)
             }
-            None => (noise.max(0.0) * 0.25, IDLE_MEMORY_BYTES),
         };
         // Load builds up over a few seconds but stops at once when the process exits.
-        let util_tau_ms = if self.job.is_some() { 2_500.0 } else { 300.0 };
+        let busy = self.job.is_some() || attached.is_some();
+        let util_tau_ms = if busy { 2_500.0 } else { 300.0 };
         self.util = approach(self.util, target_util, dt, util_tau_ms).clamp(0.0, 100.0);
         self.memory = approach(self.memory, target_memory, dt, 6_000.0);
         self.temperature = approach(self.temperature, AMBIENT_C + self.util * 0.45, dt, 40_000.0);
+    }
+
+    fn end_job(&mut self, at_ms: i64) {
+        self.job = None;
+        self.idle_until_ms = at_ms + uniform(&mut self.rng, 10_000.0, 180_000.0) as i64;
     }
 
     fn start_job(&mut self, at_ms: i64) {
@@ -167,10 +284,11 @@ impl SimCard {
             period_ms: uniform(&mut self.rng, 20_000.0, 90_000.0),
             memory_bytes: uniform(&mut self.rng, 0.15, 0.95) * MEMORY_TOTAL_BYTES as f64,
             process: GpuProcess {
-                pid: 100_000 + self.rng.next_u32() % 900_000,
+                pid: FAKE_PID_BASE + 1_000_000 + self.rng.next_u32() % 1_000_000,
                 used_memory_bytes: None,
                 user: Some(user.to_string()),
                 command: Some(command.to_string()),
+                lane: None,
             },
         });
     }
@@ -195,7 +313,15 @@ impl GpuSource for SimulatedFleet {
             .cards
             .get_mut(pos)
             .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
-        card.advance(at_ms);
+        let (extra, killed) = self.control.on_card(&self.inventory[pos].uuid);
+        if card
+            .job
+            .as_ref()
+            .is_some_and(|j| killed.contains(&j.process.pid))
+        {
+            card.end_job(at_ms);
+        }
+        card.advance(at_ms, &extra, self.background);
         let util = card.util.round() as u32;
         let power =
             IDLE_POWER_WATTS + card.util / 100.0 * (POWER_LIMIT_WATTS * 0.92 - IDLE_POWER_WATTS);
@@ -220,14 +346,20 @@ impl GpuSource for SimulatedFleet {
             .cards
             .get(pos)
             .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
-        Ok(card
-            .job
-            .iter()
-            .map(|job| GpuProcess {
-                used_memory_bytes: Some(card.memory.round() as u64),
-                ..job.process.clone()
-            })
-            .collect())
+        let (extra, _) = self.control.on_card(&self.inventory[pos].uuid);
+        let background = card.job.iter().map(|job| GpuProcess {
+            used_memory_bytes: Some(card.memory.round() as u64),
+            ..job.process.clone()
+        });
+        let attached = extra.into_iter().map(|p| GpuProcess {
+            pid: p.pid,
+            // Each holds what it asked for once the card's memory has ramped up to the total.
+            used_memory_bytes: Some(p.memory_bytes.min(card.memory.round() as u64)),
+            user: Some(p.user),
+            command: Some(p.command),
+            lane: None,
+        });
+        Ok(background.chain(attached).collect())
     }
 }
 

@@ -1,0 +1,454 @@
+//! Enforcement beside the runner: on each tick the watchdog matches every process on the cards
+//! to a job, a booking or an exemption (`watchdog`), records and acts on unbooked use, keeps
+//! jobs' peak GPU memory, finds idle bookings (`idle`) and tells the notifier when bookings
+//! start and end. Decisions are plain functions; this module does the I/O around them.
+
+pub mod idle;
+pub mod watchdog;
+
+use crate::notify::{Notice, Notifier};
+use crate::store::{AuditEntry, BookingFilter, NewViolation, Store, StoreError};
+use crate::telemetry::hub::{CardNotes, Hub, Tick};
+use crate::telemetry::sim::FAKE_PID_BASE;
+use crate::telemetry::{procinfo, Processes};
+use chrono::{DateTime, Utc};
+use idle::{UtilHistory, Watch};
+use lanes_app::model::booking::{Booking, BookingState};
+use lanes_app::model::enforcement::{Policy, ViolationAction, WatchdogMode};
+use lanes_app::model::job::JobState;
+use lanes_app::model::{GpuProcess, ProcessLane};
+use nix::sys::signal::Signal;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use watchdog::{Facts, Key, RunningJob, Tracker};
+
+/// Passes are at most this frequent, however fast the poller ticks.
+const MIN_PASS: Duration = Duration::from_millis(250);
+
+pub struct Enforcer {
+    store: Store,
+    hub: Arc<Hub>,
+    processes: Processes,
+    notifier: Notifier,
+    policy: Arc<RwLock<Policy>>,
+    node: String,
+}
+
+/// What one pass leaves for the next.
+#[derive(Default)]
+struct Memory {
+    tracker: Tracker,
+    util: UtilHistory,
+    /// Active bookings of this node at the last pass; `None` before the first.
+    active: Option<HashMap<i64, Booking>>,
+    /// Highest GPU memory recorded per running job.
+    peaks: HashMap<i64, u64>,
+    last_pass_ms: i64,
+}
+
+impl Enforcer {
+    pub fn start(
+        store: Store,
+        hub: Arc<Hub>,
+        processes: Processes,
+        notifier: Notifier,
+        policy: Arc<RwLock<Policy>>,
+        node: String,
+        shutdown: CancellationToken,
+    ) {
+        let enforcer = Self {
+            store,
+            hub,
+            processes,
+            notifier,
+            policy,
+            node,
+        };
+        tokio::spawn(async move { enforcer.run(shutdown).await });
+    }
+
+    async fn run(self, shutdown: CancellationToken) {
+        let mut ticks = self.hub.subscribe_raw();
+        let mut memory = Memory::default();
+        match self.resume(&mut memory).await {
+            Ok(()) => {}
+            Err(e) => tracing::error!(error = %e, "the watchdog could not load open violations"),
+        }
+        loop {
+            let tick = tokio::select! {
+                tick = ticks.recv() => tick,
+                _ = shutdown.cancelled() => break,
+            };
+            let tick = match tick {
+                Ok(tick) => tick,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => break,
+            };
+            for gpu in &tick.gpus {
+                if let Some(sample) = &gpu.sample {
+                    memory
+                        .util
+                        .record(&gpu.uuid, sample.at_ms, sample.utilization_gpu_pct);
+                }
+            }
+            if tick.at_ms - memory.last_pass_ms < MIN_PASS.as_millis() as i64 {
+                continue;
+            }
+            memory.last_pass_ms = tick.at_ms;
+            if let Err(e) = self.pass(&tick, &mut memory).await {
+                tracing::error!(error = %e, "the watchdog pass failed");
+            }
+        }
+    }
+
+    /// Picks up violations left open by an earlier run, so grace periods go on from where they were.
+    async fn resume(&self, memory: &mut Memory) -> Result<(), StoreError> {
+        for v in self
+            .store
+            .violations(Some(&self.node), None, true, 10_000)
+            .await?
+        {
+            memory.tracker.opened(
+                (v.gpu_uuid.clone(), v.pid),
+                v.id,
+                v.action,
+                v.first_seen.timestamp_millis(),
+            );
+        }
+        Ok(())
+    }
+
+    async fn pass(&self, tick: &Tick, memory: &mut Memory) -> Result<(), StoreError> {
+        let now = DateTime::from_timestamp_millis(tick.at_ms).unwrap_or_else(Utc::now);
+        let policy = self
+            .policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (facts, active) = self.facts(&policy, now).await?;
+
+        // Judge every process; keep jobs' memory; collect the unbooked.
+        let mut notes: HashMap<String, CardNotes> = HashMap::new();
+        let mut job_memory: HashMap<i64, u64> = HashMap::new();
+        let mut unbooked: HashMap<Key, &GpuProcess> = HashMap::new();
+        for gpu in tick.gpus.iter().filter(|g| g.node == self.node) {
+            let card = notes.entry(gpu.uuid.clone()).or_default();
+            for process in &gpu.processes {
+                let session = (process.pid < FAKE_PID_BASE)
+                    .then(|| procinfo::stat(process.pid).map(|s| s.session))
+                    .flatten();
+                let lane = facts.classify(&gpu.uuid, process, session);
+                card.lanes.insert(process.pid, lane);
+                match lane {
+                    ProcessLane::Job { id } => {
+                        *job_memory.entry(id).or_default() +=
+                            process.used_memory_bytes.unwrap_or(0);
+                    }
+                    ProcessLane::Unbooked => {
+                        unbooked.insert((gpu.uuid.clone(), process.pid), process);
+                    }
+                    ProcessLane::Booked | ProcessLane::Exempt => {}
+                }
+            }
+        }
+        for (id, bytes) in job_memory {
+            let peak = memory.peaks.entry(id).or_default();
+            if bytes > *peak {
+                *peak = bytes;
+                self.store.job_peak_memory(id, bytes).await?;
+            }
+        }
+        memory
+            .peaks
+            .retain(|id, _| facts.jobs.values().any(|j| j.id == *id));
+
+        self.violations(&unbooked, &facts, &policy, memory, now)
+            .await?;
+        self.bookings_changed(&active, memory, now);
+        self.idle(&active, &policy, memory, &mut notes, now).await?;
+        self.hub.set_notes(notes);
+        Ok(())
+    }
+
+    /// Active bookings of this node's cards, running jobs, accounts and exemptions, now.
+    async fn facts(
+        &self,
+        policy: &Policy,
+        now: DateTime<Utc>,
+    ) -> Result<(Facts, HashMap<i64, Booking>), StoreError> {
+        let filter = BookingFilter {
+            from: Some(now),
+            to: Some(now + chrono::Duration::milliseconds(1)),
+            ..Default::default()
+        };
+        let active: HashMap<i64, Booking> = self
+            .store
+            .bookings(&filter, now)
+            .await?
+            .into_iter()
+            .filter(|b| b.state == BookingState::Active)
+            .filter(|b| b.gpus.iter().any(|g| g.node == self.node))
+            .map(|b| (b.id, b))
+            .collect();
+        let mut facts = Facts {
+            exempt_users: policy.exempt_users.iter().cloned().collect(),
+            exempt_commands: policy.exempt_commands.iter().cloned().collect(),
+            ..Default::default()
+        };
+        for booking in active.values() {
+            for gpu in booking.gpus.iter().filter(|g| g.node == self.node) {
+                facts.holders.insert(gpu.uuid.clone(), booking.user_id);
+            }
+        }
+        for user in self.store.users().await? {
+            if let Some(account) = user.unix_user {
+                facts.accounts.insert(account, user.id);
+            }
+        }
+        for job in self.store.live_jobs().await? {
+            let (Some(pid), JobState::Running) = (job.job.pid, job.job.state) else {
+                continue;
+            };
+            // A job stopping after its slot keeps its lane until it is gone.
+            let booking = match active.get(&job.job.booking_id) {
+                Some(b) => Some(b.clone()),
+                None => self.store.booking(job.job.booking_id, now).await?,
+            };
+            let cards = booking
+                .map(|b| b.gpus.into_iter().map(|g| g.uuid).collect())
+                .unwrap_or_default();
+            facts.jobs.insert(
+                pid as u32,
+                RunningJob {
+                    id: job.job.id,
+                    cards,
+                },
+            );
+        }
+        Ok((facts, active))
+    }
+
+    async fn violations(
+        &self,
+        unbooked: &HashMap<Key, &GpuProcess>,
+        facts: &Facts,
+        policy: &Policy,
+        memory: &mut Memory,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let now_ms = now.timestamp_millis();
+        let keys: HashSet<Key> = unbooked.keys().cloned().collect();
+        let plan = memory.tracker.plan(&keys, policy, now_ms);
+        for key in plan.new {
+            let process = unbooked[&key];
+            let record = NewViolation {
+                node: self.node.clone(),
+                gpu_uuid: key.0.clone(),
+                pid: key.1,
+                unix_user: process.user.clone(),
+                user_id: process
+                    .user
+                    .as_ref()
+                    .and_then(|u| facts.accounts.get(u).copied()),
+                command: process.command.clone(),
+                memory_bytes: process.used_memory_bytes,
+                seen_ms: now_ms,
+            };
+            let id = self.store.insert_violation(&record).await?;
+            let action = if policy.watchdog == WatchdogMode::Observe {
+                ViolationAction::Observed
+            } else {
+                self.store
+                    .set_violation_action(id, ViolationAction::Warned)
+                    .await?;
+                self.notifier
+                    .send(self.violation_notice(&record, policy, now));
+                ViolationAction::Warned
+            };
+            tracing::warn!(
+                gpu = %key.0, pid = key.1, user = ?process.user, command = ?process.command,
+                "a process runs on a card its owner has not booked"
+            );
+            memory.tracker.opened(key, id, action, now_ms);
+        }
+        self.store.touch_violations(&plan.seen, now_ms).await?;
+        for (_, id) in plan.ended {
+            self.store.end_violation(id, now_ms).await?;
+        }
+        for ((card, pid), id, action) in plan.signals {
+            let signal = match action {
+                ViolationAction::Killed => Signal::SIGKILL,
+                _ => Signal::SIGTERM,
+            };
+            match self.processes.signal(pid, signal) {
+                Ok(()) => tracing::warn!(%card, pid, ?signal, "ended an unbooked process"),
+                Err(e) => {
+                    tracing::warn!(%card, pid, ?signal, error = %e, "could not signal an unbooked process")
+                }
+            }
+            self.store.set_violation_action(id, action).await?;
+        }
+        Ok(())
+    }
+
+    fn violation_notice(&self, v: &NewViolation, policy: &Policy, now: DateTime<Utc>) -> Notice {
+        let who = v.unix_user.as_deref().unwrap_or("an unknown user");
+        let what = v.command.as_deref().unwrap_or("a process");
+        let index = self
+            .hub
+            .gpus()
+            .iter()
+            .find(|g| g.info.uuid == v.gpu_uuid)
+            .map(|g| g.info.index.to_string())
+            .unwrap_or_else(|| "?".into());
+        let consequence = match policy.watchdog {
+            WatchdogMode::Terminate => format!(
+                "; it will be ended in {} s unless the card is booked",
+                policy.violation_grace_s
+            ),
+            _ => String::new(),
+        };
+        Notice {
+            event: "violation",
+            at: now,
+            text: format!(
+                "{who} runs {what} (pid {}) on GPU {index} of {} without a booking{consequence}",
+                v.pid, v.node
+            ),
+            details: serde_json::json!({
+                "node": v.node, "gpu_uuid": v.gpu_uuid, "pid": v.pid, "user": v.unix_user,
+                "command": v.command, "memory_bytes": v.memory_bytes, "policy": policy.watchdog,
+            }),
+        }
+    }
+
+    /// Notices for bookings that became active or ended since the last pass.
+    fn bookings_changed(
+        &self,
+        active: &HashMap<i64, Booking>,
+        memory: &mut Memory,
+        now: DateTime<Utc>,
+    ) {
+        if let Some(before) = &memory.active {
+            for (id, booking) in active.iter().filter(|(id, _)| !before.contains_key(id)) {
+                self.notifier.send(booking_notice(
+                    "booking.start",
+                    "started",
+                    *id,
+                    booking,
+                    now,
+                ));
+            }
+            for (id, booking) in before.iter().filter(|(id, _)| !active.contains_key(id)) {
+                self.notifier
+                    .send(booking_notice("booking.end", "ended", *id, booking, now));
+            }
+        }
+        memory.active = Some(active.clone());
+    }
+
+    async fn idle(
+        &self,
+        active: &HashMap<i64, Booking>,
+        policy: &Policy,
+        memory: &mut Memory,
+        notes: &mut HashMap<String, CardNotes>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let now_ms = now.timestamp_millis();
+        let window_ms = policy.idle_window_s as i64 * 1000;
+        memory
+            .util
+            .trim(now_ms - window_ms.max(idle::WAKE_WINDOW_MS) - 5_000);
+        for (id, booking) in active {
+            let cards: Vec<String> = booking
+                .gpus
+                .iter()
+                .filter(|g| g.node == self.node)
+                .map(|g| g.uuid.clone())
+                .collect();
+            let watch = Watch {
+                cards: &cards,
+                start_ms: booking.start.timestamp_millis(),
+                idle: booking.idle_since.is_some(),
+            };
+            let judged = idle::judge(
+                &watch,
+                &memory.util,
+                policy.idle_threshold_pct,
+                window_ms,
+                now_ms,
+            );
+            let idle_since = match (booking.idle_since, judged) {
+                (None, Some(true)) => {
+                    self.store.set_booking_idle(*id, Some(now_ms)).await?;
+                    let text = format!(
+                        "under {}% GPU utilization for {} min",
+                        policy.idle_threshold_pct,
+                        policy.idle_window_s / 60
+                    );
+                    self.notifier
+                        .send(booking_notice("booking.idle", &text, *id, booking, now));
+                    Some(now)
+                }
+                (Some(_), Some(false)) => {
+                    self.store.set_booking_idle(*id, None).await?;
+                    None
+                }
+                (since, _) => since,
+            };
+            let Some(since) = idle_since else { continue };
+            for card in &cards {
+                notes.entry(card.clone()).or_default().idle_booking = Some(*id);
+            }
+            let grace = chrono::Duration::seconds(policy.idle_release_grace_s as i64);
+            if policy.idle_release && now - since >= grace {
+                let audit = AuditEntry::new(None, "booking.release_idle", format!("booking {id}"))
+                    .detail("released by the idle policy");
+                match self.store.withdraw_booking(*id, audit, now).await {
+                    Ok(_) => {
+                        let text = "released: it sat idle past the grace period";
+                        self.notifier.send(booking_notice(
+                            "booking.release",
+                            text,
+                            *id,
+                            booking,
+                            now,
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::warn!(booking = id, error = %e, "could not release an idle booking")
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn booking_notice(
+    event: &'static str,
+    what: &str,
+    id: i64,
+    booking: &Booking,
+    now: DateTime<Utc>,
+) -> Notice {
+    let cards: Vec<&str> = booking.gpus.iter().map(|g| g.uuid.as_str()).collect();
+    Notice {
+        event,
+        at: now,
+        text: format!(
+            "booking {id} of {} ({} GPU{}) {what}",
+            booking.username,
+            cards.len(),
+            if cards.len() == 1 { "" } else { "s" }
+        ),
+        details: serde_json::json!({
+            "booking_id": id, "user": booking.username, "gpus": booking.gpus,
+            "start": booking.start, "end": booking.end,
+        }),
+    }
+}
