@@ -53,6 +53,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("account") view=pages::account::AccountPage />
                 <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
                 <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
+                <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
             </Routes>
         </Router>
     }

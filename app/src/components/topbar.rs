@@ -34,6 +34,7 @@ pub fn TopBar(
             <nav class="nav">
                 <a href="/">"Dashboard"</a>
                 <a href="/calendar">"Calendar"</a>
+                <a href="/jobs">"Jobs"</a>
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
                         current_viewer()

@@ -101,6 +101,8 @@ fn AdminSections() -> impl IntoView {
         </section>
         <crate::pages::quotas::QuotaPanel on_done=changed />
         <SettingsPanel on_done=changed />
+        <crate::pages::enforcement::PolicyPanel on_done=changed />
+        <crate::pages::enforcement::ViolationsPanel />
         <section class="panel">
             <h3>"Audit log"</h3>
             <p class="muted">"The latest 200 entries: logins, account, token and settings changes."</p>

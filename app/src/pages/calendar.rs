@@ -212,16 +212,19 @@ fn Grid(
                         .filter(|b| b.gpus.iter().any(|g| g.uuid == uuid))
                         .filter_map(|b| {
                             let (left, width) = v.bar(b.start, b.end)?;
+                            let idle = b.idle_since.is_some() && b.state == BookingState::Active;
                             let title = format!(
-                                "{} · {} – {}{}",
+                                "{} · {} – {}{}{}",
                                 b.display_name,
                                 long_time(b.start, offset),
                                 short_time(b.end, offset),
-                                if b.note.is_empty() { String::new() } else { format!(" · {}", b.note) }
+                                if b.note.is_empty() { String::new() } else { format!(" · {}", b.note) },
+                                if idle { " · IDLE" } else { "" }
                             );
                             Some(view! {
                                 <div
                                     class="cal-bar"
+                                    class:idle=idle
                                     data-booking=b.id
                                     style=format!("left:{left:.3}%;width:{width:.3}%;background:{}", user_color(&b.username))
                                     title=title
@@ -426,8 +429,9 @@ fn MyBookings(
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         });
-                        let (label, withdraw) = match b.state {
-                            BookingState::Active => ("active", "Release"),
+                        let (label, withdraw) = match (b.state, b.idle_since) {
+                            (BookingState::Active, Some(_)) => ("active, idle", "Release"),
+                            (BookingState::Active, None) => ("active", "Release"),
                             _ => ("upcoming", "Cancel"),
                         };
                         view! {

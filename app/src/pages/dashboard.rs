@@ -10,7 +10,7 @@ use crate::components::remote::Remote;
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
 use crate::model::booking::Booking;
-use crate::model::{FleetSnapshot, GpuState, Health, SourceKind, HISTORY_WINDOW_MS};
+use crate::model::{FleetSnapshot, GpuState, Health, ProcessLane, SourceKind, HISTORY_WINDOW_MS};
 use leptos::prelude::*;
 
 #[component]
@@ -205,12 +205,16 @@ fn GpuCard(
         <article
             class="gpu-card"
             class:unhealthy=move || state_label() == "unhealthy"
+            class:violated=move || gpu.with(|g| g.as_ref().is_some_and(|g| g.processes.iter().any(|p| p.lane == Some(ProcessLane::Unbooked))))
             data-uuid=uuid.clone()
         >
             <header>
                 <h2>"GPU " {field(|g| g.info.index.to_string())}</h2>
                 <span class="gpu-name">{field(|g| g.info.name.clone())}</span>
                 <span class=move || format!("badge {}", state_label())>{state_label}</span>
+                {move || gpu.with(|g| g.as_ref().and_then(|g| g.idle_booking)).map(|id| view! {
+                    <span class="badge idle-booking" title=format!("booking {id} is booked but idle")>"booked, idle"</span>
+                })}
             </header>
             <p class="ids">
                 <span title="UUID">{uuid.clone()}</span>
@@ -289,6 +293,17 @@ fn GpuCard(
     .into_any()
 }
 
+/// What the watchdog made of a process, in a word or two.
+fn lane_text(lane: Option<ProcessLane>) -> String {
+    match lane {
+        Some(ProcessLane::Job { id }) => format!("job {id}"),
+        Some(ProcessLane::Booked) => "booked".into(),
+        Some(ProcessLane::Exempt) => "exempt".into(),
+        Some(ProcessLane::Unbooked) => "UNBOOKED".into(),
+        None => "—".into(),
+    }
+}
+
 #[component]
 fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
     let processes =
@@ -305,15 +320,17 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
                         <th>"User"</th>
                         <th>"Command"</th>
                         <th class="num">"Memory"</th>
+                        <th>"Lane"</th>
                     </tr>
                 </thead>
                 <tbody>
                     <For each=processes key=|p| p.clone() let:p>
-                        <tr>
+                        <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked)>
                             <td>{p.pid}</td>
                             <td>{p.user.unwrap_or_else(|| "?".into())}</td>
                             <td>{p.command.unwrap_or_else(|| "?".into())}</td>
                             <td class="num">{p.used_memory_bytes.map_or("—".into(), bytes)}</td>
+                            <td class="lane">{lane_text(p.lane)}</td>
                         </tr>
                     </For>
                 </tbody>

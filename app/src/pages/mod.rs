@@ -3,6 +3,8 @@ pub mod account;
 pub mod admin;
 pub mod calendar;
 pub mod dashboard;
+pub mod enforcement;
+pub mod jobs;
 pub mod login;
 pub mod not_found;
 pub mod quotas;

@@ -1,0 +1,268 @@
+//! `/jobs`: submit a command to one of your bookings, follow your jobs (admins: everyone's),
+//! read a job's output live as it is written, cancel a job.
+
+use crate::components::format::{bytes, date_time};
+use crate::components::remote::{field, render_remote, Remote};
+use crate::components::topbar::{current_viewer, TopBar};
+use crate::model::account::User;
+use crate::model::booking::Booking;
+use crate::model::job::{CreateJob, Job};
+use crate::rest::{self, Method};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+#[component]
+pub fn JobsPage() -> impl IntoView {
+    view! {
+        <TopBar />
+        <main class="page">
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match current_viewer().await {
+                        Some(me) => view! { <JobsSections me /> }.into_any(),
+                        None => view! { <p class="page error">"Log in to see your jobs."</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </main>
+    }
+    .into_any()
+}
+
+#[component]
+fn JobsSections(me: User) -> impl IntoView {
+    let jobs = Remote::<Vec<Job>>::new("/api/v1/jobs");
+    let watching = RwSignal::new(None::<i64>);
+    view! {
+        <h2>"Jobs"</h2>
+        <section class="panel">
+            <h3>"Run a command in a booking"</h3>
+            <SubmitForm me on_done=move |id| { jobs.reload(); watching.set(Some(id)); } />
+        </section>
+        <section class="panel">
+            <h3>"Jobs"</h3>
+            <button class="secondary" on:click=move |_| jobs.reload()>"Refresh"</button>
+            {render_remote(jobs, "jobs", move |list: &Vec<Job>| {
+                if list.is_empty() {
+                    return view! { <p class="muted">"No jobs yet."</p> }.into_any();
+                }
+                let rows = list
+                    .iter()
+                    .cloned()
+                    .map(|job| view! { <JobRow job watching on_done=move || jobs.reload() /> })
+                    .collect_view();
+                view! {
+                    <table class="list jobs" data-testid="jobs">
+                        <thead>
+                            <tr>
+                                <th>"Job"</th>
+                                <th>"User"</th>
+                                <th>"Booking"</th>
+                                <th>"State"</th>
+                                <th>"Started"</th>
+                                <th>"Ended"</th>
+                                <th class="num">"Peak GPU memory"</th>
+                                <th></th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+                .into_any()
+            })}
+        </section>
+        {move || watching.get().map(|id| view! { <LogTail id /> })}
+    }
+    .into_any()
+}
+
+#[component]
+fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) -> impl IntoView {
+    let now = crate::components::clock::query_time(crate::components::clock::now());
+    let bookings =
+        Remote::<Vec<Booking>>::new(format!("/api/v1/bookings?from={now}&user={}", me.username));
+    let booking = NodeRef::<leptos::html::Select>::new();
+    let (command, cwd, name) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
+    let error = RwSignal::new(None::<String>);
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let booking_id = booking.get().and_then(|s| s.value().parse::<i64>().ok());
+        let Some(booking_id) = booking_id else {
+            error.set(Some("Pick one of your bookings first.".into()));
+            return;
+        };
+        let argv = match shell_words::split(&field(command)) {
+            Ok(argv) if !argv.is_empty() => argv,
+            Ok(_) => return error.set(Some("Type the command to run.".into())),
+            Err(e) => return error.set(Some(format!("The command does not parse: {e}"))),
+        };
+        let body = CreateJob {
+            booking_id,
+            argv,
+            cwd: Some(field(cwd)).filter(|c| !c.is_empty()),
+            env: None,
+            name: Some(field(name)).filter(|n| !n.is_empty()),
+        };
+        spawn_local(async move {
+            match rest::send::<_, Job>(Method::Post, "/api/v1/jobs", &body).await {
+                Ok(job) => {
+                    error.set(None);
+                    on_done(job.id);
+                }
+                Err(e) => error.set(Some(e)),
+            }
+        });
+    };
+    view! {
+        <form class="inline-form" on:submit=submit data-testid="submit-job">
+            <label>
+                "Booking "
+                <select node_ref=booking>
+                    {move || bookings.data.with(|data| match data {
+                        Some(Ok(list)) => list
+                            .iter()
+                            .filter(|b| b.state.holds_cards())
+                            .map(|b| {
+                                let label = format!(
+                                    "#{} · {} GPU{} · {} → {}",
+                                    b.id,
+                                    b.gpus.len(),
+                                    if b.gpus.len() == 1 { "" } else { "s" },
+                                    date_time(b.start),
+                                    date_time(b.end),
+                                );
+                                view! { <option value=b.id.to_string()>{label}</option> }
+                            })
+                            .collect_view()
+                            .into_any(),
+                        _ => ().into_any(),
+                    })}
+                </select>
+            </label>
+            <label>"Command " <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
+            <label>"Directory " <input node_ref=cwd placeholder="your home" /></label>
+            <label>"Name " <input node_ref=name placeholder="optional" /></label>
+            <button type="submit">"Run"</button>
+            <p class="hint">
+                "The command runs as you, without a shell (write " <code>"sh -c '…'"</code>
+                " for one), with only the booking's cards visible. It starts when the booking does."
+            </p>
+            {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+        </form>
+    }
+    .into_any()
+}
+
+#[component]
+fn JobRow(
+    job: Job,
+    watching: RwSignal<Option<i64>>,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let id = job.id;
+    let error = RwSignal::new(None::<String>);
+    let cancel = move |_| {
+        spawn_local(async move {
+            match rest::send::<(), Job>(Method::Delete, &format!("/api/v1/jobs/{id}"), &()).await {
+                Ok(_) => on_done(),
+                Err(e) => error.set(Some(e)),
+            }
+        });
+    };
+    let title = if job.name.is_empty() {
+        job.argv.join(" ")
+    } else {
+        job.name.clone()
+    };
+    let how = match (job.exit_code, job.signal) {
+        (Some(code), _) => format!(" (exit {code})"),
+        (None, Some(signal)) => format!(" (signal {signal})"),
+        _ => String::new(),
+    };
+    let live = !job.state.is_over();
+    view! {
+        <tr data-job=id.to_string()>
+            <td title=job.argv.join(" ")>{format!("#{id} ")}<code>{title}</code></td>
+            <td>{job.username.clone()}</td>
+            <td>{format!("#{}", job.booking_id)}</td>
+            <td class=format!("state {}", job.state.as_str()) title=job.message.clone()>
+                {format!("{}{how}", job.state.as_str())}
+                {(!job.message.is_empty()).then(|| view! { <br /><small class="muted">{job.message.clone()}</small> })}
+            </td>
+            <td>{job.started_at.map(date_time).unwrap_or_default()}</td>
+            <td>{job.ended_at.map(date_time).unwrap_or_default()}</td>
+            <td class="num">{job.peak_memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
+            <td>
+                <button class="secondary" on:click=move |_| watching.set(Some(id))>"Log"</button>
+                {live.then(|| view! { <button class="danger" on:click=cancel>"Cancel"</button> })}
+                {move || error.get().map(|e| view! { <span class="form-error">{e}</span> })}
+            </td>
+        </tr>
+    }
+    .into_any()
+}
+
+/// A job's output, followed live over `/api/v1/jobs/{id}/log/ws` until the job ends.
+#[component]
+fn LogTail(id: i64) -> impl IntoView {
+    let text = RwSignal::new(String::new());
+    let status = RwSignal::new("connecting…".to_string());
+    #[cfg(feature = "hydrate")]
+    {
+        let socket = follow_log(id, text, status);
+        on_cleanup(move || {
+            if let Some(socket) = socket {
+                let _ = socket.take().close();
+            }
+        });
+    }
+    view! {
+        <section class="panel">
+            <h3>{format!("Output of job #{id} ")}<small class="muted">{move || status.get()}</small></h3>
+            <pre class="log" data-testid="log">{move || text.get()}</pre>
+        </section>
+    }
+    .into_any()
+}
+
+/// Opens the tail socket; its messages append to `text`.
+#[cfg(feature = "hydrate")]
+fn follow_log(
+    id: i64,
+    text: RwSignal<String>,
+    status: RwSignal<String>,
+) -> Option<send_wrapper::SendWrapper<web_sys::WebSocket>> {
+    use wasm_bindgen::{closure::Closure, JsCast};
+    use web_sys::{CloseEvent, MessageEvent, WebSocket};
+    let location = web_sys::window()?.location();
+    let scheme = if location.protocol().ok()? == "https:" {
+        "wss"
+    } else {
+        "ws"
+    };
+    let url = format!(
+        "{scheme}://{}/api/v1/jobs/{id}/log/ws",
+        location.host().ok()?
+    );
+    let socket = WebSocket::new(&url).ok()?;
+    let on_open = Closure::<dyn FnMut()>::new(move || status.set("live".into()));
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        if let Some(chunk) = event.data().as_string() {
+            text.update(|t| t.push_str(&chunk));
+        }
+    });
+    let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |event: CloseEvent| {
+        status.set(if event.code() == 1000 {
+            "the job is over".into()
+        } else {
+            "disconnected".into()
+        });
+    });
+    socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    on_open.forget();
+    on_message.forget();
+    on_close.forget();
+    Some(send_wrapper::SendWrapper::new(socket))
+}
