@@ -61,6 +61,7 @@ browser: build
 	node tests/browser/dashboard.test.mjs
 	node tests/browser/accounts.test.mjs
 	node tests/browser/bookings.test.mjs
+	node tests/browser/enforcement.test.mjs
 
 bench: build
 	cargo build --release -p lanes-bench

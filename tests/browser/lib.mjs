@@ -23,10 +23,10 @@ export function addUser(dataDir, username, password, extra = []) {
 }
 
 /** Starts the server and resolves with `{child, url}` once it prints where it listens. */
-export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = '250ms' }) {
+export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = '250ms', extra = [] }) {
   const child = spawn(bin, [
     'serve', '--gpus', `sim:${gpus}`, '--listen', listen, '--data-dir', dataDir,
-    '--site-root', join(root, 'target/site'), '--poll-interval', poll,
+    '--site-root', join(root, 'target/site'), '--poll-interval', poll, ...extra,
   ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
   return new Promise((resolveUrl, reject) => {
     let out = '';
@@ -38,6 +38,19 @@ export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = 
     child.on('exit', (code) => reject(new Error(`lanes exited with ${code} before listening`)));
     setTimeout(() => reject(new Error('lanes did not start within 20 s')), 20_000);
   });
+}
+
+/**
+ * Makes the Unix account `name` for jobs when running as root (as CI does) and it is missing;
+ * not root, jobs run as the server's own user and no account is needed.
+ */
+export function ensureUnixAccount(name) {
+  if (process.getuid() !== 0) return;
+  try {
+    execFileSync('id', [name], { stdio: 'ignore' });
+  } catch {
+    execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', name]);
+  }
 }
 
 export function stopServer(child) {

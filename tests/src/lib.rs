@@ -149,12 +149,20 @@ impl TestApp {
         &self,
         path: &str,
     ) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+        self.ws_request_as(path, &self.viewer_cookie().await)
+    }
+
+    /// A websocket request to `path` carrying session `cookie`.
+    pub fn ws_request_as(
+        &self,
+        path: &str,
+        cookie: &str,
+    ) -> tokio_tungstenite::tungstenite::handshake::client::Request {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut request = self
             .ws_url(path)
             .into_client_request()
             .expect("a websocket URL");
-        let cookie = self.viewer_cookie().await;
         request
             .headers_mut()
             .insert("cookie", cookie.parse().expect("a header value"));

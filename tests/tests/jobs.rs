@@ -199,3 +199,50 @@ async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_th
     assert_eq!(status, 422, "already over");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_log_tail_sends_output_as_it_is_written_and_closes_when_the_job_is_over() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    ensure_unix_account(ACCOUNT);
+    let app = TestApp::spawn(1).await;
+    let owner = Session {
+        app: &app,
+        cookie: app.sign_up(ACCOUNT, Role::User).await,
+    };
+    let gpus = cards(&app).await;
+    let booking = owner.book(&[gpus[0].info.uuid.clone()], 600).await;
+    let job = owner
+        .submit(
+            booking.id,
+            &["/bin/sh", "-c", "echo one; sleep 1; echo two"],
+        )
+        .await;
+    let path = format!("/api/v1/jobs/{}/log/ws", job.id);
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws_request_as(&path, &owner.cookie))
+        .await
+        .expect("the owner may follow the log");
+    let mut pieces = Vec::new();
+    let close = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), socket.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => pieces.push(text.to_string()),
+            Ok(Some(Ok(Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("the tail ended without a close: {other:?}"),
+        }
+    };
+    assert_eq!(pieces.concat(), "one\ntwo\n");
+    assert!(
+        pieces.len() >= 2,
+        "sent as written, not at the end: {pieces:?}"
+    );
+    let close = close.expect("a close frame");
+    assert_eq!(u16::from(close.code), 1000);
+    assert_eq!(close.reason.as_str(), "the job is over");
+
+    // Someone else may not follow it.
+    let stranger = app.viewer_cookie().await;
+    let refused = tokio_tungstenite::connect_async(app.ws_request_as(&path, &stranger)).await;
+    assert!(refused.is_err(), "a stranger's upgrade is refused");
+    app.stop().await;
+}

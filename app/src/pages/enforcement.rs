@@ -103,8 +103,8 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                         <label class="check">
                             <input node_ref=release name="idle_release" type="checkbox" prop:checked=p.idle_release />
                             "Release idle bookings after (min) "
+                            <input node_ref=release_grace name="idle_release_grace_min" type="number" min="0" value=p.idle_release_grace_s / 60 />
                         </label>
-                        <input node_ref=release_grace name="idle_release_grace_min" type="number" min="0" value=p.idle_release_grace_s / 60 />
                         <label>"Webhook URL " <input node_ref=webhook name="webhook_url" type="url" value=p.webhook_url.clone().unwrap_or_default() placeholder="https://hooks.slack.com/…" /></label>
                         <label>
                             "Body "

@@ -37,7 +37,7 @@ fn JobsSections(me: User) -> impl IntoView {
         <h2>"Jobs"</h2>
         <section class="panel">
             <h3>"Run a command in a booking"</h3>
-            <SubmitForm me on_done=move |id| { jobs.reload(); watching.set(Some(id)); } />
+            <SubmitForm me=me.clone() on_done=move |id| { jobs.reload(); watching.set(Some(id)); } />
         </section>
         <section class="panel">
             <h3>"Jobs"</h3>
@@ -72,6 +72,8 @@ fn JobsSections(me: User) -> impl IntoView {
             })}
         </section>
         {move || watching.get().map(|id| view! { <LogTail id /> })}
+        // Members see their own unbooked use here (admins see everyone's on the admin page).
+        {(!me.is_admin()).then(|| view! { <crate::pages::enforcement::ViolationsPanel /> })}
     }
     .into_any()
 }

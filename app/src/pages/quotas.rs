@@ -244,7 +244,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                             <tr>
                                 <td>{format!("{} {}", u.kind, u.name)}</td>
                                 <td>{of(u.gpus_now.to_string(), u.limits.max_gpus.map(|v| v.to_string()))}</td>
-                                <td>{of(format!("{:.1}", u.gpu_hours_week), u.limits.gpu_hours_per_week.map(|v| v.to_string()))}</td>
+                                <td>{of(format!("{:.1}", u.gpu_hours_week + 0.0 /* no "-0.0" */), u.limits.gpu_hours_per_week.map(|v| v.to_string()))}</td>
                                 <td>{of(u.upcoming.to_string(), u.limits.max_upcoming.map(|v| v.to_string()))}</td>
                             </tr>
                         }

@@ -27,6 +27,10 @@ use watchdog::{Facts, Key, RunningJob, Tracker};
 
 /// Passes are at most this frequent, however fast the poller ticks.
 const MIN_PASS: Duration = Duration::from_millis(250);
+/// How long an ended job's processes keep their lane: the driver lists a killed process for a
+/// moment after it is gone (and the process lists are refreshed only every few seconds), which
+/// must not read as its owner using a card without a booking.
+const JOB_LINGER_MS: i64 = 15_000;
 
 pub struct Enforcer {
     store: Store,
@@ -46,6 +50,8 @@ struct Memory {
     active: Option<HashMap<i64, Booking>>,
     /// Highest GPU memory recorded per running job.
     peaks: HashMap<i64, u64>,
+    /// Jobs seen running, by session leader pid, until when they keep their lane.
+    recent_jobs: HashMap<u32, (RunningJob, i64)>,
     last_pass_ms: i64,
 }
 
@@ -128,7 +134,8 @@ impl Enforcer {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let (facts, active) = self.facts(&policy, now).await?;
+        let (mut facts, active) = self.facts(&policy, now).await?;
+        linger(&mut facts, &mut memory.recent_jobs, tick.at_ms);
 
         // Judge every process; keep jobs' memory; collect the unbooked.
         let mut notes: HashMap<String, CardNotes> = HashMap::new();
@@ -429,6 +436,18 @@ impl Enforcer {
     }
 }
 
+/// Remembers the running jobs, and gives jobs that ended in the last [`JOB_LINGER_MS`] back their
+/// lane.
+fn linger(facts: &mut Facts, recent: &mut HashMap<u32, (RunningJob, i64)>, now_ms: i64) {
+    for (pid, job) in &facts.jobs {
+        recent.insert(*pid, (job.clone(), now_ms + JOB_LINGER_MS));
+    }
+    recent.retain(|_, (_, until)| *until > now_ms);
+    for (pid, (job, _)) in recent.iter() {
+        facts.jobs.entry(*pid).or_insert_with(|| job.clone());
+    }
+}
+
 fn booking_notice(
     event: &'static str,
     what: &str,
@@ -450,5 +469,28 @@ fn booking_notice(
             "booking_id": id, "user": booking.username, "gpus": booking.gpus,
             "start": booking.start, "end": booking.end,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ended_jobs_processes_keep_their_lane_for_a_while() {
+        let job = RunningJob {
+            id: 7,
+            cards: vec!["GPU-A".into()],
+        };
+        let mut recent = HashMap::new();
+        let mut running = Facts::default();
+        running.jobs.insert(100, job.clone());
+        linger(&mut running, &mut recent, 0);
+        let mut after = Facts::default();
+        linger(&mut after, &mut recent, JOB_LINGER_MS - 1);
+        assert_eq!(after.jobs.get(&100), Some(&job));
+        let mut later = Facts::default();
+        linger(&mut later, &mut recent, JOB_LINGER_MS);
+        assert!(later.jobs.is_empty() && recent.is_empty());
     }
 }

@@ -449,6 +449,23 @@ impl FromRequestParts<AppState> for AdminUser {
     }
 }
 
+/// Whose records a listing shows `viewer`: admins see anyone's (`username`, or everyone's when
+/// it is `None`), others only their own whatever they ask. `None`: no such user, so nothing.
+pub async fn listing_owner(
+    state: &AppState,
+    viewer: &User,
+    username: Option<&str>,
+) -> Result<Option<Option<i64>>, ApiError> {
+    Ok(match (username, viewer.is_admin()) {
+        (Some(name), true) => match state.store.user_by_username(name).await? {
+            Some(u) => Some(Some(u.id)),
+            None => None,
+        },
+        (None, true) => Some(None),
+        (_, false) => Some(Some(viewer.id)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

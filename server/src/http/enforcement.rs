@@ -3,7 +3,7 @@
 //! node only, injecting a process no one booked (`POST /api/v1/sim/processes`, admins), so demos
 //! and tests can watch the watchdog work.
 
-use super::auth::{AdminUser, CurrentUser};
+use super::auth::{listing_owner, AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiQuery, AppState, Routes};
 use crate::store::AuditEntry;
 use crate::telemetry::sim::ExtraProcess;
@@ -78,13 +78,8 @@ async fn violations(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::BadRequest("limit must be from 1 to 1000".into()));
     }
-    let user_id = match (&query.user, user.is_admin()) {
-        (Some(name), true) => match state.store.user_by_username(name).await? {
-            Some(u) => Some(u.id),
-            None => return Ok(Json(Vec::new())),
-        },
-        (None, true) => None,
-        (_, false) => Some(user.id),
+    let Some(user_id) = listing_owner(&state, &user, query.user.as_deref()).await? else {
+        return Ok(Json(Vec::new()));
     };
     Ok(Json(
         state

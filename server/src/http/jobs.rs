@@ -2,7 +2,7 @@
 //! `GET /api/v1/jobs/{id}/log`, and its live tail `GET /api/v1/jobs/{id}/log/ws`. A job runs as its booking's owner, so only the owner submits to
 //! a booking; the owner and admins see a job, its log, and may cancel it.
 
-use super::auth::CurrentUser;
+use super::auth::{listing_owner, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::jobs::mask::check_extra_env;
 use crate::store::AuditEntry;
@@ -114,13 +114,8 @@ async fn list(
     CurrentUser(user): CurrentUser,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    let user_id = match (&query.user, user.is_admin()) {
-        (Some(name), true) => match state.store.user_by_username(name).await? {
-            Some(u) => Some(u.id),
-            None => return Ok(Json(Vec::new())),
-        },
-        (None, true) => None,
-        (_, false) => Some(user.id),
+    let Some(user_id) = listing_owner(&state, &user, query.user.as_deref()).await? else {
+        return Ok(Json(Vec::new()));
     };
     Ok(Json(state.store.jobs(query.booking, user_id).await?))
 }

@@ -1,0 +1,102 @@
+// Browser test of jobs and enforcement in Debian's headless Chromium, against the release build,
+// on a simulated node without background jobs.
+//
+// A member with a booking runs a command from the Jobs page and watches its output arrive live
+// until the job is over. Meanwhile a process nobody booked sits on GPU 0 (injected by the admin):
+// the dashboard shows it red. The admin finds it under "Unbooked GPU use", switches the policy
+// to terminate with a 1 s grace, and sees it ended.
+
+import { rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import {
+  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, step,
+  assertOnlyProvokedErrors,
+} from './lib.mjs';
+
+const ACCOUNT = 'lanes-test-job';
+ensureUnixAccount(ACCOUNT);
+const dataDir = freshDataDir();
+addUser(dataDir, 'root', 'admin passphrase', ['--admin']);
+addUser(dataDir, 'ada', 'ada passphrase', ['--unix-user', ACCOUNT, '--display-name', 'Ada']);
+const server = await startServer({ dataDir, gpus: 2, extra: ['--sim-background', 'false'] });
+const url = server.url;
+const browser = await launchBrowser();
+const failures = [];
+
+try {
+  const page = await watchedPage(browser, failures);
+  await logIn(page, url, 'ada', 'ada passphrase');
+  const gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
+  const start = new Date();
+  const booked = await page.request.post(url + '/api/v1/bookings', {
+    data: { gpus: [gpus[1].uuid], start: start.toISOString(), end: new Date(+start + 600_000).toISOString() },
+  });
+  assert.equal(booked.status(), 201, await booked.text());
+  const booking = await booked.json();
+
+  await page.click('nav >> text=Jobs');
+  await page.waitForURL(url + '/jobs');
+  const form = page.locator('[data-testid=submit-job]');
+  await form.locator(`select option[value="${booking.id}"]`).waitFor({ state: 'attached' });
+  await form.locator('select').selectOption(String(booking.id));
+  await form.locator('input').first().fill(`sh -c 'echo "hello from job $LANES_JOB_ID on $CUDA_VISIBLE_DEVICES"; sleep 2; echo bye'`);
+  await form.locator('button[type=submit]').click();
+  const log = page.locator('[data-testid=log]');
+  await log.filter({ hasText: `on ${gpus[1].uuid}` }).waitFor();
+  await log.filter({ hasText: 'bye' }).waitFor({ timeout: 15_000 });
+  await page.getByText('the job is over').waitFor();
+  const row = page.locator('[data-testid=jobs] tbody tr').first();
+  await page.locator('button:text("Refresh")').click();
+  await row.filter({ hasText: 'exited (exit 0)' }).waitFor();
+  step('a job runs from the Jobs page and its output arrives live until it is over');
+
+  // A process on GPU 0 that nobody booked.
+  const admin = await browser.newContext();
+  const adminLogin = await admin.request.post(url + '/api/v1/auth/login',
+    { data: { username: 'root', password: 'admin passphrase' } });
+  assert.equal(adminLogin.status(), 200);
+  const injected = await admin.request.post(url + '/api/v1/sim/processes',
+    { data: { gpu: gpus[0].uuid, user: 'mallory', command: 'python' } });
+  assert.equal(injected.status(), 201, await injected.text());
+  const { pid } = await injected.json();
+
+  await page.click('nav >> text=Dashboard');
+  await page.waitForURL(url + '/');
+  const card0 = page.locator(`.gpu-card[data-uuid="${gpus[0].uuid}"]`);
+  await card0.locator('tr.unbooked', { hasText: String(pid) }).waitFor();
+  assert.match(await card0.locator('tr.unbooked').textContent(), /mallory.*python.*UNBOOKED/);
+  assert.equal(await card0.evaluate((e) => e.classList.contains('violated')), true);
+  step('the dashboard shows the unbooked process in red');
+
+  const adminPage = await admin.newPage({ viewport: { width: 1400, height: 900 } });
+  adminPage.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  await adminPage.goto(url + '/admin');
+  const violations = adminPage.locator('[data-testid=violations]');
+  await violations.locator('tr', { hasText: 'mallory' }).waitFor();
+  assert.match(await violations.locator('tr', { hasText: 'mallory' }).textContent(), /still running.*observed/);
+  const policy = adminPage.locator('[data-testid=policy]');
+  await policy.locator('select[name=watchdog]').selectOption('terminate');
+  await policy.locator('input[name=violation_grace_s]').fill('1');
+  await policy.locator('button[type=submit]').click();
+  await adminPage.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  step('the admin sees the violation and sets the policy to terminate');
+
+  let ended = false;
+  for (let i = 0; i < 40 && !ended; i++) {
+    await adminPage.waitForTimeout(250);
+    await adminPage.locator('section', { hasText: 'Unbooked GPU use' }).locator('button:text("Refresh")').click();
+    ended = /terminated/.test(await violations.locator('tr', { hasText: 'mallory' }).textContent());
+  }
+  assert.ok(ended, 'the violation shows terminated');
+  await card0.locator('tr.unbooked').waitFor({ state: 'detached' });
+  if (process.env.SCREENSHOT) await adminPage.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
+  step('under terminate the process is ended after the grace period');
+
+  assertOnlyProvokedErrors(failures, [], 0);
+  step('no errors in the pages');
+} finally {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+}
+console.log('enforcement browser test passed');
