@@ -63,7 +63,9 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
     use wasm_bindgen::{closure::Closure, JsCast};
     use web_sys::{MessageEvent, WebSocket};
 
-    let Some(url) = socket_url() else { return };
+    let Some(url) = socket_url("/api/v1/telemetry/ws") else {
+        return;
+    };
     let reconnect = move |failures: u32| {
         let attempt = failures + 1;
         let delay_ms = backoff_delay_ms(attempt, js_sys::Math::random());
@@ -108,18 +110,16 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
     on_close.forget();
 }
 
+/// The websocket URL of `path` on the server that served this page (`wss` under https).
 #[cfg(feature = "hydrate")]
-fn socket_url() -> Option<String> {
+pub fn socket_url(path: &str) -> Option<String> {
     let location = web_sys::window()?.location();
     let scheme = if location.protocol().ok()? == "https:" {
         "wss"
     } else {
         "ws"
     };
-    Some(format!(
-        "{scheme}://{}/api/v1/telemetry/ws",
-        location.host().ok()?
-    ))
+    Some(format!("{scheme}://{}{path}", location.host().ok()?))
 }
 
 #[cfg(test)]

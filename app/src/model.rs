@@ -7,7 +7,9 @@
 pub mod account;
 pub mod booking;
 pub mod enforcement;
+pub mod history;
 pub mod job;
+pub mod report;
 
 use serde::{Deserialize, Serialize};
 

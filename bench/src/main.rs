@@ -7,8 +7,11 @@
 //!   from the tick's sample time to its receipt by each client, and the server's RSS.
 //! - `bookings`: booking creation throughput and latency on a running `lanes serve` against a
 //!   bare axum handler in the same run.
+//! - `history`: 30 days × 8 cards of readings through the store's write, rollup and pruning
+//!   path; database size and query latency per range.
 
 mod bookings;
+mod history;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
@@ -60,6 +63,14 @@ enum Command {
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
     },
+    /// History storage size and query latency (all 8 cards, 1,000 points).
+    History {
+        #[arg(long, default_value_t = 30)]
+        days: i64,
+        /// Timed queries per range.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+    },
 }
 
 fn main() {
@@ -82,6 +93,9 @@ fn main() {
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
             .block_on(bookings::run(&addr, &token, requests, concurrency)),
+        Command::History { days, queries } => tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(history::run(days, queries)),
     }
 }
 

@@ -119,6 +119,15 @@ pub struct ServeArgs {
     /// A session ends this long after login however busy (e.g. 7days).
     #[arg(long, env = "LANES_SESSION_MAX_AGE", default_value = "7days", value_parser = humantime::parse_duration)]
     pub session_max_age: Duration,
+    /// How long raw readings (one per card per second) are kept.
+    #[arg(long, env = "LANES_KEEP_RAW", default_value = "48h", value_parser = humantime::parse_duration)]
+    pub keep_raw: Duration,
+    /// How long minute buckets are kept.
+    #[arg(long, env = "LANES_KEEP_MINUTES", default_value = "90days", value_parser = humantime::parse_duration)]
+    pub keep_minutes: Duration,
+    /// How long hour buckets are kept: a duration, or "forever".
+    #[arg(long, env = "LANES_KEEP_HOURS", default_value = "forever", value_parser = parse_keep)]
+    pub keep_hours: Keep,
     /// Make this simulated card fail every reading (to see how an unhealthy card looks).
     #[arg(long, env = "LANES_SIM_FAULTY_GPU", hide = true)]
     pub sim_faulty_gpu: Option<u32>,
@@ -180,4 +189,17 @@ mod tests {
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("expected auto, nvml or sim:N"));
     }
+}
+
+/// A retention: a duration, or forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep(pub Option<Duration>);
+
+fn parse_keep(s: &str) -> Result<Keep, String> {
+    if s == "forever" {
+        return Ok(Keep(None));
+    }
+    humantime::parse_duration(s)
+        .map(|d| Keep(Some(d)))
+        .map_err(|e| format!("{e}: expected a duration such as 400days, or forever"))
 }

@@ -4,6 +4,8 @@
 use crate::accounts::session::SessionPolicy;
 use crate::cli::{DbArgs, ServeArgs};
 use crate::enforce::Enforcer;
+use crate::history::writer::{self as history_writer, HistorySettings};
+use crate::history::Retention;
 use crate::http::{self, AppState, AuthSettings};
 use crate::metrics::Metrics;
 use crate::notify::{Notifier, Retry};
@@ -58,6 +60,7 @@ pub struct ServeConfig {
     pub job_grace: std::time::Duration,
     /// How webhook deliveries are retried.
     pub webhook_retry: Retry,
+    pub history: HistorySettings,
 }
 
 impl ServeConfig {
@@ -103,6 +106,14 @@ impl ServeConfig {
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
             job_grace: args.job_grace,
             webhook_retry: Retry::default(),
+            history: HistorySettings {
+                retention: Retention {
+                    raw: args.keep_raw,
+                    minute: args.keep_minutes,
+                    hour: args.keep_hours.0,
+                },
+                ..HistorySettings::default()
+            },
         })
     }
 }
@@ -152,6 +163,8 @@ pub struct Application {
     state: AppState,
     poller: Poller,
     store: Store,
+    /// The history writer; it makes a last write at shutdown before the store closes.
+    history: tokio::task::JoinHandle<()>,
 }
 
 impl Application {
@@ -239,6 +252,8 @@ impl Application {
             config.node_name.clone(),
             shutdown.clone(),
         );
+        let history =
+            history_writer::start(store.clone(), hub.clone(), config.history, shutdown.clone());
         let runner = crate::jobs::runner::Runner::start(
             store.clone(),
             hub.clone(),
@@ -264,12 +279,14 @@ impl Application {
             runner,
             policy,
             processes,
+            history: config.history,
         };
         Ok(Self {
             listener,
             state,
             poller,
             store,
+            history,
         })
     }
 
@@ -306,6 +323,12 @@ impl Application {
         tokio::task::spawn_blocking(move || self.poller.stop())
             .await
             .ok();
+        if tokio::time::timeout(Duration::from_secs(10), self.history)
+            .await
+            .is_err()
+        {
+            tracing::warn!("history: the last write took over 10 s; it was abandoned");
+        }
         self.store.close().await;
         served
     }

@@ -21,6 +21,8 @@ use tokio::sync::oneshot;
 pub struct TestApp {
     pub addr: SocketAddr,
     pub data_dir: tempfile::TempDir,
+    /// The database the server uses (in `data_dir` unless the test moved it).
+    database_url: String,
     pub client: reqwest::Client,
     viewer: tokio::sync::OnceCell<String>,
     stop: Option<oneshot::Sender<()>>,
@@ -62,6 +64,10 @@ impl TestApp {
             auth: Default::default(),
             metrics_token: None,
             job_grace: Duration::from_secs(1),
+            history: lanes_server::history::writer::HistorySettings {
+                flush_every: Duration::from_millis(200),
+                ..Default::default()
+            },
             webhook_retry: lanes_server::notify::Retry {
                 attempts: 3,
                 first_backoff: Duration::from_millis(200),
@@ -70,6 +76,7 @@ impl TestApp {
         };
         let mut config = config;
         adjust(&mut config);
+        let database_url = config.database_url.clone();
         let app = Application::build(config).await.expect("the server starts");
         let addr = app.local_addr();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -79,6 +86,7 @@ impl TestApp {
         Self {
             addr,
             data_dir,
+            database_url,
             client: reqwest::Client::new(),
             viewer: tokio::sync::OnceCell::new(),
             stop: Some(stop),
@@ -199,10 +207,7 @@ impl TestApp {
     }
 
     pub fn database_url(&self) -> String {
-        format!(
-            "sqlite://{}",
-            self.data_dir.path().join("lanes.db").display()
-        )
+        self.database_url.clone()
     }
 
     /// Logs in and returns the session cookie (`name=value`).

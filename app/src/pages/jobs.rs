@@ -236,16 +236,7 @@ fn follow_log(
 ) -> Option<send_wrapper::SendWrapper<web_sys::WebSocket>> {
     use wasm_bindgen::{closure::Closure, JsCast};
     use web_sys::{CloseEvent, MessageEvent, WebSocket};
-    let location = web_sys::window()?.location();
-    let scheme = if location.protocol().ok()? == "https:" {
-        "wss"
-    } else {
-        "ws"
-    };
-    let url = format!(
-        "{scheme}://{}/api/v1/jobs/{id}/log/ws",
-        location.host().ok()?
-    );
+    let url = crate::live::socket_url(&format!("/api/v1/jobs/{id}/log/ws"))?;
     let socket = WebSocket::new(&url).ok()?;
     let on_open = Closure::<dyn FnMut()>::new(move || status.set("live".into()));
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {

@@ -8,7 +8,9 @@ mod bookings;
 mod csrf;
 mod enforcement;
 mod error;
+mod history;
 mod jobs;
+mod reports;
 mod settings;
 mod tokens;
 mod ws;
@@ -52,6 +54,8 @@ pub struct AppState {
     pub policy: Arc<std::sync::RwLock<lanes_app::model::enforcement::Policy>>,
     /// Signals and simulated-process control for the cards' processes.
     pub processes: crate::telemetry::Processes,
+    /// Retention and flushing of the utilization history (queries pick resolutions by it).
+    pub history: crate::history::writer::HistorySettings,
 }
 
 impl AppState {
@@ -96,7 +100,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 9] {
+fn areas() -> [Routes; 11] {
     [
         api::routes(),
         auth::routes(),
@@ -106,6 +110,8 @@ fn areas() -> [Routes; 9] {
         bookings::routes(),
         jobs::routes(),
         enforcement::routes(),
+        history::routes(),
+        reports::routes(),
         ws::routes(),
     ]
 }

@@ -3,11 +3,15 @@
 
 mod bookings;
 mod enforcement;
+mod history;
 mod jobs;
+mod reports;
 
 pub use bookings::BookingFilter;
 pub use enforcement::NewViolation;
+pub use history::Bucket;
 pub use jobs::{JobEnd, JobProcess, JobToRun};
+pub use reports::CardUse;
 
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};

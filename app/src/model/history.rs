@@ -1,0 +1,35 @@
+//! Wire types of the utilization history (`GET /api/v1/history`).
+
+use serde::{Deserialize, Serialize};
+
+/// One bucket of a card's history: its start and the metric's min, mean and max in it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryBucket {
+    /// Start of the bucket, Unix milliseconds.
+    pub t_ms: i64,
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+}
+
+/// One card's buckets, oldest first. A bucket without readings is absent: a gap, not a zero.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistorySeries {
+    pub node: String,
+    pub uuid: String,
+    pub points: Vec<HistoryBucket>,
+}
+
+/// The answer to a history query.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryAnswer {
+    /// `utilization` (%), `memory` (bytes), `temperature` (°C), `power` (W), `sm_clock` (MHz).
+    pub metric: String,
+    /// Where the buckets came from: `raw` readings, `1m` or `1h` rollups.
+    pub resolution: String,
+    /// Width of each bucket, seconds.
+    pub bucket_s: i64,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub series: Vec<HistorySeries>,
+}

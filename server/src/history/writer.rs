@@ -1,0 +1,128 @@
+//! The history writer: takes each tick from the hub, buffers the readings, and every few seconds
+//! writes them in one transaction, rolls up the minutes and hours that became whole, and now
+//! and then prunes what retention no longer keeps. Writes run on their own task, so a slow disk
+//! never delays a tick; if the writer falls too far behind, ticks are dropped and show as a gap.
+
+use super::{Reading, Retention};
+use crate::store::{Store, StoreError};
+use crate::telemetry::hub::Hub;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Copy, Debug)]
+pub struct HistorySettings {
+    pub retention: Retention,
+    /// How often buffered readings are written.
+    pub flush_every: Duration,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            retention: Retention::default(),
+            flush_every: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Pruning runs at most this often.
+const PRUNE_EVERY_S: i64 = 600;
+
+/// Starts the writer; the returned task ends after a last flush once `shutdown` fires.
+pub fn start(
+    store: Store,
+    hub: Arc<Hub>,
+    settings: HistorySettings,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    let mut ticks = hub.subscribe_raw();
+    tokio::spawn(async move {
+        let mut ids: HashMap<(String, String), i64> = HashMap::new();
+        let mut buffer: Vec<(i64, Reading)> = Vec::new();
+        let mut in_flight: Option<JoinHandle<()>> = None;
+        let mut last_prune: Option<i64> = None;
+        let mut timer = tokio::time::interval(settings.flush_every);
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                tick = ticks.recv() => match tick {
+                    Ok(tick) => {
+                        for gpu in &tick.gpus {
+                            let Some(sample) = &gpu.sample else { continue };
+                            let key = (gpu.node.clone(), gpu.uuid.clone());
+                            if !ids.contains_key(&key) {
+                                match store.gpu_ids().await {
+                                    Ok(found) => ids = found,
+                                    Err(e) => tracing::warn!(error = %e, "history: cannot read the card list"),
+                                }
+                            }
+                            if let Some(id) = ids.get(&key) {
+                                buffer.push((*id, Reading::of(sample)));
+                            }
+                        }
+                    }
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "history: the writer fell behind; those ticks are a gap");
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = timer.tick() => {
+                    if in_flight.as_ref().is_some_and(|f| !f.is_finished()) || buffer.is_empty() {
+                        continue;
+                    }
+                    let batch = std::mem::take(&mut buffer);
+                    let now = batch.iter().map(|(_, r)| r.t).max().unwrap_or_default();
+                    let prune = last_prune.is_none_or(|last| now - last >= PRUNE_EVERY_S);
+                    if prune {
+                        last_prune = Some(now);
+                    }
+                    let store = store.clone();
+                    in_flight = Some(tokio::spawn(async move {
+                        if let Err(e) = write(&store, &batch, prune.then_some(settings.retention)).await {
+                            tracing::error!(error = %e, readings = batch.len(), "history: writing failed; those readings are a gap");
+                        }
+                    }));
+                }
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        if let Some(flight) = in_flight {
+            let _ = flight.await;
+        }
+        if let Err(e) = write(&store, &buffer, None).await {
+            tracing::error!(error = %e, "history: the last write failed");
+        }
+    })
+}
+
+/// Writes a batch, rolls up what became whole, and prunes if asked.
+async fn write(
+    store: &Store,
+    batch: &[(i64, Reading)],
+    prune: Option<Retention>,
+) -> Result<(), StoreError> {
+    let (Some(oldest), Some(newest)) = (
+        batch.iter().map(|(_, r)| r.t).min(),
+        batch.iter().map(|(_, r)| r.t).max(),
+    ) else {
+        return Ok(());
+    };
+    store.insert_readings(batch).await?;
+    // Everything before the newest second is final (a faster poll may still replace it).
+    store.roll_up(oldest, newest).await?;
+    if let Some(retention) = prune {
+        let before = |keep: Duration| newest - keep.as_secs() as i64;
+        store
+            .prune_history(
+                before(retention.raw),
+                before(retention.minute),
+                retention.hour.map(before),
+            )
+            .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! `GET /api/v1/history`: one metric of one card or all, over a range, in at most `points`
+//! buckets of min, mean and max, from the coarsest stored resolution that still has enough.
+
+use super::auth::CurrentUser;
+use super::{ApiError, ApiQuery, AppState, Routes};
+use crate::history::{self, Metric, MAX_POINTS};
+use axum::extract::State;
+use axum::routing::get;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use lanes_app::model::history::{HistoryAnswer, HistoryBucket, HistorySeries};
+use serde::Deserialize;
+
+pub fn routes() -> Routes {
+    Routes::default().route("/api/v1/history", get(query))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// A card's UUID, or `all` (default).
+    pub gpu: Option<String>,
+    /// Default `utilization`.
+    pub metric: Option<String>,
+    /// RFC 3339; default an hour before `to`.
+    pub from: Option<DateTime<Utc>>,
+    /// RFC 3339; default now.
+    pub to: Option<DateTime<Utc>>,
+    /// At most this many buckets per card (default 1,000, at most 10,000).
+    pub points: Option<i64>,
+}
+
+async fn query(
+    State(state): State<AppState>,
+    _: CurrentUser,
+    ApiQuery(q): ApiQuery<HistoryQuery>,
+) -> Result<Json<HistoryAnswer>, ApiError> {
+    let now = Utc::now();
+    let metric: Metric = q
+        .metric
+        .as_deref()
+        .unwrap_or("utilization")
+        .parse()
+        .map_err(ApiError::BadRequest)?;
+    let to = q.to.unwrap_or(now);
+    let from = q.from.unwrap_or(to - chrono::Duration::hours(1));
+    if from >= to {
+        return Err(ApiError::BadRequest("from must be before to".into()));
+    }
+    let points = q.points.unwrap_or(1000);
+    if !(1..=MAX_POINTS).contains(&points) {
+        return Err(ApiError::BadRequest(format!(
+            "points must be from 1 to {MAX_POINTS}"
+        )));
+    }
+    let ids = state.store.gpu_ids().await?;
+    let cards: Vec<(&(String, String), &i64)> = match q.gpu.as_deref() {
+        None | Some("all") => ids.iter().collect(),
+        Some(uuid) => {
+            let found: Vec<_> = ids.iter().filter(|((_, u), _)| u == uuid).collect();
+            if found.is_empty() {
+                return Err(ApiError::NotFound(format!("no GPU {uuid:?}")));
+            }
+            found
+        }
+    };
+    let (from_s, to_s) = (from.timestamp(), to.timestamp().max(from.timestamp() + 1));
+    let plan = history::plan(
+        from_s,
+        to_s,
+        points,
+        &state.history.retention,
+        now.timestamp(),
+    );
+    let card_ids: Vec<i64> = cards.iter().map(|(_, id)| **id).collect();
+    let mut found = state
+        .store
+        .history(&card_ids, metric, from_s, to_s, plan)
+        .await?;
+    let scale = metric.scale();
+    let mut series: Vec<HistorySeries> = cards
+        .into_iter()
+        .map(|((node, uuid), id)| HistorySeries {
+            node: node.clone(),
+            uuid: uuid.clone(),
+            points: found
+                .remove(id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|b| HistoryBucket {
+                    t_ms: b.t * 1000,
+                    min: b.min * scale,
+                    avg: b.avg * scale,
+                    max: b.max * scale,
+                })
+                .collect(),
+        })
+        .collect();
+    series.sort_by(|a, b| (&a.node, &a.uuid).cmp(&(&b.node, &b.uuid)));
+    Ok(Json(HistoryAnswer {
+        metric: q.metric.unwrap_or_else(|| "utilization".into()),
+        resolution: serde_json::to_value(plan.resolution)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        bucket_s: plan.bucket_s,
+        from_ms: from_s * 1000,
+        to_ms: to_s * 1000,
+        series,
+    }))
+}

@@ -1,0 +1,142 @@
+//! Usage reports over HTTP: `GET /api/v1/reports/usage` (JSON) and
+//! `GET /api/v1/reports/usage.csv?table=users|groups|bookings`. Admins see everyone; members
+//! see their own row and bookings.
+
+use super::auth::CurrentUser;
+use super::{ApiError, ApiQuery, AppState, Routes};
+use crate::history::Resolution;
+use crate::reports::{self, Inputs, Table};
+use crate::store::BookingFilter;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use lanes_app::model::account::User;
+use lanes_app::model::report::UsageReport;
+use serde::Deserialize;
+use std::collections::HashMap;
+
+pub fn routes() -> Routes {
+    Routes::default()
+        .route("/api/v1/reports/usage", get(usage))
+        .route("/api/v1/reports/usage.csv", get(usage_csv))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportQuery {
+    /// RFC 3339; default seven days before `to`.
+    pub from: Option<DateTime<Utc>>,
+    /// RFC 3339; default now.
+    pub to: Option<DateTime<Utc>>,
+    /// For the CSV: `users` (default), `groups` or `bookings`.
+    pub table: Option<String>,
+}
+
+/// Longest period a report may cover.
+const MAX_DAYS: i64 = 3660;
+
+async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<UsageReport, ApiError> {
+    let now = Utc::now();
+    let to = q.to.unwrap_or(now);
+    let from = q.from.unwrap_or(to - chrono::Duration::days(7));
+    if from >= to || to - from > chrono::Duration::days(MAX_DAYS) {
+        return Err(ApiError::BadRequest(format!(
+            "from must be before to, at most {MAX_DAYS} days apart"
+        )));
+    }
+    let threshold = state.policy().idle_threshold_pct;
+    // Minutes while retention keeps them for the whole period, else hours.
+    let keep_minutes =
+        chrono::Duration::from_std(state.history.retention.minute).unwrap_or_default();
+    let resolution = if now - from <= keep_minutes {
+        Resolution::Minute
+    } else {
+        Resolution::Hour
+    };
+    let mine = (!viewer.is_admin()).then_some(viewer.id);
+    let filter = BookingFilter {
+        from: Some(from),
+        to: Some(to),
+        user_id: mine,
+        ..Default::default()
+    };
+    let bookings = state.store.bookings(&filter, now).await?;
+    let card_use = state
+        .store
+        .booking_card_use(
+            from.timestamp(),
+            to.timestamp(),
+            threshold,
+            resolution,
+            state.hub.snapshot().interval_ms.max(1000) as f64 / 1000.0,
+        )
+        .await?;
+    let keep = |mut counts: HashMap<i64, i64>| {
+        if let Some(me) = mine {
+            counts.retain(|user, _| *user == me);
+        }
+        counts
+    };
+    let violations = keep(state.store.violation_counts(from, to).await?);
+    let jobs = keep(state.store.job_counts(from, to).await?);
+    let users = state.store.users().await?;
+    let usernames: HashMap<i64, String> =
+        users.iter().map(|u| (u.id, u.username.clone())).collect();
+    let memberships = if mine.is_some() {
+        Vec::new()
+    } else {
+        state.store.memberships().await?
+    };
+    Ok(reports::build(&Inputs {
+        from,
+        to,
+        idle_threshold_pct: threshold,
+        bookings: &bookings,
+        card_use: &card_use,
+        violations: &violations,
+        jobs: &jobs,
+        usernames: &usernames,
+        memberships: &memberships,
+    }))
+}
+
+async fn usage(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiQuery(q): ApiQuery<ReportQuery>,
+) -> Result<Json<UsageReport>, ApiError> {
+    Ok(Json(report(&state, &user, &q).await?))
+}
+
+async fn usage_csv(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiQuery(q): ApiQuery<ReportQuery>,
+) -> Result<impl IntoResponse, ApiError> {
+    let table: Table = q
+        .table
+        .as_deref()
+        .unwrap_or("users")
+        .parse()
+        .map_err(ApiError::BadRequest)?;
+    let report = report(&state, &user, &q).await?;
+    let name = format!(
+        "lanes-{}-{}-{}.csv",
+        q.table.as_deref().unwrap_or("users"),
+        report.from.format("%Y%m%d"),
+        report.to.format("%Y%m%d")
+    );
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        reports::csv(&report, table),
+    ))
+}

@@ -1,0 +1,244 @@
+//! SQL of the utilization history: batched inserts of readings, rollups into minute and hour
+//! buckets (incremental, resumable after a restart), retention, and range queries.
+
+use super::{Store, StoreError};
+use crate::history::{Metric, Plan, Reading, Resolution};
+use sqlx::{QueryBuilder, Sqlite};
+use std::collections::HashMap;
+
+/// One output bucket of a query: its start (Unix seconds) and the metric's min, mean and max,
+/// in stored units.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bucket {
+    pub t: i64,
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+}
+
+/// Columns of a rollup row after `gpu_id, t`, each as an aggregate over `source`.
+fn rollup_columns(from_raw: bool) -> String {
+    let mut cols = Vec::new();
+    if from_raw {
+        cols.push("COUNT(*)".to_string());
+        for col in ["util", "mem_mib"] {
+            cols.push(format!("MIN({col}), SUM({col}), MAX({col})"));
+        }
+        for col in ["temp_c", "power_dw", "clock_mhz"] {
+            cols.push(format!("COUNT({col}), MIN({col}), SUM({col}), MAX({col})"));
+        }
+    } else {
+        cols.push("SUM(n)".to_string());
+        for p in ["util", "mem"] {
+            cols.push(format!("MIN({p}_min), SUM({p}_sum), MAX({p}_max)"));
+        }
+        for p in ["temp", "power", "clock"] {
+            cols.push(format!(
+                "SUM({p}_n), MIN({p}_min), SUM({p}_sum), MAX({p}_max)"
+            ));
+        }
+    }
+    cols.join(", ")
+}
+
+/// card id, bucket start, min, mean, max.
+type BucketRow = (i64, i64, Option<f64>, Option<f64>, Option<f64>);
+
+impl Store {
+    /// Writes readings (card id, reading) in one transaction. A second reading of the same card
+    /// in the same second replaces the first.
+    pub async fn insert_readings(&self, readings: &[(i64, Reading)]) -> Result<(), StoreError> {
+        // SQLite allows 32,766 bound values per statement: 7 a row.
+        const ROWS: usize = 4_000;
+        let mut tx = self.pool.begin().await?;
+        for chunk in readings.chunks(ROWS) {
+            let mut sql = QueryBuilder::<Sqlite>::new(
+                "INSERT OR REPLACE INTO samples_raw
+                    (gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz) ",
+            );
+            sql.push_values(chunk, |mut row, (gpu, r)| {
+                row.push_bind(gpu)
+                    .push_bind(r.t)
+                    .push_bind(r.util)
+                    .push_bind(r.mem_mib)
+                    .push_bind(r.temp_c)
+                    .push_bind(r.power_dw)
+                    .push_bind(r.clock_mhz);
+            });
+            sql.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Card ids by (node, UUID), for the writer.
+    pub async fn gpu_ids(&self) -> Result<HashMap<(String, String), i64>, StoreError> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT n.name, g.uuid, g.id FROM gpus g JOIN nodes n ON n.id = g.node_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(n, u, id)| ((n, u), id)).collect())
+    }
+
+    /// Rolls readings up into every whole minute, and minutes into every whole hour, that ends
+    /// at or before `complete_until` (Unix seconds: everything earlier has been written) and was
+    /// not rolled up before, or holds readings from `touched_from` on (written since the last
+    /// rollup, however late they came). Returns the new progress of both levels.
+    pub async fn roll_up(
+        &self,
+        touched_from: i64,
+        complete_until: i64,
+    ) -> Result<(i64, i64), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut done = Vec::new();
+        for (level, from, bucket, from_raw) in [
+            ("1m", "samples_raw", 60, true),
+            ("1h", "samples_1m", 3600, false),
+        ] {
+            let previous: Option<i64> =
+                sqlx::query_scalar("SELECT done_until FROM history_progress WHERE level = ?1")
+                    .bind(level)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            // A first rollup starts at the oldest data there is; later ones where they left
+            // off, or earlier if readings came late.
+            let start = match previous {
+                Some(s) => s.min(touched_from.div_euclid(bucket) * bucket),
+                None => {
+                    let oldest: Option<i64> =
+                        sqlx::query_scalar(&format!("SELECT MIN(t) FROM {from}"))
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    oldest.map_or(i64::MAX, |t| t.div_euclid(bucket) * bucket)
+                }
+            };
+            // The hour level may only use minutes that are final.
+            let limit = match done.last() {
+                Some(minutes_done) => complete_until.min(*minutes_done),
+                None => complete_until,
+            };
+            let end = limit.div_euclid(bucket) * bucket;
+            if start < end {
+                let into = if from_raw { "samples_1m" } else { "samples_1h" };
+                sqlx::query(&format!(
+                    "INSERT OR REPLACE INTO {into}
+                     SELECT gpu_id, (t / {bucket}) * {bucket}, {}
+                     FROM {from} WHERE t >= ?1 AND t < ?2
+                     GROUP BY gpu_id, t / {bucket}",
+                    rollup_columns(from_raw)
+                ))
+                .bind(start)
+                .bind(end)
+                .execute(&mut *tx)
+                .await?;
+            }
+            // Progress never moves back: a late batch re-rolls old buckets, nothing more.
+            let progress = previous.map_or(end, |p| p.max(end));
+            sqlx::query(
+                "INSERT INTO history_progress (level, done_until) VALUES (?1, ?2)
+                 ON CONFLICT (level) DO UPDATE SET done_until = excluded.done_until",
+            )
+            .bind(level)
+            .bind(progress)
+            .execute(&mut *tx)
+            .await?;
+            done.push(progress);
+        }
+        tx.commit().await?;
+        Ok((done[0], done[1]))
+    }
+
+    /// Deletes what is older than each resolution keeps (`None`: keep forever), but never raw
+    /// readings or minutes that are not rolled up yet.
+    pub async fn prune_history(
+        &self,
+        raw_before: i64,
+        minute_before: i64,
+        hour_before: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let progress = |level: &'static str| {
+            sqlx::query_scalar::<_, i64>("SELECT done_until FROM history_progress WHERE level = ?1")
+                .bind(level)
+        };
+        let minutes_done = progress("1m")
+            .fetch_optional(&mut *tx)
+            .await?
+            .unwrap_or(i64::MIN);
+        let hours_done = progress("1h")
+            .fetch_optional(&mut *tx)
+            .await?
+            .unwrap_or(i64::MIN);
+        let mut removed = 0;
+        for (table, before) in [
+            ("samples_raw", Some(raw_before.min(minutes_done))),
+            ("samples_1m", Some(minute_before.min(hours_done))),
+            ("samples_1h", hour_before),
+        ] {
+            let Some(before) = before else { continue };
+            removed += sqlx::query(&format!("DELETE FROM {table} WHERE t < ?1"))
+                .bind(before)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(removed)
+    }
+
+    /// One metric of the cards in `gpus` (card ids; all when empty) over `[from, to)`, in
+    /// buckets as `plan` says, by card id. Buckets without readings are absent: a gap.
+    pub async fn history(
+        &self,
+        gpus: &[i64],
+        metric: Metric,
+        from: i64,
+        to: i64,
+        plan: Plan,
+    ) -> Result<HashMap<i64, Vec<Bucket>>, StoreError> {
+        let (raw, prefix) = metric.column();
+        let width = plan.bucket_s;
+        let aggregates = match plan.resolution {
+            Resolution::Raw => format!("MIN({raw}) * 1.0, AVG({raw}), MAX({raw}) * 1.0"),
+            _ => {
+                let count = if metric.always_present() {
+                    "n".to_string()
+                } else {
+                    format!("{prefix}_n")
+                };
+                format!(
+                    "MIN({prefix}_min) * 1.0, SUM({prefix}_sum) * 1.0 / NULLIF(SUM({count}), 0),
+                     MAX({prefix}_max) * 1.0"
+                )
+            }
+        };
+        let mut sql = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT gpu_id, ?1 + ((t - ?1) / {width}) * {width} AS b, {aggregates}
+             FROM {} WHERE t >= ?1 AND t < ?2",
+            plan.resolution.table()
+        ));
+        if !gpus.is_empty() {
+            sql.push(" AND gpu_id IN (SELECT value FROM json_each(?3))");
+        }
+        sql.push(" GROUP BY gpu_id, b ORDER BY gpu_id, b");
+        let mut query = sql.build_query_as::<BucketRow>();
+        query = query.bind(from).bind(to);
+        if !gpus.is_empty() {
+            query = query.bind(serde_json::to_string(gpus).unwrap_or_default());
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        let mut series: HashMap<i64, Vec<Bucket>> = HashMap::new();
+        for (gpu, t, min, avg, max) in rows {
+            // A bucket where the metric was never reported (a card without power readings).
+            let (Some(min), Some(avg), Some(max)) = (min, avg, max) else {
+                continue;
+            };
+            series
+                .entry(gpu)
+                .or_default()
+                .push(Bucket { t, min, avg, max });
+        }
+        Ok(series)
+    }
+}

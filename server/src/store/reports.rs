@@ -1,0 +1,115 @@
+//! SQL of usage reports: what the history says about each booking's cards, and counts of
+//! violations and jobs per user.
+
+use super::{Store, StoreError};
+use crate::history::Resolution;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+/// What the history says about one booking's cards inside a period.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CardUse {
+    /// Card-hours weighted by utilization.
+    pub used_hours: f64,
+    /// Card-hours in buckets whose mean utilization was under the threshold.
+    pub idle_hours: f64,
+    /// Mean utilization over all readings.
+    pub avg_utilization_pct: Option<f64>,
+    pub peak_memory_mib: Option<i64>,
+}
+
+/// booking id, used hours, idle hours, mean utilization, peak memory (MiB).
+type UseRow = (i64, f64, f64, Option<f64>, Option<i64>);
+
+impl Store {
+    /// Per booking (not cancelled) overlapping `[from, to)` (Unix seconds): its cards' use from
+    /// `resolution`'s buckets (minutes or hours) that start inside both the period and the
+    /// booking's slot. Each stored reading stands for `reading_s` seconds (the poll interval,
+    /// at least one second: the history keeps one reading a second).
+    pub async fn booking_card_use(
+        &self,
+        from: i64,
+        to: i64,
+        idle_threshold_pct: u32,
+        resolution: Resolution,
+        reading_s: f64,
+    ) -> Result<HashMap<i64, CardUse>, StoreError> {
+        let table = resolution.table();
+        let bucket_s = resolution.seconds();
+        let hours = bucket_s as f64 / 3600.0;
+        // A bucket counts for the share of it that readings cover (a card read for half an hour
+        // of an hour bucket counts half an hour), so that gaps are neither use nor idleness.
+        let covered = format!("MIN(1.0, s.n * ?4 / {bucket_s}.0)");
+        let rows: Vec<UseRow> = sqlx::query_as(&format!(
+            "SELECT bg.booking_id,
+                    COALESCE(SUM(s.util_sum * 1.0 / s.n * {covered}), 0) / 100.0 * {hours:.12},
+                    COALESCE(SUM(CASE WHEN s.util_sum * 1.0 / s.n < ?3 THEN {covered} ELSE 0 END), 0)
+                        * {hours:.12},
+                    SUM(s.util_sum) * 1.0 / NULLIF(SUM(s.n), 0),
+                    MAX(s.mem_max)
+             FROM booking_gpus bg
+             JOIN bookings b ON b.id = bg.booking_id
+             JOIN {table} s ON s.gpu_id = bg.gpu_id
+                 AND s.t >= MAX(bg.start_ms / 1000, ?1) AND s.t < MIN(bg.end_ms / 1000, ?2)
+             WHERE b.status != 'cancelled' AND bg.end_ms > ?1 * 1000 AND bg.start_ms < ?2 * 1000
+             GROUP BY bg.booking_id"
+        ))
+        .bind(from)
+        .bind(to)
+        .bind(f64::from(idle_threshold_pct))
+        .bind(reading_s)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, used, idle, avg, peak)| {
+                (
+                    id,
+                    CardUse {
+                        used_hours: used,
+                        idle_hours: idle,
+                        avg_utilization_pct: avg,
+                        peak_memory_mib: peak,
+                    },
+                )
+            })
+            .collect())
+    }
+
+    /// Violations first seen in `[from, to)`, per Lanes user.
+    pub async fn violation_counts(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<i64, i64>, StoreError> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT user_id, COUNT(*) FROM violations
+             WHERE user_id IS NOT NULL AND first_seen_ms >= ?1 AND first_seen_ms < ?2
+             GROUP BY user_id",
+        )
+        .bind(from.timestamp_millis())
+        .bind(to.timestamp_millis())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Jobs started in `[from, to)`, per user.
+    pub async fn job_counts(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<i64, i64>, StoreError> {
+        let rows: Vec<(i64, DateTime<Utc>)> =
+            sqlx::query_as("SELECT user_id, started_at FROM jobs WHERE started_at IS NOT NULL")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut counts = HashMap::new();
+        for (user, started) in rows {
+            if (from..to).contains(&started) {
+                *counts.entry(user).or_default() += 1;
+            }
+        }
+        Ok(counts)
+    }
+}

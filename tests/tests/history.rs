@@ -1,0 +1,464 @@
+//! Utilization history: rollup arithmetic on known sequences (across bucket edges), retention
+//! that removes only what is due, queries that pick the right resolution, and history that
+//! survives a restart with the downtime as a gap.
+
+use lanes_app::model::history::HistoryAnswer;
+use lanes_app::model::GpuInfo;
+use lanes_server::history::{plan, Metric, Plan, Reading, Resolution, Retention};
+use lanes_server::store::Store;
+use lanes_tests::TestApp;
+use std::time::Duration;
+
+async fn store_with_card(dir: &tempfile::TempDir) -> (Store, i64) {
+    let store = Store::open(&format!("sqlite://{}", dir.path().join("h.db").display()))
+        .await
+        .unwrap();
+    let card = GpuInfo {
+        node: "n1".into(),
+        uuid: "GPU-A".into(),
+        index: 0,
+        name: "test".into(),
+        pci_bus_id: "00000000:18:00.0".into(),
+        memory_total_bytes: 1 << 30,
+    };
+    store
+        .record_inventory("n1", &[card], chrono::Utc::now())
+        .await
+        .unwrap();
+    let id = store.gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-A".to_string())];
+    (store, id)
+}
+
+fn reading(t: i64, util: i64) -> Reading {
+    Reading {
+        t,
+        util,
+        mem_mib: util * 10,
+        temp_c: Some(40 + util / 10),
+        power_dw: (t % 2 == 0).then_some(1000 + util),
+        clock_mhz: None,
+    }
+}
+
+/// A utilization that is not smooth, so wrong bucket edges change the figures.
+fn util_at(t: i64) -> i64 {
+    (t * 37) % 101
+}
+
+/// min, mean, max of `f` over the seconds in `[from, to)` that have readings in `ts`.
+fn expected(
+    ts: &[i64],
+    from: i64,
+    to: i64,
+    f: impl Fn(i64) -> Option<i64>,
+) -> Option<(f64, f64, f64)> {
+    let vals: Vec<i64> = ts
+        .iter()
+        .filter(|t| (from..to).contains(*t))
+        .filter_map(|t| f(*t))
+        .collect();
+    if vals.is_empty() {
+        return None;
+    }
+    let sum: i64 = vals.iter().sum();
+    Some((
+        *vals.iter().min().unwrap() as f64,
+        sum as f64 / vals.len() as f64,
+        *vals.iter().max().unwrap() as f64,
+    ))
+}
+
+async fn buckets(
+    store: &Store,
+    id: i64,
+    metric: Metric,
+    from: i64,
+    to: i64,
+    p: Plan,
+) -> Vec<(i64, f64, f64, f64)> {
+    store
+        .history(&[id], metric, from, to, p)
+        .await
+        .unwrap()
+        .remove(&id)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|b| (b.t, b.min, b.avg, b.max))
+        .collect()
+}
+
+#[tokio::test]
+async fn minute_and_hour_rollups_keep_exact_min_mean_and_max_across_bucket_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id) = store_with_card(&dir).await;
+    // Seconds 3,530 to 3,729 with every seventh missing: a minute edge every 60 s and the hour
+    // edge at 3,600 fall inside.
+    let ts: Vec<i64> = (3530..3730).filter(|t| t % 7 != 0).collect();
+    let first: Vec<(i64, Reading)> = ts
+        .iter()
+        .filter(|t| **t < 3650)
+        .map(|t| (id, reading(*t, util_at(*t))))
+        .collect();
+    store.insert_readings(&first).await.unwrap();
+    // Written up to 3,650: minutes before 3,600 are whole, the one at 3,600 is not.
+    assert_eq!(store.roll_up(3530, 3650).await.unwrap().0, 3600);
+    let rest: Vec<(i64, Reading)> = ts
+        .iter()
+        .filter(|t| **t >= 3650)
+        .map(|t| (id, reading(*t, util_at(*t))))
+        .collect();
+    store.insert_readings(&rest).await.unwrap();
+    assert_eq!(store.roll_up(3650, 7300).await.unwrap(), (7260, 7200));
+
+    let minutes = Plan {
+        resolution: Resolution::Minute,
+        bucket_s: 60,
+    };
+    let got = buckets(&store, id, Metric::Utilization, 3480, 3780, minutes).await;
+    let want: Vec<(i64, f64, f64, f64)> = (3480..3780)
+        .step_by(60)
+        .filter_map(|m| {
+            expected(&ts, m, m + 60, |t| Some(util_at(t))).map(|(a, b, c)| (m, a, b, c))
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Power is missing from odd seconds: its mean is over the seconds that have it.
+    let got = buckets(&store, id, Metric::Power, 3480, 3780, minutes).await;
+    let want: Vec<(i64, f64, f64, f64)> = (3480..3780)
+        .step_by(60)
+        .filter_map(|m| {
+            expected(&ts, m, m + 60, |t| {
+                (t % 2 == 0).then_some(1000 + util_at(t))
+            })
+            .map(|(a, b, c)| (m, a, b, c))
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Hours merge minutes exactly: the same figures as straight from the readings.
+    let hours = Plan {
+        resolution: Resolution::Hour,
+        bucket_s: 3600,
+    };
+    let got = buckets(&store, id, Metric::Memory, 0, 7200, hours).await;
+    let want: Vec<(i64, f64, f64, f64)> = [0, 3600]
+        .into_iter()
+        .filter_map(|h| {
+            expected(&ts, h, h + 3600, |t| Some(util_at(t) * 10)).map(|(a, b, c)| (h, a, b, c))
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Wider output buckets merge rollups the same way (two minutes apiece).
+    let got = buckets(
+        &store,
+        id,
+        Metric::Utilization,
+        3480,
+        3780,
+        Plan {
+            resolution: Resolution::Minute,
+            bucket_s: 120,
+        },
+    )
+    .await;
+    let want: Vec<(i64, f64, f64, f64)> = (3480..3780)
+        .step_by(120)
+        .filter_map(|m| {
+            expected(&ts, m, m + 120, |t| Some(util_at(t))).map(|(a, b, c)| (m, a, b, c))
+        })
+        .collect();
+    assert_eq!(got, want);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id) = store_with_card(&dir).await;
+    let now = 10 * 86_400;
+    let ts = [
+        now - 3 * 86_400,
+        now - 2 * 86_400 - 1,
+        now - 2 * 86_400,
+        now - 60,
+        now - 1,
+    ];
+    let rows: Vec<(i64, Reading)> = ts.iter().map(|t| (id, reading(*t, 50))).collect();
+    store.insert_readings(&rows).await.unwrap();
+    let raw = Plan {
+        resolution: Resolution::Raw,
+        bucket_s: 1,
+    };
+    let count = |p: Plan| {
+        let store = &store;
+        async move {
+            buckets(store, id, Metric::Utilization, 0, now, p)
+                .await
+                .len()
+        }
+    };
+    // Nothing rolled up yet: nothing may go, whatever retention says.
+    store.prune_history(now, now, Some(now)).await.unwrap();
+    assert_eq!(count(raw).await, 5);
+
+    store.roll_up(0, now).await.unwrap();
+    store
+        .prune_history(now - 2 * 86_400, now - 2 * 86_400, None)
+        .await
+        .unwrap();
+    // Raw readings older than 48 h went; the one exactly 48 h old stays.
+    let left: Vec<i64> = buckets(&store, id, Metric::Utilization, 0, now, raw)
+        .await
+        .into_iter()
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(left, vec![now - 2 * 86_400, now - 60, now - 1]);
+    // Minutes: only those older than 48 h and already in an hour went.
+    let minutes = Plan {
+        resolution: Resolution::Minute,
+        bucket_s: 60,
+    };
+    let left: Vec<i64> = buckets(&store, id, Metric::Utilization, 0, now, minutes)
+        .await
+        .into_iter()
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(left, vec![now - 2 * 86_400, now - 60]);
+    // Hours are kept forever.
+    let hours = Plan {
+        resolution: Resolution::Hour,
+        bucket_s: 3600,
+    };
+    // (The hours of now - 3 d, now - 2 d - 1 s, now - 2 d and now - 60 s.)
+    assert_eq!(count(hours).await, 4);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_query_answers_from_the_resolution_its_range_needs() {
+    let app = TestApp::spawn(1).await;
+    let gpu: Vec<lanes_app::model::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    let uuid = gpu[0].info.uuid.clone();
+    // Ten days ago, two hours of readings at 60 % written straight to the store.
+    let store = Store::open(&app.database_url()).await.unwrap();
+    let id = store.gpu_ids().await.unwrap()[&("testnode".to_string(), uuid.clone())];
+    let start = chrono::Utc::now().timestamp() / 3600 * 3600 - 10 * 86_400;
+    let rows: Vec<(i64, Reading)> = (start..start + 7200)
+        .map(|t| (id, reading(t, 60)))
+        .collect();
+    store.insert_readings(&rows).await.unwrap();
+    store.roll_up(start, start + 7200).await.unwrap();
+    store.close().await;
+
+    let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).unwrap().to_rfc3339();
+    let ask = |from: i64, to: i64, points: i64| {
+        let path = format!(
+            "/api/v1/history?gpu={uuid}&metric=utilization&from={}&to={}&points={points}",
+            urlencode(&at(from)),
+            urlencode(&at(to))
+        );
+        let app = &app;
+        async move {
+            let r = app.get(&path).await;
+            assert_eq!(r.status(), 200);
+            r.json::<HistoryAnswer>().await.unwrap()
+        }
+    };
+    // Two hours at 1,000 points would want raw seconds, but ten days back retention keeps
+    // only minutes: one-minute buckets.
+    let a = ask(start, start + 7200, 1000).await;
+    assert_eq!((a.resolution.as_str(), a.bucket_s), ("1m", 60));
+    assert_eq!(a.series.len(), 1);
+    assert_eq!(a.series[0].points.len(), 120);
+    // At 100 points, two minutes a bucket.
+    let a = ask(start, start + 7200, 100).await;
+    assert_eq!(
+        (a.resolution.as_str(), a.bucket_s, a.series[0].points.len()),
+        ("1m", 120, 60)
+    );
+    assert!(a.series[0]
+        .points
+        .iter()
+        .all(|p| (p.min, p.avg, p.max) == (60.0, 60.0, 60.0)));
+    // Two points for two hours: hour buckets.
+    let a = ask(start, start + 7200, 2).await;
+    assert_eq!(
+        (a.resolution.as_str(), a.bucket_s, a.series[0].points.len()),
+        ("1h", 3600, 2)
+    );
+    // Memory comes back in bytes.
+    let path = format!(
+        "/api/v1/history?gpu={uuid}&metric=memory&from={}&to={}&points=2",
+        urlencode(&at(start)),
+        urlencode(&at(start + 7200))
+    );
+    let a: HistoryAnswer = app.get(&path).await.json().await.unwrap();
+    assert_eq!(a.series[0].points[0].avg, 600.0 * 1_048_576.0);
+    // Bad input: a clear 4xx.
+    for (query, status) in [
+        ("metric=heat", 400),
+        ("points=0", 400),
+        ("from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", 400),
+        ("gpu=GPU-nope", 404),
+    ] {
+        let r = app.get(&format!("/api/v1/history?{query}")).await;
+        assert_eq!(r.status().as_u16(), status, "{query}");
+    }
+    app.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.replace('+', "%2B").replace(':', "%3A")
+}
+
+#[tokio::test]
+async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
+    let data = tempfile::tempdir().unwrap();
+    let on = |config: &mut lanes_server::startup::ServeConfig| {
+        config.data_dir = data.path().to_path_buf();
+        config.database_url = format!("sqlite://{}", data.path().join("lanes.db").display());
+    };
+    let first = TestApp::spawn_configured(1, on).await;
+    let started = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    first.stop().await;
+    let stopped = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let second = TestApp::spawn_configured(1, on).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let path = format!(
+        "/api/v1/history?from={}&points=10000",
+        urlencode(&(started - chrono::Duration::seconds(5)).to_rfc3339())
+    );
+    let a: HistoryAnswer = second.get(&path).await.json().await.unwrap();
+    assert_eq!((a.resolution.as_str(), a.bucket_s), ("raw", 1));
+    let seconds: Vec<i64> = a.series[0].points.iter().map(|p| p.t_ms / 1000).collect();
+    let before = seconds
+        .iter()
+        .filter(|t| **t <= stopped.timestamp())
+        .count();
+    let after = seconds
+        .iter()
+        .filter(|t| **t > stopped.timestamp() + 1)
+        .count();
+    assert!(before >= 2, "the first run's seconds are kept: {seconds:?}");
+    assert!(
+        after >= 1,
+        "the second run's seconds are there: {seconds:?}"
+    );
+    // Nothing was written while the server was down: the gap has no buckets, not zeros.
+    let gap = (stopped.timestamp() + 1)..(stopped.timestamp() + 3);
+    assert!(
+        !seconds.iter().any(|t| gap.contains(t)),
+        "no readings in the downtime {gap:?}: {seconds:?}"
+    );
+    second.stop().await;
+    // The plan for a 1 h range at 1,000 points reads raw seconds, 4 to a bucket.
+    let now = 1_800_000_000;
+    assert_eq!(
+        plan(now - 3600, now, 1000, &Retention::default(), now),
+        Plan {
+            resolution: Resolution::Raw,
+            bucket_s: 4
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_reports_gpu_hours_match_a_constructed_scenario() {
+    use lanes_server::accounts::{NewUser, Role};
+    use lanes_server::bookings::{CardChoice, NewBooking};
+    use lanes_server::store::AuditEntry;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, a) = store_with_card(&dir).await;
+    let second = GpuInfo {
+        node: "n1".into(),
+        uuid: "GPU-B".into(),
+        index: 1,
+        name: "test".into(),
+        pci_bus_id: "00000000:29:00.0".into(),
+        memory_total_bytes: 1 << 30,
+    };
+    let first = GpuInfo {
+        uuid: "GPU-A".into(),
+        index: 0,
+        pci_bus_id: "00000000:18:00.0".into(),
+        ..second.clone()
+    };
+    store
+        .record_inventory("n1", &[first, second], chrono::Utc::now())
+        .await
+        .unwrap();
+    let b = store.gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-B".to_string())];
+    let owner = store
+        .create_user(
+            &NewUser {
+                username: "ada".into(),
+                display_name: "Ada".into(),
+                email: None,
+                unix_user: None,
+                role: Role::User,
+            },
+            "not a real hash",
+            &AuditEntry::new(None, "user.create", "ada"),
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    // Two cards booked for two hours, a day ago.
+    let t0 = chrono::Utc::now().timestamp() / 3600 * 3600 - 86_400;
+    let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).unwrap();
+    let booking = store
+        .create_booking(
+            &NewBooking {
+                owner,
+                cards: CardChoice::Named(vec!["GPU-A".into(), "GPU-B".into()]),
+                start: at(t0),
+                end: at(t0 + 7200),
+                note: String::new(),
+                enforce_quota: false,
+            },
+            AuditEntry::new(None, "booking.create", ""),
+            at(t0 - 60),
+        )
+        .await
+        .unwrap();
+    // Card A: 50 % for the first hour, idle the second. Card B: 100 % for half an hour, then
+    // no readings at all (the server was down): unknown, so neither used nor idle.
+    let mut rows: Vec<(i64, Reading)> = (t0..t0 + 7200)
+        .map(|t| (a, reading(t, if t < t0 + 3600 { 50 } else { 0 })))
+        .collect();
+    rows.extend((t0..t0 + 1800).map(|t| (b, reading(t, 100))));
+    // Readings outside the slot do not count.
+    rows.extend((t0 - 600..t0).map(|t| (a, reading(t, 100))));
+    store.insert_readings(&rows).await.unwrap();
+    store.roll_up(t0 - 600, t0 + 7300).await.unwrap();
+    let used = store
+        .booking_card_use(t0 - 3600, t0 + 3 * 3600, 5, Resolution::Minute, 1.0)
+        .await
+        .unwrap()[&booking.id];
+    // A: 1 h × 0.5 + 1 h × 0; B: 0.5 h × 1.0.
+    assert!((used.used_hours - 1.0).abs() < 1e-9, "{used:?}");
+    // A's second hour.
+    assert!((used.idle_hours - 1.0).abs() < 1e-9, "{used:?}");
+    // (3,600 s × 50 + 3,600 s × 0 + 1,800 s × 100) / 9,000 s.
+    assert!(
+        (used.avg_utilization_pct.unwrap() - 40.0).abs() < 1e-9,
+        "{used:?}"
+    );
+    assert_eq!(used.peak_memory_mib, Some(1000));
+    // The same figures from hour buckets: B's hour counts for the half hour it was read.
+    let hourly = store
+        .booking_card_use(t0 - 3600, t0 + 3 * 3600, 5, Resolution::Hour, 1.0)
+        .await
+        .unwrap()[&booking.id];
+    assert!((hourly.used_hours - 1.0).abs() < 1e-9, "{hourly:?}");
+    assert!((hourly.idle_hours - 1.0).abs() < 1e-9, "{hourly:?}");
+    // A period that cuts the slot in half counts only its half: A's busy hour.
+    let half = store
+        .booking_card_use(t0, t0 + 3600, 5, Resolution::Minute, 1.0)
+        .await
+        .unwrap()[&booking.id];
+    assert!((half.used_hours - 1.0).abs() < 1e-9, "{half:?}");
+    assert!(half.idle_hours.abs() < 1e-9, "{half:?}");
+    store.close().await;
+}
