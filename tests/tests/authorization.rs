@@ -173,6 +173,20 @@ fn matrix() -> Vec<Row> {
             None,
             [401, 200, 200, 200],
         ),
+        // History and reports: any logged-in user (reports show members only their own).
+        row(get.clone(), "/api/v1/history", None, [401, 200, 200, 200]),
+        row(
+            get.clone(),
+            "/api/v1/reports/usage",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/reports/usage.csv",
+            None,
+            [401, 200, 200, 200],
+        ),
         row(
             post.clone(),
             "/api/v1/sim/processes",
