@@ -46,7 +46,7 @@ try {
   await log.filter({ hasText: 'bye' }).waitFor({ timeout: 15_000 });
   await page.getByText('the job is over').waitFor();
   const row = page.locator('[data-testid=jobs] tbody tr').first();
-  await page.locator('button:text("Refresh")').click();
+  await page.locator('[data-testid=refresh-jobs]').click();
   await row.filter({ hasText: 'exited (exit 0)' }).waitFor();
   step('a job runs from the Jobs page and its output arrives live until it is over');
 

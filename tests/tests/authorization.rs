@@ -70,6 +70,7 @@ fn matrix() -> Vec<Row> {
         row(get.clone(), "/account", None, [303, 200, 200, 200]),
         row(get.clone(), "/calendar", None, [303, 200, 200, 200]),
         row(get.clone(), "/jobs", None, [303, 200, 200, 200]),
+        row(get.clone(), "/history", None, [303, 200, 200, 200]),
         row(post.clone(), "/api/fn/fleet", None, [401, 200, 200, 200]),
         row(get.clone(), "/api/v1/gpus", None, [401, 200, 200, 200]),
         row(

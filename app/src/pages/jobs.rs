@@ -41,7 +41,7 @@ fn JobsSections(me: User) -> impl IntoView {
         </section>
         <section class="panel">
             <h3>"Jobs"</h3>
-            <button class="secondary" on:click=move |_| jobs.reload()>"Refresh"</button>
+            <button class="secondary" data-testid="refresh-jobs" on:click=move |_| jobs.reload()>"Refresh"</button>
             {render_remote(jobs, "jobs", move |list: &Vec<Job>| {
                 if list.is_empty() {
                     return view! { <p class="muted">"No jobs yet."</p> }.into_any();

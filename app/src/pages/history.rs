@@ -1,0 +1,430 @@
+//! `/history`: every card's past at a glance (a heatmap of cards × time) and one chart per card,
+//! over 1 h, 24 h, 7 d, 30 d or a custom range, with zoom and paging; and the usage report of
+//! the same range with CSV downloads.
+
+use crate::components::chart::series_path;
+use crate::components::clock::{now, query_time};
+use crate::components::format::{bytes, date_time};
+use crate::components::remote::{render_remote, Remote};
+use crate::components::topbar::TopBar;
+use crate::model::history::{HistoryAnswer, HistorySeries};
+use crate::model::report::{UsageReport, UsageRow};
+use chrono::{DateTime, Duration, Utc};
+use leptos::prelude::*;
+
+/// Buckets per card the page asks for: about one per heatmap column.
+const POINTS: i64 = 240;
+
+const METRICS: [(&str, &str); 5] = [
+    ("utilization", "Utilization (%)"),
+    ("memory", "Memory"),
+    ("temperature", "Temperature (°C)"),
+    ("power", "Power (W)"),
+    ("sm_clock", "SM clock (MHz)"),
+];
+
+/// The range shown, `[from, to)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+impl Range {
+    pub fn last(span: Duration, to: DateTime<Utc>) -> Self {
+        Self {
+            from: to - span,
+            to,
+        }
+    }
+
+    fn span(&self) -> Duration {
+        self.to - self.from
+    }
+
+    /// Half as wide, around the same middle (never under a minute).
+    pub fn zoom_in(&self) -> Self {
+        let half = (self.span() / 4).max(Duration::seconds(30));
+        let mid = self.from + self.span() / 2;
+        Self {
+            from: mid - half,
+            to: mid + half,
+        }
+    }
+
+    /// Twice as wide, around the same middle.
+    pub fn zoom_out(&self) -> Self {
+        let mid = self.from + self.span() / 2;
+        Self {
+            from: mid - self.span(),
+            to: mid + self.span(),
+        }
+    }
+
+    /// Moved by half its width (`direction` -1 earlier, +1 later).
+    pub fn page(&self, direction: i32) -> Self {
+        let step = self.span() / 2 * direction;
+        Self {
+            from: self.from + step,
+            to: self.to + step,
+        }
+    }
+}
+
+/// A heatmap cell's colour for `value` of `max`: light for low, dark blue for high.
+pub fn heat_color(value: f64, max: f64) -> String {
+    let ratio = if max > 0.0 {
+        (value / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let lightness = 95.0 - ratio * 60.0;
+    format!("hsl(215, 80%, {lightness:.0}%)")
+}
+
+/// The value a metric's scale tops out at: 100 for percentages, else the largest maximum seen.
+fn scale_max(metric: &str, series: &[HistorySeries]) -> f64 {
+    if metric == "utilization" {
+        return 100.0;
+    }
+    series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.max))
+        .fold(0.0, f64::max)
+}
+
+fn value_text(metric: &str, v: f64) -> String {
+    match metric {
+        "memory" => bytes(v.max(0.0) as u64),
+        "utilization" => format!("{v:.0} %"),
+        _ => format!("{v:.0}"),
+    }
+}
+
+#[component]
+pub fn HistoryPage() -> impl IntoView {
+    let range = RwSignal::new(Range::last(Duration::hours(24), now()));
+    let metric = RwSignal::new("utilization".to_string());
+    let url = move || {
+        let r = range.get();
+        format!(
+            "/api/v1/history?gpu=all&metric={}&from={}&to={}&points={POINTS}",
+            metric.get(),
+            query_time(r.from),
+            query_time(r.to)
+        )
+    };
+    let history = Remote::<HistoryAnswer>::new(url());
+    let report_url = move || {
+        let r = range.get();
+        format!("from={}&to={}", query_time(r.from), query_time(r.to))
+    };
+    let report = Remote::<UsageReport>::new(format!("/api/v1/reports/usage?{}", report_url()));
+    Effect::new(move |previous: Option<String>| {
+        let next = url();
+        if previous.as_ref().is_some_and(|p| *p != next) {
+            history.load(next.clone());
+            report.load(format!("/api/v1/reports/usage?{}", report_url()));
+        }
+        next
+    });
+    let preset = move |hours: i64| range.set(Range::last(Duration::hours(hours), now()));
+    view! {
+        <TopBar />
+        <main class="page">
+            <h2>"History"</h2>
+            <div class="toolbar" data-testid="range">
+                <button on:click=move |_| preset(1)>"1 h"</button>
+                <button on:click=move |_| preset(24)>"24 h"</button>
+                <button on:click=move |_| preset(24 * 7)>"7 d"</button>
+                <button on:click=move |_| preset(24 * 30)>"30 d"</button>
+                <button aria-label="Earlier" on:click=move |_| range.update(|r| *r = r.page(-1))>"◀"</button>
+                <button aria-label="Zoom in" on:click=move |_| range.update(|r| *r = r.zoom_in())>"+"</button>
+                <button aria-label="Zoom out" on:click=move |_| range.update(|r| *r = r.zoom_out())>"−"</button>
+                <button aria-label="Later" on:click=move |_| range.update(|r| *r = r.page(1))>"▶"</button>
+                <CustomRange range />
+                <select on:change=move |ev| metric.set(event_target_value(&ev))>
+                    {METRICS
+                        .iter()
+                        .map(|(value, label)| view! { <option value=*value>{*label}</option> })
+                        .collect_view()}
+                </select>
+            </div>
+            <p class="muted">
+                {move || {
+                    let r = range.get();
+                    format!("{} → {}", date_time(r.from), date_time(r.to))
+                }}
+            </p>
+            {render_remote(history, "history", move |answer: &HistoryAnswer| {
+                view! {
+                    <Heatmap answer=answer.clone() />
+                    <Charts answer=answer.clone() />
+                }
+            })}
+            <section class="panel">
+                <h3>"Usage in this range"</h3>
+                {render_remote(report, "the usage report", move |r: &UsageReport| {
+                    view! { <ReportTables report=r.clone() query=report_url() /> }
+                })}
+            </section>
+        </main>
+    }
+    .into_any()
+}
+
+#[component]
+fn CustomRange(range: RwSignal<Range>) -> impl IntoView {
+    let (from, to) = (
+        NodeRef::<leptos::html::Input>::new(),
+        NodeRef::<leptos::html::Input>::new(),
+    );
+    let error = RwSignal::new(None::<String>);
+    let apply = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let parse = |node: NodeRef<leptos::html::Input>| {
+            let text = node.get().map(|i| i.value()).unwrap_or_default();
+            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M")
+                .map(|t| t.and_utc())
+                .map_err(|_| "Pick both ends of the range.".to_string())
+        };
+        match (parse(from), parse(to)) {
+            (Ok(f), Ok(t)) if f < t => {
+                error.set(None);
+                range.set(Range { from: f, to: t });
+            }
+            (Ok(_), Ok(_)) => error.set(Some("The start must be before the end.".into())),
+            (Err(e), _) | (_, Err(e)) => error.set(Some(e)),
+        }
+    };
+    view! {
+        <form class="inline-form" on:submit=apply>
+            <label>"From (UTC) " <input type="datetime-local" node_ref=from /></label>
+            <label>"to " <input type="datetime-local" node_ref=to /></label>
+            <button type="submit">"Show"</button>
+            {move || error.get().map(|e| view! { <span class="form-error" role="alert">{e}</span> })}
+        </form>
+    }
+    .into_any()
+}
+
+/// Cards × time, one cell per bucket, coloured by the bucket's mean; gaps stay blank.
+#[component]
+fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
+    let span_ms = (answer.to_ms - answer.from_ms).max(1) as f64;
+    let max = scale_max(&answer.metric, &answer.series);
+    let row_h = 18.0;
+    let label_w = 70.0;
+    let width = 1000.0;
+    let cell_w = (answer.bucket_s as f64 * 1000.0 / span_ms * (width - label_w)).max(0.5);
+    let height = row_h * answer.series.len() as f64;
+    let rows = answer
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let y = i as f64 * row_h;
+            let cells = s
+                .points
+                .iter()
+                .map(|p| {
+                    let x = label_w + (p.t_ms - answer.from_ms) as f64 / span_ms * (width - label_w);
+                    let title = format!(
+                        "{} · {} · mean {}, max {}",
+                        short_uuid(&s.uuid),
+                        date_time(DateTime::from_timestamp_millis(p.t_ms).unwrap_or_default()),
+                        value_text(&answer.metric, p.avg),
+                        value_text(&answer.metric, p.max)
+                    );
+                    view! {
+                        <rect x=format!("{x:.1}") y=format!("{y:.1}") width=format!("{cell_w:.2}") height=format!("{:.1}", row_h - 2.0) fill=heat_color(p.avg, max)>
+                            <title>{title}</title>
+                        </rect>
+                    }
+                })
+                .collect_view();
+            view! {
+                <text x="0" y=format!("{:.1}", y + row_h * 0.7) class="heat-label">{short_uuid(&s.uuid)}</text>
+                {cells}
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="panel">
+            <h3>{format!("All cards · {} buckets of {} s from {}", answer.series.first().map_or(0, |s| s.points.len()), answer.bucket_s, answer.resolution)}</h3>
+            <svg class="heatmap" data-testid="heatmap" viewBox=format!("0 0 {width} {height}") role="img" aria-label="Cards by time">
+                <rect x=label_w y="0" width=width - label_w height=height class="heat-gap" />
+                {rows}
+            </svg>
+        </section>
+    }
+    .into_any()
+}
+
+fn short_uuid(uuid: &str) -> String {
+    uuid.chars().take(12).collect()
+}
+
+/// One chart per card: the mean as a line over the min–max band.
+#[component]
+fn Charts(answer: HistoryAnswer) -> impl IntoView {
+    let max = scale_max(&answer.metric, &answer.series).max(1.0);
+    let window = answer.to_ms - answer.from_ms;
+    let gap = answer.bucket_s * 1000 * 3 / 2;
+    let charts = answer
+        .series
+        .iter()
+        .map(|s| {
+            let path = |f: fn(&crate::model::history::HistoryBucket) -> f64| {
+                let points: Vec<(i64, f64)> = s.points.iter().map(|p| (p.t_ms, f(p))).collect();
+                series_path(&points, answer.to_ms, window, max, gap)
+            };
+            let (avg, top) = (path(|p| p.avg), path(|p| p.max));
+            let mean = if s.points.is_empty() {
+                "no readings".to_string()
+            } else {
+                let m = s.points.iter().map(|p| p.avg).sum::<f64>() / s.points.len() as f64;
+                format!("mean {}", value_text(&answer.metric, m))
+            };
+            view! {
+                <figure class="history-chart" data-uuid=s.uuid.clone()>
+                    <figcaption>{format!("{} · {}", short_uuid(&s.uuid), mean)}</figcaption>
+                    <svg viewBox="0 0 300 60" preserveAspectRatio="none">
+                        <path d=top.area class="band" />
+                        <path d=avg.line class="line" />
+                    </svg>
+                </figure>
+            }
+        })
+        .collect_view();
+    view! { <div class="history-charts">{charts}</div> }.into_any()
+}
+
+#[component]
+fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
+    let table = |rows: Vec<UsageRow>, who: &'static str, csv: &'static str| {
+        let body = rows
+            .into_iter()
+            .map(|r| {
+                view! {
+                    <tr>
+                        <td>{r.name}</td>
+                        <td class="num">{format!("{:.1}", r.gpu_hours_booked)}</td>
+                        <td class="num">{format!("{:.1}", r.gpu_hours_used)}</td>
+                        <td class="num">{format!("{:.1}", r.idle_booked_hours)}</td>
+                        <td class="num">{r.violations}</td>
+                        <td class="num">{r.jobs}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        view! {
+            <h4>{who} " " <a href=format!("/api/v1/reports/usage.csv?table={csv}&{query}") download>"CSV"</a></h4>
+            <table class="list" data-testid=format!("report-{csv}")>
+                <thead>
+                    <tr>
+                        <th>{who}</th>
+                        <th class="num">"GPU-hours booked"</th>
+                        <th class="num">"GPU-hours used"</th>
+                        <th class="num">"Idle booked hours"</th>
+                        <th class="num">"Violations"</th>
+                        <th class="num">"Jobs"</th>
+                    </tr>
+                </thead>
+                <tbody>{body}</tbody>
+            </table>
+        }
+    };
+    let bookings = report
+        .bookings
+        .iter()
+        .map(|b| {
+            view! {
+                <tr>
+                    <td>{format!("#{}", b.booking_id)}</td>
+                    <td>{b.username.clone()}</td>
+                    <td class="num">{b.gpus}</td>
+                    <td>{date_time(b.start)}</td>
+                    <td>{date_time(b.end)}</td>
+                    <td class="num">{format!("{:.1}", b.gpu_hours_booked)}</td>
+                    <td class="num">{b.avg_utilization_pct.map_or("—".into(), |u| format!("{u:.0} %"))}</td>
+                    <td class="num">{b.peak_memory_bytes.map_or("—".into(), bytes)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <p class="muted">{format!("Idle: minutes whose utilization averaged under {} %.", report.idle_threshold_pct)}</p>
+        {table(report.users.clone(), "User", "users")}
+        {(!report.groups.is_empty()).then(|| table(report.groups.clone(), "Group", "groups"))}
+        <h4>"Bookings " <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
+        <table class="list" data-testid="report-bookings">
+            <thead>
+                <tr>
+                    <th>"Booking"</th><th>"User"</th><th class="num">"GPUs"</th><th>"Start"</th><th>"End"</th>
+                    <th class="num">"GPU-hours"</th><th class="num">"Mean utilization"</th><th class="num">"Peak memory"</th>
+                </tr>
+            </thead>
+            <tbody>{bookings}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(h: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()
+    }
+
+    #[test]
+    fn zoom_halves_or_doubles_around_the_middle_and_paging_moves_by_half() {
+        let r = Range {
+            from: at(0),
+            to: at(8),
+        };
+        assert_eq!(
+            r.zoom_in(),
+            Range {
+                from: at(2),
+                to: at(6)
+            }
+        );
+        assert_eq!(
+            r.zoom_out(),
+            Range {
+                from: at(-4),
+                to: at(12)
+            }
+        );
+        assert_eq!(
+            r.page(-1),
+            Range {
+                from: at(-4),
+                to: at(4)
+            }
+        );
+        assert_eq!(
+            r.page(1),
+            Range {
+                from: at(4),
+                to: at(12)
+            }
+        );
+        let tiny = Range {
+            from: at(0),
+            to: at(0) + Duration::seconds(40),
+        };
+        assert_eq!(tiny.zoom_in().span(), Duration::seconds(60));
+    }
+
+    #[test]
+    fn heat_runs_from_light_to_dark_and_clamps() {
+        assert_eq!(heat_color(0.0, 100.0), "hsl(215, 80%, 95%)");
+        assert_eq!(heat_color(100.0, 100.0), "hsl(215, 80%, 35%)");
+        assert_eq!(heat_color(250.0, 100.0), heat_color(100.0, 100.0));
+        assert_eq!(heat_color(5.0, 0.0), heat_color(0.0, 1.0));
+    }
+}
