@@ -62,6 +62,7 @@ browser: build
 	node tests/browser/accounts.test.mjs
 	node tests/browser/bookings.test.mjs
 	node tests/browser/enforcement.test.mjs
+	node tests/browser/history.test.mjs
 
 bench: build
 	cargo build --release -p lanes-bench

@@ -15,10 +15,22 @@ CREATE TABLE samples_raw (
     PRIMARY KEY (gpu_id, t)
 ) WITHOUT ROWID;
 
--- Buckets of 60 s (kept 90 days) and 3600 s (kept forever), `t` the bucket's start. Each metric
+-- Buckets of 60 s (kept 90 days), 600 s and 3600 s (kept forever), `t` the bucket's start:
+-- ten-minute buckets let a week or a month at a thousand points be read from a few thousand
+-- rows per card instead of tens of thousands. Each metric
 -- keeps min, sum and max, and the optional ones their own count, so that buckets merge exactly
 -- (a coarser bucket's average is the sum of sums over the sum of counts).
 CREATE TABLE samples_1m (
+    gpu_id INTEGER NOT NULL REFERENCES gpus(id), t INTEGER NOT NULL, n INTEGER NOT NULL,
+    util_min INTEGER NOT NULL, util_sum INTEGER NOT NULL, util_max INTEGER NOT NULL,
+    mem_min INTEGER NOT NULL, mem_sum INTEGER NOT NULL, mem_max INTEGER NOT NULL,
+    temp_n INTEGER NOT NULL, temp_min INTEGER, temp_sum INTEGER, temp_max INTEGER,
+    power_n INTEGER NOT NULL, power_min INTEGER, power_sum INTEGER, power_max INTEGER,
+    clock_n INTEGER NOT NULL, clock_min INTEGER, clock_sum INTEGER, clock_max INTEGER,
+    PRIMARY KEY (gpu_id, t)
+) WITHOUT ROWID;
+
+CREATE TABLE samples_10m (
     gpu_id INTEGER NOT NULL REFERENCES gpus(id), t INTEGER NOT NULL, n INTEGER NOT NULL,
     util_min INTEGER NOT NULL, util_sum INTEGER NOT NULL, util_max INTEGER NOT NULL,
     mem_min INTEGER NOT NULL, mem_sum INTEGER NOT NULL, mem_max INTEGER NOT NULL,
@@ -40,6 +52,6 @@ CREATE TABLE samples_1h (
 
 -- How far each rollup has got: every bucket that starts before `done_until` is final.
 CREATE TABLE history_progress (
-    level       TEXT    PRIMARY KEY CHECK (level IN ('1m', '1h')),
+    level       TEXT    PRIMARY KEY CHECK (level IN ('1m', '10m', '1h')),
     done_until  INTEGER NOT NULL
 );

@@ -25,7 +25,7 @@ pub struct HistorySeries {
 pub struct HistoryAnswer {
     /// `utilization` (%), `memory` (bytes), `temperature` (°C), `power` (W), `sm_clock` (MHz).
     pub metric: String,
-    /// Where the buckets came from: `raw` readings, `1m` or `1h` rollups.
+    /// Where the buckets came from: `raw` readings, `1m`, `10m` or `1h` rollups.
     pub resolution: String,
     /// Width of each bucket, seconds.
     pub bucket_s: i64,

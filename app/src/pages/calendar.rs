@@ -12,6 +12,7 @@ use crate::model::account::User;
 use crate::model::booking::{
     Booking, BookingState, CreateBooking, ExtendBooking, MaintenanceBlock, QuotaUse,
 };
+use crate::model::report::UsageReport;
 use crate::model::GpuState;
 use crate::rest::{self, Method};
 use chrono::{Duration, FixedOffset};
@@ -382,6 +383,29 @@ fn MyBookings(
     on_done: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
+    // How the active bookings use their cards so far (the usage report of the last 30 days).
+    let usage = Remote::<UsageReport>::new(format!(
+        "/api/v1/reports/usage?from={}",
+        query_time(now() - Duration::days(30))
+    ));
+    let use_of = move |id: i64| {
+        usage.data.with(|d| {
+            let b = d
+                .as_ref()?
+                .as_ref()
+                .ok()?
+                .bookings
+                .iter()
+                .find(|b| b.booking_id == id)?;
+            Some(format!(
+                "{} · peak {}",
+                b.avg_utilization_pct
+                    .map_or("—".into(), |u| format!("{u:.0} %")),
+                b.peak_memory_bytes
+                    .map_or("—".into(), crate::components::format::bytes)
+            ))
+        })
+    };
     let act = move |method: Method, id: i64, body: Option<ExtendBooking>| {
         spawn_local(async move {
             let url = format!("/api/v1/bookings/{id}");
@@ -439,6 +463,7 @@ fn MyBookings(
                                 <td>{format!("{} – {}", long_time(b.start, offset), long_time(b.end, offset))}</td>
                                 <td>{cards}</td>
                                 <td>{label}</td>
+                                <td class="num" title="mean utilization of its cards so far, and the most memory one held">{move || use_of(id).unwrap_or_default()}</td>
                                 <td>{b.note.clone()}</td>
                                 <td class="actions">
                                     <button on:click=move |_| act(Method::Patch, id, Some(ExtendBooking { end: end + Duration::hours(1) }))>"+1 h"</button>
@@ -450,7 +475,7 @@ fn MyBookings(
                     .collect_view();
                 view! {
                     <table class="list">
-                        <thead><tr><th>"When"</th><th>"Cards"</th><th>"State"</th><th>"Note"</th><th></th></tr></thead>
+                        <thead><tr><th>"When"</th><th>"Cards"</th><th>"State"</th><th class="num">"Use"</th><th>"Note"</th><th></th></tr></thead>
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -214,7 +214,7 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
     let span_ms = (answer.to_ms - answer.from_ms).max(1) as f64;
     let max = scale_max(&answer.metric, &answer.series);
     let row_h = 18.0;
-    let label_w = 70.0;
+    let label_w = 100.0;
     let width = 1000.0;
     let cell_w = (answer.bucket_s as f64 * 1000.0 / span_ms * (width - label_w)).max(0.5);
     let height = row_h * answer.series.len() as f64;
@@ -251,7 +251,7 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
         .collect_view();
     view! {
         <section class="panel">
-            <h3>{format!("All cards · {} buckets of {} s from {}", answer.series.first().map_or(0, |s| s.points.len()), answer.bucket_s, answer.resolution)}</h3>
+            <h3>{format!("All cards · buckets of {} s ({} data)", answer.bucket_s, answer.resolution)}</h3>
             <svg class="heatmap" data-testid="heatmap" viewBox=format!("0 0 {width} {height}") role="img" aria-label="Cards by time">
                 <rect x=label_w y="0" width=width - label_w height=height class="heat-gap" />
                 {rows}

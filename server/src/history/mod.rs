@@ -98,6 +98,8 @@ pub enum Resolution {
     Raw,
     #[serde(rename = "1m")]
     Minute,
+    #[serde(rename = "10m")]
+    TenMinutes,
     #[serde(rename = "1h")]
     Hour,
 }
@@ -107,6 +109,7 @@ impl Resolution {
         match self {
             Resolution::Raw => 1,
             Resolution::Minute => 60,
+            Resolution::TenMinutes => 600,
             Resolution::Hour => 3600,
         }
     }
@@ -115,12 +118,14 @@ impl Resolution {
         match self {
             Resolution::Raw => "samples_raw",
             Resolution::Minute => "samples_1m",
+            Resolution::TenMinutes => "samples_10m",
             Resolution::Hour => "samples_1h",
         }
     }
 }
 
-/// How long each resolution is kept. `None`: forever.
+/// How long each resolution is kept. `None`: forever. Ten-minute buckets are kept as long as
+/// hours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retention {
     pub raw: Duration,
@@ -147,7 +152,7 @@ impl Retention {
         } else if age <= self.minute.as_secs() {
             Resolution::Minute
         } else {
-            Resolution::Hour
+            Resolution::TenMinutes
         }
     }
 }
@@ -168,10 +173,15 @@ pub const MAX_POINTS: i64 = 10_000;
 pub fn plan(from: i64, to: i64, points: i64, retention: &Retention, now: i64) -> Plan {
     let range = (to - from).max(1);
     let points = points.clamp(1, MAX_POINTS);
-    let wanted = [Resolution::Hour, Resolution::Minute, Resolution::Raw]
-        .into_iter()
-        .find(|r| range / r.seconds() >= points)
-        .unwrap_or(Resolution::Raw);
+    let wanted = [
+        Resolution::Hour,
+        Resolution::TenMinutes,
+        Resolution::Minute,
+        Resolution::Raw,
+    ]
+    .into_iter()
+    .find(|r| range / r.seconds() >= points)
+    .unwrap_or(Resolution::Raw);
     let resolution = wanted.max(retention.finest_holding(from, now));
     let step = resolution.seconds();
     // ceil(range / points), rounded up to whole buckets of the resolution.
@@ -213,9 +223,16 @@ mod tests {
                 bucket_s: 120
             }
         );
-        // 7 d: 10,080 minutes; hours give only 168.
-        assert_eq!(plan_for(7 * DAY, 1000).resolution, Resolution::Minute);
-        assert_eq!(plan_for(7 * DAY, 1000).bucket_s, 660);
+        // 7 d: 1,008 ten-minute buckets; hours give only 168.
+        assert_eq!(
+            plan_for(7 * DAY, 1000),
+            Plan {
+                resolution: Resolution::TenMinutes,
+                bucket_s: 1200
+            }
+        );
+        // 30 d at 1,000 points: 4,320 ten-minute buckets; 720 hours are too few.
+        assert_eq!(plan_for(30 * DAY, 1000).resolution, Resolution::TenMinutes);
         // 30 d at 500 points: 720 hours are enough.
         assert_eq!(
             plan_for(30 * DAY, 500),
@@ -247,7 +264,7 @@ mod tests {
             NOW,
         );
         assert_eq!(p.resolution, Resolution::Minute);
-        // A year ago: only hours are left.
+        // A year ago: minutes are gone; ten-minute buckets are the finest left.
         let p = plan(
             NOW - 365 * DAY,
             NOW - 364 * DAY,
@@ -255,7 +272,7 @@ mod tests {
             &Retention::default(),
             NOW,
         );
-        assert_eq!(p.resolution, Resolution::Hour);
+        assert_eq!(p.resolution, Resolution::TenMinutes);
     }
 
     #[test]

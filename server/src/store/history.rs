@@ -16,6 +16,10 @@ pub struct Bucket {
     pub max: f64,
 }
 
+// Tables are keyed on (gpu_id, t): every statement that selects by time names the cards too
+// (`gpu_id IN (SELECT id FROM gpus)`), so that SQLite walks one key range per card instead of
+// scanning the table.
+
 /// Columns of a rollup row after `gpu_id, t`, each as an aggregate over `source`.
 fn rollup_columns(from_raw: bool) -> String {
     let mut cols = Vec::new();
@@ -41,8 +45,8 @@ fn rollup_columns(from_raw: bool) -> String {
     cols.join(", ")
 }
 
-/// card id, bucket start, min, mean, max.
-type BucketRow = (i64, i64, Option<f64>, Option<f64>, Option<f64>);
+/// bucket start, min, mean, max.
+type BucketRow = (i64, Option<f64>, Option<f64>, Option<f64>);
 
 impl Store {
     /// Writes readings (card id, reading) in one transaction. A second reading of the same card
@@ -94,7 +98,8 @@ impl Store {
         let mut done = Vec::new();
         for (level, from, bucket, from_raw) in [
             ("1m", "samples_raw", 60, true),
-            ("1h", "samples_1m", 3600, false),
+            ("10m", "samples_1m", 600, false),
+            ("1h", "samples_10m", 3600, false),
         ] {
             let previous: Option<i64> =
                 sqlx::query_scalar("SELECT done_until FROM history_progress WHERE level = ?1")
@@ -113,18 +118,22 @@ impl Store {
                     oldest.map_or(i64::MAX, |t| t.div_euclid(bucket) * bucket)
                 }
             };
-            // The hour level may only use minutes that are final.
+            // A coarser level may only use buckets of the finer one that are final.
             let limit = match done.last() {
-                Some(minutes_done) => complete_until.min(*minutes_done),
+                Some(finer_done) => complete_until.min(*finer_done),
                 None => complete_until,
             };
             let end = limit.div_euclid(bucket) * bucket;
             if start < end {
-                let into = if from_raw { "samples_1m" } else { "samples_1h" };
+                let into = match level {
+                    "1m" => "samples_1m",
+                    "10m" => "samples_10m",
+                    _ => "samples_1h",
+                };
                 sqlx::query(&format!(
                     "INSERT OR REPLACE INTO {into}
                      SELECT gpu_id, (t / {bucket}) * {bucket}, {}
-                     FROM {from} WHERE t >= ?1 AND t < ?2
+                     FROM {from} WHERE gpu_id IN (SELECT id FROM gpus) AND t >= ?1 AND t < ?2
                      GROUP BY gpu_id, t / {bucket}",
                     rollup_columns(from_raw)
                 ))
@@ -146,7 +155,7 @@ impl Store {
             done.push(progress);
         }
         tx.commit().await?;
-        Ok((done[0], done[1]))
+        Ok((done[0], done[2]))
     }
 
     /// Deletes what is older than each resolution keeps (`None`: keep forever), but never raw
@@ -166,6 +175,10 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?
             .unwrap_or(i64::MIN);
+        let tens_done = progress("10m")
+            .fetch_optional(&mut *tx)
+            .await?
+            .unwrap_or(i64::MIN);
         let hours_done = progress("1h")
             .fetch_optional(&mut *tx)
             .await?
@@ -173,15 +186,18 @@ impl Store {
         let mut removed = 0;
         for (table, before) in [
             ("samples_raw", Some(raw_before.min(minutes_done))),
-            ("samples_1m", Some(minute_before.min(hours_done))),
+            ("samples_1m", Some(minute_before.min(tens_done))),
+            ("samples_10m", hour_before.map(|b| b.min(hours_done))),
             ("samples_1h", hour_before),
         ] {
             let Some(before) = before else { continue };
-            removed += sqlx::query(&format!("DELETE FROM {table} WHERE t < ?1"))
-                .bind(before)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            removed += sqlx::query(&format!(
+                "DELETE FROM {table} WHERE gpu_id IN (SELECT id FROM gpus) AND t < ?1"
+            ))
+            .bind(before)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         }
         tx.commit().await?;
         Ok(removed)
@@ -213,31 +229,46 @@ impl Store {
                 )
             }
         };
-        let mut sql = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT gpu_id, ?1 + ((t - ?1) / {width}) * {width} AS b, {aggregates}
-             FROM {} WHERE t >= ?1 AND t < ?2",
+        let sql = format!(
+            "SELECT ?1 + ((t - ?1) / {width}) * {width} AS b, {aggregates}
+             FROM {} WHERE gpu_id = ?3 AND t >= ?1 AND t < ?2
+             GROUP BY b ORDER BY b",
             plan.resolution.table()
-        ));
-        if !gpus.is_empty() {
-            sql.push(" AND gpu_id IN (SELECT value FROM json_each(?3))");
-        }
-        sql.push(" GROUP BY gpu_id, b ORDER BY gpu_id, b");
-        let mut query = sql.build_query_as::<BucketRow>();
-        query = query.bind(from).bind(to);
-        if !gpus.is_empty() {
-            query = query.bind(serde_json::to_string(gpus).unwrap_or_default());
-        }
-        let rows = query.fetch_all(&self.pool).await?;
+        );
+        let cards: Vec<i64> = if gpus.is_empty() {
+            sqlx::query_scalar("SELECT id FROM gpus")
+                .fetch_all(&self.pool)
+                .await?
+        } else {
+            gpus.to_vec()
+        };
+        // One query per card, run side by side on the pool's connections: each walks one key
+        // range, and the bucket sort of one card's rows is smaller than of all of them.
+        let answers = futures::future::try_join_all(cards.iter().map(|card| {
+            sqlx::query_as::<_, BucketRow>(&sql)
+                .bind(from)
+                .bind(to)
+                .bind(card)
+                .fetch_all(&self.pool)
+        }))
+        .await?;
         let mut series: HashMap<i64, Vec<Bucket>> = HashMap::new();
-        for (gpu, t, min, avg, max) in rows {
-            // A bucket where the metric was never reported (a card without power readings).
-            let (Some(min), Some(avg), Some(max)) = (min, avg, max) else {
-                continue;
-            };
-            series
-                .entry(gpu)
-                .or_default()
-                .push(Bucket { t, min, avg, max });
+        for (card, rows) in cards.into_iter().zip(answers) {
+            let buckets: Vec<Bucket> = rows
+                .into_iter()
+                // A bucket where the metric was never reported (a card without power readings).
+                .filter_map(|(t, min, avg, max)| {
+                    Some(Bucket {
+                        t,
+                        min: min?,
+                        avg: avg?,
+                        max: max?,
+                    })
+                })
+                .collect();
+            if !buckets.is_empty() {
+                series.insert(card, buckets);
+            }
         }
         Ok(series)
     }
