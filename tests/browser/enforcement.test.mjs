@@ -9,7 +9,7 @@
 import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, step,
+  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow, step,
   assertOnlyProvokedErrors,
 } from './lib.mjs';
 
@@ -27,12 +27,7 @@ try {
   const page = await watchedPage(browser, failures);
   await logIn(page, url, 'ada', 'ada passphrase');
   const gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
-  const start = new Date();
-  const booked = await page.request.post(url + '/api/v1/bookings', {
-    data: { gpus: [gpus[1].uuid], start: start.toISOString(), end: new Date(+start + 600_000).toISOString() },
-  });
-  assert.equal(booked.status(), 201, await booked.text());
-  const booking = await booked.json();
+  const booking = await bookNow(page, url, gpus[1].uuid, 600_000);
 
   await page.click('nav >> text=Jobs');
   await page.waitForURL(url + '/jobs');

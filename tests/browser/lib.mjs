@@ -86,6 +86,16 @@ export async function logIn(page, url, username, password, landing = '/') {
   await page.waitForURL(url + landing);
 }
 
+/** Books `uuid` from now for `ms` milliseconds as the page's user; returns the booking. */
+export async function bookNow(page, url, uuid, ms) {
+  const start = new Date();
+  const booked = await page.request.post(url + '/api/v1/bookings', {
+    data: { gpus: [uuid], start: start.toISOString(), end: new Date(+start + ms).toISOString() },
+  });
+  assert.equal(booked.status(), 201, await booked.text());
+  return booked.json();
+}
+
 /**
  * Fails unless the page logged nothing but the refused requests the test provoked on purpose:
  * Chromium logs each as "Failed to load resource … status of N"; `statuses` are the expected
