@@ -179,18 +179,15 @@ impl Runner {
                     match self.adopt(&job) {
                         Some(handle) => {
                             tracing::info!(job = id, "re-adopted a job that outlived a restart");
+                            let adopted = Watched {
+                                handle,
+                                stopping: job.stop_requested.clone(),
+                                record: job,
+                            };
                             if let Some(b) = &booking {
-                                self.attach(&job, b, job.job.pid.unwrap_or_default() as u32);
+                                self.attach(&adopted.record, b, adopted.pid());
                             }
-                            let stopping = job.stop_requested.clone();
-                            watched.insert(
-                                id,
-                                Watched {
-                                    handle,
-                                    stopping,
-                                    record: job,
-                                },
-                            );
+                            watched.insert(id, adopted);
                         }
                         None => {
                             let message =

@@ -1,12 +1,8 @@
 //! SQL of enforcement: the admin policy, violations (unbooked GPU use) and idle marks.
 
-use super::{AuditEntry, Store, StoreError};
+use super::{at, AuditEntry, Store, StoreError};
 use chrono::{DateTime, Utc};
 use lanes_app::model::enforcement::{Policy, Violation, ViolationAction};
-
-fn at(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
 
 /// A violation as the watchdog first records it.
 #[derive(Clone, Debug, PartialEq, Eq)]

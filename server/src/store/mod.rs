@@ -24,6 +24,11 @@ use sqlx::sqlite::{
 use std::str::FromStr;
 use std::time::Duration;
 
+/// A time stored as Unix milliseconds.
+fn at(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
