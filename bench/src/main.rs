@@ -9,9 +9,11 @@
 //!   bare axum handler in the same run.
 //! - `history`: 30 days × 8 cards of readings through the store's write, rollup and pruning
 //!   path; database size and query latency per range.
+//! - `schedule`: one scheduling pass over a deep queue against sorting it.
 
 mod bookings;
 mod history;
+mod schedule;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
@@ -63,6 +65,15 @@ enum Command {
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
     },
+    /// One scheduling pass over a deep queue.
+    Schedule {
+        #[arg(long, default_value_t = 10_000)]
+        pending: usize,
+        #[arg(long, default_value_t = 64)]
+        gpus: usize,
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+    },
     /// History storage size and query latency (all 8 cards, 1,000 points).
     History {
         #[arg(long, default_value_t = 30)]
@@ -93,6 +104,11 @@ fn main() {
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
             .block_on(bookings::run(&addr, &token, requests, concurrency)),
+        Command::Schedule {
+            pending,
+            gpus,
+            runs,
+        } => schedule::run(pending, gpus, runs),
         Command::History { days, queries } => tokio::runtime::Runtime::new()
             .expect("a runtime")
             .block_on(history::run(days, queries)),

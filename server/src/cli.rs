@@ -29,6 +29,47 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Replay job traces through the scheduler with a virtual clock and compare policies.
+    Simulate(SimulateArgs),
+}
+
+/// `lanes simulate`: see docs/scheduling.md.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Trace files (`job_id,submit_s,gpus,duration_s,group`), comma-separated; merged.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub trace: Vec<PathBuf>,
+    /// Cards in the pool; jobs needing more are left out (and counted).
+    #[arg(long)]
+    pub gpus: u32,
+    /// fifo, backfill, fairshare, static, or all; comma-separated for several.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub policy: Vec<String>,
+    /// Rescale arrivals so the offered load is this fraction of the pool; comma-separated for
+    /// several [default: the trace's own timing].
+    #[arg(long, value_delimiter = ',')]
+    pub load: Vec<f64>,
+    /// Time limits users give: exact (the run time) or noisy (run time × [1, 3)).
+    #[arg(long, default_value = "exact")]
+    pub estimate: String,
+    /// Seed of the noisy estimates.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Block size of the static model (bookings are whole blocks on a grid of this size).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub block: Duration,
+    /// Fair-share half-life of usage.
+    #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+    pub half_life: Duration,
+    /// Fair shares of groups, GROUP=SHARES (repeatable); groups not named have 1.
+    #[arg(long)]
+    pub share: Vec<String>,
+    /// Also write every replay's figures as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also draw utilization over time per policy as SVG here.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod notify;
 pub mod reports;
+pub mod scheduling;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

@@ -17,6 +17,63 @@ fn main() -> ExitCode {
         Command::User {
             command: UserCommand::Add(args),
         } => user_add(args),
+        Command::Simulate(args) => simulate(args),
+    }
+}
+
+fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
+    use lanes_server::scheduling::report::{self, Request, SimulateError};
+    use lanes_server::scheduling::simulate::Settings;
+    let started = std::time::Instant::now();
+    let result = (|| {
+        let block = args.block.as_secs() as i64;
+        let request = Request {
+            traces: args.trace.clone(),
+            gpus: args.gpus,
+            models: report::models(&args.policy, block)?,
+            loads: args.load.iter().map(|&l| Some(l)).collect(),
+            estimate: args.estimate.parse().map_err(SimulateError::Invalid)?,
+            seed: args.seed,
+            settings: Settings {
+                half_life: args.half_life.as_secs() as i64,
+                shares: report::shares(&args.share)?,
+                ..Settings::default()
+            },
+        };
+        let report = report::run(&request)?;
+        let write = |path: &std::path::Path, text: String| {
+            std::fs::write(path, text).map_err(|error| SimulateError::Read {
+                path: path.to_path_buf(),
+                error,
+            })
+        };
+        if let Some(path) = &args.json {
+            write(path, serde_json::to_string_pretty(&report).unwrap_or_default())?;
+        }
+        if let Some(path) = &args.plot {
+            write(path, report.svg())?;
+        }
+        Ok::<_, SimulateError>(report)
+    })();
+    match result {
+        Ok(report) => {
+            println!(
+                "{} jobs ({} larger than {} cards left out); trace load {:.2}; estimates {}; \
+                 replayed in {:.2} s",
+                report.jobs,
+                report.skipped,
+                report.gpus,
+                report.trace_load,
+                report.estimate,
+                started.elapsed().as_secs_f64()
+            );
+            print!("{}", report.table());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lanes: error: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -1,0 +1,230 @@
+//! `lanes simulate`: reads traces, replays every asked policy at every asked load, and renders
+//! the table, the JSON and the plot.
+
+use super::fairshare::ShareTable;
+use super::plot::{self, Line};
+use super::scheduler::{Policy, Time};
+use super::simulate::{self, Metrics, Model, Outcome, Settings};
+use super::trace::{self, Estimate, TraceError};
+use std::path::PathBuf;
+
+/// What to replay.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub traces: Vec<PathBuf>,
+    pub gpus: u32,
+    pub models: Vec<Model>,
+    /// Offered loads to rescale to; `None` replays the trace's own timing.
+    pub loads: Vec<Option<f64>>,
+    pub estimate: Estimate,
+    pub seed: u64,
+    pub settings: Settings,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error("cannot read {path}: {error}")]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Every replay's figures, with what they came from.
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    pub traces: Vec<String>,
+    pub gpus: u32,
+    pub jobs: usize,
+    pub skipped: usize,
+    pub trace_load: f64,
+    pub estimate: String,
+    pub seed: u64,
+    pub runs: Vec<Metrics>,
+    #[serde(skip)]
+    outcomes: Vec<Outcome>,
+}
+
+pub fn run(request: &Request) -> Result<Report, SimulateError> {
+    if request.gpus == 0 {
+        return Err(SimulateError::Invalid("--gpus must be at least 1".into()));
+    }
+    if let Some(bad) = request.loads.iter().flatten().find(|l| !(**l > 0.0 && l.is_finite())) {
+        return Err(SimulateError::Invalid(format!("--load must be above 0, not {bad}")));
+    }
+    let mut jobs = Vec::new();
+    for path in &request.traces {
+        let text = std::fs::read_to_string(path).map_err(|error| SimulateError::Read {
+            path: path.clone(),
+            error,
+        })?;
+        jobs.extend(trace::parse(&text, &path.display().to_string())?);
+    }
+    let loads = if request.loads.is_empty() { vec![None] } else { request.loads.clone() };
+    let workloads: Vec<_> = loads
+        .iter()
+        .map(|&load| trace::workload(jobs.clone(), request.gpus, load, request.estimate, request.seed))
+        .collect();
+    if workloads[0].jobs.is_empty() {
+        return Err(SimulateError::Invalid(format!(
+            "no job in the trace fits on {} cards",
+            request.gpus
+        )));
+    }
+    let cases: Vec<(usize, Model)> = (0..workloads.len())
+        .flat_map(|w| request.models.iter().map(move |&m| (w, m)))
+        .collect();
+    // Replays are independent: run them side by side.
+    let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .iter()
+            .map(|&(w, model)| {
+                let workload = &workloads[w];
+                let settings = &request.settings;
+                scope.spawn(move || simulate::run(workload, request.gpus, model, settings))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a replay panicked"))
+            .collect()
+    });
+    Ok(Report {
+        traces: request.traces.iter().map(|p| p.display().to_string()).collect(),
+        gpus: request.gpus,
+        jobs: workloads[0].jobs.len(),
+        skipped: workloads[0].skipped,
+        trace_load: workloads[0].trace_load,
+        estimate: format!("{:?}", request.estimate).to_lowercase(),
+        seed: request.seed,
+        runs: outcomes.iter().map(|o| o.metrics.clone()).collect(),
+        outcomes,
+    })
+}
+
+impl Report {
+    /// The table, as Markdown.
+    pub fn table(&self) -> String {
+        let mut out = String::from(
+            "| load | policy | utilization | mean delay | median delay | p95 delay | mean completion | makespan | Jain | held idle |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for m in &self.runs {
+            let held = if m.policy == "static" {
+                format!("{:.1}%", m.held_idle_fraction * 100.0)
+            } else {
+                "–".into()
+            };
+            out.push_str(&format!(
+                "| {:.2} | {} | {:.1}% | {} | {} | {} | {} | {} | {:.3} | {} |\n",
+                m.load,
+                m.policy,
+                m.utilization * 100.0,
+                span(m.mean_delay_s),
+                span(m.median_delay_s),
+                span(m.p95_delay_s),
+                span(m.mean_completion_s),
+                span(m.makespan_s as f64),
+                m.jain,
+                held
+            ));
+        }
+        out
+    }
+
+    /// Utilization over time, one line per replay.
+    pub fn svg(&self) -> String {
+        let lines: Vec<Line> = self
+            .outcomes
+            .iter()
+            .map(|o| Line {
+                label: format!("{} @ {:.2}", o.metrics.policy, o.metrics.load),
+                busy: &o.busy,
+            })
+            .collect();
+        let names: Vec<&str> = self
+            .traces
+            .iter()
+            .map(|t| t.rsplit('/').next().unwrap_or(t))
+            .collect();
+        plot::svg(
+            &format!("Utilization of {} GPUs: {}", self.gpus, names.join(", ")),
+            self.gpus,
+            &lines,
+        )
+    }
+}
+
+/// Seconds in the unit that reads best.
+pub fn span(seconds: f64) -> String {
+    if seconds < 120.0 {
+        format!("{seconds:.0} s")
+    } else if seconds < 7_200.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else if seconds < 3.0 * 86_400.0 {
+        format!("{:.1} h", seconds / 3_600.0)
+    } else {
+        format!("{:.1} d", seconds / 86_400.0)
+    }
+}
+
+/// The models named on the command line: a policy, `static`, or `all`.
+pub fn models(names: &[String], block: Time) -> Result<Vec<Model>, SimulateError> {
+    let mut models = Vec::new();
+    for name in names {
+        match name.as_str() {
+            "all" => {
+                models.extend(Policy::ALL.map(Model::Queue));
+                models.push(Model::Static { block });
+            }
+            "static" => models.push(Model::Static { block }),
+            other => models.push(Model::Queue(other.parse().map_err(SimulateError::Invalid)?)),
+        }
+    }
+    if models.is_empty() {
+        return Err(SimulateError::Invalid("name at least one --policy".into()));
+    }
+    Ok(models)
+}
+
+/// `group=shares` pairs.
+pub fn shares(pairs: &[String]) -> Result<ShareTable, SimulateError> {
+    let mut table = ShareTable::default();
+    for pair in pairs {
+        let parsed = pair
+            .split_once('=')
+            .and_then(|(g, s)| Some((g.to_string(), s.parse::<f64>().ok().filter(|s| *s > 0.0)?)));
+        let Some((group, share)) = parsed else {
+            return Err(SimulateError::Invalid(format!(
+                "--share takes GROUP=SHARES with SHARES above 0, not {pair:?}"
+            )));
+        };
+        table.groups.insert(group, share);
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_read_in_the_nearest_unit() {
+        assert_eq!(span(59.0), "59 s");
+        assert_eq!(span(600.0), "10.0 min");
+        assert_eq!(span(5_400.0 * 4.0), "6.0 h");
+        assert_eq!(span(86_400.0 * 10.0), "10.0 d");
+    }
+
+    #[test]
+    fn model_and_share_names_are_checked() {
+        assert_eq!(models(&["all".into()], 3_600).unwrap().len(), 4);
+        assert!(matches!(models(&["lifo".into()], 1), Err(SimulateError::Invalid(_))));
+        assert_eq!(shares(&["a=3".into()]).unwrap().groups["a"], 3.0);
+        assert!(shares(&["a=-1".into()]).is_err());
+    }
+}
