@@ -9,6 +9,7 @@ pub mod booking;
 pub mod enforcement;
 pub mod history;
 pub mod job;
+pub mod queue;
 pub mod report;
 
 use serde::{Deserialize, Serialize};

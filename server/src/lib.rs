@@ -11,6 +11,7 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod notify;
+pub mod queue;
 pub mod reports;
 pub mod scheduling;
 pub mod startup;

@@ -254,6 +254,7 @@ impl Application {
         );
         let history =
             history_writer::start(store.clone(), hub.clone(), config.history, shutdown.clone());
+        let queue_wake = Arc::new(tokio::sync::Notify::new());
         let runner = crate::jobs::runner::Runner::start(
             store.clone(),
             hub.clone(),
@@ -263,9 +264,18 @@ impl Application {
                 grace: config.job_grace,
                 jobs_dir: config.data_dir.join("jobs"),
                 node: config.node_name.clone(),
+                queue_wake: queue_wake.clone(),
             },
             shutdown.clone(),
         );
+        let queue = crate::queue::Queue::start(
+            store.clone(),
+            hub.clone(),
+            runner.clone(),
+            queue_wake,
+            shutdown.clone(),
+        )
+        .await?;
         let state = AppState {
             leptos_options,
             hub,
@@ -277,6 +287,7 @@ impl Application {
             metrics_token: config.metrics_token.as_deref().map(Arc::from),
             portal: Arc::new(std::sync::RwLock::new(portal)),
             runner,
+            queue,
             policy,
             processes,
             history: config.history,

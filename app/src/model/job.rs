@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
-    /// Waiting for its booking to start.
+    /// A queue job waiting for cards.
+    Pending,
+    /// Waiting for its booking to start (a queue job: started by the scheduler, about to run).
     Queued,
     Running,
     /// Ended by itself (`exit_code` says how).
@@ -20,11 +22,14 @@ pub enum JobState {
     Failed,
     /// Its process vanished while the server was down: how it ended is unknown.
     Lost,
+    /// A queue job stopped at its time limit.
+    TimedOut,
 }
 
 impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::Pending => "pending",
             JobState::Queued => "queued",
             JobState::Running => "running",
             JobState::Exited => "exited",
@@ -32,11 +37,15 @@ impl JobState {
             JobState::Cancelled => "cancelled",
             JobState::Failed => "failed",
             JobState::Lost => "lost",
+            JobState::TimedOut => "timed_out",
         }
     }
 
     pub fn is_over(self) -> bool {
-        !matches!(self, JobState::Queued | JobState::Running)
+        !matches!(
+            self,
+            JobState::Pending | JobState::Queued | JobState::Running
+        )
     }
 }
 
@@ -44,6 +53,7 @@ impl std::str::FromStr for JobState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s {
+            "pending" => JobState::Pending,
             "queued" => JobState::Queued,
             "running" => JobState::Running,
             "exited" => JobState::Exited,
@@ -51,6 +61,7 @@ impl std::str::FromStr for JobState {
             "cancelled" => JobState::Cancelled,
             "failed" => JobState::Failed,
             "lost" => JobState::Lost,
+            "timed_out" => JobState::TimedOut,
             other => return Err(format!("unknown job state {other:?}")),
         })
     }
@@ -59,7 +70,8 @@ impl std::str::FromStr for JobState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub id: i64,
-    pub booking_id: i64,
+    /// The booking it runs in; a queue job has one only once the scheduler started it.
+    pub booking_id: Option<i64>,
     pub user_id: i64,
     pub username: String,
     pub name: String,
@@ -77,6 +89,18 @@ pub struct Job {
     /// Most GPU memory its processes held at once, summed over its cards, as the watchdog saw it.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// Queue jobs: how many cards, for how long at most, with how much free memory each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueRequest>,
+}
+
+/// What a queue job asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRequest {
+    pub gpus: u32,
+    pub time_limit_s: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_memory_bytes: Option<u64>,
 }
 
 /// Body of `POST /api/v1/jobs`.

@@ -186,7 +186,11 @@ fn JobRow(
         <tr data-job=id.to_string()>
             <td title=job.argv.join(" ")>{format!("#{id} ")}<code>{title}</code></td>
             <td>{job.username.clone()}</td>
-            <td>{format!("#{}", job.booking_id)}</td>
+            <td>{match (job.booking_id, job.queue.is_some()) {
+                (Some(b), false) => format!("#{b}"),
+                (Some(b), true) => format!("queue, #{b}"),
+                (None, _) => "queue".into(),
+            }}</td>
             <td class=format!("state {}", job.state.as_str()) title=job.message.clone()>
                 {format!("{}{how}", job.state.as_str())}
                 {(!job.message.is_empty()).then(|| view! { <br /><small class="muted">{job.message.clone()}</small> })}

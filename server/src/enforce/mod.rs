@@ -216,13 +216,15 @@ impl Enforcer {
             }
         }
         for job in self.store.live_jobs().await? {
-            let (Some(pid), JobState::Running) = (job.job.pid, job.job.state) else {
+            let (Some(pid), Some(booking_id), JobState::Running) =
+                (job.job.pid, job.job.booking_id, job.job.state)
+            else {
                 continue;
             };
             // A job stopping after its slot keeps its lane until it is gone.
-            let booking = match active.get(&job.job.booking_id) {
+            let booking = match active.get(&booking_id) {
                 Some(b) => Some(b.clone()),
-                None => self.store.booking(job.job.booking_id, now).await?,
+                None => self.store.booking(booking_id, now).await?,
             };
             let cards = booking
                 .map(|b| b.gpus.into_iter().map(|g| g.uuid).collect())

@@ -82,6 +82,7 @@ async fn create(
     }
     let audit = AuditEntry::new(Some(actor.id), "booking.create", "").detail(detail);
     let booking = state.store.create_booking(&new, audit, now).await?;
+    state.queue.wake();
     Ok((StatusCode::CREATED, Json(booking)))
 }
 
@@ -157,7 +158,11 @@ async fn withdraw(
     changeable(&state, &actor, id).await?;
     let audit = AuditEntry::new(Some(actor.id), "booking.withdraw", "");
     Ok(Json(
-        state.store.withdraw_booking(id, audit, Utc::now()).await?,
+        state
+            .store
+            .withdraw_booking(id, audit, Utc::now())
+            .await
+            .inspect(|_| state.queue.wake())?,
     ))
 }
 
@@ -175,7 +180,8 @@ async fn extend(
         state
             .store
             .extend_booking(id, request.end, !actor.is_admin(), audit, Utc::now())
-            .await?,
+            .await
+            .inspect(|_| state.queue.wake())?,
     ))
 }
 
@@ -252,6 +258,7 @@ async fn add_maintenance(
         .store
         .create_maintenance(&request, audit, Utc::now())
         .await?;
+    state.queue.wake();
     Ok((StatusCode::CREATED, Json(block)))
 }
 
@@ -282,6 +289,7 @@ async fn end_maintenance(
         .delete_maintenance(id, &audit, Utc::now())
         .await?
     {
+        state.queue.wake();
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound("no such maintenance block".into()))

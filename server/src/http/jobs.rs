@@ -17,6 +17,7 @@ use chrono::Utc;
 use lanes_app::model::account::User;
 use lanes_app::model::job::{CreateJob, Job};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub fn routes() -> Routes {
@@ -42,27 +43,9 @@ async fn submit(
     ApiJson(request): ApiJson<CreateJob>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let now = Utc::now();
-    if request.argv.is_empty() || request.argv[0].is_empty() {
-        return Err(ApiError::Unprocessable(
-            "argv needs at least the command".into(),
-        ));
-    }
-    if request.argv.len() > MAX_ARGS
-        || request
-            .argv
-            .iter()
-            .any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0'))
-    {
-        return Err(ApiError::Unprocessable(format!(
-            "argv may have at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES} bytes, without NUL"
-        )));
-    }
     let name = request.name.unwrap_or_default();
-    if name.chars().count() > crate::accounts::MAX_TEXT {
-        return Err(ApiError::Unprocessable("the name is too long".into()));
-    }
     let env = request.env.unwrap_or_default();
-    check_extra_env(&env).map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+    check_command(&request.argv, &name, &env)?;
     let booking = state
         .store
         .booking(request.booking_id, now)
@@ -101,6 +84,32 @@ async fn submit(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
+/// What every job needs, queued or booked: a command, a short name, allowed extra variables.
+pub(super) fn check_command(
+    argv: &[String],
+    name: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<(), ApiError> {
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(ApiError::Unprocessable(
+            "argv needs at least the command".into(),
+        ));
+    }
+    if argv.len() > MAX_ARGS
+        || argv
+            .iter()
+            .any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0'))
+    {
+        return Err(ApiError::Unprocessable(format!(
+            "argv may have at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES} bytes, without NUL"
+        )));
+    }
+    if name.chars().count() > crate::accounts::MAX_TEXT {
+        return Err(ApiError::Unprocessable("the name is too long".into()));
+    }
+    check_extra_env(env).map_err(|e| ApiError::Unprocessable(e.to_string()))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
@@ -121,7 +130,7 @@ async fn list(
 }
 
 /// The job, if `user` may see it: its owner or an admin.
-async fn visible(state: &AppState, user: &User, id: i64) -> Result<Job, ApiError> {
+pub(super) async fn visible(state: &AppState, user: &User, id: i64) -> Result<Job, ApiError> {
     let job = state
         .store
         .job(id)
@@ -272,11 +281,10 @@ async fn cancel(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Job>, ApiError> {
-    visible(&state, &user, id).await?;
+    let job = visible(&state, &user, id).await?;
     let audit = AuditEntry::new(Some(user.id), "job.cancel", format!("job {id}"));
-    if !state.store.request_cancel(id, &audit, Utc::now()).await? {
+    if !state.queue.cancel(&job, &audit).await? {
         return Err(ApiError::Unprocessable("the job is already over".into()));
     }
-    state.runner.wake();
     Ok(Json(visible(&state, &user, id).await?))
 }

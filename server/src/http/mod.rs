@@ -10,6 +10,7 @@ mod enforcement;
 mod error;
 mod history;
 mod jobs;
+mod queue;
 mod reports;
 mod settings;
 mod tokens;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub portal: Arc<std::sync::RwLock<PortalSettings>>,
     /// Starts and stops jobs.
     pub runner: Arc<crate::jobs::runner::Runner>,
+    /// Starts queued jobs on free cards.
+    pub queue: Arc<crate::queue::Queue>,
     /// Enforcement policy; kept in memory for the watchdog and the notifier, written through.
     pub policy: Arc<std::sync::RwLock<lanes_app::model::enforcement::Policy>>,
     /// Signals and simulated-process control for the cards' processes.
@@ -100,7 +103,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 11] {
+fn areas() -> [Routes; 12] {
     [
         api::routes(),
         auth::routes(),
@@ -109,6 +112,7 @@ fn areas() -> [Routes; 11] {
         settings::routes(),
         bookings::routes(),
         jobs::routes(),
+        queue::routes(),
         enforcement::routes(),
         history::routes(),
         reports::routes(),

@@ -39,6 +39,8 @@ pub struct RunnerSettings {
     /// Jobs' logs go to `<jobs_dir>/<id>/{stdout,stderr}`.
     pub jobs_dir: PathBuf,
     pub node: String,
+    /// Told when a queue job ends (its cards are free).
+    pub queue_wake: Arc<Notify>,
 }
 
 pub struct Runner {
@@ -134,9 +136,14 @@ impl Runner {
         let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
         for job in self.store.live_jobs().await? {
             let id = job.job.id;
-            let booking = self.store.booking(job.job.booking_id, now).await?;
+            let booking = match job.job.booking_id {
+                Some(b) => self.store.booking(b, now).await?,
+                None => None,
+            };
             if job.job.state == JobState::Running {
-                if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested) {
+                let queued = job.job.queue.is_some();
+                if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested, queued)
+                {
                     stop_reasons.insert(id, reason);
                 }
             }
@@ -239,7 +246,12 @@ impl Runner {
         end: &JobEnd,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
+        let end = &queue_end(job, end);
         self.store.job_ended(job.job.id, end, now).await?;
+        if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
+            crate::queue::release(&self.store, booking, job.job.id).await;
+            self.settings.queue_wake.notify_one();
+        }
         let name = if job.job.name.is_empty() {
             job.job.argv.join(" ")
         } else {
@@ -264,6 +276,7 @@ impl Runner {
             details: serde_json::json!({
                 "job_id": job.job.id,
                 "booking_id": job.job.booking_id,
+                "queue": job.job.queue.is_some(),
                 "user": job.job.username,
                 "state": end.state,
                 "exit_code": end.exit_code,
@@ -407,15 +420,41 @@ fn exited(job: &mut Watched) -> Option<JobEnd> {
     }
 }
 
-/// Why a running job must stop now: its booking is no longer active, or it was cancelled.
-fn stop_reason(booking: Option<&Booking>, cancel_requested: bool) -> Option<&'static str> {
+const TIMED_OUT: &str = "stopped at its time limit";
+const CANCELLED: &str = "cancelled";
+
+/// Why a running job must stop now: its booking (for a queue job: its time limit) is over, or
+/// it was cancelled.
+fn stop_reason(
+    booking: Option<&Booking>,
+    cancel_requested: bool,
+    queued: bool,
+) -> Option<&'static str> {
     if booking.is_none_or(|b| b.state != BookingState::Active) {
-        Some("stopped at the end of its booking")
+        Some(if queued {
+            TIMED_OUT
+        } else {
+            "stopped at the end of its booking"
+        })
     } else if cancel_requested {
-        Some("cancelled")
+        Some(CANCELLED)
     } else {
         None
     }
+}
+
+/// A queue job stopped at its limit timed out, and one stopped on request was cancelled,
+/// whatever signal ended it; other jobs keep the state their exit gave them.
+fn queue_end(job: &JobToRun, end: &JobEnd) -> JobEnd {
+    let mut end = end.clone();
+    if job.job.queue.is_some() && matches!(end.state, JobState::Exited | JobState::Killed) {
+        if end.message.starts_with(TIMED_OUT) {
+            end.state = JobState::TimedOut;
+        } else if end.message.starts_with(CANCELLED) {
+            end.state = JobState::Cancelled;
+        }
+    }
+    end
 }
 
 fn ended(state: JobState, exit_code: Option<i64>, signal: Option<i64>, message: String) -> JobEnd {

@@ -503,7 +503,8 @@ mod tests {
         assert_eq!(backfill.reservation, Some((1, 100, vec![0, 1, 2, 3])));
         assert_eq!(backfill.starts, vec![Start { job: 2, cards: vec![2, 3] }]);
         assert_eq!(backfill.waits[1].job, 3);
-        assert_eq!(backfill.waits[1].reason, WaitReason::BehindHigherPriority);
+        // Job 2 took the free cards: none left for job 3 now.
+        assert_eq!(backfill.waits[1].reason, WaitReason::Cards { needs: 2, free: 0 });
         assert_eq!(backfill.waits[1].estimated_start, Some(200));
     }
 

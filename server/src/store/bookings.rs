@@ -299,7 +299,12 @@ impl Store {
         };
         let (status, end, action) = match withdrawal {
             Withdrawal::Cancel => ("cancelled", booking.end, "booking.cancel"),
-            Withdrawal::Release => ("released", now, "booking.release"),
+            // A slot keeps at least a millisecond (a job may end the moment it started).
+            Withdrawal::Release => (
+                "released",
+                now.max(booking.start + chrono::Duration::milliseconds(1)),
+                "booking.release",
+            ),
         };
         sqlx::query("UPDATE bookings SET status = ?2, end_ms = ?3 WHERE id = ?1")
             .bind(id)

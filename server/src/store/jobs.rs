@@ -2,7 +2,7 @@
 
 use super::{insert_audit, AuditEntry, Store, StoreError};
 use chrono::{DateTime, Utc};
-use lanes_app::model::job::{Job, JobState};
+use lanes_app::model::job::{Job, JobState, QueueRequest};
 use std::collections::BTreeMap;
 
 /// A job as the runner needs it: the record and what it takes to start it.
@@ -41,7 +41,7 @@ pub struct JobEnd {
 #[derive(sqlx::FromRow)]
 struct Row {
     id: i64,
-    booking_id: i64,
+    booking_id: Option<i64>,
     user_id: i64,
     username: String,
     name: String,
@@ -63,6 +63,9 @@ struct Row {
     stop_requested_ms: Option<i64>,
     stop_reason: Option<String>,
     peak_memory_bytes: Option<i64>,
+    gpus: Option<i64>,
+    time_limit_s: Option<i64>,
+    min_memory_bytes: Option<i64>,
 }
 
 impl Row {
@@ -95,6 +98,14 @@ impl Row {
                 signal: self.signal,
                 message: self.message,
                 peak_memory_bytes: self.peak_memory_bytes.map(|b| b as u64),
+                queue: match (self.gpus, self.time_limit_s) {
+                    (Some(gpus), Some(time_limit_s)) => Some(QueueRequest {
+                        gpus: gpus as u32,
+                        time_limit_s,
+                        min_memory_bytes: self.min_memory_bytes.map(|b| b as u64),
+                    }),
+                    _ => None,
+                },
             },
         })
     }
@@ -103,7 +114,7 @@ impl Row {
 const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, j.argv, j.cwd,
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
-        j.stop_reason, j.peak_memory_bytes
+        j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Store {
@@ -143,6 +154,90 @@ impl Store {
         self.job(id)
             .await?
             .ok_or(StoreError::Invalid("the job vanished".into()))
+    }
+
+    /// Records a queue job; it waits for the scheduler.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_queue_job(
+        &self,
+        user_id: i64,
+        name: &str,
+        argv: &[String],
+        cwd: Option<&str>,
+        env: &BTreeMap<String, String>,
+        request: &QueueRequest,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Job, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO jobs (user_id, name, argv, cwd, env, state, gpus, time_limit_s,
+                               min_memory_bytes, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9) RETURNING id",
+        )
+        .bind(user_id)
+        .bind(name)
+        .bind(serde_json::to_string(argv).unwrap_or_default())
+        .bind(cwd)
+        .bind(serde_json::to_string(env).unwrap_or_default())
+        .bind(i64::from(request.gpus))
+        .bind(request.time_limit_s)
+        .bind(request.min_memory_bytes.map(|b| b as i64))
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let audit = AuditEntry {
+            target: format!("job {id}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.job(id)
+            .await?
+            .ok_or(StoreError::Invalid("the job vanished".into()))
+    }
+
+    /// Queue jobs that wait for cards, oldest first.
+    pub async fn pending_jobs(&self) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{SELECT} WHERE j.state = 'pending' ORDER BY j.id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| r.into_run().map(|r| r.job))
+            .collect()
+    }
+
+    /// Queue jobs that wait or run, and the `ended` latest that are over.
+    pub async fn queue_jobs(&self, ended: i64) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{SELECT} WHERE j.gpus IS NOT NULL AND j.state IN ('pending', 'queued', 'running')
+             UNION ALL
+             SELECT * FROM ({SELECT} WHERE j.gpus IS NOT NULL
+                 AND j.state NOT IN ('pending', 'queued', 'running')
+                 ORDER BY j.id DESC LIMIT ?1)"
+        ))
+        .bind(ended)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| r.into_run().map(|r| r.job))
+            .collect()
+    }
+
+    /// Gives a pending queue job the booking the scheduler made for it; `false` if the job is
+    /// no longer pending (cancelled meanwhile).
+    pub async fn start_queue_job(&self, id: i64, booking_id: i64) -> Result<bool, StoreError> {
+        Ok(sqlx::query(
+            "UPDATE jobs SET booking_id = ?2, state = 'queued' WHERE id = ?1 AND state = 'pending'",
+        )
+        .bind(id)
+        .bind(booking_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            > 0)
     }
 
     pub async fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
@@ -266,10 +361,11 @@ impl Store {
         let changed = sqlx::query(
             "UPDATE jobs SET
                 cancel_requested = 1,
-                state = CASE state WHEN 'queued' THEN 'cancelled' ELSE state END,
-                ended_at = CASE state WHEN 'queued' THEN ?2 ELSE ended_at END,
-                message = CASE state WHEN 'queued' THEN 'cancelled before it started' ELSE message END
-             WHERE id = ?1 AND state IN ('queued', 'running')",
+                state = CASE WHEN state IN ('pending', 'queued') THEN 'cancelled' ELSE state END,
+                ended_at = CASE WHEN state IN ('pending', 'queued') THEN ?2 ELSE ended_at END,
+                message = CASE WHEN state IN ('pending', 'queued') THEN 'cancelled before it started'
+                               ELSE message END
+             WHERE id = ?1 AND state IN ('pending', 'queued', 'running')",
         )
         .bind(id)
         .bind(now)

@@ -5,12 +5,14 @@ mod bookings;
 mod enforcement;
 mod history;
 mod jobs;
+mod queue;
 mod reports;
 
 pub use bookings::BookingFilter;
 pub use enforcement::NewViolation;
 pub use history::Bucket;
 pub use jobs::{JobEnd, JobProcess, JobToRun};
+pub use queue::{CardHold, UserHold};
 pub use reports::CardUse;
 
 use crate::accounts::session::SessionPolicy;

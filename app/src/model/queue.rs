@@ -1,0 +1,212 @@
+//! Wire types of the job queue: jobs that wait for free cards, the queue's settings and the
+//! fair shares admins give groups and users.
+
+use super::booking::GpuRef;
+use super::job::{Job, JobState};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A queued job's state, in the queue's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl QueueState {
+    pub fn of(job: &Job) -> Self {
+        match job.state {
+            JobState::Pending => QueueState::Pending,
+            JobState::Queued | JobState::Running => QueueState::Running,
+            JobState::Exited if job.exit_code == Some(0) => QueueState::Completed,
+            JobState::Cancelled => QueueState::Cancelled,
+            JobState::TimedOut => QueueState::TimedOut,
+            JobState::Exited | JobState::Killed | JobState::Failed | JobState::Lost => {
+                QueueState::Failed
+            }
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueState::Pending => "pending",
+            QueueState::Running => "running",
+            QueueState::Completed => "completed",
+            QueueState::Failed => "failed",
+            QueueState::Cancelled => "cancelled",
+            QueueState::TimedOut => "timed out",
+        }
+    }
+}
+
+/// A job in the queue as `GET /api/v1/queue` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuedJob {
+    pub id: i64,
+    pub username: String,
+    pub name: String,
+    /// The command; only its owner and admins see it (empty for others).
+    pub argv: Vec<String>,
+    pub gpus: u32,
+    pub time_limit_s: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_memory_bytes: Option<u64>,
+    pub state: QueueState,
+    pub submitted_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The cards it runs on (empty while pending).
+    #[serde(default)]
+    pub cards: Vec<GpuRef>,
+    /// The booking that holds its cards while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booking_id: Option<i64>,
+    /// Why it waits, in words (pending jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it may start if everything ahead runs to its limit and nothing new arrives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<DateTime<Utc>>,
+    /// Its place in the order the scheduler considers (1 = next), pending jobs only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    pub message: String,
+}
+
+/// A user's fair-share standing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Standing {
+    pub username: String,
+    /// The group their fair share is counted in (their first group by name, or "").
+    pub group: String,
+    /// Their normalized share of the pool (0–1).
+    pub share: f64,
+    /// Their part of all decayed usage (0–1).
+    pub usage: f64,
+    /// Decayed GPU-hours.
+    pub gpu_hours: f64,
+    /// 1: no use; ½: use at the share; towards 0: beyond it.
+    pub factor: f64,
+}
+
+/// `GET /api/v1/queue`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueView {
+    pub settings: QueueSettings,
+    /// Pending and running jobs, in the order the scheduler considers them; then the latest
+    /// ended ones.
+    pub jobs: Vec<QueuedJob>,
+    pub standings: Vec<Standing>,
+}
+
+/// Body of `POST /api/v1/queue`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitJob {
+    pub gpus: u32,
+    /// Required unless the admin set a default; never above the admin's maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<i64>,
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_memory_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueuePolicy {
+    Fifo,
+    Backfill,
+    Fairshare,
+}
+
+/// `GET|PUT /api/v1/queue/settings` (admins change them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSettings {
+    pub policy: QueuePolicy,
+    /// Used when a submission gives none; `None`: a limit is required.
+    #[serde(default)]
+    pub default_time_limit_s: Option<i64>,
+    pub max_time_limit_s: i64,
+    /// Usage halves in this time.
+    pub half_life_s: i64,
+    /// Priority added by waiting `age_full_after_s` (fair share weighs 1).
+    pub age_weight: f64,
+    pub age_full_after_s: i64,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            policy: QueuePolicy::Fairshare,
+            default_time_limit_s: Some(3_600),
+            max_time_limit_s: 7 * 86_400,
+            half_life_s: 7 * 86_400,
+            age_weight: 0.1,
+            age_full_after_s: 7 * 86_400,
+        }
+    }
+}
+
+impl QueueSettings {
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_time_limit_s <= 0 {
+            return Err("max_time_limit_s must be above 0".into());
+        }
+        if let Some(d) = self.default_time_limit_s {
+            if d <= 0 || d > self.max_time_limit_s {
+                return Err("default_time_limit_s must be above 0 and at most the maximum".into());
+            }
+        }
+        if self.half_life_s < 60 {
+            return Err("half_life_s must be at least 60".into());
+        }
+        if !(self.age_weight.is_finite() && self.age_weight >= 0.0) {
+            return Err("age_weight must be 0 or more".into());
+        }
+        if self.age_full_after_s <= 0 {
+            return Err("age_full_after_s must be above 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// `GET|PUT /api/v1/shares`: raw fair shares; a group or user not named has 1.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shares {
+    #[serde(default)]
+    pub groups: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub users: BTreeMap<String, f64>,
+}
+
+impl Shares {
+    pub fn check(&self) -> Result<(), String> {
+        for (scope, map) in [("group", &self.groups), ("user", &self.users)] {
+            if let Some((name, v)) = map.iter().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+                return Err(format!("the share of {scope} {name:?} must be 0 or more, not {v}"));
+            }
+        }
+        Ok(())
+    }
+}

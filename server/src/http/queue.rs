@@ -1,0 +1,220 @@
+//! The job queue over HTTP: `POST|GET /api/v1/queue`, `DELETE /api/v1/queue/{id}`,
+//! `GET|PUT /api/v1/queue/settings` and `GET|PUT /api/v1/shares` (changes: admins only).
+//! Everyone logged in sees the queue (who waits, for what, why); commands only their owners
+//! and admins.
+
+use super::auth::{AdminUser, CurrentUser};
+use super::jobs::{check_command, visible};
+use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
+use crate::jobs::launch;
+use crate::store::AuditEntry;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{delete, get};
+use axum::Json;
+use chrono::Utc;
+use lanes_app::model::account::User;
+use lanes_app::model::booking::GpuRef;
+use lanes_app::model::job::{Job, QueueRequest};
+use lanes_app::model::queue::{
+    QueueSettings, QueueState, QueueView, QueuedJob, Shares, SubmitJob,
+};
+use std::collections::HashMap;
+
+pub fn routes() -> Routes {
+    Routes::default()
+        .route("/api/v1/queue", get(list).post(submit))
+        .route("/api/v1/queue/{id}", delete(cancel))
+        .route("/api/v1/queue/settings", get(settings).put(save_settings))
+        .route("/api/v1/shares", get(shares).put(save_shares))
+}
+
+/// Ended jobs listed after the live ones.
+const RECENT_ENDED: i64 = 50;
+
+async fn submit(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiJson(request): ApiJson<SubmitJob>,
+) -> Result<(StatusCode, Json<QueuedJob>), ApiError> {
+    let name = request.name.unwrap_or_default();
+    let env = request.env.unwrap_or_default();
+    check_command(&request.argv, &name, &env)?;
+    let settings = state.queue.settings();
+    let limit = request
+        .time_limit_s
+        .or(settings.default_time_limit_s)
+        .ok_or_else(|| ApiError::Unprocessable("time_limit_s is required".into()))?;
+    if limit <= 0 || limit > settings.max_time_limit_s {
+        return Err(ApiError::Unprocessable(format!(
+            "time_limit_s must be between 1 and {} (the admin's maximum)",
+            settings.max_time_limit_s
+        )));
+    }
+    let cards = state.hub.gpus();
+    let min_memory = request.min_memory_bytes.unwrap_or(0);
+    let eligible = cards
+        .iter()
+        .filter(|g| g.info.memory_total_bytes >= min_memory)
+        .count();
+    if request.gpus == 0 || request.gpus as usize > eligible {
+        return Err(ApiError::Unprocessable(format!(
+            "gpus must be between 1 and {eligible}: the pool has {eligible} card(s){}",
+            if min_memory > 0 { " with that much memory" } else { "" }
+        )));
+    }
+    // The job will run as this account: refuse now rather than after it waited its turn.
+    launch::identity(&user.username, user.unix_user.as_deref())
+        .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+    let queued = QueueRequest {
+        gpus: request.gpus,
+        time_limit_s: limit,
+        min_memory_bytes: request.min_memory_bytes,
+    };
+    let audit = AuditEntry::new(Some(user.id), "queue.submit", "").detail(format!(
+        "{} card(s) for up to {limit} s: {}",
+        request.gpus,
+        request.argv.join(" ")
+    ));
+    let job = state
+        .store
+        .create_queue_job(
+            user.id,
+            &name,
+            &request.argv,
+            request.cwd.as_deref(),
+            &env,
+            &queued,
+            audit,
+            Utc::now(),
+        )
+        .await?;
+    state.queue.wake();
+    Ok((StatusCode::CREATED, Json(view(&job, &user, None, &HashMap::new()))))
+}
+
+async fn list(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+) -> Result<Json<QueueView>, ApiError> {
+    let jobs = state.store.queue_jobs(RECENT_ENDED).await?;
+    let snapshot = state.queue.snapshot();
+    let mut cards: HashMap<i64, Vec<GpuRef>> = HashMap::new();
+    for job in &jobs {
+        if let (Some(booking), false) = (job.booking_id, job.state.is_over()) {
+            if let Some(b) = state.store.booking(booking, Utc::now()).await? {
+                cards.insert(job.id, b.gpus);
+            }
+        }
+    }
+    let mut views: Vec<QueuedJob> = jobs
+        .iter()
+        .map(|job| {
+            let mut v = view(job, &user, snapshot.waits.get(&job.id), &cards);
+            if v.state == QueueState::Pending && v.reason.is_none() {
+                v.reason = Some("waiting for the next scheduling pass".into());
+            }
+            v
+        })
+        .collect();
+    // Running first, then waiting in the scheduler's order, then the ended, newest first.
+    views.sort_by_key(|v| match v.state {
+        QueueState::Running => (0, 0, v.id),
+        QueueState::Pending => (1, v.position.unwrap_or(u32::MAX), v.id),
+        _ => (2, 0, -v.id),
+    });
+    Ok(Json(QueueView {
+        settings: state.queue.settings(),
+        jobs: views,
+        standings: snapshot.standings,
+    }))
+}
+
+/// A job as the queue shows it to `viewer`.
+fn view(
+    job: &Job,
+    viewer: &User,
+    wait: Option<&crate::queue::Explained>,
+    cards: &HashMap<i64, Vec<GpuRef>>,
+) -> QueuedJob {
+    let request = job.queue.unwrap_or(QueueRequest {
+        gpus: 0,
+        time_limit_s: 0,
+        min_memory_bytes: None,
+    });
+    let state = QueueState::of(job);
+    let mine = job.user_id == viewer.id || viewer.is_admin();
+    QueuedJob {
+        id: job.id,
+        username: job.username.clone(),
+        name: job.name.clone(),
+        argv: if mine { job.argv.clone() } else { Vec::new() },
+        gpus: request.gpus,
+        time_limit_s: request.time_limit_s,
+        min_memory_bytes: request.min_memory_bytes,
+        state,
+        submitted_at: job.created_at,
+        started_at: job.started_at,
+        ended_at: job.ended_at,
+        cards: cards.get(&job.id).cloned().unwrap_or_default(),
+        booking_id: job.booking_id,
+        reason: wait.map(|w| w.reason.clone()),
+        estimated_start: wait.and_then(|w| w.estimated_start),
+        position: wait.map(|w| w.position),
+        priority: wait.map(|w| w.priority),
+        exit_code: job.exit_code,
+        message: if mine { job.message.clone() } else { String::new() },
+    }
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<QueuedJob>, ApiError> {
+    let job = visible(&state, &user, id).await?;
+    if job.queue.is_none() {
+        return Err(ApiError::NotFound("no such queue job".into()));
+    }
+    let audit = AuditEntry::new(Some(user.id), "queue.cancel", format!("job {id}"));
+    if !state.queue.cancel(&job, &audit).await? {
+        return Err(ApiError::Unprocessable("the job is already over".into()));
+    }
+    let job = visible(&state, &user, id).await?;
+    Ok(Json(view(&job, &user, None, &HashMap::new())))
+}
+
+async fn settings(
+    State(state): State<AppState>,
+    CurrentUser(_): CurrentUser,
+) -> Json<QueueSettings> {
+    Json(state.queue.settings())
+}
+
+async fn save_settings(
+    State(state): State<AppState>,
+    AdminUser(admin): AdminUser,
+    ApiJson(settings): ApiJson<QueueSettings>,
+) -> Result<Json<QueueSettings>, ApiError> {
+    settings.check().map_err(ApiError::Unprocessable)?;
+    let detail = serde_json::to_string(&settings).unwrap_or_default();
+    let audit = AuditEntry::new(Some(admin.id), "queue.settings", "queue").detail(detail);
+    state.queue.save_settings(settings, &audit).await?;
+    Ok(Json(state.queue.settings()))
+}
+
+async fn shares(State(state): State<AppState>, CurrentUser(_): CurrentUser) -> Json<Shares> {
+    Json(state.queue.shares())
+}
+
+async fn save_shares(
+    State(state): State<AppState>,
+    AdminUser(admin): AdminUser,
+    ApiJson(shares): ApiJson<Shares>,
+) -> Result<Json<Shares>, ApiError> {
+    shares.check().map_err(ApiError::Unprocessable)?;
+    let detail = serde_json::to_string(&shares).unwrap_or_default();
+    let audit = AuditEntry::new(Some(admin.id), "queue.shares", "shares").detail(detail);
+    state.queue.save_shares(shares, &audit).await?;
+    Ok(Json(state.queue.shares()))
+}

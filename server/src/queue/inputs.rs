@@ -1,0 +1,232 @@
+//! From what the database and the hub say to what the scheduler reads: cards with their blocks,
+//! owners with their limits and use, waiting jobs with their priority. Plain functions.
+
+use crate::scheduling::fairshare::{self, Account, AgeWeight, ShareTable};
+use crate::scheduling::scheduler::{Card, Owner, Time, Waiting};
+use crate::store::{CardHold, UserHold};
+use lanes_app::model::booking::GpuRef;
+use lanes_app::model::job::Job;
+use lanes_app::model::queue::{QueueSettings, Shares, Standing};
+use std::collections::{BTreeMap, HashMap};
+
+/// A card the queue may use: who it is, its memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolCard {
+    pub gpu: GpuRef,
+    pub memory_total: u64,
+    pub memory_free: u64,
+}
+
+/// A user as fair share and limits see them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    pub id: i64,
+    pub username: String,
+    /// Where their fair share counts: their first group by name, or "" without one.
+    pub group: String,
+    pub max_gpus: Option<u32>,
+}
+
+/// Seconds of a millisecond instant: starts round down, ends up, so a block never shrinks.
+fn secs_floor(ms: i64) -> Time {
+    ms.div_euclid(1000)
+}
+fn secs_ceil(ms: i64) -> Time {
+    -((-ms).div_euclid(1000))
+}
+
+/// The scheduler's cards (same order as `pool`), with every hold on them as a block.
+pub fn cards(pool: &[PoolCard], holds: &[CardHold], now: Time) -> Vec<Card> {
+    let index: HashMap<(&str, &str), usize> = pool
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ((c.gpu.node.as_str(), c.gpu.uuid.as_str()), i))
+        .collect();
+    let mut cards: Vec<Card> = pool
+        .iter()
+        .map(|c| Card {
+            free_from: now,
+            blocks: Vec::new(),
+            memory_total: c.memory_total,
+            memory_free: c.memory_free,
+        })
+        .collect();
+    for hold in holds {
+        if let Some(&i) = index.get(&(hold.node.as_str(), hold.uuid.as_str())) {
+            cards[i]
+                .blocks
+                .push((secs_floor(hold.start_ms), secs_ceil(hold.end_ms)));
+        }
+    }
+    for card in &mut cards {
+        card.blocks.sort_unstable();
+    }
+    cards
+}
+
+/// Each member's limit and the cards they hold at `now_ms` (bookings, so queue jobs too).
+pub fn owners(members: &[Member], holds: &[CardHold], now_ms: i64) -> Vec<Owner> {
+    let mut in_use: HashMap<i64, u32> = HashMap::new();
+    for hold in holds {
+        if let Some(user) = hold.user_id {
+            if hold.start_ms <= now_ms && now_ms < hold.end_ms {
+                *in_use.entry(user).or_default() += 1;
+            }
+        }
+    }
+    members
+        .iter()
+        .map(|m| Owner {
+            in_use: in_use.get(&m.id).copied().unwrap_or(0),
+            max_gpus: m.max_gpus,
+        })
+        .collect()
+}
+
+/// Every member's fair-share standing from their decayed use.
+pub fn standings(
+    members: &[Member],
+    holds: &[UserHold],
+    shares: &Shares,
+    half_life: Time,
+    now: Time,
+) -> Vec<Standing> {
+    let mut by_user: HashMap<i64, Vec<(Time, Time, u32)>> = HashMap::new();
+    for h in holds {
+        by_user.entry(h.user_id).or_default().push((
+            secs_floor(h.start_ms),
+            secs_ceil(h.end_ms),
+            h.gpus.max(0) as u32,
+        ));
+    }
+    let accounts: Vec<Account> = members
+        .iter()
+        .map(|m| Account {
+            user: m.username.clone(),
+            group: m.group.clone(),
+            usage: by_user
+                .get(&m.id)
+                .map_or(0.0, |list| fairshare::decayed_usage(list, now, half_life)),
+        })
+        .collect();
+    let table = ShareTable {
+        groups: shares.groups.clone(),
+        users: shares.users.clone(),
+    };
+    fairshare::standings(&accounts, &table)
+        .into_iter()
+        .zip(&accounts)
+        .map(|(s, a)| Standing {
+            username: a.user.clone(),
+            group: a.group.clone(),
+            share: s.share,
+            usage: s.usage,
+            gpu_hours: a.usage / 3_600.0,
+            factor: s.factor,
+        })
+        .collect()
+}
+
+/// The waiting jobs, each with its owner's index in `members` (jobs of unknown or disabled
+/// members are left out) and its priority.
+pub fn waiting(
+    pending: &[Job],
+    members: &[Member],
+    standings: &[Standing],
+    settings: &QueueSettings,
+    now: Time,
+) -> Vec<Waiting> {
+    let owner: BTreeMap<i64, usize> = members.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+    let age = AgeWeight {
+        weight: settings.age_weight,
+        full_after: settings.age_full_after_s,
+    };
+    pending
+        .iter()
+        .filter_map(|job| {
+            let request = job.queue?;
+            let owner = *owner.get(&job.user_id)?;
+            let submitted = job.created_at.timestamp();
+            let factor = standings.get(owner).map_or(1.0, |s| s.factor);
+            Some(Waiting {
+                id: job.id,
+                owner,
+                gpus: request.gpus,
+                time_limit: request.time_limit_s,
+                min_memory: request.min_memory_bytes.unwrap_or(0),
+                submitted,
+                priority: fairshare::priority(factor, now - submitted, age),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(uuid: &str) -> PoolCard {
+        PoolCard {
+            gpu: GpuRef {
+                node: "n".into(),
+                uuid: uuid.into(),
+            },
+            memory_total: 100,
+            memory_free: 60,
+        }
+    }
+
+    fn hold(uuid: &str, start_ms: i64, end_ms: i64, user: Option<i64>) -> CardHold {
+        CardHold {
+            node: "n".into(),
+            uuid: uuid.into(),
+            start_ms,
+            end_ms,
+            user_id: user,
+        }
+    }
+
+    #[test]
+    fn holds_become_blocks_that_never_shrink_and_other_nodes_are_ignored() {
+        let pool = [card("a"), card("b")];
+        let holds = [
+            hold("b", 10_500, 20_001, Some(1)),
+            hold("a", 5_000, 6_000, None),
+            CardHold {
+                node: "elsewhere".into(),
+                ..hold("a", 0, 99_000, Some(1))
+            },
+        ];
+        let cards = cards(&pool, &holds, 10);
+        assert_eq!(cards[0].blocks, vec![(5, 6)]);
+        assert_eq!(cards[1].blocks, vec![(10, 21)]);
+        assert_eq!(cards[1].memory_free, 60);
+    }
+
+    #[test]
+    fn owners_count_the_cards_they_hold_now() {
+        let members = [
+            Member {
+                id: 1,
+                username: "ann".into(),
+                group: "".into(),
+                max_gpus: Some(2),
+            },
+            Member {
+                id: 2,
+                username: "bob".into(),
+                group: "".into(),
+                max_gpus: None,
+            },
+        ];
+        let holds = [
+            hold("a", 0, 10_000, Some(1)),
+            hold("b", 0, 10_000, Some(1)),
+            hold("c", 20_000, 30_000, Some(2)),
+        ];
+        let owners = owners(&members, &holds, 5_000);
+        assert_eq!(owners[0].in_use, 2);
+        assert_eq!(owners[0].max_gpus, Some(2));
+        assert_eq!(owners[1].in_use, 0);
+    }
+}

@@ -1,0 +1,382 @@
+//! The job queue: one task that runs a scheduling pass whenever something may have freed or
+//! taken cards (a job ended, a booking changed, a job was submitted or cancelled) and at the
+//! next moment a booking ends. A job it starts gets a booking on its cards from now to its time
+//! limit; the runner then starts it like any booked job and stops it at the limit, and its
+//! booking is released when it ends.
+
+pub mod inputs;
+
+use crate::bookings::quota::personal_limits;
+use crate::bookings::{BookingError, CardChoice, NewBooking};
+use crate::jobs::runner::Runner;
+use crate::scheduling::scheduler::{self, Pass, Plan, Policy, Time};
+use crate::store::{AuditEntry, Store, StoreError};
+use crate::telemetry::hub::Hub;
+use chrono::{DateTime, Utc};
+use inputs::{Member, PoolCard};
+use lanes_app::model::booking::GpuRef;
+use lanes_app::model::job::Job;
+use lanes_app::model::queue::{QueuePolicy, QueueSettings, Shares, Standing};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Longest sleep between passes when nothing wakes the queue.
+const IDLE: Duration = Duration::from_secs(5);
+/// How fresh the reasons and estimates shown for waiting jobs are kept.
+const EXPLAIN_EVERY: Duration = Duration::from_secs(1);
+/// How far back fair share looks, in half-lives (2^-10: what is older no longer counts).
+const HALF_LIVES_KEPT: i64 = 10;
+
+/// Why a waiting job waits, as the last pass saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Explained {
+    pub position: u32,
+    pub reason: String,
+    pub estimated_start: Option<DateTime<Utc>>,
+    pub priority: f64,
+}
+
+/// What the queue page shows beyond the jobs' records.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub waits: HashMap<i64, Explained>,
+    pub standings: Vec<Standing>,
+}
+
+pub struct Queue {
+    store: Store,
+    hub: Arc<Hub>,
+    runner: Arc<Runner>,
+    wake: Arc<Notify>,
+    settings: RwLock<QueueSettings>,
+    shares: RwLock<Shares>,
+    snapshot: RwLock<Snapshot>,
+}
+
+fn read<T: Clone>(lock: &RwLock<T>) -> T {
+    lock.read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone()
+}
+
+fn write<T>(lock: &RwLock<T>, value: T) {
+    *lock.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = value;
+}
+
+impl Queue {
+    /// Starts the queue task; `wake` is also notified by the runner when a job ends.
+    pub async fn start(
+        store: Store,
+        hub: Arc<Hub>,
+        runner: Arc<Runner>,
+        wake: Arc<Notify>,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Self>, StoreError> {
+        let queue = Arc::new(Self {
+            settings: RwLock::new(store.queue_settings().await?),
+            shares: RwLock::new(store.shares().await?),
+            store,
+            hub,
+            runner,
+            wake,
+            snapshot: RwLock::default(),
+        });
+        let task = queue.clone();
+        tokio::spawn(async move {
+            let mut explained_at: Option<Instant> = None;
+            loop {
+                let sleep = match task.pass(Utc::now(), &mut explained_at).await {
+                    Ok(Some(next)) => next,
+                    Ok(None) => continue, // something started: look again at once
+                    Err(e) => {
+                        tracing::error!(error = %e, "the queue could not run a scheduling pass");
+                        IDLE
+                    }
+                };
+                tokio::select! {
+                    _ = task.wake.notified() => explained_at = None,
+                    _ = tokio::time::sleep(sleep) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        });
+        Ok(queue)
+    }
+
+    /// Look now: a job was submitted, cancelled or ended, or a booking changed.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    pub fn settings(&self) -> QueueSettings {
+        read(&self.settings)
+    }
+
+    pub fn shares(&self) -> Shares {
+        read(&self.shares)
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        read(&self.snapshot)
+    }
+
+    pub async fn save_settings(
+        &self,
+        settings: QueueSettings,
+        audit: &AuditEntry,
+    ) -> Result<(), StoreError> {
+        self.store
+            .save_queue_settings(&settings, audit, Utc::now())
+            .await?;
+        write(&self.settings, settings);
+        self.wake();
+        Ok(())
+    }
+
+    pub async fn save_shares(&self, shares: Shares, audit: &AuditEntry) -> Result<(), StoreError> {
+        self.store.save_shares(&shares, audit, Utc::now()).await?;
+        write(&self.shares, shares);
+        self.wake();
+        Ok(())
+    }
+
+    /// Cancels a queue job: a waiting one at once (and the booking of one started a moment
+    /// ago), a running one through the runner. `false` when it is already over.
+    pub async fn cancel(&self, job: &Job, audit: &AuditEntry) -> Result<bool, StoreError> {
+        let now = Utc::now();
+        let cancelled = self.store.request_cancel(job.id, audit, now).await?;
+        if cancelled {
+            if let (Some(_), Some(booking)) = (job.queue, job.booking_id) {
+                if let Some(current) = self.store.job(job.id).await? {
+                    if current.state == lanes_app::model::job::JobState::Cancelled {
+                        self.release(booking, job.id).await;
+                    }
+                }
+            }
+            self.runner.wake();
+            self.wake();
+        }
+        Ok(cancelled)
+    }
+
+    async fn release(&self, booking: i64, job: i64) {
+        release(&self.store, booking, job).await;
+        self.wake();
+    }
+
+    /// One pass. `Ok(None)`: jobs started, look again at once; `Ok(Some(d))`: sleep up to `d`.
+    async fn pass(
+        &self,
+        now: DateTime<Utc>,
+        explained_at: &mut Option<Instant>,
+    ) -> Result<Option<Duration>, StoreError> {
+        let settings = self.settings();
+        let pending = self.store.pending_jobs().await?;
+        let holds = self.store.card_holds(now).await?;
+        let now_s = now.timestamp();
+        let half_life = settings.half_life_s;
+        let since = now - chrono::Duration::seconds(half_life.saturating_mul(HALF_LIVES_KEPT));
+        let members = self.members().await?;
+        let standings = inputs::standings(
+            &members,
+            &self.store.user_holds(since).await?,
+            &self.shares(),
+            half_life,
+            now_s,
+        );
+        let next_end = holds
+            .iter()
+            .map(|h| h.end_ms)
+            .filter(|&end| end > now.timestamp_millis())
+            .min()
+            .map(|end| Duration::from_millis((end - now.timestamp_millis()) as u64 + 5));
+        let sleep = next_end.map_or(IDLE, |d| d.min(IDLE));
+        if pending.is_empty() {
+            write(
+                &self.snapshot,
+                Snapshot {
+                    waits: HashMap::new(),
+                    standings,
+                },
+            );
+            return Ok(Some(sleep));
+        }
+        let pool = self.pool();
+        let cards = inputs::cards(&pool, &holds, now_s);
+        let owners = inputs::owners(&members, &holds, now.timestamp_millis());
+        let waiting = inputs::waiting(&pending, &members, &standings, &settings, now_s);
+        let policy = match settings.policy {
+            QueuePolicy::Fifo => Policy::Fifo,
+            QueuePolicy::Backfill => Policy::Backfill,
+            QueuePolicy::Fairshare => Policy::Fairshare,
+        };
+        let explain = explained_at.is_none_or(|at| at.elapsed() >= EXPLAIN_EVERY);
+        let plan = scheduler::schedule(&Pass {
+            now: now_s,
+            policy,
+            cards: &cards,
+            waiting: &waiting,
+            owners: &owners,
+            explain,
+        });
+        let mut started = false;
+        for start in &plan.starts {
+            let Some(job) = pending.iter().find(|j| j.id == start.job) else {
+                continue;
+            };
+            let gpus: Vec<GpuRef> = start.cards.iter().map(|&c| pool[c].gpu.clone()).collect();
+            started |= self.dispatch(job, &members, gpus, now).await?;
+        }
+        if started {
+            self.runner.wake();
+            return Ok(None);
+        }
+        if explain {
+            *explained_at = Some(Instant::now());
+            write(
+                &self.snapshot,
+                Snapshot {
+                    waits: explain_waits(&plan, &waiting),
+                    standings,
+                },
+            );
+        }
+        Ok(Some(sleep.min(EXPLAIN_EVERY)))
+    }
+
+    /// Books `gpus` for a job from now to its time limit and hands it to the runner. `false`
+    /// when the cards were taken meanwhile (the next pass tries again) or the job is gone.
+    async fn dispatch(
+        &self,
+        job: &Job,
+        members: &[Member],
+        gpus: Vec<GpuRef>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let (Some(request), Some(_)) = (job.queue, members.iter().find(|m| m.id == job.user_id))
+        else {
+            return Ok(false);
+        };
+        let Some(owner) = self.store.user(job.user_id).await? else {
+            return Ok(false);
+        };
+        let name = if job.name.is_empty() {
+            job.argv.join(" ")
+        } else {
+            job.name.clone()
+        };
+        let new = NewBooking {
+            owner,
+            cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),
+            start: now,
+            end: now + chrono::Duration::seconds(request.time_limit_s),
+            note: format!("queue job {}: {}", job.id, truncate(&name, 200)),
+            enforce_quota: false,
+        };
+        let audit = AuditEntry::new(None, "queue.start", format!("job {}", job.id)).detail(
+            format!("{} card(s) for up to {} s", gpus.len(), request.time_limit_s),
+        );
+        let booking = match self.store.create_booking(&new, audit, now).await {
+            Ok(booking) => booking,
+            Err(BookingError::Store(e)) => return Err(e),
+            Err(e) => {
+                tracing::debug!(job = job.id, error = %e, "cards were taken before a queue job started");
+                return Ok(false);
+            }
+        };
+        if self.store.start_queue_job(job.id, booking.id).await? {
+            tracing::info!(job = job.id, booking = booking.id, "started a queue job");
+            Ok(true)
+        } else {
+            self.release(booking.id, job.id).await;
+            Ok(false)
+        }
+    }
+
+    /// This node's healthy cards, in index order.
+    fn pool(&self) -> Vec<PoolCard> {
+        let mut gpus = self.hub.gpus();
+        gpus.retain(|g| g.health.is_ok());
+        gpus.sort_by_key(|g| g.info.index);
+        gpus.into_iter()
+            .map(|g| {
+                let total = g.info.memory_total_bytes;
+                let used = g.sample.as_ref().map_or(0, |s| s.memory_used_bytes);
+                PoolCard {
+                    gpu: GpuRef {
+                        node: g.info.node,
+                        uuid: g.info.uuid,
+                    },
+                    memory_total: total,
+                    memory_free: total.saturating_sub(used),
+                }
+            })
+            .collect()
+    }
+
+    /// Enabled users with their fair-share group and concurrent-GPU limit.
+    async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        let users = self.store.users().await?;
+        let memberships = self.store.memberships().await?;
+        let quotas = self.store.quotas().await?;
+        Ok(users
+            .into_iter()
+            .filter(|u| u.enabled)
+            .map(|u| {
+                let mut groups: Vec<String> = memberships
+                    .iter()
+                    .filter(|(id, _)| *id == u.id)
+                    .map(|(_, g)| g.clone())
+                    .collect();
+                groups.sort();
+                let max_gpus = personal_limits(&quotas, &u.username, &groups).max_gpus;
+                Member {
+                    id: u.id,
+                    group: groups.first().cloned().unwrap_or_default(),
+                    username: u.username,
+                    max_gpus,
+                }
+            })
+            .collect())
+    }
+}
+
+/// Gives back the rest of a queue job's booking (it ended before its time limit, or never
+/// ran), so its cards are free at once.
+pub async fn release(store: &Store, booking: i64, job: i64) {
+    let audit = AuditEntry::new(None, "queue.release", format!("booking {booking}"))
+        .detail(format!("job {job} is over"));
+    match store.withdraw_booking(booking, audit, Utc::now()).await {
+        Ok(_) | Err(BookingError::NotFound) | Err(BookingError::Invalid { .. }) => {}
+        Err(e) => tracing::warn!(error = %e, booking, "could not release a queue job's cards"),
+    }
+}
+
+fn explain_waits(plan: &Plan, waiting: &[scheduler::Waiting]) -> HashMap<i64, Explained> {
+    let priority: HashMap<i64, f64> = waiting.iter().map(|w| (w.id, w.priority)).collect();
+    plan.waits
+        .iter()
+        .enumerate()
+        .map(|(i, wait)| {
+            let estimated_start = wait
+                .estimated_start
+                .and_then(|t: Time| DateTime::from_timestamp(t, 0));
+            (
+                wait.job,
+                Explained {
+                    position: i as u32 + 1,
+                    reason: wait.reason.to_string(),
+                    estimated_start,
+                    priority: priority.get(&wait.job).copied().unwrap_or(0.0),
+                },
+            )
+        })
+        .collect()
+}
+
+fn truncate(s: &str, chars: usize) -> String {
+    s.chars().take(chars).collect()
+}

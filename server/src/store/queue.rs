@@ -1,0 +1,91 @@
+//! SQL the job queue reads: what holds each card from now on, what each user held lately
+//! (for fair share), and the queue's settings and shares.
+
+use super::{AuditEntry, Store, StoreError};
+use chrono::{DateTime, Utc};
+use lanes_app::model::queue::{QueueSettings, Shares};
+
+/// A booking or maintenance block on a card that ends after the time asked about.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct CardHold {
+    pub node: String,
+    pub uuid: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// The booking's owner (`None` for maintenance).
+    pub user_id: Option<i64>,
+}
+
+/// Cards a user held for a while.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct UserHold {
+    pub user_id: i64,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub gpus: i64,
+}
+
+const QUEUE_SETTINGS: &str = "queue";
+const SHARES: &str = "shares";
+
+impl Store {
+    /// Live bookings and maintenance blocks on any card that end after `from`.
+    pub async fn card_holds(&self, from: DateTime<Utc>) -> Result<Vec<CardHold>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT n.name AS node, g.uuid, bg.start_ms, bg.end_ms, b.user_id
+             FROM booking_gpus bg
+             JOIN bookings b ON b.id = bg.booking_id
+             JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
+             WHERE bg.live = 1 AND bg.end_ms > ?1
+             UNION ALL
+             SELECT n.name, g.uuid, mg.start_ms, mg.end_ms, NULL
+             FROM maintenance_gpus mg
+             JOIN gpus g ON g.id = mg.gpu_id JOIN nodes n ON n.id = g.node_id
+             WHERE mg.end_ms > ?1",
+        )
+        .bind(from.timestamp_millis())
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Bookings (and so queue jobs) that held cards after `since`, per user: what fair share
+    /// counts as use.
+    pub async fn user_holds(&self, since: DateTime<Utc>) -> Result<Vec<UserHold>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*) AS gpus
+             FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
+             WHERE b.status != 'cancelled' AND b.end_ms > ?1
+             GROUP BY b.id",
+        )
+        .bind(since.timestamp_millis())
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn queue_settings(&self) -> Result<QueueSettings, StoreError> {
+        self.setting(QUEUE_SETTINGS).await
+    }
+
+    pub async fn save_queue_settings(
+        &self,
+        settings: &QueueSettings,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.save_setting(QUEUE_SETTINGS, settings, audit, now)
+            .await
+    }
+
+    pub async fn shares(&self) -> Result<Shares, StoreError> {
+        self.setting(SHARES).await
+    }
+
+    pub async fn save_shares(
+        &self,
+        shares: &Shares,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.save_setting(SHARES, shares, audit, now).await
+    }
+}
