@@ -126,7 +126,7 @@ async fn list(
     Ok(Json(QueueView {
         settings: state.queue.settings(),
         jobs: views,
-        standings: snapshot.standings,
+        standings: state.queue.standings(Utc::now()).await?,
     }))
 }
 

@@ -39,11 +39,10 @@ pub struct Explained {
     pub priority: f64,
 }
 
-/// What the queue page shows beyond the jobs' records.
+/// Why each waiting job waits, as the last explained pass saw it.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub waits: HashMap<i64, Explained>,
-    pub standings: Vec<Standing>,
 }
 
 pub struct Queue {
@@ -177,16 +176,8 @@ impl Queue {
         let pending = self.store.pending_jobs().await?;
         let holds = self.store.card_holds(now).await?;
         let now_s = now.timestamp();
-        let half_life = settings.half_life_s;
-        let since = now - chrono::Duration::seconds(half_life.saturating_mul(HALF_LIVES_KEPT));
         let members = self.members().await?;
-        let standings = inputs::standings(
-            &members,
-            &self.store.user_holds(since).await?,
-            &self.shares(),
-            half_life,
-            now_s,
-        );
+        let standings = self.standings_of(&members, &settings, now).await?;
         let next_end = holds
             .iter()
             .map(|h| h.end_ms)
@@ -195,13 +186,7 @@ impl Queue {
             .map(|end| Duration::from_millis((end - now.timestamp_millis()) as u64 + 5));
         let sleep = next_end.map_or(IDLE, |d| d.min(IDLE));
         if pending.is_empty() {
-            write(
-                &self.snapshot,
-                Snapshot {
-                    waits: HashMap::new(),
-                    standings,
-                },
-            );
+            write(&self.snapshot, Snapshot::default());
             return Ok(Some(sleep));
         }
         let pool = self.pool();
@@ -240,7 +225,6 @@ impl Queue {
                 &self.snapshot,
                 Snapshot {
                     waits: explain_waits(&plan, &waiting),
-                    standings,
                 },
             );
         }
@@ -294,6 +278,30 @@ impl Queue {
             self.release(booking.id, job.id).await;
             Ok(false)
         }
+    }
+
+    /// Every member's fair-share standing now.
+    pub async fn standings(&self, now: DateTime<Utc>) -> Result<Vec<Standing>, StoreError> {
+        let members = self.members().await?;
+        self.standings_of(&members, &self.settings(), now).await
+    }
+
+    async fn standings_of(
+        &self,
+        members: &[Member],
+        settings: &QueueSettings,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Standing>, StoreError> {
+        let half_life = settings.half_life_s;
+        let since = now - chrono::Duration::seconds(half_life.saturating_mul(HALF_LIVES_KEPT));
+        let holds = self.store.user_holds(since).await?;
+        Ok(inputs::standings(
+            members,
+            &holds,
+            &self.shares(),
+            half_life,
+            now.timestamp(),
+        ))
     }
 
     /// This node's healthy cards, in index order.
