@@ -63,6 +63,7 @@ browser: build
 	node tests/browser/bookings.test.mjs
 	node tests/browser/enforcement.test.mjs
 	node tests/browser/history.test.mjs
+	node tests/browser/queue.test.mjs
 
 bench: build
 	cargo build --release -p lanes-bench

@@ -54,6 +54,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
                 <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
                 <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
+                <Route path=StaticSegment("queue") view=pages::queue::QueuePage />
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage />
             </Routes>
         </Router>

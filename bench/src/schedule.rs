@@ -14,7 +14,11 @@ pub fn run(pending: usize, gpus: usize, runs: usize) {
     // Half the cards busy for up to a day, a booking ahead on every fourth.
     let cards: Vec<Card> = (0..gpus)
         .map(|i| Card {
-            free_from: if i % 2 == 0 { now + (rng.next_u32() % 86_400) as i64 } else { now },
+            free_from: if i % 2 == 0 {
+                now + (rng.next_u32() % 86_400) as i64
+            } else {
+                now
+            },
             blocks: if i % 4 == 1 {
                 let start = now + (rng.next_u32() % 20_000) as i64;
                 vec![(start, start + 7_200)]
@@ -70,7 +74,11 @@ pub fn run(pending: usize, gpus: usize, runs: usize) {
         let name = format!(
             "{} pass{}",
             policy.as_str(),
-            if explain { ", reasons and estimates for all" } else { ", decisions only" }
+            if explain {
+                ", reasons and estimates for all"
+            } else {
+                ", decisions only"
+            }
         );
         time(&name, &|| {
             let plan = schedule(&Pass {

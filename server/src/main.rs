@@ -48,7 +48,10 @@ fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
             })
         };
         if let Some(path) = &args.json {
-            write(path, serde_json::to_string_pretty(&report).unwrap_or_default())?;
+            write(
+                path,
+                serde_json::to_string_pretty(&report).unwrap_or_default(),
+            )?;
         }
         if let Some(path) = &args.plot {
             write(path, report.svg())?;

@@ -71,6 +71,7 @@ fn matrix() -> Vec<Row> {
         row(get.clone(), "/calendar", None, [303, 200, 200, 200]),
         row(get.clone(), "/jobs", None, [303, 200, 200, 200]),
         row(get.clone(), "/history", None, [303, 200, 200, 200]),
+        row(get.clone(), "/queue", None, [303, 200, 200, 200]),
         row(post.clone(), "/api/fn/fleet", None, [401, 200, 200, 200]),
         row(get.clone(), "/api/v1/gpus", None, [401, 200, 200, 200]),
         row(
@@ -158,6 +159,41 @@ fn matrix() -> Vec<Row> {
             "/api/v1/jobs/{id}",
             None,
             [401, 200, 403, 422],
+        ),
+        // The queue: everyone logged in sees it and submits ({} lacks gpus: 400); {id} is the
+        // user's booked job, not a queue job, so its owner and admins learn it is no queue job
+        // and others may not see it; settings and shares are read by all, set by admins.
+        row(get.clone(), "/api/v1/queue", None, [401, 200, 200, 200]),
+        row(
+            post.clone(),
+            "/api/v1/queue",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        row(
+            Method::DELETE,
+            "/api/v1/queue/{id}",
+            None,
+            [401, 404, 403, 404],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/queue/settings",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            Method::PUT,
+            "/api/v1/queue/settings",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+        row(get.clone(), "/api/v1/shares", None, [401, 200, 200, 200]),
+        row(
+            Method::PUT,
+            "/api/v1/shares",
+            EmptyJson,
+            [401, 403, 403, 200],
         ),
         // Enforcement: the policy is the admins'; everyone sees their own violations (admins
         // all); only admins inject simulated processes ({} lacks the card: 400).
@@ -303,7 +339,7 @@ impl World {
             self.user_token_id
         } else if route.starts_with("/api/v1/bookings/") {
             self.user_booking_id
-        } else if route.starts_with("/api/v1/jobs/") {
+        } else if route.starts_with("/api/v1/jobs/") || route.starts_with("/api/v1/queue/") {
             self.user_job_id
         } else if route.starts_with("/api/v1/maintenance/") {
             999

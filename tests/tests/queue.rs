@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 const ACCOUNT: &str = "lanes-test-job";
 
 async fn submit(session: &Session<'_>, body: Value) -> QueuedJob {
-    let (status, text) = session.call(Method::POST, "/api/v1/queue", Some(body)).await;
+    let (status, text) = session
+        .call(Method::POST, "/api/v1/queue", Some(body))
+        .await;
     assert_eq!(status, 201, "{text}");
     serde_json::from_str(&text).unwrap()
 }
@@ -39,7 +41,10 @@ async fn until(
         if let Some(j) = found.filter(|j| done(j)) {
             return j;
         }
-        assert!(Instant::now() < deadline, "job {job} did not get there in {seconds} s");
+        assert!(
+            Instant::now() < deadline,
+            "job {job} did not get there in {seconds} s"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -83,13 +88,20 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
 
     // The booking is given back: the job starts at once.
     let (status, text) = other
-        .call(Method::DELETE, &format!("/api/v1/bookings/{}", booking.id), None)
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/bookings/{}", booking.id),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{text}");
     let freed = Instant::now();
     let running = until(&owner, job.id, 5, |j| j.state != QueueState::Pending).await;
     let waited = freed.elapsed();
-    assert!(waited < Duration::from_secs(1), "started {waited:?} after the cards freed");
+    assert!(
+        waited < Duration::from_secs(1),
+        "started {waited:?} after the cards freed"
+    );
     assert_eq!(running.cards.len(), 2, "{running:?}");
 
     let done = until(&owner, job.id, 10, |j| j.state != QueueState::Running).await;
@@ -98,11 +110,18 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
         .call(Method::GET, &format!("/api/v1/jobs/{}/log", job.id), None)
         .await;
     let mask = format!("{},{}", gpus[0].info.uuid, gpus[1].info.uuid);
-    assert!(log.contains(&format!("CUDA_VISIBLE_DEVICES={mask}\n")), "{log}");
+    assert!(
+        log.contains(&format!("CUDA_VISIBLE_DEVICES={mask}\n")),
+        "{log}"
+    );
     assert!(log.contains(&format!("USER={ACCOUNT}\n")), "{log}");
     // Its booking was released when it ended: the cards are free again.
     let (_, text) = owner
-        .call(Method::GET, &format!("/api/v1/bookings/{}", done.booking_id.unwrap()), None)
+        .call(
+            Method::GET,
+            &format!("/api/v1/bookings/{}", done.booking_id.unwrap()),
+            None,
+        )
         .await;
     let held: Booking = serde_json::from_str(&text).unwrap();
     assert_eq!(held.state.as_str(), "released", "{held:?}");
@@ -130,8 +149,16 @@ async fn a_queued_job_never_runs_into_a_booking_and_short_work_fills_the_gap() {
         .await;
     assert_eq!(status, 201, "{text}");
     let booking: Booking = serde_json::from_str(&text).unwrap();
-    let long = submit(&owner, json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]})).await;
-    let short = submit(&owner, json!({"gpus": 1, "time_limit_s": 5, "argv": ["sleep", "1"]})).await;
+    let long = submit(
+        &owner,
+        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
+    )
+    .await;
+    let short = submit(
+        &owner,
+        json!({"gpus": 1, "time_limit_s": 5, "argv": ["sleep", "1"]}),
+    )
+    .await;
     // The short job fits before the booking and starts; the long one waits until after it.
     until(&owner, short.id, 5, |j| j.state == QueueState::Running).await;
     let long = until(&owner, long.id, 5, |j| j.estimated_start.is_some()).await;
@@ -153,7 +180,11 @@ async fn a_queued_job_never_runs_into_a_booking_and_short_work_fills_the_gap() {
 async fn a_queued_job_is_stopped_at_its_time_limit_and_cancel_works_in_every_state() {
     let app = TestApp::spawn_configured(2, |c| c.job_grace = Duration::from_millis(500)).await;
     let owner = member(&app).await;
-    let job = submit(&owner, json!({"gpus": 1, "time_limit_s": 2, "argv": ["sleep", "600"]})).await;
+    let job = submit(
+        &owner,
+        json!({"gpus": 1, "time_limit_s": 2, "argv": ["sleep", "600"]}),
+    )
+    .await;
     let running = until(&owner, job.id, 5, |j| j.state == QueueState::Running).await;
     let over = until(&owner, job.id, 10, |j| j.state != QueueState::Running).await;
     assert_eq!(over.state, QueueState::TimedOut, "{over:?}");
@@ -161,14 +192,29 @@ async fn a_queued_job_is_stopped_at_its_time_limit_and_cancel_works_in_every_sta
     assert!(ran >= chrono::Duration::seconds(2), "{ran}");
 
     // Cancel a running one and a waiting one (two cards, three one-card... jobs of two cards).
-    let first = submit(&owner, json!({"gpus": 2, "time_limit_s": 600, "argv": ["sleep", "600"]})).await;
-    let second = submit(&owner, json!({"gpus": 2, "time_limit_s": 600, "argv": ["sleep", "600"]})).await;
+    let first = submit(
+        &owner,
+        json!({"gpus": 2, "time_limit_s": 600, "argv": ["sleep", "600"]}),
+    )
+    .await;
+    let second = submit(
+        &owner,
+        json!({"gpus": 2, "time_limit_s": 600, "argv": ["sleep", "600"]}),
+    )
+    .await;
     until(&owner, first.id, 5, |j| j.state == QueueState::Running).await;
     let (status, text) = owner
-        .call(Method::DELETE, &format!("/api/v1/queue/{}", second.id), None)
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/queue/{}", second.id),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{text}");
-    assert_eq!(serde_json::from_str::<QueuedJob>(&text).unwrap().state, QueueState::Cancelled);
+    assert_eq!(
+        serde_json::from_str::<QueuedJob>(&text).unwrap().state,
+        QueueState::Cancelled
+    );
     let (status, _) = owner
         .call(Method::DELETE, &format!("/api/v1/queue/{}", first.id), None)
         .await;
@@ -198,8 +244,16 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
         )
         .await;
     assert_eq!(status, 200, "{text}");
-    let a = submit(&owner, json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]})).await;
-    let b = submit(&owner, json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]})).await;
+    let a = submit(
+        &owner,
+        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
+    )
+    .await;
+    let b = submit(
+        &owner,
+        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
+    )
+    .await;
     until(&owner, a.id, 5, |j| j.state == QueueState::Running).await;
     let b_wait = until(&owner, b.id, 5, |j| j.reason.is_some()).await;
     assert_eq!(b_wait.state, QueueState::Pending);
@@ -209,13 +263,21 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
     );
     // The limit is the user's: the admin's job goes ahead on a free card.
     ensure_unix_account("boss");
-    let c = submit(&admin, json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]})).await;
+    let c = submit(
+        &admin,
+        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
+    )
+    .await;
     until(&admin, c.id, 5, |j| j.state == QueueState::Running).await;
     // When the first ends, the second starts.
-    owner.call(Method::DELETE, &format!("/api/v1/queue/{}", a.id), None).await;
+    owner
+        .call(Method::DELETE, &format!("/api/v1/queue/{}", a.id), None)
+        .await;
     until(&owner, b.id, 10, |j| j.state == QueueState::Running).await;
     for id in [b.id, c.id] {
-        admin.call(Method::DELETE, &format!("/api/v1/queue/{id}"), None).await;
+        admin
+            .call(Method::DELETE, &format!("/api/v1/queue/{id}"), None)
+            .await;
     }
     app.stop().await;
 }
@@ -225,21 +287,58 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     let app = TestApp::spawn(2).await;
     let owner = member(&app).await;
     let cases = [
-        (json!({"gpus": 0, "time_limit_s": 60, "argv": ["true"]}), 422, "gpus must be between 1 and 2"),
-        (json!({"gpus": 3, "time_limit_s": 60, "argv": ["true"]}), 422, "the pool has 2 card(s)"),
-        (json!({"gpus": 1, "time_limit_s": 0, "argv": ["true"]}), 422, "time_limit_s must be between 1"),
-        (json!({"gpus": 1, "time_limit_s": 99_999_999, "argv": ["true"]}), 422, "maximum"),
-        (json!({"gpus": 1, "time_limit_s": 60, "argv": []}), 422, "argv needs at least the command"),
-        (json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "min_memory_bytes": 1u64 << 50}), 422, "with that much memory"),
-        (json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "env": {"CUDA_VISIBLE_DEVICES": "0"}}), 422, "CUDA_VISIBLE_DEVICES"),
-        (json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "priority": 9}), 400, "priority"),
+        (
+            json!({"gpus": 0, "time_limit_s": 60, "argv": ["true"]}),
+            422,
+            "gpus must be between 1 and 2",
+        ),
+        (
+            json!({"gpus": 3, "time_limit_s": 60, "argv": ["true"]}),
+            422,
+            "the pool has 2 card(s)",
+        ),
+        (
+            json!({"gpus": 1, "time_limit_s": 0, "argv": ["true"]}),
+            422,
+            "time_limit_s must be between 1",
+        ),
+        (
+            json!({"gpus": 1, "time_limit_s": 99_999_999, "argv": ["true"]}),
+            422,
+            "maximum",
+        ),
+        (
+            json!({"gpus": 1, "time_limit_s": 60, "argv": []}),
+            422,
+            "argv needs at least the command",
+        ),
+        (
+            json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "min_memory_bytes": 1u64 << 50}),
+            422,
+            "with that much memory",
+        ),
+        (
+            json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "env": {"CUDA_VISIBLE_DEVICES": "0"}}),
+            422,
+            "CUDA_VISIBLE_DEVICES",
+        ),
+        (
+            json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "priority": 9}),
+            400,
+            "priority",
+        ),
         (json!({"gpus": "two", "argv": ["true"]}), 400, "gpus"),
     ];
     for (body, want, says) in cases {
-        let (status, text) = owner.call(Method::POST, "/api/v1/queue", Some(body.clone())).await;
+        let (status, text) = owner
+            .call(Method::POST, "/api/v1/queue", Some(body.clone()))
+            .await;
         assert_eq!(status, want, "{body}: {text}");
         let error: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("JSON: {text}"));
-        assert!(error["message"].as_str().unwrap_or_default().contains(says), "{body}: {text}");
+        assert!(
+            error["message"].as_str().unwrap_or_default().contains(says),
+            "{body}: {text}"
+        );
     }
     // Without an admin default, a time limit is required.
     let admin = Session {
@@ -247,16 +346,27 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
         cookie: app.sign_up("boss", Role::Admin).await,
     };
     let mut settings: Value = serde_json::from_str(
-        &admin.call(Method::GET, "/api/v1/queue/settings", None).await.1,
+        &admin
+            .call(Method::GET, "/api/v1/queue/settings", None)
+            .await
+            .1,
     )
     .unwrap();
     settings["default_time_limit_s"] = Value::Null;
     let (status, text) = admin
-        .call(Method::PUT, "/api/v1/queue/settings", Some(settings.clone()))
+        .call(
+            Method::PUT,
+            "/api/v1/queue/settings",
+            Some(settings.clone()),
+        )
         .await;
     assert_eq!(status, 200, "{text}");
     let (status, text) = owner
-        .call(Method::POST, "/api/v1/queue", Some(json!({"gpus": 1, "argv": ["true"]})))
+        .call(
+            Method::POST,
+            "/api/v1/queue",
+            Some(json!({"gpus": 1, "argv": ["true"]})),
+        )
         .await;
     assert_eq!(status, 422, "{text}");
     assert!(text.contains("time_limit_s is required"), "{text}");
@@ -289,7 +399,10 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
     until(&owner, job.id, 5, |j| j.state == QueueState::Running).await;
     let seen = queue(&other).await;
     let theirs = seen.jobs.iter().find(|j| j.id == job.id).unwrap();
-    assert_eq!((theirs.username.as_str(), theirs.name.as_str()), (ACCOUNT, "train"));
+    assert_eq!(
+        (theirs.username.as_str(), theirs.name.as_str()),
+        (ACCOUNT, "train")
+    );
     assert!(theirs.argv.is_empty());
     assert_eq!(queue(&owner).await.jobs[0].argv, vec!["sleep", "600"]);
     // Someone else may not cancel it.
@@ -299,12 +412,20 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
     assert_eq!(status, 403);
 
     let shares = json!({"groups": {}, "users": {ACCOUNT: 3.0}});
-    let (status, _) = other.call(Method::PUT, "/api/v1/shares", Some(shares.clone())).await;
+    let (status, _) = other
+        .call(Method::PUT, "/api/v1/shares", Some(shares.clone()))
+        .await;
     assert_eq!(status, 403);
-    let (status, text) = admin.call(Method::PUT, "/api/v1/shares", Some(shares)).await;
+    let (status, text) = admin
+        .call(Method::PUT, "/api/v1/shares", Some(shares))
+        .await;
     assert_eq!(status, 200, "{text}");
     let (status, text) = admin
-        .call(Method::PUT, "/api/v1/shares", Some(json!({"users": {"x": -1}})))
+        .call(
+            Method::PUT,
+            "/api/v1/shares",
+            Some(json!({"users": {"x": -1}})),
+        )
         .await;
     assert_eq!(status, 422, "{text}");
     // Standings follow the shares: 3 of the 5 users' shares (all in no group).
@@ -319,6 +440,8 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         assert!(Instant::now() < deadline, "{:?}", view.standings);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    owner.call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None).await;
+    owner
+        .call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
+        .await;
     app.stop().await;
 }

@@ -26,9 +26,32 @@ pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// A span of seconds in the two largest units ("2 h 30 min", "45 s", "3 d 4 h").
+pub fn span(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (d, h, m) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s} s"),
+        (0, 0, m) => format!("{m} min"),
+        (0, h, 0) => format!("{h} h"),
+        (0, h, m) => format!("{h} h {m} min"),
+        (d, 0, _) => format!("{d} d"),
+        (d, h, _) => format!("{d} d {h} h"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_use_their_two_largest_units() {
+        assert_eq!(span(45), "45 s");
+        assert_eq!(span(600), "10 min");
+        assert_eq!(span(9_000), "2 h 30 min");
+        assert_eq!(span(7_200), "2 h");
+        assert_eq!(span(3 * 86_400 + 4 * 3_600 + 59), "3 d 4 h");
+    }
 
     #[test]
     fn moments_are_shown_to_the_minute_in_utc() {

@@ -36,6 +36,19 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Remote<T> {
         self.reload();
     }
 
+    /// Reloads every `period` while the page lives (in the browser only).
+    pub fn refresh_every(&self, period: std::time::Duration) {
+        #[cfg(feature = "hydrate")]
+        {
+            let remote = *self;
+            if let Ok(handle) = set_interval_with_handle(move || remote.reload(), period) {
+                on_cleanup(move || handle.clear());
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = period;
+    }
+
     pub fn reload(&self) {
         let (data, url) = (self.data, self.url.get_value());
         leptos::task::spawn_local(async move {

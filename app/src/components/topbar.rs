@@ -35,6 +35,7 @@ pub fn TopBar(
                 <a href="/">"Dashboard"</a>
                 <a href="/calendar">"Calendar"</a>
                 <a href="/jobs">"Jobs"</a>
+                <a href="/queue">"Queue"</a>
                 <a href="/history">"History"</a>
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {

@@ -204,9 +204,36 @@ impl Shares {
     pub fn check(&self) -> Result<(), String> {
         for (scope, map) in [("group", &self.groups), ("user", &self.users)] {
             if let Some((name, v)) = map.iter().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
-                return Err(format!("the share of {scope} {name:?} must be 0 or more, not {v}"));
+                return Err(format!(
+                    "the share of {scope} {name:?} must be 0 or more, not {v}"
+                ));
             }
         }
         Ok(())
+    }
+}
+
+/// The note of the booking that holds a queue job's cards.
+pub fn booking_note(job_id: i64, name: &str) -> String {
+    format!("queue job {job_id}: {name}")
+}
+
+/// The queue job a booking holds cards for, read back from its note.
+pub fn job_of_booking(note: &str) -> Option<i64> {
+    note.strip_prefix("queue job ")?
+        .split(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_bookings_note_names_its_job() {
+        assert_eq!(job_of_booking(&booking_note(42, "train: v2")), Some(42));
+        assert_eq!(job_of_booking("team meeting"), None);
     }
 }

@@ -43,6 +43,8 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
         query_time(now()),
         query_time(now() + chrono::Duration::days(7))
     ));
+    // Queue jobs start and end by themselves: look again now and then.
+    bookings.refresh_every(std::time::Duration::from_secs(10));
     let status = RwSignal::new(LinkStatus::Connecting);
     #[cfg(feature = "hydrate")]
     Effect::new(move |started: Option<()>| {
@@ -128,13 +130,23 @@ fn GpuCard(
                 let (holder, next) = holder_and_next(list, &uuid, now());
                 let next_text = next
                     .map(|b| format!("next: {} {}", b.display_name, short_time(b.start, offset)));
+                let next_part = next_text
+                    .clone()
+                    .map(|n| format!(" · {n}"))
+                    .unwrap_or_default();
                 let text = match holder {
-                    Some(b) => format!(
-                        "Booked by {} until {}{}",
-                        b.display_name,
-                        short_time(b.end, offset),
-                        next_text.map(|n| format!(" · {n}")).unwrap_or_default()
-                    ),
+                    Some(b) => match crate::model::queue::job_of_booking(&b.note) {
+                        Some(job) => format!(
+                            "Queue job #{job} of {} (limit {}){next_part}",
+                            b.display_name,
+                            short_time(b.end, offset),
+                        ),
+                        None => format!(
+                            "Booked by {} until {}{next_part}",
+                            b.display_name,
+                            short_time(b.end, offset),
+                        ),
+                    },
                     None => match next_text {
                         Some(n) => format!("Free · {n}"),
                         None => "Free · no bookings in the next 7 days".into(),

@@ -32,7 +32,10 @@ pub fn JobsPage() -> impl IntoView {
 #[component]
 fn JobsSections(me: User) -> impl IntoView {
     let jobs = Remote::<Vec<Job>>::new("/api/v1/jobs");
-    let watching = RwSignal::new(None::<i64>);
+    // `?watch=ID` opens a job's output (the queue page links here).
+    let asked = leptos_router::hooks::use_query_map()
+        .with_untracked(|q| q.get("watch").and_then(|id| id.parse::<i64>().ok()));
+    let watching = RwSignal::new(asked);
     view! {
         <h2>"Jobs"</h2>
         <section class="panel">

@@ -8,4 +8,5 @@ pub mod history;
 pub mod jobs;
 pub mod login;
 pub mod not_found;
+pub mod queue;
 pub mod quotas;

@@ -16,9 +16,7 @@ use chrono::Utc;
 use lanes_app::model::account::User;
 use lanes_app::model::booking::GpuRef;
 use lanes_app::model::job::{Job, QueueRequest};
-use lanes_app::model::queue::{
-    QueueSettings, QueueState, QueueView, QueuedJob, Shares, SubmitJob,
-};
+use lanes_app::model::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Shares, SubmitJob};
 use std::collections::HashMap;
 
 pub fn routes() -> Routes {
@@ -60,7 +58,11 @@ async fn submit(
     if request.gpus == 0 || request.gpus as usize > eligible {
         return Err(ApiError::Unprocessable(format!(
             "gpus must be between 1 and {eligible}: the pool has {eligible} card(s){}",
-            if min_memory > 0 { " with that much memory" } else { "" }
+            if min_memory > 0 {
+                " with that much memory"
+            } else {
+                ""
+            }
         )));
     }
     // The job will run as this account: refuse now rather than after it waited its turn.
@@ -90,7 +92,10 @@ async fn submit(
         )
         .await?;
     state.queue.wake();
-    Ok((StatusCode::CREATED, Json(view(&job, &user, None, &HashMap::new()))))
+    Ok((
+        StatusCode::CREATED,
+        Json(view(&job, &user, None, &HashMap::new())),
+    ))
 }
 
 async fn list(
@@ -163,7 +168,11 @@ fn view(
         position: wait.map(|w| w.position),
         priority: wait.map(|w| w.priority),
         exit_code: job.exit_code,
-        message: if mine { job.message.clone() } else { String::new() },
+        message: if mine {
+            job.message.clone()
+        } else {
+            String::new()
+        },
     }
 }
 

@@ -142,8 +142,7 @@ impl Runner {
             };
             if job.job.state == JobState::Running {
                 let queued = job.job.queue.is_some();
-                if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested, queued)
-                {
+                if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested, queued) {
                     stop_reasons.insert(id, reason);
                 }
             }

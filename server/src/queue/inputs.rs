@@ -99,26 +99,38 @@ pub fn standings(
             h.gpus.max(0) as u32,
         ));
     }
-    let accounts: Vec<Account> = members
-        .iter()
-        .map(|m| Account {
-            user: m.username.clone(),
-            group: m.group.clone(),
-            usage: by_user
-                .get(&m.id)
-                .map_or(0.0, |list| fairshare::decayed_usage(list, now, half_life)),
-        })
-        .collect();
-    let table = ShareTable {
+    // A user in no group stands alone, as if their own group, with their own share there
+    // (group names cannot contain '/', so these cannot clash with real ones).
+    let mut table = ShareTable {
         groups: shares.groups.clone(),
         users: shares.users.clone(),
     };
+    let accounts: Vec<Account> = members
+        .iter()
+        .map(|m| {
+            let group = if m.group.is_empty() {
+                let alone = format!("/{}", m.username);
+                let share = shares.users.get(&m.username).copied().unwrap_or(1.0);
+                table.groups.insert(alone.clone(), share);
+                alone
+            } else {
+                m.group.clone()
+            };
+            Account {
+                user: m.username.clone(),
+                group,
+                usage: by_user
+                    .get(&m.id)
+                    .map_or(0.0, |list| fairshare::decayed_usage(list, now, half_life)),
+            }
+        })
+        .collect();
     fairshare::standings(&accounts, &table)
         .into_iter()
-        .zip(&accounts)
-        .map(|(s, a)| Standing {
+        .zip(members.iter().zip(&accounts))
+        .map(|(s, (m, a))| Standing {
             username: a.user.clone(),
-            group: a.group.clone(),
+            group: m.group.clone(),
             share: s.share,
             usage: s.usage,
             gpu_hours: a.usage / 3_600.0,
@@ -201,6 +213,40 @@ mod tests {
         assert_eq!(cards[0].blocks, vec![(5, 6)]);
         assert_eq!(cards[1].blocks, vec![(10, 21)]);
         assert_eq!(cards[1].memory_free, 60);
+    }
+
+    #[test]
+    fn users_in_no_group_stand_alone_with_their_own_share() {
+        let member = |id: i64, name: &str, group: &str| Member {
+            id,
+            username: name.into(),
+            group: group.into(),
+            max_gpus: None,
+        };
+        let members = [
+            member(1, "ann", ""),
+            member(2, "bob", ""),
+            member(3, "cid", "lab"),
+        ];
+        let holds = [UserHold {
+            user_id: 2,
+            start_ms: 0,
+            end_ms: 3_600_000,
+            gpus: 2,
+        }];
+        let shares = Shares {
+            groups: [("lab".into(), 2.0)].into(),
+            users: [("ann".into(), 2.0)].into(),
+        };
+        let s = standings(&members, &holds, &shares, 86_400, 3_600);
+        // Shares 2 (ann alone), 1 (bob alone), 2 (lab): ann and cid 40 % each, bob 20 %.
+        assert!((s[0].share - 0.4).abs() < 1e-12 && (s[2].share - 0.4).abs() < 1e-12);
+        assert!((s[1].share - 0.2).abs() < 1e-12);
+        // Bob's use is his alone: ann is not judged by it.
+        assert_eq!(s[0].factor, 1.0);
+        assert!(s[1].factor < 0.5);
+        assert_eq!(s[0].group, "");
+        assert!((s[1].gpu_hours - 2.0).abs() < 0.05);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use inputs::{Member, PoolCard};
 use lanes_app::model::booking::GpuRef;
 use lanes_app::model::job::Job;
-use lanes_app::model::queue::{QueuePolicy, QueueSettings, Shares, Standing};
+use lanes_app::model::queue::{booking_note, QueuePolicy, QueueSettings, Shares, Standing};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -62,7 +62,9 @@ fn read<T: Clone>(lock: &RwLock<T>) -> T {
 }
 
 fn write<T>(lock: &RwLock<T>, value: T) {
-    *lock.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = value;
+    *lock
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = value;
 }
 
 impl Queue {
@@ -257,12 +259,15 @@ impl Queue {
             cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),
             start: now,
             end: now + chrono::Duration::seconds(request.time_limit_s),
-            note: format!("queue job {}: {}", job.id, truncate(&name, 200)),
+            note: booking_note(job.id, &truncate(&name, 200)),
             enforce_quota: false,
         };
-        let audit = AuditEntry::new(None, "queue.start", format!("job {}", job.id)).detail(
-            format!("{} card(s) for up to {} s", gpus.len(), request.time_limit_s),
-        );
+        let audit =
+            AuditEntry::new(None, "queue.start", format!("job {}", job.id)).detail(format!(
+                "{} card(s) for up to {} s",
+                gpus.len(),
+                request.time_limit_s
+            ));
         let booking = match self.store.create_booking(&new, audit, now).await {
             Ok(booking) => booking,
             Err(BookingError::Store(e)) => return Err(e),

@@ -111,7 +111,13 @@ pub fn standings(accounts: &[Account], shares: &ShareTable) -> Vec<Standing> {
             } else {
                 0.0
             };
-            let norm = |u: f64| if total_usage > 0.0 { u / total_usage } else { 0.0 };
+            let norm = |u: f64| {
+                if total_usage > 0.0 {
+                    u / total_usage
+                } else {
+                    0.0
+                }
+            };
             let usage = norm(a.usage);
             let effective_usage = usage + (norm(group_usage) - usage) * within;
             let factor = if share > 0.0 {

@@ -14,25 +14,36 @@ const LEFT: f64 = 56.0;
 const RIGHT: f64 = 160.0;
 const TOP: f64 = 28.0;
 const BOTTOM: f64 = 40.0;
-const COLORS: [&str; 6] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#7f7f7f"];
+const COLORS: [&str; 6] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#7f7f7f",
+];
 
 /// Mean busy fraction of `gpus` cards in each of `buckets` equal spans of `[from, to)`.
-pub fn utilization(busy: &[(Time, u32)], gpus: u32, from: Time, to: Time, buckets: usize) -> Vec<f64> {
+pub fn utilization(
+    busy: &[(Time, u32)],
+    gpus: u32,
+    from: Time,
+    to: Time,
+    buckets: usize,
+) -> Vec<f64> {
     let width = ((to - from) as f64 / buckets as f64).max(1.0);
     let mut area = vec![0f64; buckets];
     for (i, &(t, n)) in busy.iter().enumerate() {
-        let end = busy.get(i + 1).map_or(to, |&(t, _)| t).min(to);
-        let mut a = t.max(from) as f64;
-        let end = end as f64;
-        while a < end {
-            let b = ((a - from as f64) / width).floor() as usize;
-            if b >= buckets {
+        let (a, end) = (
+            (t.max(from) - from) as f64,
+            (busy.get(i + 1).map_or(to, |&(t, _)| t).min(to) - from) as f64,
+        );
+        if n == 0 || end <= a {
+            continue;
+        }
+        // Walk the buckets by index, so rounding can never stall the walk.
+        let first = (a / width).floor() as usize;
+        for (b, bucket) in area.iter_mut().enumerate().skip(first) {
+            let (lo, hi) = (b as f64 * width, (b + 1) as f64 * width);
+            if lo >= end {
                 break;
             }
-            let bucket_end = from as f64 + (b + 1) as f64 * width;
-            let stop = end.min(bucket_end);
-            area[b] += f64::from(n) * (stop - a);
-            a = stop;
+            *bucket += f64::from(n) * (hi.min(end) - lo.max(a)).max(0.0);
         }
     }
     area.iter()
@@ -90,9 +101,13 @@ pub fn svg(title: &str, gpus: u32, lines: &[Line]) -> String {
     }
     for (i, line) in lines.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
+        // Each line stops where its replay ended.
+        let own_end = line.busy.last().map_or(to, |b| b.0);
+        let bucket_width = (to - from) as f64 / buckets as f64;
         let points: Vec<String> = utilization(line.busy, gpus, from, to, buckets)
             .iter()
             .enumerate()
+            .take_while(|(b, _)| from as f64 + *b as f64 * bucket_width < own_end as f64)
             .map(|(b, u)| format!("{:.1},{:.1}", x(b as f64 + 0.5), y(*u)))
             .collect();
         out.push_str(&format!(
@@ -112,7 +127,9 @@ pub fn svg(title: &str, gpus: u32, lines: &[Line]) -> String {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -127,12 +144,28 @@ mod tests {
         assert_eq!(utilization(&busy, 4, 0, 100, 4), vec![0.5, 0.5, 1.0, 1.0]);
         let one = utilization(&busy, 4, 0, 100, 1);
         assert!((one[0] - 0.75).abs() < 1e-12);
+        // Spans whose bucket edges do not fall on whole seconds still finish.
+        let odd = utilization(&[(0, 3), (1_000_003, 0)], 3, 0, 1_000_003, 7);
+        assert!(odd.iter().all(|u| (u - 1.0).abs() < 1e-9), "{odd:?}");
     }
 
     #[test]
     fn the_svg_has_a_line_and_a_label_per_replay() {
         let a = [(0, 1), (10, 0)];
-        let svg = svg("t <1>", 1, &[Line { label: "fifo".into(), busy: &a }, Line { label: "static".into(), busy: &a }]);
+        let svg = svg(
+            "t <1>",
+            1,
+            &[
+                Line {
+                    label: "fifo".into(),
+                    busy: &a,
+                },
+                Line {
+                    label: "static".into(),
+                    busy: &a,
+                },
+            ],
+        );
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains(">static</text>") && svg.contains("t &lt;1&gt;"));
     }

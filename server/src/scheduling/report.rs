@@ -53,8 +53,15 @@ pub fn run(request: &Request) -> Result<Report, SimulateError> {
     if request.gpus == 0 {
         return Err(SimulateError::Invalid("--gpus must be at least 1".into()));
     }
-    if let Some(bad) = request.loads.iter().flatten().find(|l| !(**l > 0.0 && l.is_finite())) {
-        return Err(SimulateError::Invalid(format!("--load must be above 0, not {bad}")));
+    if let Some(bad) = request
+        .loads
+        .iter()
+        .flatten()
+        .find(|l| !(**l > 0.0 && l.is_finite()))
+    {
+        return Err(SimulateError::Invalid(format!(
+            "--load must be above 0, not {bad}"
+        )));
     }
     let mut jobs = Vec::new();
     for path in &request.traces {
@@ -64,10 +71,22 @@ pub fn run(request: &Request) -> Result<Report, SimulateError> {
         })?;
         jobs.extend(trace::parse(&text, &path.display().to_string())?);
     }
-    let loads = if request.loads.is_empty() { vec![None] } else { request.loads.clone() };
+    let loads = if request.loads.is_empty() {
+        vec![None]
+    } else {
+        request.loads.clone()
+    };
     let workloads: Vec<_> = loads
         .iter()
-        .map(|&load| trace::workload(jobs.clone(), request.gpus, load, request.estimate, request.seed))
+        .map(|&load| {
+            trace::workload(
+                jobs.clone(),
+                request.gpus,
+                load,
+                request.estimate,
+                request.seed,
+            )
+        })
         .collect();
     if workloads[0].jobs.is_empty() {
         return Err(SimulateError::Invalid(format!(
@@ -94,7 +113,11 @@ pub fn run(request: &Request) -> Result<Report, SimulateError> {
             .collect()
     });
     Ok(Report {
-        traces: request.traces.iter().map(|p| p.display().to_string()).collect(),
+        traces: request
+            .traces
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
         gpus: request.gpus,
         jobs: workloads[0].jobs.len(),
         skipped: workloads[0].skipped,
@@ -223,7 +246,10 @@ mod tests {
     #[test]
     fn model_and_share_names_are_checked() {
         assert_eq!(models(&["all".into()], 3_600).unwrap().len(), 4);
-        assert!(matches!(models(&["lifo".into()], 1), Err(SimulateError::Invalid(_))));
+        assert!(matches!(
+            models(&["lifo".into()], 1),
+            Err(SimulateError::Invalid(_))
+        ));
         assert_eq!(shares(&["a=3".into()]).unwrap().groups["a"], 3.0);
         assert!(shares(&["a=-1".into()]).is_err());
     }

@@ -305,7 +305,9 @@ pub fn schedule(pass: &Pass) -> Plan {
                 .find(|j| Some(j.id) == plan.reservation.as_ref().map(|r| r.0));
             if let Some(job) = job {
                 for &c in chosen {
-                    forecast[c].blocks.retain(|&b| b != (*at, *at + job.time_limit));
+                    forecast[c]
+                        .blocks
+                        .retain(|&b| b != (*at, *at + job.time_limit));
                 }
             }
         }
@@ -394,9 +396,13 @@ pub fn earliest(cards: &[Card], job: &Waiting, now: Time) -> Option<(Time, Vec<u
         .iter()
         .map(|&i| cards[i].free_from.max(now))
         .collect();
-    releases.sort_unstable();
+    releases.select_nth_unstable(n - 1);
     let floor = releases[n - 1];
-    let mut candidates: Vec<Time> = releases.into_iter().filter(|&t| t >= floor).collect();
+    // Most often the floor itself fits: try it before gathering every other candidate.
+    if let Some(found) = fit_at(cards, &eligible, job, floor) {
+        return Some(found);
+    }
+    let mut candidates: Vec<Time> = releases.into_iter().filter(|&t| t > floor).collect();
     candidates.extend(
         eligible
             .iter()
@@ -405,22 +411,32 @@ pub fn earliest(cards: &[Card], job: &Waiting, now: Time) -> Option<(Time, Vec<u
     );
     candidates.sort_unstable();
     candidates.dedup();
-    for t in candidates {
-        let end = t + job.time_limit;
-        if eligible.iter().filter(|&&i| cards[i].clear(t, end)).count() < n {
-            continue;
-        }
-        let mut fitting: Vec<(Time, usize)> = eligible
-            .iter()
-            .filter(|&&i| cards[i].clear(t, end))
-            .map(|&i| (cards[i].next_block(end), i))
-            .collect();
-        fitting.sort_unstable();
-        let mut chosen: Vec<usize> = fitting[..n].iter().map(|&(_, i)| i).collect();
-        chosen.sort_unstable();
-        return Some((t, chosen));
+    candidates
+        .into_iter()
+        .find_map(|t| fit_at(cards, &eligible, job, t))
+}
+
+/// The cards among `eligible` the job would take if it started at `t`, if enough are clear.
+fn fit_at(
+    cards: &[Card],
+    eligible: &[usize],
+    job: &Waiting,
+    t: Time,
+) -> Option<(Time, Vec<usize>)> {
+    let n = job.gpus as usize;
+    let end = t + job.time_limit;
+    if eligible.iter().filter(|&&i| cards[i].clear(t, end)).count() < n {
+        return None;
     }
-    None
+    let mut fitting: Vec<(Time, usize)> = eligible
+        .iter()
+        .filter(|&&i| cards[i].clear(t, end))
+        .map(|&i| (cards[i].next_block(end), i))
+        .collect();
+    fitting.sort_unstable();
+    let mut chosen: Vec<usize> = fitting[..n].iter().map(|&(_, i)| i).collect();
+    chosen.sort_unstable();
+    Some((t, chosen))
 }
 
 #[cfg(test)]
@@ -464,7 +480,13 @@ mod tests {
             &cards(4),
             &[job(1, 3, 100, 0), job(2, 2, 50, 1)],
         );
-        assert_eq!(plan.starts, vec![Start { job: 1, cards: vec![0, 1, 2] }]);
+        assert_eq!(
+            plan.starts,
+            vec![Start {
+                job: 1,
+                cards: vec![0, 1, 2]
+            }]
+        );
         assert_eq!(
             plan.waits,
             vec![Wait {
@@ -480,12 +502,22 @@ mod tests {
         let mut pool = cards(2);
         pool[0].blocks.push((60, 120));
         pool[1].blocks.push((30, 90));
-        let plan = run(Policy::Backfill, &pool, &[job(1, 2, 60, 0), job(2, 1, 60, 0)]);
+        let plan = run(
+            Policy::Backfill,
+            &pool,
+            &[job(1, 2, 60, 0), job(2, 1, 60, 0)],
+        );
         // Two cards for 60 s: only after both bookings, at 120.
         assert!(plan.starts.iter().all(|s| s.job != 1));
         assert_eq!(plan.reservation, Some((1, 120, vec![0, 1])));
         // One card for 60 s fits before card 0's booking.
-        assert_eq!(plan.starts, vec![Start { job: 2, cards: vec![0] }]);
+        assert_eq!(
+            plan.starts,
+            vec![Start {
+                job: 2,
+                cards: vec![0]
+            }]
+        );
     }
 
     #[test]
@@ -501,21 +533,39 @@ mod tests {
         let backfill = run(Policy::Backfill, &busy, &waiting);
         // Job 1 may start at 100 on all four cards; job 2 ends by then, job 3 would not.
         assert_eq!(backfill.reservation, Some((1, 100, vec![0, 1, 2, 3])));
-        assert_eq!(backfill.starts, vec![Start { job: 2, cards: vec![2, 3] }]);
+        assert_eq!(
+            backfill.starts,
+            vec![Start {
+                job: 2,
+                cards: vec![2, 3]
+            }]
+        );
         assert_eq!(backfill.waits[1].job, 3);
         // Job 2 took the free cards: none left for job 3 now.
-        assert_eq!(backfill.waits[1].reason, WaitReason::Cards { needs: 2, free: 0 });
+        assert_eq!(
+            backfill.waits[1].reason,
+            WaitReason::Cards { needs: 2, free: 0 }
+        );
         assert_eq!(backfill.waits[1].estimated_start, Some(200));
     }
 
     #[test]
     fn the_concurrent_gpu_limit_holds_and_does_not_block_others() {
         let waiting = [
-            Waiting { owner: 0, ..job(1, 2, 10, 0) },
-            Waiting { owner: 1, ..job(2, 1, 10, 1) },
+            Waiting {
+                owner: 0,
+                ..job(1, 2, 10, 0)
+            },
+            Waiting {
+                owner: 1,
+                ..job(2, 1, 10, 1)
+            },
         ];
         let owners = [
-            Owner { in_use: 1, max_gpus: Some(2) },
+            Owner {
+                in_use: 1,
+                max_gpus: Some(2),
+            },
             Owner::default(),
         ];
         let plan = schedule(&Pass {
@@ -526,10 +576,19 @@ mod tests {
             owners: &owners,
             explain: true,
         });
-        assert_eq!(plan.starts, vec![Start { job: 2, cards: vec![0] }]);
+        assert_eq!(
+            plan.starts,
+            vec![Start {
+                job: 2,
+                cards: vec![0]
+            }]
+        );
         assert_eq!(
             plan.waits[0].reason,
-            WaitReason::OverLimit { limit: 2, in_use: 1 }
+            WaitReason::OverLimit {
+                limit: 2,
+                in_use: 1
+            }
         );
         assert_eq!(
             plan.waits[0].reason.to_string(),
@@ -543,13 +602,28 @@ mod tests {
         pool[0].memory_free = 10 * GIB;
         pool[2].memory_total = 40 * GIB;
         pool[2].memory_free = 40 * GIB;
-        let big = Waiting { min_memory: 60 * GIB, ..job(1, 1, 10, 0) };
-        let huge = Waiting { min_memory: 60 * GIB, ..job(2, 3, 10, 1) };
+        let big = Waiting {
+            min_memory: 60 * GIB,
+            ..job(1, 1, 10, 0)
+        };
+        let huge = Waiting {
+            min_memory: 60 * GIB,
+            ..job(2, 3, 10, 1)
+        };
         let plan = run(Policy::Backfill, &pool, &[big, huge]);
-        assert_eq!(plan.starts, vec![Start { job: 1, cards: vec![1] }]);
+        assert_eq!(
+            plan.starts,
+            vec![Start {
+                job: 1,
+                cards: vec![1]
+            }]
+        );
         assert_eq!(
             plan.waits[0].reason,
-            WaitReason::NeverFits { needs: 3, eligible: 2 }
+            WaitReason::NeverFits {
+                needs: 3,
+                eligible: 2
+            }
         );
         assert_eq!(plan.waits[0].estimated_start, None);
     }
@@ -557,9 +631,18 @@ mod tests {
     #[test]
     fn fairshare_orders_by_priority_then_arrival() {
         let waiting = [
-            Waiting { priority: 0.2, ..job(1, 1, 10, 0) },
-            Waiting { priority: 0.9, ..job(2, 1, 10, 5) },
-            Waiting { priority: 0.9, ..job(3, 1, 10, 3) },
+            Waiting {
+                priority: 0.2,
+                ..job(1, 1, 10, 0)
+            },
+            Waiting {
+                priority: 0.9,
+                ..job(2, 1, 10, 5)
+            },
+            Waiting {
+                priority: 0.9,
+                ..job(3, 1, 10, 3)
+            },
         ];
         assert_eq!(order(Policy::Fairshare, &waiting), vec![2, 1, 0]);
         assert_eq!(order(Policy::Backfill, &waiting), vec![0, 2, 1]);
@@ -568,19 +651,23 @@ mod tests {
     #[test]
     fn reasons_read_as_sentences() {
         let reason = WaitReason::Cards { needs: 4, free: 2 };
-        assert_eq!(reason.to_string(), "needs 4 cards, 2 free for its time limit");
+        assert_eq!(
+            reason.to_string(),
+            "needs 4 cards, 2 free for its time limit"
+        );
     }
 
     /// A random pool (some cards busy, some booked ahead) and a random queue.
     fn workload() -> impl Strategy<Value = (Vec<Card>, Vec<Waiting>)> {
-        let card = (0i64..200, prop::option::of((0i64..300, 1i64..200))).prop_map(
-            |(free_from, block)| Card {
-                free_from,
-                blocks: block.map(|(s, d)| vec![(s, s + d)]).unwrap_or_default(),
-                memory_total: 80 * GIB,
-                memory_free: 80 * GIB,
-            },
-        );
+        let card =
+            (0i64..200, prop::option::of((0i64..300, 1i64..200))).prop_map(|(free_from, block)| {
+                Card {
+                    free_from,
+                    blocks: block.map(|(s, d)| vec![(s, s + d)]).unwrap_or_default(),
+                    memory_total: 80 * GIB,
+                    memory_free: 80 * GIB,
+                }
+            });
         let waiting = (1u32..5, 1i64..300);
         (
             prop::collection::vec(card, 1..10),

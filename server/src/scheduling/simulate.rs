@@ -16,7 +16,9 @@ pub enum Model {
     /// Each job books, first come first served, the earliest run of whole blocks (aligned to
     /// the block grid, from the next block boundary after it arrives) on enough cards for its
     /// time limit, starts when the block starts and holds the cards to the block's end.
-    Static { block: Time },
+    Static {
+        block: Time,
+    },
 }
 
 impl Model {
@@ -480,20 +482,41 @@ mod tests {
     #[test]
     fn a_replay_is_deterministic_for_a_seed() {
         for policy in Policy::ALL {
-            let a = run(&random_workload(3, 200, 8), 8, Model::Queue(policy), &Settings::default());
-            let b = run(&random_workload(3, 200, 8), 8, Model::Queue(policy), &Settings::default());
+            let a = run(
+                &random_workload(3, 200, 8),
+                8,
+                Model::Queue(policy),
+                &Settings::default(),
+            );
+            let b = run(
+                &random_workload(3, 200, 8),
+                8,
+                Model::Queue(policy),
+                &Settings::default(),
+            );
             assert_eq!(a, b);
         }
-        let a = run(&random_workload(3, 200, 8), 8, Model::Queue(Policy::Backfill), &Settings::default());
-        let c = run(&random_workload(4, 200, 8), 8, Model::Queue(Policy::Backfill), &Settings::default());
+        let a = run(
+            &random_workload(3, 200, 8),
+            8,
+            Model::Queue(Policy::Backfill),
+            &Settings::default(),
+        );
+        let c = run(
+            &random_workload(4, 200, 8),
+            8,
+            Model::Queue(Policy::Backfill),
+            &Settings::default(),
+        );
         assert_ne!(a.starts, c.starts);
     }
 
     #[test]
     fn fifo_starts_jobs_in_arrival_order_when_nothing_can_backfill() {
         // Every job needs the whole pool: nothing can pass anything.
-        let list: Vec<(Time, u32, Time, &str)> =
-            (0..50).map(|i| (i * 10, 4, 100 + (i % 7) * 30, "a")).collect();
+        let list: Vec<(Time, u32, Time, &str)> = (0..50)
+            .map(|i| (i * 10, 4, 100 + (i % 7) * 30, "a"))
+            .collect();
         let w = workload(trace(&list), 4, None, Estimate::Exact, 0);
         let out = run(&w, 4, Model::Queue(Policy::Fifo), &Settings::default());
         assert!(out.starts.windows(2).all(|p| p[0] < p[1]));
@@ -504,7 +527,12 @@ mod tests {
     #[test]
     fn backfill_fills_the_gap_fifo_leaves() {
         // A big job waits for the pool; small ones behind it fit beside the running one.
-        let list = [(0, 2, 100, "a"), (1, 4, 100, "a"), (2, 1, 50, "a"), (3, 1, 50, "a")];
+        let list = [
+            (0, 2, 100, "a"),
+            (1, 4, 100, "a"),
+            (2, 1, 50, "a"),
+            (3, 1, 50, "a"),
+        ];
         let w = workload(trace(&list), 4, None, Estimate::Exact, 0);
         let fifo = run(&w, 4, Model::Queue(Policy::Fifo), &Settings::default());
         let backfill = run(&w, 4, Model::Queue(Policy::Backfill), &Settings::default());
@@ -590,7 +618,12 @@ mod tests {
     fn jain_is_one_when_groups_get_their_part_and_lower_when_not() {
         // Two groups, two cards, each always wanting both.
         let fair = workload(
-            trace(&[(0, 1, 100, "a"), (0, 1, 100, "b"), (0, 1, 100, "a"), (0, 1, 100, "b")]),
+            trace(&[
+                (0, 1, 100, "a"),
+                (0, 1, 100, "b"),
+                (0, 1, 100, "a"),
+                (0, 1, 100, "b"),
+            ]),
             2,
             None,
             Estimate::Exact,

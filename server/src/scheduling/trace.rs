@@ -199,12 +199,18 @@ mod tests {
         assert_eq!(jobs.len(), 3);
         assert_eq!(jobs[1].gpus, 2);
         assert_eq!(jobs[1].group, "b");
-        let err = parse("job_id,submit_s,gpus,duration_s,group\n0,x,1,1,a\n", "t.csv");
+        let err = parse(
+            "job_id,submit_s,gpus,duration_s,group\n0,x,1,1,a\n",
+            "t.csv",
+        );
         assert_eq!(
             err.unwrap_err().to_string(),
             "t.csv line 2: submit_s must be a whole number ≥ 0, not \"x\""
         );
-        assert!(matches!(parse("a,b\n", "t"), Err(TraceError::Header { .. })));
+        assert!(matches!(
+            parse("a,b\n", "t"),
+            Err(TraceError::Header { .. })
+        ));
         assert!(matches!(
             parse("job_id,submit_s,gpus,duration_s,group\n", "t"),
             Err(TraceError::Empty(_))

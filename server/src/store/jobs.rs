@@ -199,11 +199,10 @@ impl Store {
 
     /// Queue jobs that wait for cards, oldest first.
     pub async fn pending_jobs(&self) -> Result<Vec<Job>, StoreError> {
-        let rows: Vec<Row> = sqlx::query_as(&format!(
-            "{SELECT} WHERE j.state = 'pending' ORDER BY j.id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<Row> =
+            sqlx::query_as(&format!("{SELECT} WHERE j.state = 'pending' ORDER BY j.id"))
+                .fetch_all(&self.pool)
+                .await?;
         rows.into_iter()
             .map(|r| r.into_run().map(|r| r.job))
             .collect()

@@ -1,0 +1,335 @@
+//! `/queue`: submit a job that waits for free cards, see what runs and what waits (with why and
+//! until when), cancel your jobs, and see everyone's use against their fair share.
+
+use crate::components::format::{date_time, span};
+use crate::components::remote::{field, render_remote, Remote};
+use crate::components::topbar::{current_viewer, TopBar};
+use crate::model::account::User;
+use crate::model::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
+use crate::rest::{self, Method};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use std::time::Duration;
+
+#[component]
+pub fn QueuePage() -> impl IntoView {
+    view! {
+        <TopBar />
+        <main class="page">
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match current_viewer().await {
+                        Some(me) => view! { <QueueSections me /> }.into_any(),
+                        None => view! { <p class="page error">"Log in to see the queue."</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </main>
+    }
+    .into_any()
+}
+
+#[component]
+fn QueueSections(me: User) -> impl IntoView {
+    let queue = Remote::<QueueView>::new("/api/v1/queue");
+    queue.refresh_every(Duration::from_secs(2));
+    view! {
+        <h2>"Queue"</h2>
+        <section class="panel">
+            <h3>"Queue a job"</h3>
+            {render_remote(queue, "the queue", move |view: &QueueView| {
+                let settings = view.settings.clone();
+                view! { <SubmitForm settings on_done=move || queue.reload() /> }
+            })}
+        </section>
+        <section class="panel">
+            <h3>"Running and waiting"</h3>
+            {render_remote(queue, "the queue", move |view: &QueueView| {
+                let me = me.clone();
+                let live: Vec<QueuedJob> = view
+                    .jobs
+                    .iter()
+                    .filter(|j| matches!(j.state, QueueState::Running | QueueState::Pending))
+                    .cloned()
+                    .collect();
+                let ended: Vec<QueuedJob> = view
+                    .jobs
+                    .iter()
+                    .filter(|j| !matches!(j.state, QueueState::Running | QueueState::Pending))
+                    .cloned()
+                    .collect();
+                view! {
+                    <p class="hint">{policy_line(&view.settings)}</p>
+                    <JobTable jobs=live me=me.clone() on_done=move || queue.reload() testid="queue-live" empty="Nothing runs or waits." />
+                    <h3>"Ended"</h3>
+                    <JobTable jobs=ended me on_done=move || queue.reload() testid="queue-ended" empty="No queue job has ended yet." />
+                }
+            })}
+        </section>
+        <section class="panel">
+            <h3>"Fair share"</h3>
+            <p class="hint">
+                "Use is GPU-hours held (bookings and queue jobs), halving every half-life. "
+                "A factor of 1 means unused, ½ use at the share, less beyond it; under the "
+                "fair-share policy, waiting jobs of users with higher factors go first."
+            </p>
+            {render_remote(queue, "fair share", |view: &QueueView| view! { <Standings list=view.standings.clone() /> })}
+        </section>
+    }
+    .into_any()
+}
+
+fn policy_line(s: &QueueSettings) -> String {
+    let policy = match s.policy {
+        crate::model::queue::QueuePolicy::Fifo => "first come, first served",
+        crate::model::queue::QueuePolicy::Backfill => "first come, first served, with backfill",
+        crate::model::queue::QueuePolicy::Fairshare => "fair share with backfill",
+    };
+    format!(
+        "Policy: {policy}. Time limit: {}at most {}. Fair-share half-life {}.",
+        s.default_time_limit_s
+            .map(|d| format!("{} unless you say, ", span(d)))
+            .unwrap_or_default(),
+        span(s.max_time_limit_s),
+        span(s.half_life_s)
+    )
+}
+
+#[component]
+fn SubmitForm(
+    settings: QueueSettings,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let (gpus, hours, command, cwd, name, memory) = (
+        NodeRef::new(),
+        NodeRef::new(),
+        NodeRef::new(),
+        NodeRef::new(),
+        NodeRef::new(),
+        NodeRef::new(),
+    );
+    let error = RwSignal::new(None::<String>);
+    let default_hours = settings
+        .default_time_limit_s
+        .map(|s| format!("{}", s as f64 / 3_600.0))
+        .unwrap_or_default();
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let Ok(count) = field(gpus).trim().parse::<u32>() else {
+            return error.set(Some("Say how many GPUs, as a whole number.".into()));
+        };
+        let limit = match field(hours).trim() {
+            "" => None,
+            text => match text.parse::<f64>() {
+                Ok(h) if h > 0.0 && h.is_finite() => Some((h * 3_600.0).round() as i64),
+                _ => return error.set(Some("The time limit is a number of hours above 0.".into())),
+            },
+        };
+        let min_memory = match field(memory).trim() {
+            "" => None,
+            text => match text.parse::<f64>() {
+                Ok(g) if g >= 0.0 && g.is_finite() => Some((g * (1u64 << 30) as f64) as u64),
+                _ => return error.set(Some("Free memory is a number of GiB.".into())),
+            },
+        };
+        let argv = match shell_words::split(&field(command)) {
+            Ok(argv) if !argv.is_empty() => argv,
+            Ok(_) => return error.set(Some("Type the command to run.".into())),
+            Err(e) => return error.set(Some(format!("The command does not parse: {e}"))),
+        };
+        let body = SubmitJob {
+            gpus: count,
+            time_limit_s: limit,
+            argv,
+            cwd: Some(field(cwd)).filter(|c| !c.is_empty()),
+            env: None,
+            min_memory_bytes: min_memory,
+            name: Some(field(name)).filter(|n| !n.is_empty()),
+        };
+        spawn_local(async move {
+            match rest::send::<_, QueuedJob>(Method::Post, "/api/v1/queue", &body).await {
+                Ok(_) => {
+                    error.set(None);
+                    on_done();
+                }
+                Err(e) => error.set(Some(e)),
+            }
+        });
+    };
+    view! {
+        <form class="inline-form" on:submit=submit data-testid="submit-queue">
+            <label>"GPUs " <input node_ref=gpus type="number" min="1" value="1" size="3" required /></label>
+            <label>"Time limit (h) " <input node_ref=hours inputmode="decimal" size="5" value=default_hours.clone() placeholder=default_hours /></label>
+            <label>"Command " <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
+            <label>"Directory " <input node_ref=cwd placeholder="your home" /></label>
+            <label>"Name " <input node_ref=name placeholder="optional" /></label>
+            <label>"Free memory per GPU (GiB) " <input node_ref=memory inputmode="decimal" size="5" placeholder="any" /></label>
+            <button type="submit">"Queue"</button>
+            <p class="hint">
+                "It starts as soon as enough cards are free for its whole time limit (never into "
+                "someone's booking), runs as you with only its cards visible, and is stopped at "
+                "the limit."
+            </p>
+            {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+        </form>
+    }
+    .into_any()
+}
+
+#[component]
+fn JobTable(
+    jobs: Vec<QueuedJob>,
+    me: User,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+    testid: &'static str,
+    empty: &'static str,
+) -> impl IntoView {
+    if jobs.is_empty() {
+        return view! { <p class="muted" data-testid=testid>{empty}</p> }.into_any();
+    }
+    let rows = jobs
+        .into_iter()
+        .map(|job| {
+            let mine = job.username == me.username || me.is_admin();
+            view! { <JobRow job mine on_done /> }
+        })
+        .collect_view();
+    view! {
+        <table class="list queue" data-testid=testid>
+            <thead>
+                <tr>
+                    <th>"Job"</th>
+                    <th>"User"</th>
+                    <th class="num">"GPUs"</th>
+                    <th>"Limit"</th>
+                    <th>"State"</th>
+                    <th>"Cards / why it waits"</th>
+                    <th>"Submitted"</th>
+                    <th>"Started"</th>
+                    <th></th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+#[component]
+fn JobRow(
+    job: QueuedJob,
+    mine: bool,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let id = job.id;
+    let error = RwSignal::new(None::<String>);
+    let cancel = move |_| {
+        spawn_local(async move {
+            match rest::send::<(), QueuedJob>(Method::Delete, &format!("/api/v1/queue/{id}"), &())
+                .await
+            {
+                Ok(_) => on_done(),
+                Err(e) => error.set(Some(e)),
+            }
+        });
+    };
+    let title = match (job.name.is_empty(), job.argv.is_empty()) {
+        (false, _) => job.name.clone(),
+        (true, false) => job.argv.join(" "),
+        (true, true) => String::new(),
+    };
+    let detail = match job.state {
+        QueueState::Pending => {
+            let reason = job.reason.clone().unwrap_or_default();
+            match job.estimated_start {
+                Some(at) => format!("{reason}; estimated start {}", date_time(at)),
+                None => reason,
+            }
+        }
+        QueueState::Running => job
+            .cards
+            .iter()
+            .map(|g| short_uuid(&g.uuid))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => {
+            let code = job
+                .exit_code
+                .map(|c| format!("exit {c}"))
+                .unwrap_or_default();
+            [code, job.message.clone()]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    };
+    let live = matches!(job.state, QueueState::Pending | QueueState::Running);
+    let position = job
+        .position
+        .map(|p| format!(" · #{p} in line"))
+        .unwrap_or_default();
+    view! {
+        <tr data-queue-job=id.to_string() data-state=job.state.as_str()>
+            <td title=job.argv.join(" ")>{format!("#{id} ")}<code>{title}</code></td>
+            <td>{job.username.clone()}</td>
+            <td class="num">{job.gpus}</td>
+            <td>{span(job.time_limit_s)}</td>
+            <td class=format!("state {}", job.state.as_str())>{format!("{}{position}", job.state.as_str())}</td>
+            <td class="reason" data-testid="reason">{detail}</td>
+            <td>{date_time(job.submitted_at)}</td>
+            <td>{job.started_at.map(date_time).unwrap_or_default()}</td>
+            <td>
+                {(live && mine).then(|| view! { <button class="danger" on:click=cancel>"Cancel"</button> })}
+                {mine.then(|| view! { <a class="secondary" href=format!("/jobs?watch={id}")>"Log"</a> })}
+                {move || error.get().map(|e| view! { <span class="form-error">{e}</span> })}
+            </td>
+        </tr>
+    }
+    .into_any()
+}
+
+fn short_uuid(uuid: &str) -> String {
+    uuid.chars().take(12).collect()
+}
+
+#[component]
+fn Standings(list: Vec<Standing>) -> impl IntoView {
+    let mut list = list;
+    list.sort_by(|a, b| {
+        b.gpu_hours
+            .total_cmp(&a.gpu_hours)
+            .then(a.username.cmp(&b.username))
+    });
+    let rows = list
+        .into_iter()
+        .map(|s| {
+            view! {
+                <tr>
+                    <td>{s.username.clone()}</td>
+                    <td>{if s.group.is_empty() { "—".to_string() } else { s.group.clone() }}</td>
+                    <td class="num">{format!("{:.1}%", s.share * 100.0)}</td>
+                    <td class="num">{format!("{:.1}%", s.usage * 100.0)}</td>
+                    <td class="num">{format!("{:.2}", s.gpu_hours)}</td>
+                    <td class="num">{format!("{:.3}", s.factor)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table class="list" data-testid="standings">
+            <thead>
+                <tr>
+                    <th>"User"</th>
+                    <th>"Group"</th>
+                    <th class="num">"Share"</th>
+                    <th class="num">"Use"</th>
+                    <th class="num">"GPU-hours (decayed)"</th>
+                    <th class="num">"Factor"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
