@@ -70,3 +70,30 @@ pub fn TopBar(
     }
     .into_any()
 }
+
+/// A page for logged-in users: the top bar, then `body` for the viewer, or `absent` (a line
+/// asking to log in) when nobody is.
+#[component]
+pub fn MemberPage<F, V>(absent: &'static str, body: F) -> impl IntoView
+where
+    F: Fn(User) -> V + Clone + Send + Sync + 'static,
+    V: IntoView + 'static,
+{
+    view! {
+        <TopBar />
+        <main class="page">
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || {
+                    let body = body.clone();
+                    Suspend::new(async move {
+                        match current_viewer().await {
+                            Some(me) => body(me).into_any(),
+                            None => view! { <p class="page error">{absent}</p> }.into_any(),
+                        }
+                    })
+                }}
+            </Suspense>
+        </main>
+    }
+    .into_any()
+}

@@ -3,7 +3,7 @@
 
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{field, render_remote, Remote};
-use crate::components::topbar::{current_viewer, TopBar};
+use crate::components::topbar::MemberPage;
 use crate::model::account::User;
 use crate::model::booking::Booking;
 use crate::model::job::{CreateJob, Job};
@@ -13,20 +13,7 @@ use leptos::task::spawn_local;
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
-    view! {
-        <TopBar />
-        <main class="page">
-            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match current_viewer().await {
-                        Some(me) => view! { <JobsSections me /> }.into_any(),
-                        None => view! { <p class="page error">"Log in to see your jobs."</p> }.into_any(),
-                    }
-                })}
-            </Suspense>
-        </main>
-    }
-    .into_any()
+    view! { <MemberPage absent="Log in to see your jobs." body=|me| view! { <JobsSections me /> } /> }
 }
 
 #[component]

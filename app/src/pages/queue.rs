@@ -3,7 +3,7 @@
 
 use crate::components::format::{date_time, span};
 use crate::components::remote::{field, render_remote, Remote};
-use crate::components::topbar::{current_viewer, TopBar};
+use crate::components::topbar::MemberPage;
 use crate::model::account::User;
 use crate::model::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
 use crate::rest::{self, Method};
@@ -13,20 +13,7 @@ use std::time::Duration;
 
 #[component]
 pub fn QueuePage() -> impl IntoView {
-    view! {
-        <TopBar />
-        <main class="page">
-            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
-                {move || Suspend::new(async move {
-                    match current_viewer().await {
-                        Some(me) => view! { <QueueSections me /> }.into_any(),
-                        None => view! { <p class="page error">"Log in to see the queue."</p> }.into_any(),
-                    }
-                })}
-            </Suspense>
-        </main>
-    }
-    .into_any()
+    view! { <MemberPage absent="Log in to see the queue." body=|me| view! { <QueueSections me /> } /> }
 }
 
 #[component]

@@ -111,6 +111,12 @@ impl Row {
     }
 }
 
+fn jobs_of(rows: Vec<Row>) -> Result<Vec<Job>, StoreError> {
+    rows.into_iter()
+        .map(|r| r.into_run().map(|r| r.job))
+        .collect()
+}
+
 const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, j.argv, j.cwd,
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
@@ -203,9 +209,7 @@ impl Store {
             sqlx::query_as(&format!("{SELECT} WHERE j.state = 'pending' ORDER BY j.id"))
                 .fetch_all(&self.pool)
                 .await?;
-        rows.into_iter()
-            .map(|r| r.into_run().map(|r| r.job))
-            .collect()
+        jobs_of(rows)
     }
 
     /// Queue jobs that wait or run, and the `ended` latest that are over.
@@ -220,9 +224,7 @@ impl Store {
         .bind(ended)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter()
-            .map(|r| r.into_run().map(|r| r.job))
-            .collect()
+        jobs_of(rows)
     }
 
     /// Gives a pending queue job the booking the scheduler made for it; `false` if the job is
@@ -261,9 +263,7 @@ impl Store {
         .bind(user_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter()
-            .map(|r| r.into_run().map(|r| r.job))
-            .collect()
+        jobs_of(rows)
     }
 
     /// Jobs the runner has to look at: queued or running, with what it takes to start them.
