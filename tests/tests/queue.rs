@@ -440,7 +440,38 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         assert!(Instant::now() < deadline, "{:?}", view.standings);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    owner
+    // A job of an account disabled while it waits says so.
+    let waiting = submit(
+        &owner,
+        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"], "name": "later"}),
+    )
+    .await;
+    let me: Value =
+        serde_json::from_str(&owner.call(Method::GET, "/api/v1/me", None).await.1).unwrap();
+    let (status, text) = admin
+        .call(
+            Method::PATCH,
+            &format!("/api/v1/users/{}", me["id"]),
+            Some(json!({"enabled": false})),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let held = until(&admin, waiting.id, 5, |j| {
+        j.position.is_none() && j.reason.is_some()
+    })
+    .await;
+    assert_eq!(
+        held.reason.as_deref(),
+        Some("its owner's account is disabled")
+    );
+    admin
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/queue/{}", waiting.id),
+            None,
+        )
+        .await;
+    admin
         .call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
         .await;
     app.stop().await;

@@ -165,7 +165,7 @@ fn view(
         booking_id: job.booking_id,
         reason: wait.map(|w| w.reason.clone()),
         estimated_start: wait.and_then(|w| w.estimated_start),
-        position: wait.map(|w| w.position),
+        position: wait.and_then(|w| w.position),
         priority: wait.map(|w| w.priority),
         exit_code: job.exit_code,
         message: if mine {

@@ -33,7 +33,8 @@ const HALF_LIVES_KEPT: i64 = 10;
 /// Why a waiting job waits, as the last pass saw it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Explained {
-    pub position: u32,
+    /// 1 = considered next; `None` for jobs the scheduler does not consider.
+    pub position: Option<u32>,
     pub reason: String,
     pub estimated_start: Option<DateTime<Utc>>,
     pub priority: f64,
@@ -223,12 +224,25 @@ impl Queue {
         }
         if explain {
             *explained_at = Some(Instant::now());
-            write(
-                &self.snapshot,
-                Snapshot {
-                    waits: explain_waits(&plan, &waiting),
-                },
-            );
+            let mut waits = explain_waits(&plan, &waiting);
+            // Jobs of accounts disabled since they queued them wait for their owner.
+            let unseen: Vec<i64> = pending
+                .iter()
+                .map(|j| j.id)
+                .filter(|id| !waits.contains_key(id))
+                .collect();
+            for id in unseen {
+                waits.insert(
+                    id,
+                    Explained {
+                        position: None,
+                        reason: "its owner's account is disabled".into(),
+                        estimated_start: None,
+                        priority: 0.0,
+                    },
+                );
+            }
+            write(&self.snapshot, Snapshot { waits });
         }
         Ok(Some(sleep.min(EXPLAIN_EVERY)))
     }
@@ -380,7 +394,7 @@ fn explain_waits(plan: &Plan, waiting: &[scheduler::Waiting]) -> HashMap<i64, Ex
             (
                 wait.job,
                 Explained {
-                    position: i as u32 + 1,
+                    position: Some(i as u32 + 1),
                     reason: wait.reason.to_string(),
                     estimated_start,
                     priority: priority.get(&wait.job).copied().unwrap_or(0.0),
