@@ -31,7 +31,7 @@ pub fn run(pending: usize, gpus: usize, runs: usize) {
         .collect();
     let owners: Vec<Owner> = (0..40)
         .map(|i| Owner {
-            in_use: (i % 5) as u32,
+            holds: vec![(now - 3_600, now + 3_600 * (i % 5) as i64, (i % 5) as u32)],
             max_gpus: (i % 3 == 0).then_some(8),
         })
         .collect();

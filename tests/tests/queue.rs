@@ -259,7 +259,7 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
     assert_eq!(b_wait.state, QueueState::Pending);
     assert_eq!(
         b_wait.reason.as_deref(),
-        Some("over your concurrent-GPU limit (1 of 1 in use)")
+        Some("over your concurrent-GPU limit (1 of 1 held during its time limit)")
     );
     // The limit is the user's: the admin's job goes ahead on a free card.
     ensure_unix_account("boss");

@@ -64,20 +64,22 @@ pub fn cards(pool: &[PoolCard], holds: &[CardHold], now: Time) -> Vec<Card> {
     cards
 }
 
-/// Each member's limit and the cards they hold at `now_ms` (bookings, so queue jobs too).
-pub fn owners(members: &[Member], holds: &[CardHold], now_ms: i64) -> Vec<Owner> {
-    let mut in_use: HashMap<i64, u32> = HashMap::new();
+/// Each member's limit and the cards they hold, now and ahead (bookings, so queue jobs too).
+pub fn owners(members: &[Member], holds: &[CardHold]) -> Vec<Owner> {
+    let mut by_user: HashMap<i64, Vec<(Time, Time, u32)>> = HashMap::new();
     for hold in holds {
         if let Some(user) = hold.user_id {
-            if hold.start_ms <= now_ms && now_ms < hold.end_ms {
-                *in_use.entry(user).or_default() += 1;
-            }
+            by_user.entry(user).or_default().push((
+                secs_floor(hold.start_ms),
+                secs_ceil(hold.end_ms),
+                1,
+            ));
         }
     }
     members
         .iter()
         .map(|m| Owner {
-            in_use: in_use.get(&m.id).copied().unwrap_or(0),
+            holds: by_user.remove(&m.id).unwrap_or_default(),
             max_gpus: m.max_gpus,
         })
         .collect()
@@ -250,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn owners_count_the_cards_they_hold_now() {
+    fn owners_hold_their_bookings_cards_now_and_ahead() {
         let members = [
             Member {
                 id: 1,
@@ -270,9 +272,10 @@ mod tests {
             hold("b", 0, 10_000, Some(1)),
             hold("c", 20_000, 30_000, Some(2)),
         ];
-        let owners = owners(&members, &holds, 5_000);
-        assert_eq!(owners[0].in_use, 2);
+        let owners = owners(&members, &holds);
+        assert_eq!(owners[0].peak(5, 6), 2);
         assert_eq!(owners[0].max_gpus, Some(2));
-        assert_eq!(owners[1].in_use, 0);
+        assert_eq!(owners[1].peak(5, 6), 0);
+        assert_eq!(owners[1].peak(5, 25), 1);
     }
 }

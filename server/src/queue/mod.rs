@@ -194,7 +194,7 @@ impl Queue {
         }
         let pool = self.pool();
         let cards = inputs::cards(&pool, &holds, now_s);
-        let owners = inputs::owners(&members, &holds, now.timestamp_millis());
+        let owners = inputs::owners(&members, &holds);
         let waiting = inputs::waiting(&pending, &members, &standings, &settings, now_s);
         let policy = match settings.policy {
             QueuePolicy::Fifo => Policy::Fifo,

@@ -107,13 +107,33 @@ pub struct Waiting {
     pub priority: f64,
 }
 
-/// What an owner (a user) holds now and may hold.
+/// What an owner (a user) holds, now and ahead, and may hold.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Owner {
-    /// Cards held now: bookings and running queue jobs.
-    pub in_use: u32,
+    /// Cards held `[start, end)`: bookings (so running queue jobs too), now and upcoming.
+    pub holds: Vec<(Time, Time, u32)>,
     /// Most cards held at once (the booking quota), if limited.
     pub max_gpus: Option<u32>,
+}
+
+impl Owner {
+    /// Most cards held at once during `[from, to)`.
+    pub fn peak(&self, from: Time, to: Time) -> u32 {
+        let mut edges: Vec<(Time, i64)> = self
+            .holds
+            .iter()
+            .filter(|&&(start, end, _)| start < to && from < end)
+            .flat_map(|&(start, end, n)| [(start.max(from), i64::from(n)), (end, -i64::from(n))])
+            .collect();
+        // At one instant ends come before starts: slots are half-open.
+        edges.sort_unstable();
+        let (mut held, mut peak) = (0i64, 0i64);
+        for (_, delta) in edges {
+            held += delta;
+            peak = peak.max(held);
+        }
+        peak as u32
+    }
 }
 
 /// Everything one pass looks at.
@@ -135,7 +155,8 @@ pub struct Pass<'a> {
 pub enum WaitReason {
     /// Not enough cards free for its whole time limit.
     Cards { needs: u32, free: u32 },
-    /// Starting it would take its owner past their concurrent-GPU quota.
+    /// Starting it would take its owner past their concurrent-GPU quota at some moment of its
+    /// time limit (`in_use`: the most they hold at once then without it).
     OverLimit { limit: u32, in_use: u32 },
     /// Cards are free, but a job ahead of it goes first (fifo, or a reservation it would delay).
     BehindHigherPriority,
@@ -153,7 +174,7 @@ impl std::fmt::Display for WaitReason {
             ),
             WaitReason::OverLimit { limit, in_use } => write!(
                 f,
-                "over your concurrent-GPU limit ({in_use} of {limit} in use)"
+                "over your concurrent-GPU limit ({in_use} of {limit} held during its time limit)"
             ),
             WaitReason::BehindHigherPriority => write!(f, "behind higher-priority work"),
             WaitReason::NeverFits { needs, eligible } => write!(
@@ -218,7 +239,7 @@ pub fn order(policy: Policy, waiting: &[Waiting]) -> Vec<usize> {
 pub fn schedule(pass: &Pass) -> Plan {
     let now = pass.now;
     let mut cards: Vec<Card> = pass.cards.to_vec();
-    let mut in_use: Vec<u32> = pass.owners.iter().map(|o| o.in_use).collect();
+    let mut owners: Vec<Owner> = pass.owners.to_vec();
     // Cards free now regardless of blocks: a quick upper bound on what can start.
     let mut free_now = cards.iter().filter(|c| c.free_from <= now).count() as u32;
     let mut plan = Plan::default();
@@ -230,14 +251,15 @@ pub fn schedule(pass: &Pass) -> Plan {
         if !pass.explain && (held_up || free_now == 0) {
             break;
         }
-        let owner = &pass.owners[job.owner];
+        let owner = &owners[job.owner];
         if let Some(limit) = owner.max_gpus {
-            if in_use[job.owner] + job.gpus > limit {
+            let held = owner.peak(now, now + job.time_limit);
+            if held + job.gpus > limit {
                 pending_waits.push((
                     i,
                     WaitReason::OverLimit {
                         limit,
-                        in_use: in_use[job.owner],
+                        in_use: held,
                     },
                 ));
                 continue;
@@ -257,7 +279,9 @@ pub fn schedule(pass: &Pass) -> Plan {
                 cards[c].free_from = now + job.time_limit;
             }
             free_now -= job.gpus;
-            in_use[job.owner] += job.gpus;
+            owners[job.owner]
+                .holds
+                .push((now, now + job.time_limit, job.gpus));
             plan.starts.push(Start {
                 job: job.id,
                 cards: chosen,
@@ -561,9 +585,10 @@ mod tests {
                 ..job(2, 1, 10, 1)
             },
         ];
+        // Owner 0 holds one card now, and will hold two from 5 to 8 (a booking ahead).
         let owners = [
             Owner {
-                in_use: 1,
+                holds: vec![(-10, 3, 1), (5, 8, 2)],
                 max_gpus: Some(2),
             },
             Owner::default(),
@@ -587,13 +612,39 @@ mod tests {
             plan.waits[0].reason,
             WaitReason::OverLimit {
                 limit: 2,
-                in_use: 1
+                in_use: 2
             }
         );
         assert_eq!(
             plan.waits[0].reason.to_string(),
-            "over your concurrent-GPU limit (1 of 2 in use)"
+            "over your concurrent-GPU limit (2 of 2 held during its time limit)"
         );
+        // A one-card job that ends before the booking ahead fits beside the card held now.
+        let short = [Waiting {
+            owner: 0,
+            ..job(3, 1, 5, 0)
+        }];
+        let plan = schedule(&Pass {
+            now: 0,
+            policy: Policy::Fifo,
+            cards: &cards(4),
+            waiting: &short,
+            owners: &owners,
+            explain: true,
+        });
+        assert_eq!(plan.starts.len(), 1, "{plan:?}");
+    }
+
+    #[test]
+    fn an_owners_peak_counts_overlapping_holds_only() {
+        let owner = Owner {
+            holds: vec![(0, 10, 1), (10, 20, 2), (5, 15, 1)],
+            max_gpus: None,
+        };
+        assert_eq!(owner.peak(0, 5), 1);
+        assert_eq!(owner.peak(0, 10), 2);
+        assert_eq!(owner.peak(0, 30), 3);
+        assert_eq!(owner.peak(20, 30), 0);
     }
 
     #[test]
