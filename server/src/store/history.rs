@@ -94,7 +94,9 @@ impl Store {
         touched_from: i64,
         complete_until: i64,
     ) -> Result<(i64, i64), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        // It reads, then writes: IMMEDIATE takes the write lock first (waiting out other
+        // writers), so a commit elsewhere cannot make its read snapshot stale (SQLITE_BUSY_SNAPSHOT).
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let mut done = Vec::new();
         for (level, from, bucket, from_raw) in [
             ("1m", "samples_raw", 60, true),
@@ -166,7 +168,8 @@ impl Store {
         minute_before: i64,
         hour_before: Option<i64>,
     ) -> Result<u64, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        // Reads, then writes: see `roll_up`.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let progress = |level: &'static str| {
             sqlx::query_scalar::<_, i64>("SELECT done_until FROM history_progress WHERE level = ?1")
                 .bind(level)

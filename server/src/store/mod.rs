@@ -665,7 +665,8 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Option<User>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        // Reads, then writes: IMMEDIATE, so no commit elsewhere can stale its snapshot.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE id = ?1")
             .bind(id)
             .fetch_optional(&mut *tx)
