@@ -94,6 +94,17 @@ pub struct Job {
     pub queue: Option<QueueRequest>,
 }
 
+impl Job {
+    /// What to call it: its name, or its command when it has none.
+    pub fn title(&self) -> String {
+        if self.name.is_empty() {
+            self.argv.join(" ")
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
 /// What a queue job asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueRequest {

@@ -83,10 +83,9 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
             error.set(Some("Pick one of your bookings first.".into()));
             return;
         };
-        let argv = match shell_words::split(&field(command)) {
-            Ok(argv) if !argv.is_empty() => argv,
-            Ok(_) => return error.set(Some("Type the command to run.".into())),
-            Err(e) => return error.set(Some(format!("The command does not parse: {e}"))),
+        let argv = match command_words(&field(command)) {
+            Ok(argv) => argv,
+            Err(message) => return error.set(Some(message)),
         };
         let body = CreateJob {
             booking_id,
@@ -145,6 +144,15 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
     .into_any()
 }
 
+/// A command line typed into a form, split into words as a shell would (no shell runs it).
+pub fn command_words(line: &str) -> Result<Vec<String>, String> {
+    match shell_words::split(line) {
+        Ok(argv) if !argv.is_empty() => Ok(argv),
+        Ok(_) => Err("Type the command to run.".into()),
+        Err(e) => Err(format!("The command does not parse: {e}")),
+    }
+}
+
 #[component]
 fn JobRow(
     job: Job,
@@ -161,11 +169,7 @@ fn JobRow(
             }
         });
     };
-    let title = if job.name.is_empty() {
-        job.argv.join(" ")
-    } else {
-        job.name.clone()
-    };
+    let title = job.title();
     let how = match (job.exit_code, job.signal) {
         (Some(code), _) => format!(" (exit {code})"),
         (None, Some(signal)) => format!(" (signal {signal})"),

@@ -119,10 +119,9 @@ fn SubmitForm(
                 _ => return error.set(Some("Free memory is a number of GiB.".into())),
             },
         };
-        let argv = match shell_words::split(&field(command)) {
-            Ok(argv) if !argv.is_empty() => argv,
-            Ok(_) => return error.set(Some("Type the command to run.".into())),
-            Err(e) => return error.set(Some(format!("The command does not parse: {e}"))),
+        let argv = match crate::pages::jobs::command_words(&field(command)) {
+            Ok(argv) => argv,
+            Err(message) => return error.set(Some(message)),
         };
         let body = SubmitJob {
             gpus: count,

@@ -5,7 +5,7 @@
 use super::auth::{listing_owner, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::jobs::mask::check_extra_env;
-use crate::store::AuditEntry;
+use crate::store::{AuditEntry, JobPlace, NewJob};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -70,12 +70,14 @@ async fn submit(
     let job = state
         .store
         .create_job(
-            booking.id,
-            user.id,
-            &name,
-            &request.argv,
-            request.cwd.as_deref(),
-            &env,
+            &NewJob {
+                user_id: user.id,
+                name: &name,
+                argv: &request.argv,
+                cwd: request.cwd.as_deref(),
+                env: &env,
+                place: JobPlace::Booking(booking.id),
+            },
             audit,
             now,
         )

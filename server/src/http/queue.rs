@@ -7,7 +7,7 @@ use super::auth::{AdminUser, CurrentUser};
 use super::jobs::{check_command, visible};
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
 use crate::jobs::launch;
-use crate::store::AuditEntry;
+use crate::store::{AuditEntry, JobPlace, NewJob};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
@@ -80,13 +80,15 @@ async fn submit(
     ));
     let job = state
         .store
-        .create_queue_job(
-            user.id,
-            &name,
-            &request.argv,
-            request.cwd.as_deref(),
-            &env,
-            &queued,
+        .create_job(
+            &NewJob {
+                user_id: user.id,
+                name: &name,
+                argv: &request.argv,
+                cwd: request.cwd.as_deref(),
+                env: &env,
+                place: JobPlace::Queue(queued),
+            },
             audit,
             Utc::now(),
         )

@@ -251,11 +251,7 @@ impl Runner {
             crate::queue::release(&self.store, booking, job.job.id).await;
             self.settings.queue_wake.notify_one();
         }
-        let name = if job.job.name.is_empty() {
-            job.job.argv.join(" ")
-        } else {
-            job.job.name.clone()
-        };
+        let name = job.job.title();
         let how = match (end.exit_code, end.signal) {
             (Some(code), _) => format!("exit code {code}"),
             (None, Some(signal)) => format!("signal {signal}"),

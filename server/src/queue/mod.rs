@@ -179,8 +179,6 @@ impl Queue {
         let pending = self.store.pending_jobs().await?;
         let holds = self.store.card_holds(now).await?;
         let now_s = now.timestamp();
-        let members = self.members().await?;
-        let standings = self.standings_of(&members, &settings, now).await?;
         let next_end = holds
             .iter()
             .map(|h| h.end_ms)
@@ -192,6 +190,8 @@ impl Queue {
             write(&self.snapshot, Snapshot::default());
             return Ok(Some(sleep));
         }
+        let members = self.members().await?;
+        let standings = self.standings_of(&members, &settings, now).await?;
         let pool = self.pool();
         let cards = inputs::cards(&pool, &holds, now_s);
         let owners = inputs::owners(&members, &holds);
@@ -216,7 +216,7 @@ impl Queue {
                 continue;
             };
             let gpus: Vec<GpuRef> = start.cards.iter().map(|&c| pool[c].gpu.clone()).collect();
-            started |= self.dispatch(job, &members, gpus, now).await?;
+            started |= self.dispatch(job, gpus, now).await?;
         }
         if started {
             self.runner.wake();
@@ -252,22 +252,16 @@ impl Queue {
     async fn dispatch(
         &self,
         job: &Job,
-        members: &[Member],
         gpus: Vec<GpuRef>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let (Some(request), Some(_)) = (job.queue, members.iter().find(|m| m.id == job.user_id))
-        else {
+        let Some(request) = job.queue else {
             return Ok(false);
         };
-        let Some(owner) = self.store.user(job.user_id).await? else {
+        let Some(owner) = self.store.user(job.user_id).await?.filter(|u| u.enabled) else {
             return Ok(false);
         };
-        let name = if job.name.is_empty() {
-            job.argv.join(" ")
-        } else {
-            job.name.clone()
-        };
+        let name = job.title();
         let new = NewBooking {
             owner,
             cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),

@@ -21,6 +21,24 @@ pub struct JobToRun {
     pub stop_requested: Option<(DateTime<Utc>, String)>,
 }
 
+/// A job to record: what runs, for whom, and where it waits.
+#[derive(Clone, Debug)]
+pub struct NewJob<'a> {
+    pub user_id: i64,
+    pub name: &'a str,
+    pub argv: &'a [String],
+    pub cwd: Option<&'a str>,
+    pub env: &'a BTreeMap<String, String>,
+    pub place: JobPlace,
+}
+
+/// Where a new job waits: for its booking to start, or in the queue for cards.
+#[derive(Clone, Copy, Debug)]
+pub enum JobPlace {
+    Booking(i64),
+    Queue(QueueRequest),
+}
+
 /// What identifies a started job's process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobProcess {
@@ -124,71 +142,33 @@ const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, 
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Store {
-    /// Records a job for a booking; it waits for the runner.
-    #[allow(clippy::too_many_arguments)]
+    /// Records a job: one for a booking waits for the runner, a queue job for the scheduler.
     pub async fn create_job(
         &self,
-        booking_id: i64,
-        user_id: i64,
-        name: &str,
-        argv: &[String],
-        cwd: Option<&str>,
-        env: &BTreeMap<String, String>,
+        new: &NewJob<'_>,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Job, StoreError> {
+        let (booking_id, state, queue) = match &new.place {
+            JobPlace::Booking(id) => (Some(*id), JobState::Queued, None),
+            JobPlace::Queue(request) => (None, JobState::Pending, Some(request)),
+        };
         let mut tx = self.pool.begin().await?;
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+            "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
+                               time_limit_s, min_memory_bytes, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
         )
         .bind(booking_id)
-        .bind(user_id)
-        .bind(name)
-        .bind(serde_json::to_string(argv).unwrap_or_default())
-        .bind(cwd)
-        .bind(serde_json::to_string(env).unwrap_or_default())
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
-        let audit = AuditEntry {
-            target: format!("job {id}"),
-            ..audit
-        };
-        insert_audit(&mut tx, &audit, now).await?;
-        tx.commit().await?;
-        self.job(id)
-            .await?
-            .ok_or(StoreError::Invalid("the job vanished".into()))
-    }
-
-    /// Records a queue job; it waits for the scheduler.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn create_queue_job(
-        &self,
-        user_id: i64,
-        name: &str,
-        argv: &[String],
-        cwd: Option<&str>,
-        env: &BTreeMap<String, String>,
-        request: &QueueRequest,
-        audit: AuditEntry,
-        now: DateTime<Utc>,
-    ) -> Result<Job, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO jobs (user_id, name, argv, cwd, env, state, gpus, time_limit_s,
-                               min_memory_bytes, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9) RETURNING id",
-        )
-        .bind(user_id)
-        .bind(name)
-        .bind(serde_json::to_string(argv).unwrap_or_default())
-        .bind(cwd)
-        .bind(serde_json::to_string(env).unwrap_or_default())
-        .bind(i64::from(request.gpus))
-        .bind(request.time_limit_s)
-        .bind(request.min_memory_bytes.map(|b| b as i64))
+        .bind(new.user_id)
+        .bind(new.name)
+        .bind(serde_json::to_string(new.argv).unwrap_or_default())
+        .bind(new.cwd)
+        .bind(serde_json::to_string(new.env).unwrap_or_default())
+        .bind(state.as_str())
+        .bind(queue.map(|q| i64::from(q.gpus)))
+        .bind(queue.map(|q| q.time_limit_s))
+        .bind(queue.and_then(|q| q.min_memory_bytes).map(|b| b as i64))
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;

@@ -11,7 +11,7 @@ mod reports;
 pub use bookings::BookingFilter;
 pub use enforcement::NewViolation;
 pub use history::Bucket;
-pub use jobs::{JobEnd, JobProcess, JobToRun};
+pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
 pub use queue::{CardHold, UserHold};
 pub use reports::CardUse;
 
