@@ -220,10 +220,15 @@ impl TelemetryMessage {
 /// Body of `GET /healthz`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HealthReport {
+    /// `ok`, or `error` (then the answer is a 503 and `database` says why).
     pub status: String,
     pub version: String,
     pub node: String,
     pub gpu_source: SourceKind,
     pub gpus: usize,
     pub gpus_unhealthy: usize,
+    /// `ok`, or what is wrong with the database (gone, replaced, corrupt, not answering).
+    pub database: String,
+    /// Background tasks (queue, runner, enforcer, history) that panicked and were restarted.
+    pub task_panics: u64,
 }

@@ -172,6 +172,17 @@ pub struct ServeArgs {
     /// Make this simulated card fail every reading (to see how an unhealthy card looks).
     #[arg(long, env = "LANES_SIM_FAULTY_GPU", hide = true)]
     pub sim_faulty_gpu: Option<u32>,
+    /// Bytes kept of each of a job's output streams (stdout, stderr); past it the log ends
+    /// with a marker line and the job goes on (e.g. 1GiB, 200MB).
+    #[arg(long, env = "LANES_JOB_LOG_LIMIT", default_value = "1GiB", value_parser = parse_bytes)]
+    pub job_log_limit: u64,
+    /// Client connections open at once, at most (more get 503 and are closed); lowered to fit
+    /// the descriptor limit with a reserve for the database and job logs.
+    #[arg(long, env = "LANES_MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+    /// A connection with no traffic either way this long is closed (e.g. 90s).
+    #[arg(long, env = "LANES_IDLE_TIMEOUT", default_value = "90s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
     /// Random jobs of made-up users on the simulated cards (false: cards stay idle unless a
     /// Lanes job runs on them, which makes enforcement easy to watch).
     #[arg(long, env = "LANES_SIM_BACKGROUND", default_value_t = true, action = clap::ArgAction::Set)]
@@ -183,6 +194,37 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A size like `1GiB`, `200MB`, `64KiB` or a plain number of bytes (at least 4 KiB).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 1GiB, 200MB, 65536)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "kib" | "k" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" | "m" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" | "g" => 1 << 30,
+        "tb" => 1_000_000_000_000,
+        "tib" | "t" => 1 << 40,
+        other => return Err(format!("unknown unit {other:?} (use KiB, MiB, GiB, kB, MB, GB)")),
+    };
+    let bytes = number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
+    if bytes < 4096 {
+        return Err("must be at least 4KiB".into());
+    }
+    Ok(bytes)
 }
 
 /// Shortest and longest poll interval: faster wastes the host, slower is not "live".

@@ -16,4 +16,5 @@ pub mod reports;
 pub mod scheduling;
 pub mod startup;
 pub mod store;
+pub mod tasks;
 pub mod telemetry;

@@ -17,6 +17,7 @@ use lanes_app::model::SourceKind;
 use leptos::prelude::LeptosOptions;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +62,10 @@ pub struct ServeConfig {
     /// How webhook deliveries are retried.
     pub webhook_retry: Retry,
     pub history: HistorySettings,
+    /// Bytes kept of each of a job's output streams.
+    pub job_log_limit: u64,
+    /// How many connections, and how long silent ones live.
+    pub connections: crate::http::serve::ConnectionLimits,
 }
 
 impl ServeConfig {
@@ -114,6 +119,12 @@ impl ServeConfig {
                 },
                 ..HistorySettings::default()
             },
+            job_log_limit: args.job_log_limit,
+            connections: crate::http::serve::ConnectionLimits {
+                max_connections: args.max_connections.max(1),
+                idle_timeout: args.idle_timeout.max(Duration::from_secs(5)),
+                ..Default::default()
+            },
         })
     }
 }
@@ -145,7 +156,20 @@ pub fn prepare_data_dir(path: &Path) -> Result<bool, StartupError> {
         reason: e.to_string(),
     };
     let created = !path.exists();
-    std::fs::create_dir_all(path).map_err(fail)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(fail)?;
+    if let Err(reason) = secure_dir(path) {
+        if created {
+            let _ = std::fs::remove_dir(path);
+        }
+        return Err(StartupError::DataDir {
+            path: path.to_path_buf(),
+            reason,
+        });
+    }
     let probe = path.join(format!(".lanes-write-test-{}", std::process::id()));
     let probed = std::fs::write(&probe, b"").and_then(|()| std::fs::remove_file(&probe));
     if let Err(e) = probed {
@@ -157,6 +181,72 @@ pub fn prepare_data_dir(path: &Path) -> Result<bool, StartupError> {
     Ok(created)
 }
 
+/// Refuses a data dir that someone else could plant files in (links to `/etc/shadow` where
+/// job logs go, a database of their making): it must be a real directory, owned by the server's
+/// user, not writable by group or others. Readable by others it may have been; it is narrowed
+/// to 0700 with a warning.
+pub fn secure_dir(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("it is not a directory (a link to one is not taken either)".into());
+    }
+    let me = nix::unistd::Uid::effective().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "it belongs to uid {}, not to the server's user (uid {me}); chown it",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "others may write in it (mode {mode:o}); chmod 700 it"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        tracing::warn!(path = %path.display(), "the data dir was readable by others (mode {mode:o}); narrowing it to 700");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Makes the database files readable by the server's user only: created so before SQLite
+/// opens them (SQLite gives its -wal and -shm files the database's mode), narrowed with a
+/// warning when they already exist with more.
+pub fn secure_database_files(database_url: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let Some(path) = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|p| p.split('?').next().unwrap_or(p))
+        .filter(|p| !p.is_empty() && !p.starts_with(':'))
+    else {
+        return Ok(());
+    };
+    let db = PathBuf::from(path);
+    if !db.exists() {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&db)?;
+    }
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = PathBuf::from(format!("{}{suffix}", db.display()));
+        let Ok(meta) = std::fs::symlink_metadata(&file) else {
+            continue;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_file() && mode & 0o077 != 0 {
+            tracing::warn!(file = %file.display(), "the database file was readable by others (mode {mode:o}); narrowing it to 600");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
+}
+
 /// A server that is bound and ready; [`Application::run_until`] serves it.
 pub struct Application {
     listener: TcpListener,
@@ -165,6 +255,7 @@ pub struct Application {
     store: Store,
     /// The history writer; it makes a last write at shutdown before the store closes.
     history: tokio::task::JoinHandle<()>,
+    connections: crate::http::serve::ConnectionLimits,
 }
 
 impl Application {
@@ -186,6 +277,10 @@ impl Application {
     }
 
     async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
+        secure_database_files(&config.database_url).map_err(|e| StartupError::DataDir {
+            path: config.data_dir.clone(),
+            reason: format!("cannot make the database private: {e}"),
+        })?;
         let store = Store::open(&config.database_url).await?;
         if store.count_enabled_admins().await? == 0 {
             tracing::warn!(
@@ -263,6 +358,7 @@ impl Application {
             crate::jobs::runner::RunnerSettings {
                 grace: config.job_grace,
                 jobs_dir: config.data_dir.join("jobs"),
+                log_limit: config.job_log_limit,
                 node: config.node_name.clone(),
                 queue_wake: queue_wake.clone(),
             },
@@ -298,6 +394,7 @@ impl Application {
             poller,
             store,
             history,
+            connections: config.connections,
         })
     }
 
@@ -323,12 +420,22 @@ impl Application {
                 token.cancel();
             }
         };
-        let served = axum::serve(
-            self.listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(signal)
-        .await;
+        let limits = crate::http::serve::ConnectionLimits {
+            max_connections: crate::http::serve::fit_connections(self.connections.max_connections),
+            ..self.connections
+        };
+        let store = self.store.clone();
+        let watch_token = token.clone();
+        // Notices the database file vanishing even while nobody writes (logged once).
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => { let _ = store.check_file(); }
+                    _ = watch_token.cancelled() => break,
+                }
+            }
+        });
+        let served = crate::http::serve::serve(self.listener, app, limits, signal).await;
         // Connections that ignore the close get a moment, not forever.
         tokio::time::sleep(Duration::from_millis(50)).await;
         tokio::task::spawn_blocking(move || self.poller.stop())

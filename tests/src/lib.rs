@@ -73,6 +73,8 @@ impl TestApp {
                 first_backoff: Duration::from_millis(200),
                 timeout: Duration::from_secs(2),
             },
+            job_log_limit: 1 << 30,
+            connections: Default::default(),
         };
         let mut config = config;
         adjust(&mut config);

@@ -103,12 +103,22 @@ pub struct UserPatch {
     /// The complete set of groups, by name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<String>>,
+    /// With a new password: keep the user's API tokens (by default a reset revokes them, as
+    /// it ends their sessions). Disabling a user always revokes them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_tokens: bool,
 }
 
 impl UserPatch {
     /// Whether the change must end the user's sessions (disabled, or a new password).
     pub fn ends_sessions(&self) -> bool {
         self.enabled == Some(false) || self.password.is_some()
+    }
+
+    /// Whether the change must revoke the user's API tokens: disabled, or a new password
+    /// unless kept on purpose.
+    pub fn revokes_tokens(&self) -> bool {
+        self.enabled == Some(false) || (self.password.is_some() && !self.keep_tokens)
     }
 }
 
@@ -168,6 +178,10 @@ pub struct LoginRequest {
 pub struct PasswordChange {
     pub current_password: String,
     pub new_password: String,
+    /// Keep one's API tokens (by default a new password revokes them: a leaked password may
+    /// have been used to make one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_tokens: bool,
 }
 
 /// One line of the audit log, as admins read it.
@@ -185,12 +199,43 @@ pub struct AuditRecord {
 }
 
 /// Portal-wide settings admins change at run time (`GET|PUT /api/v1/settings`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortalSettings {
     /// Anyone may watch the dashboard without logging in; process owners and commands stay
     /// hidden from them.
     pub anonymous_dashboard: bool,
+    /// How far ahead any booking may end, in days, whatever the quotas say (1 to 3,650).
+    #[serde(default = "default_booking_horizon_days")]
+    pub booking_horizon_days: u32,
+}
+
+/// The booking horizon when an admin set none: a year.
+pub fn default_booking_horizon_days() -> u32 {
+    365
+}
+
+/// Most days the booking horizon may be set to.
+pub const MAX_BOOKING_HORIZON_DAYS: u32 = 3650;
+
+impl Default for PortalSettings {
+    fn default() -> Self {
+        Self {
+            anonymous_dashboard: false,
+            booking_horizon_days: default_booking_horizon_days(),
+        }
+    }
+}
+
+impl PortalSettings {
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=MAX_BOOKING_HORIZON_DAYS).contains(&self.booking_horizon_days) {
+            return Err(format!(
+                "booking_horizon_days must be from 1 to {MAX_BOOKING_HORIZON_DAYS}"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The JSON body of every API error.

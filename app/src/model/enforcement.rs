@@ -48,7 +48,9 @@ pub struct Policy {
     pub violation_grace_s: u64,
     /// Unix accounts whose processes are never violations (e.g. a monitoring agent).
     pub exempt_users: Vec<String>,
-    /// Command names (`comm`) that are never violations (e.g. `nvidia-persistenced`).
+    /// Executables, by absolute path, whose processes are never violations (e.g.
+    /// `/usr/bin/nvidia-persistenced`). Matched on the path the kernel gives for the process's
+    /// executable, not on its command name, which anyone can choose by renaming a copy.
     pub exempt_commands: Vec<String>,
     /// A booking whose cards average under this GPU utilization (percent) over the window is idle.
     pub idle_threshold_pct: u32,
@@ -104,8 +106,17 @@ impl Policy {
             }
         }
         let blank = |v: &Vec<String>| v.iter().any(|s| s.trim().is_empty() || s.len() > 64);
-        if blank(&self.exempt_users) || blank(&self.exempt_commands) {
-            return Some("exemptions are names of 1 to 64 characters".into());
+        if blank(&self.exempt_users) {
+            return Some("exempt users are names of 1 to 64 characters".into());
+        }
+        if let Some(bad) = self
+            .exempt_commands
+            .iter()
+            .find(|p| !p.starts_with('/') || p.len() > 4096 || p.contains('\0'))
+        {
+            return Some(format!(
+                "exempt commands are absolute paths of executables (e.g. /usr/bin/nvidia-persistenced), not {bad:?}: a command name can be chosen by renaming a copy"
+            ));
         }
         None
     }

@@ -167,10 +167,28 @@ impl Default for QueueSettings {
     }
 }
 
+/// Longest time limit an admin may allow: a year (a queue job holds its cards that long).
+pub const MAX_TIME_LIMIT_S: i64 = 366 * 86_400;
+/// Longest fair-share half-life and ageing period: ten years.
+pub const MAX_PERIOD_S: i64 = 3_653 * 86_400;
+/// Largest weight of waiting time against fair share.
+pub const MAX_AGE_WEIGHT: f64 = 1_000.0;
+
 impl QueueSettings {
+    /// Every value within a sane range, so that no date or priority arithmetic overflows.
     pub fn check(&self) -> Result<(), String> {
-        if self.max_time_limit_s <= 0 {
-            return Err("max_time_limit_s must be above 0".into());
+        if !(1..=MAX_TIME_LIMIT_S).contains(&self.max_time_limit_s) {
+            return Err(format!(
+                "max_time_limit_s must be from 1 to {MAX_TIME_LIMIT_S} (366 days)"
+            ));
+        }
+        if self.half_life_s > MAX_PERIOD_S || self.age_full_after_s > MAX_PERIOD_S {
+            return Err(format!(
+                "half_life_s and age_full_after_s must be at most {MAX_PERIOD_S} (ten years)"
+            ));
+        }
+        if self.age_weight > MAX_AGE_WEIGHT {
+            return Err(format!("age_weight must be at most {MAX_AGE_WEIGHT}"));
         }
         if let Some(d) = self.default_time_limit_s {
             if d <= 0 || d > self.max_time_limit_s {

@@ -55,6 +55,7 @@ fn PasswordForm() -> impl IntoView {
         let change = PasswordChange {
             current_password: field(current),
             new_password: field(new),
+            keep_tokens: false,
         };
         if change.new_password != field(again) {
             error.set(Some("The two new passwords differ.".into()));

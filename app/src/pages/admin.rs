@@ -303,6 +303,7 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
             enabled: None,
             password: non_empty(field(password)),
             groups: Some(parse_groups(&field(groups))),
+            keep_tokens: false,
         };
         spawn_local(async move {
             match save(id, &patch).await {
@@ -381,6 +382,11 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
     let change = move |_| {
         let wanted = PortalSettings {
             anonymous_dashboard: checked(anonymous),
+            ..settings
+                .data
+                .get_untracked()
+                .and_then(Result::ok)
+                .unwrap_or_default()
         };
         spawn_local(async move {
             match rest::send::<_, PortalSettings>(Method::Put, "/api/v1/settings", &wanted).await {

@@ -97,7 +97,7 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                         </label>
                         <label>"Grace period (s) " <input node_ref=grace name="violation_grace_s" type="number" min="0" value=p.violation_grace_s /></label>
                         <label>"Exempt Unix accounts " <input node_ref=exempt_users name="exempt_users" value=p.exempt_users.join(", ") placeholder="e.g. dcgm" /></label>
-                        <label>"Exempt commands " <input node_ref=exempt_commands name="exempt_commands" value=p.exempt_commands.join(", ") placeholder="e.g. nvidia-persistenced" /></label>
+                        <label>"Exempt executables " <input node_ref=exempt_commands name="exempt_commands" value=p.exempt_commands.join(", ") placeholder="e.g. /usr/bin/nvidia-persistenced" /></label>
                         <label>"Idle under (% GPU utilization) " <input node_ref=threshold name="idle_threshold_pct" type="number" min="0" max="100" value=p.idle_threshold_pct /></label>
                         <label>"for (min) " <input node_ref=window name="idle_window_min" type="number" min="1" value=p.idle_window_s / 60 /></label>
                         <label class="check">

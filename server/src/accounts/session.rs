@@ -52,26 +52,61 @@ impl SessionPolicy {
     }
 }
 
-/// Failed logins allowed per account, and per address, within [`LOCKOUT_WINDOW`].
-pub const LOCKOUT_FAILURES: usize = 5;
-pub fn lockout_window() -> Duration {
-    Duration::minutes(15)
+/// How many failed (or still unchecked) logins lock what, within a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockoutRules {
+    pub window: Duration,
+    /// Per account and address together: a guesser behind one address (every user of an SSH
+    /// tunnel comes from 127.0.0.1) locks only that account from that address, not everyone.
+    pub per_account_and_address: usize,
+    /// Per account from anywhere: guessing from many addresses is bounded too.
+    pub per_account: usize,
+    /// Failures from one address, over all accounts, after which each login from it is slowed
+    /// (never refused: a correct password from a busy address still works).
+    pub slow_address_after: u64,
 }
 
-/// How long a login must wait, given the times of recent failures (for one account or one
-/// address): once [`LOCKOUT_FAILURES`] fall inside the window, until the oldest of them leaves it.
-pub fn lockout_remaining(failures: &[DateTime<Utc>], now: DateTime<Utc>) -> Option<Duration> {
+impl Default for LockoutRules {
+    fn default() -> Self {
+        Self {
+            window: Duration::minutes(15),
+            per_account_and_address: 5,
+            per_account: 20,
+            slow_address_after: 10,
+        }
+    }
+}
+
+impl LockoutRules {
+    /// How long a login from an address with `failures` recent failures waits before its
+    /// password is checked: nothing up to the threshold, then doubling from 250 ms, at most 5 s.
+    pub fn address_delay(&self, failures: u64) -> std::time::Duration {
+        let Some(over) = failures.checked_sub(self.slow_address_after) else {
+            return std::time::Duration::ZERO;
+        };
+        let ms = 250u64.saturating_mul(1u64 << over.min(16));
+        std::time::Duration::from_millis(ms.min(5_000))
+    }
+}
+
+/// How long a login must wait, given the times of recent failures of one kind: once `limit` of
+/// them fall inside the window, until the oldest of the latest `limit` leaves it.
+pub fn locked_for(
+    failures: &[DateTime<Utc>],
+    limit: usize,
+    window: Duration,
+    now: DateTime<Utc>,
+) -> Option<Duration> {
     let mut recent: Vec<DateTime<Utc>> = failures
         .iter()
         .copied()
-        .filter(|t| *t > now - lockout_window() && *t <= now)
+        .filter(|t| *t > now - window && *t <= now)
         .collect();
-    if recent.len() < LOCKOUT_FAILURES {
+    if limit == 0 || recent.len() < limit {
         return None;
     }
     recent.sort_unstable_by(|a, b| b.cmp(a));
-    let oldest_counted = recent[LOCKOUT_FAILURES - 1];
-    Some(oldest_counted + lockout_window() - now)
+    Some(recent[limit - 1] + window - now)
 }
 
 #[cfg(test)]
@@ -104,6 +139,10 @@ mod tests {
         assert!(!p.is_live(t(0), t(119), t(120)));
     }
 
+    fn lockout_remaining(failures: &[DateTime<Utc>], now: DateTime<Utc>) -> Option<Duration> {
+        locked_for(failures, 5, Duration::minutes(15), now)
+    }
+
     #[test]
     fn five_failures_in_fifteen_minutes_lock_until_the_oldest_leaves_the_window() {
         let failures = [t(0), t(1), t(2), t(3)];
@@ -124,5 +163,15 @@ mod tests {
             lockout_remaining(&failures, t(14)),
             Some(Duration::minutes(11))
         );
+    }
+
+    #[test]
+    fn a_busy_address_is_slowed_more_with_each_failure_but_never_beyond_five_seconds() {
+        let rules = LockoutRules::default();
+        assert_eq!(rules.address_delay(0), std::time::Duration::ZERO);
+        assert_eq!(rules.address_delay(9), std::time::Duration::ZERO);
+        assert_eq!(rules.address_delay(10).as_millis(), 250);
+        assert_eq!(rules.address_delay(11).as_millis(), 500);
+        assert_eq!(rules.address_delay(1_000).as_millis(), 5_000);
     }
 }

@@ -49,6 +49,8 @@ impl From<rules::InvalidSlot> for BookingError {
             rules::InvalidSlot::StartInPast => "start_not_in_past",
             rules::InvalidSlot::NotLonger => "extend_later",
             rules::InvalidSlot::NotExtendable => "extend_live_only",
+            rules::InvalidSlot::BeyondHorizon(_) => "horizon",
+            rules::InvalidSlot::OutOfRange => "time_range",
         };
         BookingError::invalid(rule, e.to_string())
     }
@@ -91,8 +93,12 @@ pub const MAX_CARDS: usize = 1024;
 pub fn check_request(
     new: &NewBooking,
     now: chrono::DateTime<chrono::Utc>,
+    horizon_days: u32,
 ) -> Result<(), BookingError> {
     rules::check_new_slot(new.start, new.end, now)?;
+    if !rules::within_horizon(new.end, now, horizon_days) {
+        return Err(rules::InvalidSlot::BeyondHorizon(horizon_days).into());
+    }
     if new.note.chars().count() > MAX_NOTE {
         return Err(BookingError::invalid(
             "note_length",

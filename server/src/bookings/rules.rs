@@ -21,10 +21,36 @@ pub enum InvalidSlot {
     NotLonger,
     #[error("only upcoming or active bookings can be extended")]
     NotExtendable,
+    #[error("bookings may end at most {0} days ahead (the admin's booking horizon)")]
+    BeyondHorizon(u32),
+    #[error("times must lie between 1970 and 9999")]
+    OutOfRange,
 }
 
 pub fn overlaps(a: (DateTime<Utc>, DateTime<Utc>), b: (DateTime<Utc>, DateTime<Utc>)) -> bool {
     a.0 < b.1 && b.0 < a.1
+}
+
+/// The earliest and latest times the API accepts at all (any field, any endpoint): beyond
+/// them date arithmetic overflows and no booking, report or history makes sense.
+pub fn time_bounds() -> (DateTime<Utc>, DateTime<Utc>) {
+    (
+        DateTime::from_timestamp(0, 0).unwrap_or_default(),
+        // 9999-12-31T23:59:59Z
+        DateTime::from_timestamp(253_402_300_799, 0).unwrap_or_default(),
+    )
+}
+
+/// Whether `t` lies within [`time_bounds`].
+pub fn is_sane_time(t: DateTime<Utc>) -> bool {
+    let (first, last) = time_bounds();
+    (first..=last).contains(&t)
+}
+
+/// Whether a slot ending at `end` lies within the booking horizon seen from `now`.
+pub fn within_horizon(end: DateTime<Utc>, now: DateTime<Utc>, horizon_days: u32) -> bool {
+    now.checked_add_signed(Duration::days(i64::from(horizon_days)))
+        .is_some_and(|limit| end <= limit)
 }
 
 /// Checks a new slot at `now`.
@@ -33,6 +59,9 @@ pub fn check_new_slot(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<(), InvalidSlot> {
+    if !is_sane_time(start) || !is_sane_time(end) {
+        return Err(InvalidSlot::OutOfRange);
+    }
     if end <= start {
         return Err(InvalidSlot::EndNotAfterStart);
     }

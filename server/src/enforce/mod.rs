@@ -73,10 +73,15 @@ impl Enforcer {
             policy,
             node,
         };
-        tokio::spawn(async move { enforcer.run(shutdown).await });
+        let enforcer = Arc::new(enforcer);
+        crate::tasks::supervise("enforcer", shutdown.clone(), move || {
+            let enforcer = enforcer.clone();
+            let shutdown = shutdown.clone();
+            async move { enforcer.run(shutdown).await }
+        });
     }
 
-    async fn run(self, shutdown: CancellationToken) {
+    async fn run(&self, shutdown: CancellationToken) {
         let mut ticks = self.hub.subscribe_raw();
         let mut memory = Memory::default();
         match self.resume(&mut memory).await {
@@ -144,10 +149,12 @@ impl Enforcer {
         for gpu in tick.gpus.iter().filter(|g| g.node == self.node) {
             let card = notes.entry(gpu.uuid.clone()).or_default();
             for process in &gpu.processes {
-                let session = (process.pid < FAKE_PID_BASE)
+                let real = process.pid < FAKE_PID_BASE;
+                let session = real
                     .then(|| procinfo::stat(process.pid).map(|s| s.session))
                     .flatten();
-                let lane = facts.classify(&gpu.uuid, process, session);
+                let exe = real.then(|| procinfo::exe(process.pid)).flatten();
+                let lane = facts.classify(&gpu.uuid, process, session, exe.as_deref());
                 card.lanes.insert(process.pid, lane);
                 match lane {
                     ProcessLane::Job { id } => {

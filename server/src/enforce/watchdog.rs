@@ -24,12 +24,20 @@ pub struct Facts {
     /// Session leader pid → the job.
     pub jobs: HashMap<u32, RunningJob>,
     pub exempt_users: HashSet<String>,
+    /// Absolute paths of exempt executables.
     pub exempt_commands: HashSet<String>,
 }
 
 impl Facts {
-    /// Whose process this is (`session`: its session id, when /proc shows it), as a lane.
-    pub fn classify(&self, card: &str, process: &GpuProcess, session: Option<u32>) -> ProcessLane {
+    /// Whose process this is (`session`: its session id, `exe`: the path of its executable,
+    /// when /proc shows them), as a lane.
+    pub fn classify(
+        &self,
+        card: &str,
+        process: &GpuProcess,
+        session: Option<u32>,
+        exe: Option<&str>,
+    ) -> ProcessLane {
         let job = self
             .jobs
             .get(&process.pid)
@@ -41,7 +49,7 @@ impl Facts {
             name.as_ref().is_some_and(|n| set.contains(n))
         };
         if exempt(&self.exempt_users, &process.user)
-            || exempt(&self.exempt_commands, &process.command)
+            || exe.is_some_and(|path| self.exempt_commands.contains(path))
         {
             return ProcessLane::Exempt;
         }
@@ -168,7 +176,8 @@ mod tests {
             },
         );
         f.exempt_users.insert("monitor".into());
-        f.exempt_commands.insert("nvidia-persistenced".into());
+        f.exempt_commands
+            .insert("/usr/bin/nvidia-persistenced".into());
         f
     }
 
@@ -177,47 +186,55 @@ mod tests {
         let f = facts();
         let p = process(501, "alice", "python");
         assert_eq!(
-            f.classify("GPU-A", &p, Some(500)),
+            f.classify("GPU-A", &p, Some(500), None),
             ProcessLane::Job { id: 9 }
         );
         assert_eq!(
-            f.classify("GPU-A", &process(500, "alice", "bash"), None),
+            f.classify("GPU-A", &process(500, "alice", "bash"), None, None),
             ProcessLane::Job { id: 9 }
         );
         // The same job's process on a card outside its booking is not covered by the job;
         // alice holds no booking of GPU-B.
-        assert_eq!(f.classify("GPU-B", &p, Some(500)), ProcessLane::Unbooked);
+        assert_eq!(f.classify("GPU-B", &p, Some(500), None), ProcessLane::Unbooked);
     }
 
     #[test]
     fn holders_may_use_their_card_others_may_not_unless_exempt() {
         let f = facts();
         assert_eq!(
-            f.classify("GPU-A", &process(7, "alice", "python"), None),
+            f.classify("GPU-A", &process(7, "alice", "python"), None, None),
             ProcessLane::Booked
         );
         assert_eq!(
-            f.classify("GPU-A", &process(8, "bob", "python"), None),
+            f.classify("GPU-A", &process(8, "bob", "python"), None, None),
             ProcessLane::Unbooked
         );
         assert_eq!(
-            f.classify("GPU-B", &process(8, "stranger", "python"), None),
+            f.classify("GPU-B", &process(8, "stranger", "python"), None, None),
             ProcessLane::Unbooked
         );
         assert_eq!(
-            f.classify("GPU-B", &process(9, "monitor", "dcgm"), None),
+            f.classify("GPU-B", &process(9, "monitor", "dcgm"), None, None),
             ProcessLane::Exempt
         );
+        let daemon = process(10, "root", "nvidia-persistenced");
         assert_eq!(
-            f.classify("GPU-B", &process(10, "root", "nvidia-persistenced"), None),
+            f.classify("GPU-B", &daemon, None, Some("/usr/bin/nvidia-persistenced")),
             ProcessLane::Exempt
         );
+        // A copy of anything renamed to the exempt name is not exempt: its path differs.
+        let renamed = process(12, "stranger", "nvidia-persistenced");
+        assert_eq!(
+            f.classify("GPU-B", &renamed, None, Some("/home/stranger/nvidia-persistenced")),
+            ProcessLane::Unbooked
+        );
+        assert_eq!(f.classify("GPU-B", &renamed, None, None), ProcessLane::Unbooked);
         let unknown_owner = GpuProcess {
             user: None,
             ..process(11, "x", "python")
         };
         assert_eq!(
-            f.classify("GPU-A", &unknown_owner, None),
+            f.classify("GPU-A", &unknown_owner, None, None),
             ProcessLane::Unbooked
         );
     }

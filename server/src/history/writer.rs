@@ -39,8 +39,26 @@ pub fn start(
     settings: HistorySettings,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
-    let mut ticks = hub.subscribe_raw();
-    tokio::spawn(async move {
+    let first_ticks = std::sync::Mutex::new(Some(hub.subscribe_raw()));
+    crate::tasks::supervise("history writer", shutdown.clone(), move || {
+        // The first run takes the subscription made before start returned (no reading is
+        // missed); a restarted one subscribes afresh.
+        let ticks = first_ticks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_else(|| hub.subscribe_raw());
+        run(store.clone(), ticks, settings, shutdown.clone())
+    })
+}
+
+async fn run(
+    store: Store,
+    mut ticks: tokio::sync::broadcast::Receiver<Arc<crate::telemetry::hub::Tick>>,
+    settings: HistorySettings,
+    shutdown: CancellationToken,
+) {
+    {
         let mut ids: HashMap<(String, String), i64> = HashMap::new();
         let mut buffer: Vec<(i64, Reading)> = Vec::new();
         let mut in_flight: Option<JoinHandle<()>> = None;
@@ -96,7 +114,7 @@ pub fn start(
         if let Err(e) = write(&store, &buffer, None).await {
             tracing::error!(error = %e, "history: the last write failed");
         }
-    })
+    }
 }
 
 /// Writes a batch, rolls up what became whole, and prunes if asked.

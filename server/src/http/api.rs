@@ -19,16 +19,27 @@ pub fn routes() -> Routes {
         .route("/api/v1/{*rest}", get(unknown_api).post(unknown_api))
 }
 
-async fn healthz(State(state): State<AppState>) -> Json<HealthReport> {
+/// Health for load balancers and monitoring: 200 when the database answers and is the file
+/// Lanes opened, 503 otherwise (with the reason).
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let gpus = state.hub.gpus();
-    Json(HealthReport {
-        status: "ok".into(),
+    let database = state.store.health().await;
+    let status = if database.is_ok() {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    let report = HealthReport {
+        status: if database.is_ok() { "ok" } else { "error" }.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         node: state.node.to_string(),
         gpu_source: state.source,
         gpus: gpus.len(),
         gpus_unhealthy: gpus.iter().filter(|g| !g.health.is_ok()).count(),
-    })
+        database: database.err().unwrap_or_else(|| "ok".into()),
+        task_panics: crate::tasks::panics(),
+    };
+    (status, Json(report))
 }
 
 /// The cards now; anonymous viewers (an open dashboard) get them without process owners.
@@ -42,11 +53,34 @@ async fn gpus(State(state): State<AppState>, MaybeUser(user): MaybeUser) -> Json
     Json(gpus)
 }
 
-async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    (
+/// Prometheus metrics. When the operator set `--metrics-token`, only a scrape that presents it
+/// (`Authorization: Bearer …`) gets them.
+async fn metrics(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    if let Some(expected) = &state.metrics_token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !given.is_some_and(|g| same_secret(g, expected)) {
+            return Err(ApiError::Unauthenticated);
+        }
+    }
+    Ok((
         [(header::CONTENT_TYPE, CONTENT_TYPE)],
         state.hub.metrics().render(),
-    )
+    ))
+}
+
+/// Compares secrets in time that does not depend on where they differ (their hashes, so not on
+/// their length either).
+fn same_secret(given: &str, expected: &str) -> bool {
+    use crate::accounts::session::hash_secret;
+    let (a, b) = (hash_secret(given), hash_secret(expected));
+    a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The OpenAPI description of this API (docs/openapi.json, built into the binary).

@@ -2,9 +2,9 @@
 //! `POST /api/v1/auth/logout`, `GET /api/v1/me`, and the [`CurrentUser`] extractor.
 
 use super::{ApiError, ApiJson, AppState, Routes};
-use crate::accounts::session::{self, lockout_remaining, lockout_window, COOKIE};
+use crate::accounts::session::{self, LockoutRules, COOKIE};
 use crate::accounts::{password, User, MAX_TEXT};
-use crate::store::AuditEntry;
+use crate::store::{AttemptStart, AuditEntry};
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -27,14 +27,37 @@ pub fn routes() -> Routes {
         .route("/auth/logout", post(form_logout))
 }
 
+/// Password hashing at once, at most this many (each argon2 run takes 19 MiB and a core for a
+/// moment); the rest wait their turn a little, then get 503.
+static PASSWORD_WORK: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::sync::Semaphore::new(cores.clamp(2, 16))
+});
+
+/// How long a password check waits for its turn before the server says it is busy.
+const PASSWORD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs password work (argon2) off the async runtime, bounded by [`PASSWORD_WORK`].
+async fn password_work<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let busy = || ApiError::Unavailable {
+        message: "the server is busy checking passwords; try again in a moment".into(),
+        retry_after_secs: 2,
+    };
+    let _permit = tokio::time::timeout(PASSWORD_QUEUE_WAIT, PASSWORD_WORK.acquire())
+        .await
+        .map_err(|_| busy())?
+        .map_err(|_| busy())?;
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
 /// Runs argon2 off the async runtime.
 pub async fn hash_password(password: String) -> Result<String, ApiError> {
     password::check_policy(&password)?;
-    Ok(
-        tokio::task::spawn_blocking(move || password::hash(&password))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??,
-    )
+    Ok(password_work(move || password::hash(&password)).await??)
 }
 
 /// The logged-in user of a request; rejects with 401 when there is none.
@@ -105,22 +128,30 @@ pub async fn authenticate(
     }
     let now = chrono::Utc::now();
     let address = client.to_string();
-    let (by_account, by_address) = state
+    let rules = LockoutRules::default();
+    // Counted before the password is checked, atomically with the check of the limits: of
+    // many concurrent guesses only as many as the limit get to be checked.
+    let (attempt, address_failures) = match state
         .store
-        .login_failures(&username, &address, now - lockout_window())
-        .await?;
-    let wait = [by_account, by_address]
-        .iter()
-        .filter_map(|failures| lockout_remaining(failures, now))
-        .max();
-    if let Some(wait) = wait {
-        return Err(ApiError::TooManyRequests {
-            retry_after_secs: wait.num_seconds().max(1) as u64,
-        });
+        .begin_login_attempt(&username, &address, &rules, now)
+        .await?
+    {
+        AttemptStart::Counted {
+            id,
+            address_failures,
+        } => (id, address_failures),
+        AttemptStart::Locked(wait) => {
+            return Err(ApiError::TooManyRequests {
+                retry_after_secs: wait.num_seconds().max(1) as u64,
+            })
+        }
+    };
+    let delay = rules.address_delay(address_failures);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
-
     let credentials = state.store.credentials(&username).await?;
-    let user = tokio::task::spawn_blocking(move || match credentials {
+    let checked = password_work(move || match credentials {
         Some((user, hash)) => {
             let matches = password::verify(&password_text, &hash);
             (matches && user.enabled).then_some(user)
@@ -131,8 +162,19 @@ pub async fn authenticate(
             None
         }
     })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    .await;
+    let user = match checked {
+        Ok(user) => user,
+        Err(e) => {
+            // Not judged (busy): it does not count against anyone.
+            state.store.end_login_attempt(attempt, None).await?;
+            return Err(e);
+        }
+    };
+    state
+        .store
+        .end_login_attempt(attempt, Some(user.is_some()))
+        .await?;
 
     let Some(user) = user else {
         let failure = AuditEntry::new(None, "auth.login_failed", username).from_addr(address);
@@ -196,9 +238,19 @@ pub struct LoginForm {
     pub next: String,
 }
 
-/// Where to go after logging in: a path on this site, never another site.
+/// Where to go after logging in: a path on this site, never another site. Only a string that
+/// parses as a path (and query) alone, with no control characters or whitespace (browsers
+/// drop tabs and newlines, so `/\t/evil.example` would become `//evil.example`) and no second
+/// leading slash or backslash, is taken; anything else goes to the dashboard.
 pub fn safe_next(next: &str) -> &str {
-    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+    let plain = next
+        .chars()
+        .all(|c| !c.is_control() && !c.is_whitespace() && c != '\\');
+    let local = plain
+        && next.starts_with('/')
+        && !next.starts_with("//")
+        && next.parse::<axum::http::uri::PathAndQuery>().is_ok()
+        && axum::http::HeaderValue::from_str(next).is_ok();
     if local {
         next
     } else {
@@ -415,9 +467,7 @@ async fn change_password(
         .await?
         .ok_or(ApiError::Unauthenticated)?;
     let current = change.current_password;
-    let matches = tokio::task::spawn_blocking(move || password::verify(&current, &stored))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let matches = password_work(move || password::verify(&current, &stored)).await?;
     if !matches {
         return Err(ApiError::Forbidden("the current password is wrong".into()));
     }
@@ -425,7 +475,7 @@ async fn change_password(
     let audit = AuditEntry::new(Some(user.id), "user.password_change", &user.username);
     state
         .store
-        .change_password(user.id, &hash, &audit, chrono::Utc::now())
+        .change_password(user.id, &hash, !change.keep_tokens, &audit, chrono::Utc::now())
         .await?;
     Ok((
         jar.remove(Cookie::build((COOKIE, "")).path("/")),
@@ -508,6 +558,7 @@ mod tests {
     fn only_the_dashboard_and_its_telemetry_open_to_anonymous_viewers() {
         let open = PortalSettings {
             anonymous_dashboard: true,
+            ..Default::default()
         };
         for path in ["/", "/api/fn/fleet", "/api/v1/gpus", "/api/v1/telemetry/ws"] {
             assert!(is_open_dashboard(path, &open), "{path}");

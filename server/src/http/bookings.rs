@@ -4,7 +4,7 @@
 
 use super::auth::{AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
-use crate::bookings::{check_request, CardChoice, NewBooking};
+use crate::bookings::{check_request, rules, BookingError, CardChoice, NewBooking};
 use crate::store::{AuditEntry, BookingFilter};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -75,7 +75,7 @@ async fn create(
         note: request.note,
         enforce_quota: !actor.is_admin(),
     };
-    check_request(&new, now)?;
+    check_request(&new, now, state.portal_settings().booking_horizon_days)?;
     let mut detail = format!("{} → {}", new.start.to_rfc3339(), new.end.to_rfc3339());
     if owner.id != actor.id {
         detail.push_str(&format!("; for {}", owner.username));
@@ -111,6 +111,7 @@ async fn list(
         },
         None => None,
     };
+    check_times(&[query.from, query.to])?;
     let filter = BookingFilter {
         from: query.from,
         to: query.to,
@@ -175,14 +176,42 @@ async fn extend(
     // Who may change it first: others learn nothing from how their body would be judged.
     changeable(&state, &actor, id).await?;
     let ApiJson(request) = body?;
+    if let Some(job) = state.store.queue_job_of_booking(id).await? {
+        // The scheduler sized this booking to the job's time limit; a longer one would let
+        // the job run past the limit the admin set.
+        return Err(ApiError::Refused {
+            code: "invalid",
+            rule: "queue_booking",
+            message: format!(
+                "this booking holds the cards of queue job {job}; it lasts the job's time limit and cannot be extended"
+            ),
+        });
+    }
+    let now = Utc::now();
+    let horizon = state.portal_settings().booking_horizon_days;
+    if !rules::is_sane_time(request.end) {
+        return Err(BookingError::from(rules::InvalidSlot::OutOfRange).into());
+    }
+    if !rules::within_horizon(request.end, now, horizon) {
+        return Err(BookingError::from(rules::InvalidSlot::BeyondHorizon(horizon)).into());
+    }
     let audit = AuditEntry::new(Some(actor.id), "booking.extend", "");
     Ok(Json(
         state
             .store
-            .extend_booking(id, request.end, !actor.is_admin(), audit, Utc::now())
+            .extend_booking(id, request.end, !actor.is_admin(), audit, now)
             .await
             .inspect(|_| state.queue.wake())?,
     ))
+}
+
+/// Refuses times beyond what the API accepts at all (422, rule `time_range`).
+pub(super) fn check_times(times: &[Option<DateTime<Utc>>]) -> Result<(), ApiError> {
+    if times.iter().flatten().all(|t| rules::is_sane_time(*t)) {
+        Ok(())
+    } else {
+        Err(BookingError::from(rules::InvalidSlot::OutOfRange).into())
+    }
 }
 
 async fn quotas(State(state): State<AppState>, _: AdminUser) -> Result<Json<Quotas>, ApiError> {

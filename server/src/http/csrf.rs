@@ -17,9 +17,15 @@ pub async fn protect(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Whether a request must be refused as a possible forgery.
+/// Whether a request must be refused as a possible forgery. A websocket upgrade counts as a
+/// write: it is a GET, but a page on another site could otherwise open one with the user's
+/// cookie and read what it streams (the browser always sends its `Origin`).
 pub fn is_cross_site_write(method: &Method, headers: &HeaderMap) -> bool {
-    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+    let upgrade = headers
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) && !upgrade {
         return false;
     }
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -72,6 +78,24 @@ mod tests {
                 "{pairs:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_websocket_from_another_origin_is_refused_and_one_from_this_origin_passes() {
+        let foreign = headers(&[
+            ("upgrade", "websocket"),
+            ("origin", "https://evil.example"),
+            ("host", "lanes.lab:3000"),
+        ]);
+        assert!(is_cross_site_write(&Method::GET, &foreign));
+        let own = headers(&[
+            ("upgrade", "websocket"),
+            ("origin", "http://lanes.lab:3000"),
+            ("host", "lanes.lab:3000"),
+        ]);
+        assert!(!is_cross_site_write(&Method::GET, &own));
+        let script = headers(&[("upgrade", "websocket"), ("host", "lanes.lab:3000")]);
+        assert!(!is_cross_site_write(&Method::GET, &script));
     }
 
     #[test]

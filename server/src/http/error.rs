@@ -37,6 +37,12 @@ pub enum ApiError {
     Taken(Box<ConflictBody>),
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
+    /// The server cannot do this now (busy, or its database is gone): 503, with when to retry.
+    #[error("{message}")]
+    Unavailable {
+        message: String,
+        retry_after_secs: u64,
+    },
     #[error("internal error")]
     Internal(String),
 }
@@ -54,6 +60,7 @@ impl ApiError {
             }
             ApiError::Taken(_) => StatusCode::CONFLICT,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -70,6 +77,7 @@ impl ApiError {
             ApiError::Refused { code, .. } => code,
             ApiError::Taken(_) => "conflict",
             ApiError::TooManyRequests { .. } => "too_many_requests",
+            ApiError::Unavailable { .. } => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -81,6 +89,10 @@ impl From<crate::store::StoreError> for ApiError {
         match e {
             StoreError::Conflict(m) => ApiError::Conflict(m),
             StoreError::Invalid(m) => ApiError::Unprocessable(m),
+            StoreError::Unavailable(m) => ApiError::Unavailable {
+                message: m,
+                retry_after_secs: 30,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -191,7 +203,11 @@ impl IntoResponse for ApiError {
                 (self.status(), Json(body)).into_response()
             }
         };
-        if let ApiError::TooManyRequests { retry_after_secs } = self {
+        if let ApiError::TooManyRequests { retry_after_secs }
+        | ApiError::Unavailable {
+            retry_after_secs, ..
+        } = self
+        {
             response
                 .headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, retry_after_secs.into());

@@ -4,6 +4,7 @@
 
 use super::auth::{listing_owner, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
+use crate::jobs::launch;
 use crate::jobs::mask::check_extra_env;
 use crate::store::{AuditEntry, JobPlace, NewJob};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -45,7 +46,7 @@ async fn submit(
     let now = Utc::now();
     let name = request.name.unwrap_or_default();
     let env = request.env.unwrap_or_default();
-    check_command(&request.argv, &name, &env)?;
+    check_job(&request.argv, &name, &env, request.cwd.as_deref(), &user)?;
     let booking = state
         .store
         .booking(request.booking_id, now)
@@ -86,12 +87,21 @@ async fn submit(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
-/// What every job needs, queued or booked: a command, a short name, allowed extra variables.
-pub(super) fn check_command(
+/// What every job needs, queued or booked: a command, a short name, allowed extra variables,
+/// an absolute working directory if any, and an owner this host can run jobs as (refused now
+/// rather than when the job's turn comes).
+pub(super) fn check_job(
     argv: &[String],
     name: &str,
     env: &BTreeMap<String, String>,
+    cwd: Option<&str>,
+    owner: &User,
 ) -> Result<(), ApiError> {
+    if let Some(dir) = cwd {
+        launch::check_dir(dir).map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+    }
+    launch::identity(&owner.username, owner.unix_user.as_deref())
+        .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     if argv.is_empty() || argv[0].is_empty() {
         return Err(ApiError::Unprocessable(
             "argv needs at least the command".into(),
@@ -160,34 +170,203 @@ pub struct LogQuery {
     /// `stdout` (default) or `stderr`.
     #[serde(default)]
     pub stream: Option<String>,
+    /// Only the last this many lines (`GET …/log` only).
+    #[serde(default)]
+    pub tail: Option<u64>,
 }
 
-/// The job's output as text (empty before it starts).
+/// Most lines `tail` may ask for.
+const MAX_TAIL_LINES: u64 = 100_000;
+
+/// The job's output as text (empty before it starts), streamed from the file: never read whole
+/// into memory. A `Range: bytes=…` request gets that part (206); `tail=N` the last N lines.
 async fn log(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
     ApiQuery(query): ApiQuery<LogQuery>,
-) -> Result<impl IntoResponse, ApiError> {
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     visible(&state, &user, id).await?;
-    let path = log_path(&state, id, &query)?;
-    let text = match tokio::fs::read(&path).await {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(ApiError::Internal(e.to_string())),
+    let path = log_path(&state, id, &query).await?;
+    if query.tail.is_some_and(|n| n > MAX_TAIL_LINES) {
+        return Err(ApiError::BadRequest(format!(
+            "tail may ask for at most {MAX_TAIL_LINES} lines"
+        )));
+    }
+    let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    let Some(mut file) = open_log(path.as_deref()).await? else {
+        return Ok((text, "").into_response());
     };
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+    let len = file
+        .metadata()
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .len();
+    let range = match (headers.get(header::RANGE), query.tail) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "ask for a Range or for tail, not both".into(),
+            ))
+        }
+        (Some(value), None) => match value.to_str().ok().and_then(|v| byte_range(v, len)) {
+            Some(range) => Some(range),
+            None => {
+                return Ok((
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    [(header::CONTENT_RANGE, format!("bytes */{len}"))],
+                )
+                    .into_response())
+            }
+        },
+        (None, Some(lines)) => {
+            let from = tail_offset(&mut file, len, lines)
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            return stream_part(file, from, len - from, None, text);
+        }
+        (None, None) => None,
+    };
+    match range {
+        Some((first, last)) => stream_part(file, first, last - first + 1, Some(len), text),
+        None => stream_part(file, 0, len, None, text),
+    }
 }
 
-fn log_path(state: &AppState, id: i64, query: &LogQuery) -> Result<PathBuf, ApiError> {
-    let (stdout, stderr) = state.runner.log_paths(id);
-    match query.stream.as_deref() {
-        None | Some("stdout") => Ok(stdout),
-        Some("stderr") => Ok(stderr),
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "stream must be stdout or stderr, not {other:?}"
+/// `len` bytes of `file` from `from` as the body; with `total`, as a 206 part of it.
+fn stream_part(
+    mut file: tokio::fs::File,
+    from: u64,
+    len: u64,
+    total: Option<u64>,
+    text: [(header::HeaderName, &'static str); 1],
+) -> Result<Response, ApiError> {
+    use tokio::io::AsyncReadExt;
+    let body = futures::stream::once(async move {
+        use tokio::io::AsyncSeekExt;
+        file.seek(std::io::SeekFrom::Start(from)).await.map(|_| file)
+    });
+    let stream = futures::StreamExt::flat_map(body, move |file| match file {
+        Ok(file) => {
+            futures::StreamExt::left_stream(tokio_util::io::ReaderStream::new(file.take(len)))
+        }
+        Err(e) => futures::StreamExt::right_stream(futures::stream::once(async { Err(e) })),
+    });
+    let body = axum::body::Body::from_stream(stream);
+    let mut response = (text, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::ACCEPT_RANGES, header::HeaderValue::from_static("bytes"));
+    if let Some(total) = total {
+        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+        let last = (from + len).saturating_sub(1);
+        if let Ok(value) = format!("bytes {from}-{last}/{total}").parse() {
+            response.headers_mut().insert(header::CONTENT_RANGE, value);
+        }
+    }
+    Ok(response)
+}
+
+/// The one byte range of a `Range` header (`bytes=A-B`, `bytes=A-`, `bytes=-N`) within a file
+/// of `len` bytes, as first and last byte; `None` when it cannot be served.
+pub fn byte_range(value: &str, len: u64) -> Option<(u64, u64)> {
+    let spec = value.trim().strip_prefix("bytes=")?;
+    if spec.contains(',') || len == 0 {
+        return None;
+    }
+    let (a, b) = spec.split_once('-')?;
+    let (a, b) = (a.trim(), b.trim());
+    let (first, last) = if a.is_empty() {
+        let n: u64 = b.parse().ok()?;
+        (len.saturating_sub(n), len - 1)
+    } else {
+        let first: u64 = a.parse().ok()?;
+        let last = if b.is_empty() {
+            len - 1
+        } else {
+            b.parse::<u64>().ok()?.min(len - 1)
+        };
+        (first, last)
+    };
+    (first <= last && first < len).then_some((first, last))
+}
+
+/// Where the last `lines` lines of the file begin, reading backwards a block at a time.
+async fn tail_offset(file: &mut tokio::fs::File, len: u64, lines: u64) -> std::io::Result<u64> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    if lines == 0 {
+        return Ok(len);
+    }
+    const BLOCK: u64 = 64 * 1024;
+    let mut end = len;
+    // A final newline ends the last line; it does not start another.
+    let mut newlines = 0u64;
+    let mut skip_last = true;
+    let mut buf = vec![0u8; BLOCK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let n = (end - start) as usize;
+        file.seek(std::io::SeekFrom::Start(start)).await?;
+        file.read_exact(&mut buf[..n]).await?;
+        for i in (0..n).rev() {
+            if buf[i] == b'\n' {
+                if skip_last && start + i as u64 == len - 1 {
+                    continue;
+                }
+                newlines += 1;
+                if newlines == lines {
+                    return Ok(start + i as u64 + 1);
+                }
+            }
+        }
+        skip_last = false;
+        end = start;
+    }
+    Ok(0)
+}
+
+/// Opens a log file for reading, never through a link; `None` when it does not exist (yet).
+async fn open_log(path: Option<&std::path::Path>) -> Result<Option<tokio::fs::File>, ApiError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let opened = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .await;
+    match opened {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ApiError::Internal(format!(
+            "cannot read the log {}: {e}",
+            path.display()
         ))),
     }
+}
+
+/// The log file a query names; `None` while the job has no log directory (not started).
+async fn log_path(
+    state: &AppState,
+    id: i64,
+    query: &LogQuery,
+) -> Result<Option<PathBuf>, ApiError> {
+    let stderr = match query.stream.as_deref() {
+        None | Some("stdout") => false,
+        Some("stderr") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "stream must be stdout or stderr, not {other:?}"
+            )))
+        }
+    };
+    let Some(dir) = state.store.job_log_dir(id).await? else {
+        return Ok(None);
+    };
+    Ok(state
+        .runner
+        .log_paths(&dir)
+        .map(|(out, err)| if stderr { err } else { out }))
 }
 
 /// The log so far, then what the job writes as it writes it, in text messages; the server
@@ -201,25 +380,36 @@ async fn tail(
 ) -> Result<Response, ApiError> {
     // Who may see it first: a stranger learns nothing from how the upgrade would go.
     visible(&state, &user, id).await?;
-    let path = log_path(&state, id, &query)?;
+    if query.tail.is_some() {
+        return Err(ApiError::BadRequest(
+            "the live log starts from the beginning; tail is for GET …/log".into(),
+        ));
+    }
+    let stream = query.stream.clone();
+    log_path(&state, id, &query).await?;
     let ws = ws.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     Ok(ws
         .read_buffer_size(4 * 1024)
         .max_message_size(4 * 1024)
-        .on_upgrade(move |socket| follow(socket, state, id, path)))
+        .on_upgrade(move |socket| follow(socket, state, id, stream)))
 }
 
-async fn follow(mut socket: WebSocket, state: AppState, id: i64, path: PathBuf) {
+async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Option<String>) {
     let mut offset: u64 = 0;
     let mut carry: Vec<u8> = Vec::new();
+    let query = LogQuery { stream, tail: None };
+    let mut quiet_since = tokio::time::Instant::now();
     loop {
+        // The job may start (and get its log directory) while someone watches.
+        let path = log_path(&state, id, &query).await.ok().flatten();
         // Read the state before the file, so output written just before the end is not missed.
         let over = match state.store.job(id).await {
             Ok(Some(job)) => job.state.is_over(),
             _ => true,
         };
         let sent = loop {
-            let chunk = read_from(&path, offset).await;
+            let Some(path) = &path else { break true };
+            let chunk = read_from(path, offset).await;
             if chunk.is_empty() {
                 break true;
             }
@@ -236,6 +426,7 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, path: PathBuf) 
             if socket.send(Message::Text(text.into())).await.is_err() {
                 break false;
             }
+            quiet_since = tokio::time::Instant::now();
         };
         if !sent {
             return;
@@ -247,6 +438,13 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, path: PathBuf) 
             };
             let _ = socket.send(Message::Close(Some(frame))).await;
             return;
+        }
+        // A quiet job still shows the connection alive (idle connections are closed).
+        if quiet_since.elapsed() >= super::KEEPALIVE {
+            if socket.send(Message::Ping(Default::default())).await.is_err() {
+                return;
+            }
+            quiet_since = tokio::time::Instant::now();
         }
         tokio::select! {
             _ = tokio::time::sleep(TAIL_POLL) => {}
@@ -262,7 +460,7 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, path: PathBuf) 
 /// Up to [`TAIL_CHUNK`] bytes of `path` from `offset` (nothing when there are none, or no file).
 async fn read_from(path: &std::path::Path, offset: u64) -> Vec<u8> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let Ok(mut file) = tokio::fs::File::open(path).await else {
+    let Ok(Some(mut file)) = open_log(Some(path)).await else {
         return Vec::new();
     };
     if file.seek(std::io::SeekFrom::Start(offset)).await.is_err() {

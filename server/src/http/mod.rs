@@ -12,6 +12,7 @@ mod history;
 mod jobs;
 mod queue;
 mod reports;
+pub mod serve;
 mod settings;
 mod tokens;
 mod ws;
@@ -138,6 +139,29 @@ pub fn route_paths() -> Vec<String> {
     paths
 }
 
+/// How often a quiet websocket pings its client, well within the idle timeout.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Refuses every change (503) while the database file is gone or replaced: it would be lost.
+async fn refuse_writes_without_database(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::Method;
+    use axum::response::IntoResponse;
+    let reads = matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if !reads {
+        if let Err(e) = state.store.check_file() {
+            return ApiError::from(e).into_response();
+        }
+    }
+    next.run(request).await
+}
+
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(lanes_app::App);
     let hub = state.hub.clone();
@@ -158,6 +182,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_login,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_writes_without_database,
         ))
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(CompressionLayer::new())

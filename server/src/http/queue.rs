@@ -4,9 +4,8 @@
 //! and admins.
 
 use super::auth::{AdminUser, CurrentUser};
-use super::jobs::{check_command, visible};
+use super::jobs::{check_job, visible};
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
-use crate::jobs::launch;
 use crate::store::{AuditEntry, JobPlace, NewJob};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -37,7 +36,7 @@ async fn submit(
 ) -> Result<(StatusCode, Json<QueuedJob>), ApiError> {
     let name = request.name.unwrap_or_default();
     let env = request.env.unwrap_or_default();
-    check_command(&request.argv, &name, &env)?;
+    check_job(&request.argv, &name, &env, request.cwd.as_deref(), &user)?;
     let settings = state.queue.settings();
     let limit = request
         .time_limit_s
@@ -65,9 +64,6 @@ async fn submit(
             }
         )));
     }
-    // The job will run as this account: refuse now rather than after it waited its turn.
-    launch::identity(&user.username, user.unix_user.as_deref())
-        .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     let queued = QueueRequest {
         gpus: request.gpus,
         time_limit_s: limit,

@@ -1,11 +1,12 @@
 //! Starting a job's process: as the booking user's Unix account (or, when the server does not
 //! run as root, as the server's own user: single-user mode), in a session and process group of
 //! its own so that the whole tree can be signalled, with exactly the environment it was given,
-//! and its output in log files.
+//! in its working directory entered as that user, and its output in capped log files.
 
 use nix::unistd::{Gid, Uid, User};
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -48,8 +49,26 @@ pub enum LaunchError {
     UnknownAccount(String),
     #[error("jobs never run as root: the account {0:?} has uid 0")]
     RootAccount(String),
+    #[error(
+        "this server runs as {server:?}, not root, so every job would run as {server:?} (and could \
+         read its database); it runs only jobs of users whose Unix account is {server:?}, and {user} \
+         has {account}; an admin may set a user's Unix account to {server:?} to allow it"
+    )]
+    SingleUser {
+        server: String,
+        user: String,
+        account: String,
+    },
     #[error("a job needs a command")]
     EmptyCommand,
+    #[error("the working directory must be an absolute path, not {0:?}")]
+    RelativeDir(String),
+    #[error("cannot enter {dir} as {user}: {source}")]
+    EnterDir {
+        dir: String,
+        user: String,
+        source: std::io::Error,
+    },
     #[error("cannot write the job's log {path}: {source}")]
     Log {
         path: PathBuf,
@@ -64,17 +83,54 @@ pub enum LaunchError {
     Lookup(String, nix::Error),
 }
 
-/// Whom a job of the Lanes user `username` (Unix account `unix_user`) runs as on this host.
-pub fn identity(username: &str, unix_user: Option<&str>) -> Result<Identity, LaunchError> {
-    if !Uid::effective().is_root() {
-        let me = User::from_uid(Uid::effective())
+/// Who the server itself runs as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerAccount {
+    pub root: bool,
+    pub name: String,
+    pub home: String,
+}
+
+impl ServerAccount {
+    pub fn current() -> Self {
+        let uid = Uid::effective();
+        let (name, home) = User::from_uid(uid)
             .ok()
             .flatten()
             .map(|u| (u.name, u.dir.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| (Uid::effective().to_string(), "/".into()));
+            .unwrap_or_else(|| (uid.to_string(), "/".into()));
+        Self {
+            root: uid.is_root(),
+            name,
+            home,
+        }
+    }
+}
+
+/// Whom a job of the Lanes user `username` (Unix account `unix_user`) runs as on this host.
+pub fn identity(username: &str, unix_user: Option<&str>) -> Result<Identity, LaunchError> {
+    identity_on(&ServerAccount::current(), username, unix_user)
+}
+
+/// [`identity`] for a server running as `server`. Without root the server can only run jobs as
+/// itself, and a job as the server's account could rewrite the server's database (make its
+/// owner an admin): so only users whom an admin mapped to that very account may run jobs.
+pub fn identity_on(
+    server: &ServerAccount,
+    username: &str,
+    unix_user: Option<&str>,
+) -> Result<Identity, LaunchError> {
+    if !server.root {
+        if unix_user != Some(server.name.as_str()) {
+            return Err(LaunchError::SingleUser {
+                server: server.name.clone(),
+                user: username.into(),
+                account: unix_user.map_or("none".into(), |a| format!("{a:?}")),
+            });
+        }
         return Ok(Identity::SingleUser {
-            name: me.0,
-            home: me.1,
+            name: server.name.clone(),
+            home: server.home.clone(),
         });
     }
     let name = unix_user.ok_or_else(|| LaunchError::NoUnixAccount(username.into()))?;
@@ -96,22 +152,46 @@ pub fn identity(username: &str, unix_user: Option<&str>) -> Result<Identity, Lau
     })
 }
 
+/// A working directory a job may ask for: absolute (a relative one would resolve against the
+/// server's directory). Whether the user may enter it is known only as that user, at start.
+pub fn check_dir(dir: &str) -> Result<(), LaunchError> {
+    if Path::new(dir).is_absolute() && !dir.contains('\0') {
+        Ok(())
+    } else {
+        Err(LaunchError::RelativeDir(dir.into()))
+    }
+}
+
 /// What to start.
 pub struct Launch<'a> {
     pub argv: &'a [String],
+    /// Entered as the job's user, after the identity switch.
     pub cwd: &'a Path,
+    /// Whether the job asked for `cwd`: then failing to enter it fails the job; otherwise (the
+    /// home) the job starts in `/` instead, as a login does.
+    pub cwd_required: bool,
     /// The complete environment; nothing of the server's is inherited.
     pub env: &'a [(String, String)],
     pub identity: &'a Identity,
-    pub stdout: &'a Path,
-    pub stderr: &'a Path,
+    /// A directory made for this job alone; `stdout` and `stderr` are created in it.
+    pub log_dir: &'a Path,
+    /// Bytes kept of each stream; then a marker line, and the rest is read and dropped.
+    pub log_limit: u64,
 }
 
-fn log_file(path: &Path) -> Result<File, LaunchError> {
-    // Readable by the server only; the API shows it to the job's owner and admins.
+/// The log files of a job in `dir`.
+pub fn log_files(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("stdout"), dir.join("stderr"))
+}
+
+/// Creates a log file that must not exist yet and is never a link (a pre-made link would make
+/// the server write where it points). Readable by the server only; the API shows it to the
+/// job's owner and admins.
+fn new_log_file(path: &Path) -> Result<File, LaunchError> {
     OpenOptions::new()
-        .create(true)
-        .append(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .mode(0o600)
         .open(path)
         .map_err(|source| LaunchError::Log {
@@ -120,20 +200,68 @@ fn log_file(path: &Path) -> Result<File, LaunchError> {
         })
 }
 
+/// Copies its input to its output up to `$1` bytes; past that it writes one marker line and
+/// reads the rest to nowhere, so the job never blocks or dies on a full pipe. A failed write
+/// (a full disk) ends the copy the same way: the job goes on, its log stops.
+const KEEPER: &str = r#"head -c "$1"
+if [ "$(dd bs=1 count=1 2>/dev/null | wc -c)" -ne 0 ]; then
+  printf '\n[lanes: this log reached its limit of %s bytes; further output is discarded]\n' "$1"
+  exec cat >/dev/null
+fi"#;
+
+/// An error code no system call returns, to tell "could not enter the directory" from a failed
+/// exec across the fork (only an errno crosses it).
+const ENTER_DIR_FAILED: i32 = 0x4c00_0000;
+
+/// Switches to the account (groups, gid, uid) in a child after fork. Only system calls on values
+/// prepared before the fork.
+fn become_account(account: &Option<(Uid, Gid, Vec<Gid>)>) -> std::io::Result<()> {
+    if let Some((uid, gid, groups)) = account {
+        nix::unistd::setgroups(groups)?;
+        nix::unistd::setgid(*gid)?;
+        nix::unistd::setuid(*uid)?;
+    }
+    Ok(())
+}
+
+/// Starts the process that keeps one stream's log: in a session of its own (signals to the
+/// job's group do not reach it; it ends when the job's last writer closes the pipe), as the
+/// job's user, with the log file as its output.
+fn start_keeper(
+    read_end: OwnedFd,
+    file: File,
+    limit: u64,
+    account: &Option<(Uid, Gid, Vec<Gid>)>,
+) -> std::io::Result<Child> {
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", KEEPER, "lanes-log", &limit.to_string()])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .stdin(Stdio::from(read_end))
+        .stdout(Stdio::from(file))
+        .stderr(Stdio::null());
+    let account = account.clone();
+    // SAFETY: only system calls on values prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            nix::unistd::setsid()?;
+            become_account(&account)
+        });
+    }
+    command.spawn()
+}
+
 /// Starts the job. The child leaves the server's session (so signals to its process group reach
-/// the whole job and nothing else), then drops to the account's groups, gid and uid before the
-/// command runs.
+/// the whole job and nothing else), drops to the account's groups, gid and uid, then enters its
+/// working directory as that user before the command runs. Its output goes through two log
+/// keepers into files in `log_dir`.
 pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
     let (program, args) = launch.argv.split_first().ok_or(LaunchError::EmptyCommand)?;
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(launch.cwd)
-        .stdin(Stdio::null())
-        .stdout(log_file(launch.stdout)?)
-        .stderr(log_file(launch.stderr)?);
+    let cwd = launch.cwd.to_string_lossy().into_owned();
+    check_dir(&cwd)?;
+    let c_cwd = CString::new(cwd.clone()).map_err(|_| LaunchError::RelativeDir(cwd.clone()))?;
     let account = match launch.identity {
         Identity::Account {
             uid, gid, groups, ..
@@ -144,21 +272,93 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
         )),
         Identity::SingleUser { .. } => None,
     };
+    let (stdout_path, stderr_path) = log_files(launch.log_dir);
+    let mut writers = Vec::new();
+    for path in [&stdout_path, &stderr_path] {
+        let file = new_log_file(path)?;
+        let log_err = |source| LaunchError::Log {
+            path: path.clone(),
+            source,
+        };
+        let (read_end, write_end) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| log_err(e.into()))?;
+        // The keeper is reaped by nobody in particular: it is a child of this process, and
+        // tokio's runtime does not reap; a zombie keeper costs a pid until the server exits, so
+        // a thread waits for it.
+        let mut keeper =
+            start_keeper(read_end, file, launch.log_limit, &account).map_err(log_err)?;
+        std::thread::spawn(move || keeper.wait());
+        writers.push(write_end);
+    }
+    let stderr = writers.pop().expect("two pipes");
+    let stdout = writers.pop().expect("two pipes");
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr));
+    let job_account = account.clone();
+    let required = launch.cwd_required;
     // SAFETY: between fork and exec the closure only makes system calls (setsid, setgroups,
-    // setgid, setuid) on values prepared before the fork; it allocates nothing.
+    // setgid, setuid, chdir) on values prepared before the fork; it allocates nothing.
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid()?;
-            if let Some((uid, gid, groups)) = &account {
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(*gid)?;
-                nix::unistd::setuid(*uid)?;
+            become_account(&job_account)?;
+            // As the user, so that their permissions decide, never root's.
+            if nix::libc::chdir(c_cwd.as_ptr()) != 0
+                && (required || nix::libc::chdir(c"/".as_ptr()) != 0)
+            {
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                return Err(std::io::Error::from_raw_os_error(ENTER_DIR_FAILED | errno));
             }
             Ok(())
         });
     }
-    command.spawn().map_err(|source| LaunchError::Spawn {
-        command: program.clone(),
-        source,
+    command.spawn().map_err(|source| match source.raw_os_error() {
+        Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => LaunchError::EnterDir {
+            dir: cwd,
+            user: launch.identity.name().into(),
+            source: std::io::Error::from_raw_os_error(code & !ENTER_DIR_FAILED),
+        },
+        _ => LaunchError::Spawn {
+            command: program.clone(),
+            source,
+        },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(root: bool) -> ServerAccount {
+        ServerAccount {
+            root,
+            name: "lanes".into(),
+            home: "/var/lib/lanes".into(),
+        }
+    }
+
+    #[test]
+    fn without_root_only_users_mapped_to_the_servers_own_account_run_jobs() {
+        let ok = identity_on(&server(false), "op", Some("lanes")).unwrap();
+        assert_eq!(ok.name(), "lanes");
+        for other in [Some("ada"), None] {
+            let refused = identity_on(&server(false), "ada", other).unwrap_err();
+            assert!(matches!(refused, LaunchError::SingleUser { .. }));
+            assert!(refused.to_string().contains("runs as \"lanes\", not root"));
+        }
+    }
+
+    #[test]
+    fn working_directories_must_be_absolute() {
+        assert!(check_dir("/home/ada/runs").is_ok());
+        for bad in ["runs", "../../../../root", "", "./x"] {
+            assert!(matches!(check_dir(bad), Err(LaunchError::RelativeDir(_))), "{bad}");
+        }
+    }
 }

@@ -36,8 +36,11 @@ const TICK: Duration = Duration::from_millis(200);
 pub struct RunnerSettings {
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
-    /// Jobs' logs go to `<jobs_dir>/<id>/{stdout,stderr}`.
+    /// Jobs' logs go to `<jobs_dir>/<id>-<random>/{stdout,stderr}`: a directory per job, made
+    /// anew, so a job id that comes back (a recreated database) never meets an old log.
     pub jobs_dir: PathBuf,
+    /// Bytes kept of each of a job's streams.
+    pub log_limit: u64,
     pub node: String,
     /// Told when a queue job ends (its cards are free).
     pub queue_wake: Arc<Notify>,
@@ -100,16 +103,24 @@ impl Runner {
             boot_id: procinfo::boot_id(),
         });
         let task = runner.clone();
-        tokio::spawn(async move {
-            let mut watched: HashMap<i64, Watched> = HashMap::new();
-            loop {
-                if let Err(e) = task.tick(&mut watched, Utc::now()).await {
-                    tracing::error!(error = %e, "the job runner could not check its jobs");
-                }
-                tokio::select! {
-                    _ = task.wake.notified() => {}
-                    _ = tokio::time::sleep(TICK) => {}
-                    _ = shutdown.cancelled() => break,
+        crate::tasks::supervise("job runner", shutdown.clone(), move || {
+            let task = task.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                // A restarted task re-adopts the running jobs from their records.
+                let mut watched: HashMap<i64, Watched> = HashMap::new();
+                let mut leftovers: HashMap<i32, Leftover> = HashMap::new();
+                loop {
+                    let now = Utc::now();
+                    if let Err(e) = task.tick(&mut watched, &mut leftovers, now).await {
+                        tracing::error!(error = %e, "the job runner could not check its jobs");
+                    }
+                    task.sweep(&mut leftovers, now);
+                    tokio::select! {
+                        _ = task.wake.notified() => {}
+                        _ = tokio::time::sleep(TICK) => {}
+                        _ = shutdown.cancelled() => break,
+                    }
                 }
             }
         });
@@ -121,15 +132,44 @@ impl Runner {
         self.wake.notify_one();
     }
 
-    /// The files a job's output goes to.
-    pub fn log_paths(&self, job_id: i64) -> (PathBuf, PathBuf) {
-        let dir = self.settings.jobs_dir.join(job_id.to_string());
-        (dir.join("stdout"), dir.join("stderr"))
+    /// The files of a job's output, given the name of its log directory (as the store keeps
+    /// it); `None` for a name that is not one plain directory name.
+    pub fn log_paths(&self, dir_name: &str) -> Option<(PathBuf, PathBuf)> {
+        let plain = !dir_name.is_empty()
+            && dir_name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        plain.then(|| launch::log_files(&self.settings.jobs_dir.join(dir_name)))
+    }
+
+    /// Signals what is left of the groups of jobs whose main process ended: SIGTERM at once,
+    /// SIGKILL after the grace period, until nothing is left.
+    fn sweep(&self, leftovers: &mut HashMap<i32, Leftover>, now: DateTime<Utc>) {
+        let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
+        leftovers.retain(|pgid, left| {
+            let group = Pid::from_raw(-*pgid);
+            // Signal 0 asks whether anyone is left.
+            if nix::sys::signal::kill(group, None).is_err() {
+                return false;
+            }
+            let signal = if now - left.since >= grace {
+                Signal::SIGKILL
+            } else {
+                Signal::SIGTERM
+            };
+            if !left.warned {
+                tracing::info!(job = left.job, "stopping what a job left running after it ended");
+                left.warned = true;
+            }
+            let _ = killpg(Pid::from_raw(*pgid), signal);
+            true
+        });
     }
 
     async fn tick(
         &self,
         watched: &mut HashMap<i64, Watched>,
+        leftovers: &mut HashMap<i32, Leftover>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
         // Why each running job must stop, if it must: read once per tick with the job itself.
@@ -148,7 +188,7 @@ impl Runner {
             }
             match (job.job.state, booking) {
                 (JobState::Queued, Some(b)) if b.state == BookingState::Active => {
-                    match self.launch(&job, &b) {
+                    match self.launch(&job, &b).await {
                         Ok(child) => {
                             let process = JobProcess {
                                 pid: child.id(),
@@ -208,7 +248,7 @@ impl Runner {
         }
         let ids: Vec<i64> = watched.keys().copied().collect();
         for id in ids {
-            self.watch(id, watched, stop_reasons.get(&id).copied(), now)
+            self.watch(id, watched, leftovers, stop_reasons.get(&id).copied(), now)
                 .await?;
         }
         Ok(())
@@ -287,6 +327,7 @@ impl Runner {
         &self,
         id: i64,
         watched: &mut HashMap<i64, Watched>,
+        leftovers: &mut HashMap<i32, Leftover>,
         stop: Option<&'static str>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
@@ -295,6 +336,16 @@ impl Runner {
         };
         if let Some(end) = exited(job) {
             self.processes.job_ended(job.pid());
+            // The job is over when its main process is (as in Slurm); whatever it left behind
+            // in its group goes too, so nothing outlives the slot.
+            leftovers.insert(
+                job.pid() as i32,
+                Leftover {
+                    job: id,
+                    since: now,
+                    warned: false,
+                },
+            );
             if let Some(done) = watched.remove(&id) {
                 self.finish(&done.record, &end, now).await?;
             }
@@ -320,8 +371,9 @@ impl Runner {
         Ok(())
     }
 
-    /// Starts a job under its booking's mask, as its user.
-    fn launch(&self, job: &JobToRun, booking: &Booking) -> Result<Child, String> {
+    /// Starts a job under its booking's mask, as its user, with its logs in a directory made
+    /// for it alone.
+    async fn launch(&self, job: &JobToRun, booking: &Booking) -> Result<Child, String> {
         let who = launch::identity(&job.job.username, job.unix_user.as_deref())
             .map_err(|e| e.to_string())?;
         let inventory: Vec<_> = self.hub.gpus().into_iter().map(|g| g.info).collect();
@@ -334,34 +386,54 @@ impl Runner {
             home: who.home(),
         };
         let env = job_environment(&mask, &facts, &job.env).map_err(|e| e.to_string())?;
-        let (stdout, stderr) = self.log_paths(job.job.id);
-        if let Some(dir) = stdout.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| format!("cannot make the log directory: {e}"))?;
-        }
-        let cwd = job
-            .job
-            .cwd
-            .clone()
-            .unwrap_or_else(|| who.home().to_string());
-        let cwd = if Path::new(&cwd).is_dir() {
-            cwd
-        } else {
-            "/".into()
+        let dir_name = self
+            .new_log_dir(job.job.id)
+            .map_err(|e| format!("cannot make the log directory: {e}"))?;
+        self.store
+            .set_job_log_dir(job.job.id, &dir_name)
+            .await
+            .map_err(|e| e.to_string())?;
+        // No directory asked for: the home, or "/" when it has none (as login does).
+        let (cwd, required) = match &job.job.cwd {
+            Some(dir) => (dir.clone(), true),
+            None => (who.home().to_string(), false),
         };
         launch::spawn(&Launch {
             argv: &job.job.argv,
             cwd: Path::new(&cwd),
+            cwd_required: required,
             env: &env,
             identity: &who,
-            stdout: &stdout,
-            stderr: &stderr,
+            log_dir: &self.settings.jobs_dir.join(&dir_name),
+            log_limit: self.settings.log_limit,
         })
         .map_err(|e| e.to_string())
     }
+
+    /// Makes `<jobs_dir>/<id>-<random>`, which must not exist yet (never reused, never a link
+    /// someone placed), readable by the server only. Returns its name.
+    fn new_log_dir(&self, job_id: i64) -> std::io::Result<String> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.settings.jobs_dir)?;
+        let mut random = [0u8; 6];
+        getrandom::fill(&mut random).map_err(std::io::Error::other)?;
+        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let name = format!("{job_id}-{suffix}");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(self.settings.jobs_dir.join(&name))?;
+        Ok(name)
+    }
+}
+
+/// The group of a job whose main process ended, while anything of it is left.
+struct Leftover {
+    job: i64,
+    /// When the main process was seen to end (SIGKILL follows after the grace period).
+    since: DateTime<Utc>,
+    warned: bool,
 }
 
 /// Whether `process` still runs: same pid, same start time, same boot, and not a zombie.

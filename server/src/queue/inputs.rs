@@ -166,7 +166,10 @@ pub fn waiting(
                 id: job.id,
                 owner,
                 gpus: request.gpus,
-                time_limit: request.time_limit_s,
+                // Bounded at submission; clamped again so an old record cannot overflow a pass.
+                time_limit: request
+                    .time_limit_s
+                    .clamp(1, lanes_app::model::queue::MAX_TIME_LIMIT_S),
                 min_memory: request.min_memory_bytes.unwrap_or(0),
                 submitted,
                 priority: fairshare::priority(factor, now - submitted, age),

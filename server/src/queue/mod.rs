@@ -16,7 +16,9 @@ use chrono::{DateTime, Utc};
 use inputs::{Member, PoolCard};
 use lanes_app::model::booking::GpuRef;
 use lanes_app::model::job::Job;
-use lanes_app::model::queue::{booking_note, QueuePolicy, QueueSettings, Shares, Standing};
+use lanes_app::model::queue::{
+    booking_note, QueuePolicy, QueueSettings, Shares, Standing, MAX_TIME_LIMIT_S,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -87,21 +89,25 @@ impl Queue {
             snapshot: RwLock::default(),
         });
         let task = queue.clone();
-        tokio::spawn(async move {
-            let mut explained_at: Option<Instant> = None;
-            loop {
-                let sleep = match task.pass(Utc::now(), &mut explained_at).await {
-                    Ok(Some(next)) => next,
-                    Ok(None) => continue, // something started: look again at once
-                    Err(e) => {
-                        tracing::error!(error = %e, "the queue could not run a scheduling pass");
-                        IDLE
+        crate::tasks::supervise("queue", shutdown.clone(), move || {
+            let task = task.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                let mut explained_at: Option<Instant> = None;
+                loop {
+                    let sleep = match task.pass(Utc::now(), &mut explained_at).await {
+                        Ok(Some(next)) => next,
+                        Ok(None) => continue, // something started: look again at once
+                        Err(e) => {
+                            tracing::error!(error = %e, "the queue could not run a scheduling pass");
+                            IDLE
+                        }
+                    };
+                    tokio::select! {
+                        _ = task.wake.notified() => explained_at = None,
+                        _ = tokio::time::sleep(sleep) => {}
+                        _ = shutdown.cancelled() => break,
                     }
-                };
-                tokio::select! {
-                    _ = task.wake.notified() => explained_at = None,
-                    _ = tokio::time::sleep(sleep) => {}
-                    _ = shutdown.cancelled() => break,
                 }
             }
         });
@@ -262,11 +268,19 @@ impl Queue {
             return Ok(false);
         };
         let name = job.title();
+        // Limits are bounded at submission; a record from before that bound (or edited by
+        // hand) must not overflow the clock: it runs to the longest limit allowed.
+        let limit = request.time_limit_s.clamp(1, MAX_TIME_LIMIT_S);
+        let Some(limit_end) = chrono::Duration::try_seconds(limit)
+            .and_then(|d| now.checked_add_signed(d))
+        else {
+            return Ok(false);
+        };
         let new = NewBooking {
             owner,
             cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),
             start: now,
-            end: now + chrono::Duration::seconds(request.time_limit_s),
+            end: limit_end,
             note: booking_note(job.id, &truncate(&name, 200)),
             enforce_quota: false,
         };
@@ -306,7 +320,9 @@ impl Queue {
         now: DateTime<Utc>,
     ) -> Result<Vec<Standing>, StoreError> {
         let half_life = settings.half_life_s;
-        let since = now - chrono::Duration::seconds(half_life.saturating_mul(HALF_LIVES_KEPT));
+        let since = chrono::Duration::try_seconds(half_life.saturating_mul(HALF_LIVES_KEPT))
+            .and_then(|kept| now.checked_sub_signed(kept))
+            .unwrap_or_default();
         let holds = self.store.user_holds(since).await?;
         Ok(inputs::standings(
             members,

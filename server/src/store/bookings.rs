@@ -63,7 +63,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Booking, BookingError> {
         let _turn = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {
                 let slot = cards_in_slot(&mut tx, uuids, (new.start, new.end), None).await?;
@@ -286,7 +286,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Booking, BookingError> {
         let _turn = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
         let Some(withdrawal) = rules::withdrawal(booking.state) else {
             return Err(BookingError::invalid(
@@ -338,7 +338,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Booking, BookingError> {
         let _turn = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
         rules::check_extension(booking.state, booking.end, new_end)?;
         let uuids: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
@@ -398,7 +398,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let _turn = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         sqlx::query("DELETE FROM quotas").execute(&mut *tx).await?;
         let mut rows = vec![("default", String::new(), &quotas.default)];
         rows.extend(quotas.groups.iter().map(|(g, q)| ("group", g.clone(), q)));
@@ -518,11 +518,14 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<MaintenanceBlock, BookingError> {
+        if !rules::is_sane_time(request.start) || !rules::is_sane_time(request.end) {
+            return Err(rules::InvalidSlot::OutOfRange.into());
+        }
         if request.end <= request.start {
             return Err(rules::InvalidSlot::EndNotAfterStart.into());
         }
         let _turn = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let slot =
             cards_in_slot(&mut tx, &request.gpus, (request.start, request.end), None).await?;
         if !slot.bookings.is_empty() {
@@ -564,7 +567,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let _turn = self.writer.lock().await;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let deleted = sqlx::query("DELETE FROM maintenance WHERE id = ?1")
             .bind(id)
             .execute(&mut *tx)

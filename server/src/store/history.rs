@@ -54,7 +54,7 @@ impl Store {
     pub async fn insert_readings(&self, readings: &[(i64, Reading)]) -> Result<(), StoreError> {
         // SQLite allows 32,766 bound values per statement: 7 a row.
         const ROWS: usize = 4_000;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         for chunk in readings.chunks(ROWS) {
             let mut sql = QueryBuilder::<Sqlite>::new(
                 "INSERT OR REPLACE INTO samples_raw
@@ -96,7 +96,7 @@ impl Store {
     ) -> Result<(i64, i64), StoreError> {
         // It reads, then writes: IMMEDIATE takes the write lock first (waiting out other
         // writers), so a commit elsewhere cannot make its read snapshot stale (SQLITE_BUSY_SNAPSHOT).
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let mut done = Vec::new();
         for (level, from, bucket, from_raw) in [
             ("1m", "samples_raw", 60, true),
@@ -169,7 +169,7 @@ impl Store {
         hour_before: Option<i64>,
     ) -> Result<u64, StoreError> {
         // Reads, then writes: see `roll_up`.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let progress = |level: &'static str| {
             sqlx::query_scalar::<_, i64>("SELECT done_until FROM history_progress WHERE level = ?1")
                 .bind(level)

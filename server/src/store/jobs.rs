@@ -153,7 +153,7 @@ impl Store {
             JobPlace::Booking(id) => (Some(*id), JobState::Queued, None),
             JobPlace::Queue(request) => (None, JobState::Pending, Some(request)),
         };
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
                                time_limit_s, min_memory_bytes, created_at)
@@ -277,6 +277,37 @@ impl Store {
         Ok(())
     }
 
+    /// Names the directory made for a job's logs (under the jobs dir), before it starts.
+    pub async fn set_job_log_dir(&self, id: i64, dir: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET log_dir = ?2 WHERE id = ?1")
+            .bind(id)
+            .bind(dir)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The directory of a job's logs, under the jobs dir; `None` before it started.
+    pub async fn job_log_dir(&self, id: i64) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar::<_, Option<String>>("SELECT log_dir FROM jobs WHERE id = ?1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+                .flatten(),
+        )
+    }
+
+    /// The queue job whose cards a booking holds, if it is one's.
+    pub async fn queue_job_of_booking(&self, booking_id: i64) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE booking_id = ?1 AND gpus IS NOT NULL ORDER BY id LIMIT 1",
+        )
+        .bind(booking_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     /// Records that SIGTERM went to a job's group, so that a restarted server keeps counting
     /// the grace period from then.
     pub async fn job_stopping(
@@ -336,7 +367,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let changed = sqlx::query(
             "UPDATE jobs SET
                 cancel_requested = 1,

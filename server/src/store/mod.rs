@@ -3,8 +3,10 @@
 
 mod bookings;
 mod enforcement;
+mod file;
 mod history;
 mod jobs;
+mod logins;
 mod queue;
 mod reports;
 
@@ -12,6 +14,7 @@ pub use bookings::BookingFilter;
 pub use enforcement::NewViolation;
 pub use history::Bucket;
 pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
+pub use logins::AttemptStart;
 pub use queue::{CardHold, UserHold};
 pub use reports::CardUse;
 
@@ -46,6 +49,9 @@ pub enum StoreError {
     /// The request names something that does not exist (a group, a user).
     #[error("{0}")]
     Invalid(String),
+    /// The database cannot take writes now (its file vanished or was replaced).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("database error: {0}")]
     Query(#[from] sqlx::Error),
 }
@@ -184,6 +190,8 @@ pub struct Store {
     /// writer the moment the last one commits. `BEGIN IMMEDIATE` still guards against other
     /// processes (`lanes user add`, later a second node).
     writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The database file this store opened, to notice it vanishing or being replaced.
+    file: Option<std::sync::Arc<file::DbFile>>,
 }
 
 impl Store {
@@ -203,16 +211,62 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        let path = options.get_filename().to_path_buf();
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // A connection whose COMMIT or ROLLBACK failed (a full disk) may still be inside a
+            // transaction, by sqlx's count or SQLite's own: back in the pool it would run the
+            // next request inside that transaction (writes never committed, stale reads) or
+            // refuse to begin one. Such a connection is closed instead, and a fresh one opened.
+            .after_release(|conn, _| Box::pin(async move { Ok(file::outside_transaction(conn).await) }))
             .connect_with(options)
             .await
             .map_err(open_err)?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
+        let file = file::DbFile::watch(&path).map(std::sync::Arc::new);
         Ok(Self {
             pool,
             writer: Default::default(),
+            file,
         })
+    }
+
+    /// A transaction for writing, refused while the database file is gone.
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        self.check_file()?;
+        Ok(self.pool.begin().await?)
+    }
+
+    /// A transaction that reads, then writes: `BEGIN IMMEDIATE` takes the write lock first, so
+    /// no commit elsewhere can stale its snapshot.
+    async fn begin_immediate(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        self.check_file()?;
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Refuses when the database file this store opened was removed or replaced: writes would
+    /// go to a file nobody will ever open again and be lost at the next start.
+    pub fn check_file(&self) -> Result<(), StoreError> {
+        match &self.file {
+            Some(file) => file.check().map_err(StoreError::Unavailable),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the database answers and its file is the one opened, with a valid header; the
+    /// reason when not. For `/healthz`.
+    pub async fn health(&self) -> Result<(), String> {
+        if let Some(file) = &self.file {
+            file.check()?;
+            file.check_header()?;
+        }
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sqlite_schema")
+            .fetch_one(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the database does not answer: {e}"))
     }
 
     /// Records that `node` has these cards now (first and last seen times, current index).
@@ -222,7 +276,7 @@ impl Store {
         gpus: &[GpuInfo],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let node_id: i64 = sqlx::query_scalar(
             "INSERT INTO nodes (name, first_seen, last_seen) VALUES (?1, ?2, ?2)
              ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen
@@ -274,7 +328,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<User, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let inserted = sqlx::query_as::<_, UserRow>(&format!(
             "INSERT INTO users (username, display_name, email, unix_user, role, password_hash,
                                 password_changed_at, created_at)
@@ -355,28 +409,6 @@ impl Store {
         .transpose()
     }
 
-    /// Times of failed logins since `since`, for an account and for an address.
-    pub async fn login_failures(
-        &self,
-        username: &str,
-        remote_addr: &str,
-        since: DateTime<Utc>,
-    ) -> Result<(Vec<DateTime<Utc>>, Vec<DateTime<Utc>>), StoreError> {
-        const FOR_ACCOUNT: &str = "SELECT at FROM audit_log
-            WHERE action = 'auth.login_failed' AND at > ?1 AND target = ?2";
-        const FROM_ADDRESS: &str = "SELECT at FROM audit_log
-            WHERE action = 'auth.login_failed' AND at > ?1 AND remote_addr = ?2";
-        let fetch = |sql: &'static str, value: String| {
-            sqlx::query_scalar::<_, DateTime<Utc>>(sql)
-                .bind(since)
-                .bind(value)
-                .fetch_all(&self.pool)
-        };
-        let by_account = fetch(FOR_ACCOUNT, username.to_string()).await?;
-        let by_address = fetch(FROM_ADDRESS, remote_addr.to_string()).await?;
-        Ok((by_account, by_address))
-    }
-
     /// The portal settings, or the defaults when none were saved.
     pub async fn portal_settings(&self) -> Result<PortalSettings, StoreError> {
         self.setting("portal").await
@@ -418,7 +450,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let json = serde_json::to_string(value)
             .map_err(|e| StoreError::Query(sqlx::Error::Encode(e.into())))?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO settings (key, value) VALUES (?1, ?2)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -433,7 +465,7 @@ impl Store {
     }
 
     pub async fn audit(&self, entry: &AuditEntry, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         insert_audit(&mut tx, entry, now).await?;
         tx.commit().await?;
         Ok(())
@@ -447,7 +479,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO sessions (id_hash, user_id, created_at, last_seen_at, remote_addr)
              VALUES (?1, ?2, ?3, ?3, ?4)",
@@ -512,7 +544,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<ApiToken, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let token = sqlx::query_as::<_, TokenRow>(
             "INSERT INTO api_tokens (user_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)
              RETURNING id, name, created_at, last_used_at",
@@ -548,7 +580,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let revoked = sqlx::query(
             "UPDATE api_tokens SET revoked_at = ?3
              WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
@@ -666,7 +698,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Option<User>, StoreError> {
         // Reads, then writes: IMMEDIATE, so no commit elsewhere can stale its snapshot.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_immediate().await?;
         let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE id = ?1")
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -724,6 +756,9 @@ impl Store {
         if patch.ends_sessions() {
             end_sessions_of(&mut tx, id).await?;
         }
+        if patch.revokes_tokens() {
+            revoke_tokens_of(&mut tx, id, now).await?;
+        }
         let admins: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND enabled = 1")
                 .fetch_one(&mut *tx)
@@ -743,10 +778,11 @@ impl Store {
         &self,
         user_id: i64,
         password_hash: &str,
+        revoke_tokens: bool,
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("UPDATE users SET password_hash = ?2, password_changed_at = ?3 WHERE id = ?1")
             .bind(user_id)
             .bind(password_hash)
@@ -754,6 +790,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         end_sessions_of(&mut tx, user_id).await?;
+        if revoke_tokens {
+            revoke_tokens_of(&mut tx, user_id, now).await?;
+        }
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
         Ok(())
@@ -766,7 +805,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Group, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let inserted: Result<(i64,), sqlx::Error> = sqlx::query_as(
             "INSERT INTO groups (name, description, created_at) VALUES (?1, ?2, ?3) RETURNING id",
         )
@@ -823,6 +862,20 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Revokes every live API token of a user: disabled, or with a reset or changed password.
+async fn revoke_tokens_of(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    user_id: i64,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE api_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL")
+        .bind(user_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Ends every session of a user: disabled, or with a reset or changed password.

@@ -62,8 +62,17 @@ impl Store {
         .await?)
     }
 
+    /// The queue's settings; ones saved before their values were bounded, and now out of
+    /// range, give way to the defaults (with a warning) rather than overflow the scheduler.
     pub async fn queue_settings(&self) -> Result<QueueSettings, StoreError> {
-        self.setting(QUEUE_SETTINGS).await
+        let settings: QueueSettings = self.setting(QUEUE_SETTINGS).await?;
+        Ok(match settings.check() {
+            Ok(()) => settings,
+            Err(why) => {
+                tracing::warn!(%why, "the saved queue settings are out of range; using the defaults");
+                QueueSettings::default()
+            }
+        })
     }
 
     pub async fn save_queue_settings(

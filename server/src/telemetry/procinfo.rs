@@ -48,6 +48,14 @@ impl ProcReader {
     }
 }
 
+/// The path of a process's executable (`/proc/PID/exe`), as the kernel knows it; `None` when
+/// it is gone or hidden. A deleted executable reads as its old path with " (deleted)".
+pub fn exe(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
 /// The real uid from the `Uid:` line of /proc/PID/status (real, effective, saved, fs).
 pub fn real_uid(status: &str) -> Option<u32> {
     status

@@ -1,0 +1,93 @@
+//! The database file as the server opened it: noticing it vanish or be replaced (a deleted
+//! `lanes.db` goes on working for open connections, and everything written after is lost at the
+//! next start), checking its header, and keeping connections that a failed transaction left
+//! behind out of the pool.
+
+use sqlx::sqlite::SqliteConnection;
+use sqlx::Connection;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The opened database file: its path and the identity (device, inode) it had then.
+#[derive(Debug)]
+pub struct DbFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    /// Once gone, gone until a restart: a file put back in its place is not the one open here.
+    gone: AtomicBool,
+}
+
+impl DbFile {
+    /// `None` for an in-memory database.
+    pub fn watch(path: &Path) -> Option<Self> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Self {
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            gone: AtomicBool::new(false),
+        })
+    }
+
+    /// `Err` with what happened when the file is no longer the one opened.
+    pub fn check(&self) -> Result<(), String> {
+        let same = !self.gone.load(Ordering::Relaxed)
+            && std::fs::metadata(&self.path)
+                .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino);
+        if same {
+            return Ok(());
+        }
+        if !self.gone.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                path = %self.path.display(),
+                "the database file was removed or replaced while Lanes ran; refusing writes \
+                 (they would be lost); restore the file and restart Lanes"
+            );
+        }
+        Err(format!(
+            "the database file {} was removed or replaced while Lanes ran, so Lanes takes no \
+             changes (they would be lost); an operator restores it and restarts Lanes",
+            self.path.display()
+        ))
+    }
+
+    /// `Err` when the file does not start as an SQLite database does.
+    pub fn check_header(&self) -> Result<(), String> {
+        use std::io::Read;
+        let mut header = [0u8; 16];
+        std::fs::File::open(&self.path)
+            .and_then(|mut f| f.read_exact(&mut header))
+            .map_err(|e| format!("cannot read the database file: {e}"))?;
+        if &header == b"SQLite format 3\0" {
+            Ok(())
+        } else {
+            Err(format!(
+                "the database file {} is corrupt (its header is not SQLite's)",
+                self.path.display()
+            ))
+        }
+    }
+}
+
+/// Whether a connection coming back to the pool is outside any transaction, by sqlx's count
+/// and by SQLite's own.
+pub async fn outside_transaction(conn: &mut SqliteConnection) -> bool {
+    if conn.is_in_transaction() {
+        tracing::warn!("closing a database connection left inside a transaction");
+        return false;
+    }
+    match conn.lock_handle().await {
+        Ok(mut handle) => {
+            // SAFETY: the handle is locked for this call; sqlite3_get_autocommit only reads it.
+            let autocommit =
+                unsafe { libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr()) };
+            if autocommit == 0 {
+                tracing::warn!("closing a database connection SQLite still holds in a transaction");
+            }
+            autocommit != 0
+        }
+        Err(_) => false,
+    }
+}
