@@ -10,13 +10,17 @@ WASM_BINDGEN_VERSION := 0.2.130
 BINARYEN_VERSION     := 132.0.0
 TOOLS_DIR            ?= $(HOME)/.cache/lanes-tools
 BINARYEN_BIN         := $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION)/node_modules/.bin
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS         := $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/st
+# Seconds schemathesis may fuzz the API in `make test`.
+API_FUZZ_SECONDS     ?= 150
 export PATH          := $(BINARYEN_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build test tools tools-test fmt-check clippy unit browser bench screenshot clean
+.PHONY: run build test tools tools-test fmt-check clippy unit api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -25,7 +29,7 @@ run: build
 build: tools
 	cargo leptos build --release
 
-test: tools tools-test fmt-check clippy unit browser
+test: tools tools-test fmt-check clippy unit api-fuzz browser
 	@echo "All checks passed."
 
 tools:
@@ -45,6 +49,9 @@ tools-test:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 	@test -d tests/browser/node_modules/playwright-core \
 		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
+	@test -x $(SCHEMATHESIS) \
+		|| (python3 -m venv $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION) \
+			&& $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))
 
 fmt-check:
 	cargo fmt --all -- --check
@@ -56,6 +63,11 @@ clippy:
 unit:
 	cargo build -p lanes-server --bin lanes
 	cargo test --workspace
+
+# Schemathesis against the OpenAPI description: no 5xx, no answer outside the schema.
+api-fuzz:
+	cargo build -p lanes-server --bin lanes
+	tests/schemathesis/run.sh target/debug/lanes $(SCHEMATHESIS) $(API_FUZZ_SECONDS)
 
 browser: build
 	node tests/browser/dashboard.test.mjs

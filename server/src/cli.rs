@@ -216,7 +216,11 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         "gib" | "g" => 1 << 30,
         "tb" => 1_000_000_000_000,
         "tib" | "t" => 1 << 40,
-        other => return Err(format!("unknown unit {other:?} (use KiB, MiB, GiB, kB, MB, GB)")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} (use KiB, MiB, GiB, kB, MB, GB)"
+            ))
+        }
     };
     let bytes = number
         .checked_mul(scale)

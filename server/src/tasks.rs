@@ -60,7 +60,7 @@ mod tests {
     use std::sync::atomic::AtomicU32;
     use std::sync::Arc;
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_task_that_panics_is_started_again_until_it_finishes() {
         let runs = Arc::new(AtomicU32::new(0));
         let counted = runs.clone();

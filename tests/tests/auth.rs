@@ -159,7 +159,8 @@ async fn five_failures_lock_the_account_with_retry_after_even_for_the_right_pass
     assert!((800..=900).contains(&retry), "{retry}");
     let body: Value = locked.json().await.unwrap();
     assert_eq!(body["error"], "too_many_requests");
-    // The same address is locked for other accounts too.
+    // Another account behind the same address (an SSH tunnel: everyone is 127.0.0.1) still
+    // logs in: the lock is on the account from that address, not on the address.
     app.create_user("bob", "another passphrase", Role::User)
         .await;
     let other = post_login(
@@ -167,7 +168,7 @@ async fn five_failures_lock_the_account_with_retry_after_even_for_the_right_pass
         json!({"username": "bob", "password": "another passphrase"}),
     )
     .await;
-    assert_eq!(other.status(), 429);
+    assert_eq!(other.status(), 200);
     app.stop().await;
 }
 
@@ -390,16 +391,16 @@ async fn behind_a_trusted_proxy_the_lockout_counts_the_forwarded_client_not_the_
         config.auth.trusted_proxies = vec!["127.0.0.1".parse().unwrap()].into();
     })
     .await;
-    // Five different accounts from one client behind the proxy: that client is locked out...
-    for i in 0..5 {
-        let resp = login_from(&app, "203.0.113.9", &format!("user{i}")).await;
+    // Five failures for one account from one client behind the proxy: locked there...
+    for _ in 0..5 {
+        let resp = login_from(&app, "203.0.113.9", "user9").await;
         assert_eq!(resp.status(), 401);
     }
     assert_eq!(login_from(&app, "203.0.113.9", "user9").await.status(), 429);
     // ...and a forged left-hand entry does not get it out, since only the proxy's hop counts.
     let forged = login_from(&app, "198.51.100.1, 203.0.113.9", "user9").await;
     assert_eq!(forged.status(), 429);
-    // Another client behind the same proxy is not.
+    // The same account from another client behind the same proxy is not.
     assert_eq!(
         login_from(&app, "203.0.113.10", "user9").await.status(),
         401
@@ -417,7 +418,7 @@ async fn behind_a_trusted_proxy_the_lockout_counts_the_forwarded_client_not_the_
 async fn without_a_trusted_proxy_a_forwarded_for_header_cannot_dodge_the_lockout() {
     let app = TestApp::spawn(1).await;
     for i in 0..5 {
-        let resp = login_from(&app, &format!("203.0.113.{i}"), &format!("user{i}")).await;
+        let resp = login_from(&app, &format!("203.0.113.{i}"), "user9").await;
         assert_eq!(resp.status(), 401);
     }
     assert_eq!(

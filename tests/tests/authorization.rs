@@ -381,6 +381,21 @@ async fn world() -> World {
         .await;
     app.create_user("admin", "admin passphrase", Role::Admin)
         .await;
+    // Jobs are refused at submission unless their Unix account exists on this host.
+    lanes_tests::ensure_unix_account("lanes-test-job");
+    let store = lanes_server::store::Store::open(&app.database_url())
+        .await
+        .unwrap();
+    let patch = lanes_app::model::account::UserPatch {
+        unix_user: Some("lanes-test-job".into()),
+        ..Default::default()
+    };
+    let audit = lanes_server::store::AuditEntry::new(None, "user.update", "user");
+    store
+        .update_user(user.id, &patch, None, &audit, chrono::Utc::now())
+        .await
+        .unwrap();
+    store.close().await;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -29,6 +29,20 @@ fn inventory() -> Vec<GpuInfo> {
         .collect()
 }
 
+/// A log's text once its keeper wrote everything (it finishes a moment after the job).
+fn settled(path: &std::path::Path) -> String {
+    let mut last = String::new();
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = std::fs::read_to_string(path).unwrap_or_default();
+        if !now.is_empty() && now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
 #[test]
 fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits_nothing() {
     let who = if running_as_root() {
@@ -62,7 +76,8 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     if let Identity::Account { uid, gid, .. } = &who {
         nix::unistd::chown(dir.path(), Some((*uid).into()), Some((*gid).into())).unwrap();
     }
-    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let logs = tempfile::tempdir().unwrap();
+    let (out, err) = (logs.path().join("stdout"), logs.path().join("stderr"));
     let argv: Vec<String> = [
         "/bin/sh",
         "-c",
@@ -76,15 +91,16 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     let mut child = spawn(&Launch {
         argv: &argv,
         cwd: dir.path(),
+        cwd_required: true,
         env: &env,
         identity: &who,
-        stdout: &out,
-        stderr: &err,
+        log_dir: logs.path(),
+        log_limit: 1 << 20,
     })
     .expect("the job starts");
     assert!(child.wait().unwrap().success());
 
-    let log = std::fs::read_to_string(&out).unwrap();
+    let log = settled(&out);
     let mut lines = log.lines();
     let uid: u32 = lines.next().unwrap().parse().unwrap();
     let session: u32 = lines.next().unwrap().parse().unwrap();
@@ -111,7 +127,7 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
         !vars.contains_key("LANES_TEST_SERVER_SECRET"),
         "nothing inherited"
     );
-    assert_eq!(std::fs::read_to_string(&err).unwrap(), "to-stderr\n");
+    assert_eq!(settled(&err), "to-stderr\n");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "logs are the server's to show");
@@ -143,13 +159,14 @@ fn root_missing_and_unset_accounts_are_refused_with_a_reason() {
     let empty = spawn(&Launch {
         argv: &[],
         cwd: std::path::Path::new("/"),
+        cwd_required: true,
         env: &[],
         identity: &Identity::SingleUser {
             name: "x".into(),
             home: "/".into(),
         },
-        stdout: std::path::Path::new("/dev/null"),
-        stderr: std::path::Path::new("/dev/null"),
+        log_dir: std::path::Path::new("/nonexistent"),
+        log_limit: 1 << 20,
     });
     assert!(matches!(empty, Err(LaunchError::EmptyCommand)));
 }

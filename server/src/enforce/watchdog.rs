@@ -195,7 +195,10 @@ mod tests {
         );
         // The same job's process on a card outside its booking is not covered by the job;
         // alice holds no booking of GPU-B.
-        assert_eq!(f.classify("GPU-B", &p, Some(500), None), ProcessLane::Unbooked);
+        assert_eq!(
+            f.classify("GPU-B", &p, Some(500), None),
+            ProcessLane::Unbooked
+        );
     }
 
     #[test]
@@ -225,10 +228,18 @@ mod tests {
         // A copy of anything renamed to the exempt name is not exempt: its path differs.
         let renamed = process(12, "stranger", "nvidia-persistenced");
         assert_eq!(
-            f.classify("GPU-B", &renamed, None, Some("/home/stranger/nvidia-persistenced")),
+            f.classify(
+                "GPU-B",
+                &renamed,
+                None,
+                Some("/home/stranger/nvidia-persistenced")
+            ),
             ProcessLane::Unbooked
         );
-        assert_eq!(f.classify("GPU-B", &renamed, None, None), ProcessLane::Unbooked);
+        assert_eq!(
+            f.classify("GPU-B", &renamed, None, None),
+            ProcessLane::Unbooked
+        );
         let unknown_owner = GpuProcess {
             user: None,
             ..process(11, "x", "python")

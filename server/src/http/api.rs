@@ -80,7 +80,10 @@ async fn metrics(
 fn same_secret(given: &str, expected: &str) -> bool {
     use crate::accounts::session::hash_secret;
     let (a, b) = (hash_secret(given), hash_secret(expected));
-    a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.bytes()
+        .zip(b.bytes())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 /// The OpenAPI description of this API (docs/openapi.json, built into the binary).

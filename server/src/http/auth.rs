@@ -29,10 +29,11 @@ pub fn routes() -> Routes {
 
 /// Password hashing at once, at most this many (each argon2 run takes 19 MiB and a core for a
 /// moment); the rest wait their turn a little, then get 503.
-static PASSWORD_WORK: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    tokio::sync::Semaphore::new(cores.clamp(2, 16))
-});
+static PASSWORD_WORK: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(cores.clamp(2, 16))
+    });
 
 /// How long a password check waits for its turn before the server says it is busy.
 const PASSWORD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -475,7 +476,13 @@ async fn change_password(
     let audit = AuditEntry::new(Some(user.id), "user.password_change", &user.username);
     state
         .store
-        .change_password(user.id, &hash, !change.keep_tokens, &audit, chrono::Utc::now())
+        .change_password(
+            user.id,
+            &hash,
+            !change.keep_tokens,
+            &audit,
+            chrono::Utc::now(),
+        )
         .await?;
     Ok((
         jar.remove(Cookie::build((COOKIE, "")).path("/")),

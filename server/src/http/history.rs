@@ -44,9 +44,10 @@ async fn query(
         .map_err(ApiError::BadRequest)?;
     super::bookings::check_times(&[q.from, q.to])?;
     let to = q.to.unwrap_or(now);
-    let from = q
-        .from
-        .unwrap_or_else(|| to.checked_sub_signed(chrono::Duration::hours(1)).unwrap_or(to));
+    let from = q.from.unwrap_or_else(|| {
+        to.checked_sub_signed(chrono::Duration::hours(1))
+            .unwrap_or(to)
+    });
     if from >= to {
         return Err(ApiError::BadRequest("from must be before to".into()));
     }

@@ -46,7 +46,6 @@ async fn submit(
     let now = Utc::now();
     let name = request.name.unwrap_or_default();
     let env = request.env.unwrap_or_default();
-    check_job(&request.argv, &name, &env, request.cwd.as_deref(), &user)?;
     let booking = state
         .store
         .booking(request.booking_id, now)
@@ -57,6 +56,7 @@ async fn submit(
             "jobs run as the booking's owner, so only they may submit to it".into(),
         ));
     }
+    check_job(&request.argv, &name, &env, request.cwd.as_deref(), &user)?;
     if !booking.state.holds_cards() {
         return Err(ApiError::Unprocessable(format!(
             "the booking is {}; jobs go into upcoming or active bookings",
@@ -244,7 +244,9 @@ fn stream_part(
     use tokio::io::AsyncReadExt;
     let body = futures::stream::once(async move {
         use tokio::io::AsyncSeekExt;
-        file.seek(std::io::SeekFrom::Start(from)).await.map(|_| file)
+        file.seek(std::io::SeekFrom::Start(from))
+            .await
+            .map(|_| file)
     });
     let stream = futures::StreamExt::flat_map(body, move |file| match file {
         Ok(file) => {
@@ -254,9 +256,10 @@ fn stream_part(
     });
     let body = axum::body::Body::from_stream(stream);
     let mut response = (text, body).into_response();
-    response
-        .headers_mut()
-        .insert(header::ACCEPT_RANGES, header::HeaderValue::from_static("bytes"));
+    response.headers_mut().insert(
+        header::ACCEPT_RANGES,
+        header::HeaderValue::from_static("bytes"),
+    );
     if let Some(total) = total {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
         let last = (from + len).saturating_sub(1);
@@ -441,7 +444,11 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Option<
         }
         // A quiet job still shows the connection alive (idle connections are closed).
         if quiet_since.elapsed() >= super::KEEPALIVE {
-            if socket.send(Message::Ping(Default::default())).await.is_err() {
+            if socket
+                .send(Message::Ping(Default::default()))
+                .await
+                .is_err()
+            {
                 return;
             }
             quiet_since = tokio::time::Instant::now();

@@ -42,9 +42,10 @@ async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<Usag
     let now = Utc::now();
     super::bookings::check_times(&[q.from, q.to])?;
     let to = q.to.unwrap_or(now);
-    let from = q
-        .from
-        .unwrap_or_else(|| to.checked_sub_signed(chrono::Duration::days(7)).unwrap_or(to));
+    let from = q.from.unwrap_or_else(|| {
+        to.checked_sub_signed(chrono::Duration::days(7))
+            .unwrap_or(to)
+    });
     if from >= to || to - from > chrono::Duration::days(MAX_DAYS) {
         return Err(ApiError::BadRequest(format!(
             "from must be before to, at most {MAX_DAYS} days apart"

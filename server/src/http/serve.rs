@@ -59,7 +59,9 @@ pub fn fit_connections(wanted: usize) -> usize {
         Err(_) => 1024,
     };
     let room = soft.saturating_sub(RESERVED_DESCRIPTORS).max(16);
-    wanted.min(usize::try_from(room).unwrap_or(usize::MAX)).max(1)
+    wanted
+        .min(usize::try_from(room).unwrap_or(usize::MAX))
+        .max(1)
 }
 
 /// What a connection over the limit gets before it is closed.
@@ -155,19 +157,20 @@ impl Watched {
 
     /// Passes on what the stream did; traffic pushes the deadline back, and while the stream
     /// waits the deadline may end it.
-    fn watch<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
         match polled {
             Poll::Ready(result) => {
                 let next = tokio::time::Instant::now() + self.timeout;
                 self.deadline.as_mut().reset(next);
                 Poll::Ready(result)
             }
-            Poll::Pending if self.deadline.as_mut().poll(cx).is_ready() => {
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "connection idle too long",
-                )))
-            }
+            Poll::Pending if self.deadline.as_mut().poll(cx).is_ready() => Poll::Ready(Err(
+                io::Error::new(io::ErrorKind::TimedOut, "connection idle too long"),
+            )),
             Poll::Pending => Poll::Pending,
         }
     }

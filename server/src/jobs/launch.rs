@@ -203,7 +203,9 @@ fn new_log_file(path: &Path) -> Result<File, LaunchError> {
 /// Copies its input to its output up to `$1` bytes; past that it writes one marker line and
 /// reads the rest to nowhere, so the job never blocks or dies on a full pipe. A failed write
 /// (a full disk) ends the copy the same way: the job goes on, its log stops.
-const KEEPER: &str = r#"head -c "$1"
+/// `dd` writes each piece as it reads it (`head` would hold output back in a stdio buffer, and
+/// the live log would lag by up to a block).
+const KEEPER: &str = r#"dd bs=65536 iflag=count_bytes count="$1" status=none
 if [ "$(dd bs=1 count=1 2>/dev/null | wc -c)" -ne 0 ]; then
   printf '\n[lanes: this log reached its limit of %s bytes; further output is discarded]\n' "$1"
   exec cat >/dev/null
@@ -318,17 +320,19 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
             Ok(())
         });
     }
-    command.spawn().map_err(|source| match source.raw_os_error() {
-        Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => LaunchError::EnterDir {
-            dir: cwd,
-            user: launch.identity.name().into(),
-            source: std::io::Error::from_raw_os_error(code & !ENTER_DIR_FAILED),
-        },
-        _ => LaunchError::Spawn {
-            command: program.clone(),
-            source,
-        },
-    })
+    command
+        .spawn()
+        .map_err(|source| match source.raw_os_error() {
+            Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => LaunchError::EnterDir {
+                dir: cwd,
+                user: launch.identity.name().into(),
+                source: std::io::Error::from_raw_os_error(code & !ENTER_DIR_FAILED),
+            },
+            _ => LaunchError::Spawn {
+                command: program.clone(),
+                source,
+            },
+        })
 }
 
 #[cfg(test)]
@@ -358,7 +362,10 @@ mod tests {
     fn working_directories_must_be_absolute() {
         assert!(check_dir("/home/ada/runs").is_ok());
         for bad in ["runs", "../../../../root", "", "./x"] {
-            assert!(matches!(check_dir(bad), Err(LaunchError::RelativeDir(_))), "{bad}");
+            assert!(
+                matches!(check_dir(bad), Err(LaunchError::RelativeDir(_))),
+                "{bad}"
+            );
         }
     }
 }

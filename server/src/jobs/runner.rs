@@ -158,7 +158,10 @@ impl Runner {
                 Signal::SIGTERM
             };
             if !left.warned {
-                tracing::info!(job = left.job, "stopping what a job left running after it ended");
+                tracing::info!(
+                    job = left.job,
+                    "stopping what a job left running after it ended"
+                );
                 left.warned = true;
             }
             let _ = killpg(Pid::from_raw(*pgid), signal);

@@ -271,8 +271,8 @@ impl Queue {
         // Limits are bounded at submission; a record from before that bound (or edited by
         // hand) must not overflow the clock: it runs to the longest limit allowed.
         let limit = request.time_limit_s.clamp(1, MAX_TIME_LIMIT_S);
-        let Some(limit_end) = chrono::Duration::try_seconds(limit)
-            .and_then(|d| now.checked_add_signed(d))
+        let Some(limit_end) =
+            chrono::Duration::try_seconds(limit).and_then(|d| now.checked_add_signed(d))
         else {
             return Ok(false);
         };

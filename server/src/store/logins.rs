@@ -43,10 +43,17 @@ impl Store {
             rows.iter()
                 .filter(|(_, a)| !pair_only || a == address)
                 .filter_map(|(t, _)| DateTime::from_timestamp_millis(*t))
+                // A concurrent attempt may have read the clock a moment after this one.
+                .map(|t| t.min(now))
                 .collect()
         };
         let wait = [
-            locked_for(&times(true), rules.per_account_and_address, rules.window, now),
+            locked_for(
+                &times(true),
+                rules.per_account_and_address,
+                rules.window,
+                now,
+            ),
             locked_for(&times(false), rules.per_account, rules.window, now),
         ]
         .into_iter()

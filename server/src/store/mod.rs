@@ -218,7 +218,9 @@ impl Store {
             // transaction, by sqlx's count or SQLite's own: back in the pool it would run the
             // next request inside that transaction (writes never committed, stale reads) or
             // refuse to begin one. Such a connection is closed instead, and a fresh one opened.
-            .after_release(|conn, _| Box::pin(async move { Ok(file::outside_transaction(conn).await) }))
+            .after_release(|conn, _| {
+                Box::pin(async move { Ok(file::outside_transaction(conn).await) })
+            })
             .connect_with(options)
             .await
             .map_err(open_err)?;
