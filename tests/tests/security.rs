@@ -819,6 +819,18 @@ async fn extreme_dates_are_refused_with_a_clear_error() {
         )
         .await;
     assert_eq!(status, 422, "{body}");
+    // The horizon itself is bounded.
+    let boss = admin(&app).await;
+    for days in [0, 3651, 1_000_000] {
+        let (status, body) = boss
+            .call(
+                Method::PUT,
+                "/api/v1/settings",
+                Some(json!({"anonymous_dashboard": false, "booking_horizon_days": days})),
+            )
+            .await;
+        assert_eq!(status, 422, "{days}: {body}");
+    }
     app.stop().await;
 }
 

@@ -21,13 +21,15 @@ async fn replace(
     AdminUser(admin): AdminUser,
     ApiJson(settings): ApiJson<PortalSettings>,
 ) -> Result<Json<PortalSettings>, ApiError> {
+    settings.check().map_err(ApiError::Unprocessable)?;
     let detail = format!(
-        "anonymous dashboard {}",
+        "anonymous dashboard {}, booking horizon {} days",
         if settings.anonymous_dashboard {
             "on"
         } else {
             "off"
-        }
+        },
+        settings.booking_horizon_days
     );
     let entry = AuditEntry::new(Some(admin.id), "settings.update", "portal").detail(detail);
     state
