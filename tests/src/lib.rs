@@ -225,6 +225,30 @@ impl TestApp {
         session_cookie(&resp).expect("a session cookie")
     }
 
+    /// Makes an API token for the holder of session `cookie`; the answer (with its `secret`).
+    pub async fn create_token(&self, cookie: &str, name: &str) -> Value {
+        let resp = self
+            .client
+            .post(self.url("/api/v1/tokens"))
+            .header("cookie", cookie)
+            .json(&json!({ "name": name }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+        resp.json().await.unwrap()
+    }
+
+    /// `GET /api/v1/me` with a bearer token.
+    pub async fn me_with_token(&self, token: &str) -> reqwest::Response {
+        self.client
+            .get(self.url("/api/v1/me"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Shuts the server down gracefully and waits for it.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {

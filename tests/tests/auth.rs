@@ -255,35 +255,13 @@ async fn malformed_login_requests_get_a_json_400_and_store_nothing() {
     app.stop().await;
 }
 
-async fn create_token(app: &TestApp, cookie: &str, name: &str) -> Value {
-    let resp = app
-        .client
-        .post(app.url("/api/v1/tokens"))
-        .header("cookie", cookie)
-        .json(&json!({ "name": name }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
-    resp.json().await.unwrap()
-}
-
-async fn me_with_token(app: &TestApp, token: &str) -> reqwest::Response {
-    app.client
-        .get(app.url("/api/v1/me"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_token_is_shown_once_acts_as_its_owner_and_stops_when_revoked() {
     let app = TestApp::spawn(1).await;
     app.create_user("ada", "correct horse battery", Role::User)
         .await;
     let cookie = app.login("ada", "correct horse battery").await;
-    let created = create_token(&app, &cookie, "laptop").await;
+    let created = app.create_token(&cookie, "laptop").await;
     let secret = created["secret"].as_str().unwrap().to_string();
     assert!(
         secret.starts_with("lanes_") && secret.len() > 60,
@@ -307,7 +285,7 @@ async fn a_token_is_shown_once_acts_as_its_owner_and_stops_when_revoked() {
         "the list never shows the secret"
     );
 
-    let who: Value = me_with_token(&app, &secret).await.json().await.unwrap();
+    let who: Value = app.me_with_token(&secret).await.json().await.unwrap();
     assert_eq!(who["username"], "ada");
 
     let id = created["id"].as_i64().unwrap();
@@ -319,7 +297,7 @@ async fn a_token_is_shown_once_acts_as_its_owner_and_stops_when_revoked() {
         .await
         .unwrap();
     assert_eq!(revoked.status(), 204);
-    assert_eq!(me_with_token(&app, &secret).await.status(), 401);
+    assert_eq!(app.me_with_token(&secret).await.status(), 401);
     app.stop().await;
 }
 
@@ -332,7 +310,7 @@ async fn a_user_cannot_revoke_another_users_token_and_bad_tokens_are_refused() {
         .await;
     let ada = app.login("ada", "correct horse battery").await;
     let bob = app.login("bob", "another passphrase").await;
-    let token = create_token(&app, &ada, "ci").await;
+    let token = app.create_token(&ada, "ci").await;
     let id = token["id"].as_i64().unwrap();
     let theft = app
         .client
@@ -343,14 +321,14 @@ async fn a_user_cannot_revoke_another_users_token_and_bad_tokens_are_refused() {
         .unwrap();
     assert_eq!(theft.status(), 404);
     assert_eq!(
-        me_with_token(&app, token["secret"].as_str().unwrap())
+        app.me_with_token(token["secret"].as_str().unwrap())
             .await
             .status(),
         200
     );
 
     for bad in ["lanes_0000", "", "Basic abc"] {
-        assert_eq!(me_with_token(&app, bad).await.status(), 401, "{bad:?}");
+        assert_eq!(app.me_with_token(bad).await.status(), 401, "{bad:?}");
     }
     // A bad token is not rescued by a good cookie.
     let mixed = app

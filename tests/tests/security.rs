@@ -2,6 +2,7 @@
 //! by a test named after what must hold. Tests that need root (Unix accounts, mounts) say so and
 //! pass trivially without it; CI runs as root.
 
+use lanes_app::model::booking::Booking;
 use lanes_app::model::queue::QueuedJob;
 use lanes_server::accounts::Role;
 use lanes_server::jobs::launch::{self, Identity, Launch, LaunchError, ServerAccount};
@@ -25,6 +26,14 @@ async fn member(app: &TestApp) -> Session<'_> {
         app,
         cookie: app.sign_up(ACCOUNT, Role::User).await,
     }
+}
+
+/// A member holding the first card for a minute from now.
+async fn booked_member(app: &TestApp) -> (Session<'_>, Booking) {
+    let ada = member(app).await;
+    let gpus = cards(app).await;
+    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    (ada, booking)
 }
 
 async fn admin(app: &TestApp) -> Session<'_> {
@@ -54,9 +63,7 @@ async fn log_of(session: &Session<'_>, id: i64, query: &str) -> (u16, String) {
 #[tokio::test]
 async fn a_jobs_directory_is_entered_as_its_user_and_relative_directories_are_refused() {
     let app = TestApp::spawn(2).await;
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     for relative in ["../../../../root", "runs", ""] {
         let (status, body) = submit_job(&ada, booking.id, json!({"cwd": relative})).await;
         assert_eq!(status, 422, "{relative:?}: {body}");
@@ -190,9 +197,7 @@ async fn after_a_full_disk_is_freed_every_request_works_again_without_a_restart(
 #[tokio::test]
 async fn a_jobs_log_ends_with_a_marker_at_its_limit_and_the_job_goes_on() {
     let app = TestApp::spawn_configured(1, |config| config.job_log_limit = 64 * 1024).await;
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     let job = ada
         .submit(
             booking.id,
@@ -273,9 +278,7 @@ fn a_server_without_root_runs_jobs_only_of_users_mapped_to_its_own_account() {
 #[tokio::test]
 async fn a_log_is_served_in_parts_by_range_and_by_its_last_lines() {
     let app = TestApp::spawn(1).await;
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     let job = ada
         .submit(booking.id, &["/bin/sh", "-c", "seq 1 1000"])
         .await;
@@ -449,9 +452,7 @@ fn a_job_never_writes_its_log_through_a_link_someone_placed() {
 #[tokio::test]
 async fn the_log_endpoint_never_reads_through_a_link() {
     let app = TestApp::spawn(1).await;
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     let job = ada.submit(booking.id, &["/bin/echo", "hello"]).await;
     ada.finished(job.id, 10).await;
     let jobs = app.data_dir.path().join("jobs");
@@ -633,9 +634,7 @@ async fn connections_beyond_the_limit_are_refused_and_idle_ones_are_closed() {
 #[tokio::test]
 async fn a_websocket_opened_from_another_site_is_refused_even_with_the_users_cookie() {
     let app = TestApp::spawn(1).await;
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     let job = ada.submit(booking.id, &["/bin/echo", "private"]).await;
     for path in [
         format!("/api/v1/jobs/{}/log/ws", job.id),
@@ -715,25 +714,12 @@ async fn tokens_are_revoked_by_disabling_a_user_and_by_a_password_change_unless_
 }
 
 async fn new_token(session: &Session<'_>) -> String {
-    let (status, body) = session
-        .call(Method::POST, "/api/v1/tokens", Some(json!({"name": "t"})))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    serde_json::from_str::<Value>(&body).unwrap()["secret"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    let created = session.app.create_token(&session.cookie, "t").await;
+    created["secret"].as_str().unwrap().to_string()
 }
 
 async fn works(app: &TestApp, token: &str) -> bool {
-    app.client
-        .get(app.url("/api/v1/me"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        == 200
+    app.me_with_token(token).await.status() == 200
 }
 
 async fn patch_user(admin: &Session<'_>, id: i64, body: Value) {
@@ -838,9 +824,7 @@ async fn extreme_dates_are_refused_with_a_clear_error() {
 #[tokio::test]
 async fn a_jobs_children_are_stopped_when_its_main_process_exits() {
     let app = TestApp::spawn(1).await;
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     let job = ada
         .submit(
             booking.id,
@@ -910,9 +894,7 @@ async fn a_new_job_never_shows_an_old_log_left_under_its_id() {
     let old = app.data_dir.path().join("jobs").join("1");
     std::fs::create_dir_all(&old).unwrap();
     std::fs::write(old.join("stdout"), "another member's secret\n").unwrap();
-    let ada = member(&app).await;
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 60).await;
+    let (ada, booking) = booked_member(&app).await;
     let (status, _) = log_of(&ada, 1, "").await;
     assert_eq!(status, 404);
     let job = ada.submit(booking.id, &["/bin/echo", "mine"]).await;

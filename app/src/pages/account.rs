@@ -2,7 +2,7 @@
 //! tokens for scripts and the CLI.
 
 use crate::components::format::date_time;
-use crate::components::remote::{field, render_remote, Remote};
+use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::topbar::{current_viewer, TopBar};
 use crate::model::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
 use crate::rest::{self, Method};
@@ -49,13 +49,14 @@ fn PasswordForm() -> impl IntoView {
     let current = NodeRef::new();
     let new = NodeRef::new();
     let again = NodeRef::new();
+    let revoke = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let change = PasswordChange {
             current_password: field(current),
             new_password: field(new),
-            keep_tokens: false,
+            keep_tokens: !checked(revoke),
         };
         if change.new_password != field(again) {
             error.set(Some("The two new passwords differ.".into()));
@@ -86,6 +87,10 @@ fn PasswordForm() -> impl IntoView {
                 <label>
                     "New password again"
                     <input type="password" name="new_password_again" autocomplete="new-password" required node_ref=again />
+                </label>
+                <label class="check">
+                    <input type="checkbox" name="revoke_tokens" checked node_ref=revoke />
+                    "Also revoke my API tokens (whoever knew the old password may have made one)"
                 </label>
                 {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
                 <p class="muted">"Changing it logs you out everywhere, here included."</p>

@@ -7,6 +7,7 @@ use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::topbar::{current_viewer, TopBar};
 use crate::model::account::{
     AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
+    MAX_BOOKING_HORIZON_DAYS,
 };
 use crate::rest::{self, Method};
 use leptos::prelude::*;
@@ -290,6 +291,7 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
     let unix_user = NodeRef::new();
     let groups = NodeRef::new();
     let password = NodeRef::new();
+    let revoke = NodeRef::new();
     let role = NodeRef::<leptos::html::Select>::new();
     let error = RwSignal::new(None::<String>);
     let id = user.user.id;
@@ -303,7 +305,7 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
             enabled: None,
             password: non_empty(field(password)),
             groups: Some(parse_groups(&field(groups))),
-            keep_tokens: false,
+            keep_tokens: !checked(revoke),
         };
         spawn_local(async move {
             match save(id, &patch).await {
@@ -330,6 +332,10 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
             <label>
                 "Reset password (leave empty to keep)"
                 <input name="password" type="password" autocomplete="new-password" minlength="10" node_ref=password />
+            </label>
+            <label class="check">
+                <input type="checkbox" name="revoke_tokens" checked node_ref=revoke />
+                "A reset also revokes their API tokens"
             </label>
             <button type="submit">"Save"</button>
         </form>
@@ -378,15 +384,18 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
     let settings = Remote::<PortalSettings>::new("/api/v1/settings");
     let anonymous = NodeRef::new();
+    let horizon = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let change = move |_| {
+        let Ok(booking_horizon_days) = field(horizon).trim().parse::<u32>() else {
+            error.set(Some(
+                "The booking horizon is a whole number of days.".into(),
+            ));
+            return;
+        };
         let wanted = PortalSettings {
             anonymous_dashboard: checked(anonymous),
-            ..settings
-                .data
-                .get_untracked()
-                .and_then(Result::ok)
-                .unwrap_or_default()
+            booking_horizon_days,
         };
         spawn_local(async move {
             match rest::send::<_, PortalSettings>(Method::Put, "/api/v1/settings", &wanted).await {
@@ -413,6 +422,18 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             node_ref=anonymous
                         />
                         "Anyone may watch the dashboard without logging in (read-only; process owners and commands stay hidden)"
+                    </label>
+                    <label>
+                        "Bookings may end at most this many days ahead "
+                        <input
+                            type="number"
+                            name="booking_horizon_days"
+                            min="1"
+                            max=MAX_BOOKING_HORIZON_DAYS
+                            prop:value=s.booking_horizon_days.to_string()
+                            on:change=change
+                            node_ref=horizon
+                        />
                     </label>
                 }
             })}
