@@ -39,6 +39,8 @@ pub struct Metrics {
     power_limit: FloatGauge,
     sm_clock: FloatGauge,
     poll_duration: Histogram,
+    /// Mirrors [`crate::tasks::panics`] at each scrape.
+    task_panics: prometheus_client::metrics::counter::Counter,
 }
 
 impl Default for Metrics {
@@ -75,7 +77,14 @@ impl Metrics {
             "Time to read every GPU once",
             poll_duration.clone(),
         );
+        let task_panics = prometheus_client::metrics::counter::Counter::default();
+        registry.register(
+            "lanes_task_panics",
+            "Background tasks (queue, runner, enforcer, history) that panicked and were started again",
+            task_panics.clone(),
+        );
         Self {
+            task_panics,
             registry,
             labels: RwLock::default(),
             up,
@@ -154,6 +163,9 @@ impl Metrics {
 
     /// The exposition in Prometheus text format 0.0.4.
     pub fn render(&self) -> String {
+        let seen = crate::tasks::panics();
+        self.task_panics
+            .inc_by(seen.saturating_sub(self.task_panics.get()));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);

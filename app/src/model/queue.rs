@@ -171,6 +171,8 @@ impl Default for QueueSettings {
 pub const MAX_TIME_LIMIT_S: i64 = 366 * 86_400;
 /// Longest fair-share half-life and ageing period: ten years.
 pub const MAX_PERIOD_S: i64 = 3_653 * 86_400;
+/// Largest raw fair share (shares are relative; bounded so that their sum stays finite).
+pub const MAX_SHARE: f64 = 1e6;
 /// Largest weight of waiting time against fair share.
 pub const MAX_AGE_WEIGHT: f64 = 1_000.0;
 
@@ -221,9 +223,12 @@ pub struct Shares {
 impl Shares {
     pub fn check(&self) -> Result<(), String> {
         for (scope, map) in [("group", &self.groups), ("user", &self.users)] {
-            if let Some((name, v)) = map.iter().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+            if let Some((name, v)) = map
+                .iter()
+                .find(|(_, v)| !(v.is_finite() && (0.0..=MAX_SHARE).contains(*v)))
+            {
                 return Err(format!(
-                    "the share of {scope} {name:?} must be 0 or more, not {v}"
+                    "the share of {scope} {name:?} must be from 0 to {MAX_SHARE}, not {v}"
                 ));
             }
         }
