@@ -99,6 +99,12 @@ try {
   assert.equal(revoked.status(), 401);
   step('revoking the token stops it');
 
+  // A second token lives until the password changes (the revoke box is checked by default).
+  await page.fill('input[name=token_name]', 'old laptop');
+  await page.click('button:text("Create token")');
+  const second = (await page.locator('[data-testid=token-secret]').textContent()).trim();
+  assert.ok(await page.locator('input[name=revoke_tokens]').isChecked(), 'revoking is the default');
+
   await page.fill('input[name=current_password]', 'not my password');
   await page.fill('input[name=new_password]', 'bob second passphrase');
   await page.fill('input[name=new_password_again]', 'bob second passphrase');
@@ -109,7 +115,11 @@ try {
   await page.waitForURL(/\/login\?notice=password$/);
   await page.getByText('Your password was changed').waitFor();
   await logIn(page, url, 'bob', 'bob second passphrase');
-  step('changing the password logs the user out; the new one works');
+  const afterChange = await page.request.get(url + '/api/v1/me', {
+    headers: { authorization: `Bearer ${second}` },
+  });
+  assert.equal(afterChange.status(), 401, 'a new password revokes the tokens');
+  step('changing the password logs the user out and revokes their tokens; the new one works');
   await page.click('form.logout button');
   await page.waitForURL(/\/login$/);
 
