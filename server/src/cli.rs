@@ -31,6 +31,22 @@ pub enum Command {
     },
     /// Replay job traces through the scheduler with a virtual clock and compare policies.
     Simulate(SimulateArgs),
+    /// (Internal) Keep one of a job's output streams: stdin to stdout, capped.
+    #[command(hide = true)]
+    KeepLog(KeepLogArgs),
+}
+
+/// `lanes keep-log`: started by the runner for each stream of a job.
+#[derive(Debug, Args)]
+pub struct KeepLogArgs {
+    /// Bytes to keep before the marker line.
+    #[arg(long)]
+    pub limit: u64,
+    /// Become this user (and group) before reading anything.
+    #[arg(long, requires = "gid")]
+    pub uid: Option<u32>,
+    #[arg(long, requires = "uid")]
+    pub gid: Option<u32>,
 }
 
 /// `lanes simulate`: see docs/scheduling.md.

@@ -18,6 +18,9 @@ fn main() -> ExitCode {
             command: UserCommand::Add(args),
         } => user_add(args),
         Command::Simulate(args) => simulate(args),
+        Command::KeepLog(args) => ExitCode::from(lanes_server::jobs::keeper::run(
+            args.limit, args.uid, args.gid,
+        )),
     }
 }
 

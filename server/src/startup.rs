@@ -64,6 +64,9 @@ pub struct ServeConfig {
     pub history: HistorySettings,
     /// Bytes kept of each of a job's output streams.
     pub job_log_limit: u64,
+    /// The `lanes` binary, run as `lanes keep-log` to keep job logs: this very program
+    /// (`/proc/self/exe`) except in tests, where the server runs inside a test binary.
+    pub keeper_exe: PathBuf,
     /// How many connections, and how long silent ones live.
     pub connections: crate::http::serve::ConnectionLimits,
 }
@@ -120,6 +123,7 @@ impl ServeConfig {
                 ..HistorySettings::default()
             },
             job_log_limit: args.job_log_limit,
+            keeper_exe: PathBuf::from("/proc/self/exe"),
             connections: crate::http::serve::ConnectionLimits {
                 max_connections: args.max_connections.max(1),
                 idle_timeout: args.idle_timeout.max(Duration::from_secs(5)),
@@ -359,6 +363,7 @@ impl Application {
                 grace: config.job_grace,
                 jobs_dir: config.data_dir.join("jobs"),
                 log_limit: config.job_log_limit,
+                keeper: config.keeper_exe.clone(),
                 node: config.node_name.clone(),
                 queue_wake: queue_wake.clone(),
             },

@@ -74,6 +74,7 @@ impl TestApp {
                 timeout: Duration::from_secs(2),
             },
             job_log_limit: 1 << 30,
+            keeper_exe: lanes_bin(),
             connections: Default::default(),
         };
         let mut config = config;

@@ -96,6 +96,7 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
         identity: &who,
         log_dir: logs.path(),
         log_limit: 1 << 20,
+        keeper: &lanes_tests::lanes_bin(),
     })
     .expect("the job starts");
     assert!(child.wait().unwrap().success());
@@ -167,6 +168,7 @@ fn root_missing_and_unset_accounts_are_refused_with_a_reason() {
         },
         log_dir: std::path::Path::new("/nonexistent"),
         log_limit: 1 << 20,
+        keeper: &lanes_tests::lanes_bin(),
     });
     assert!(matches!(empty, Err(LaunchError::EmptyCommand)));
 }

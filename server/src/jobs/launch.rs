@@ -177,6 +177,9 @@ pub struct Launch<'a> {
     pub log_dir: &'a Path,
     /// Bytes kept of each stream; then a marker line, and the rest is read and dropped.
     pub log_limit: u64,
+    /// The `lanes` binary, which keeps the logs (`lanes keep-log`); `/proc/self/exe` in the
+    /// server, whatever became of its file since it started.
+    pub keeper: &'a Path,
 }
 
 /// The log files of a job in `dir`.
@@ -200,17 +203,6 @@ fn new_log_file(path: &Path) -> Result<File, LaunchError> {
         })
 }
 
-/// Copies its input to its output up to `$1` bytes; past that it writes one marker line and
-/// reads the rest to nowhere, so the job never blocks or dies on a full pipe. A failed write
-/// (a full disk) ends the copy the same way: the job goes on, its log stops.
-/// `dd` writes each piece as it reads it (`head` would hold output back in a stdio buffer, and
-/// the live log would lag by up to a block).
-const KEEPER: &str = r#"dd bs=65536 iflag=count_bytes count="$1" status=none
-if [ "$(dd bs=1 count=1 2>/dev/null | wc -c)" -ne 0 ]; then
-  printf '\n[lanes: this log reached its limit of %s bytes; further output is discarded]\n' "$1"
-  exec cat >/dev/null
-fi"#;
-
 /// An error code no system call returns, to tell "could not enter the directory" from a failed
 /// exec across the fork (only an errno crosses it).
 const ENTER_DIR_FAILED: i32 = 0x4c00_0000;
@@ -226,30 +218,38 @@ fn become_account(account: &Option<(Uid, Gid, Vec<Gid>)>) -> std::io::Result<()>
     Ok(())
 }
 
-/// Starts the process that keeps one stream's log: in a session of its own (signals to the
-/// job's group do not reach it; it ends when the job's last writer closes the pipe), as the
-/// job's user, with the log file as its output.
+/// Starts the process that keeps one stream's log (`lanes keep-log`): in a session of its own
+/// (signals to the job's group do not reach it; it ends when the job's last writer closes the
+/// pipe), with the log file as its output. It becomes the job's user itself, first thing, so
+/// that the binary need not be executable by that user.
 fn start_keeper(
+    keeper: &Path,
     read_end: OwnedFd,
     file: File,
     limit: u64,
     account: &Option<(Uid, Gid, Vec<Gid>)>,
 ) -> std::io::Result<Child> {
-    let mut command = Command::new("/bin/sh");
+    let mut command = Command::new(keeper);
     command
-        .args(["-c", KEEPER, "lanes-log", &limit.to_string()])
+        .args(["keep-log", "--limit", &limit.to_string()])
         .env_clear()
-        .env("PATH", "/usr/bin:/bin")
         .current_dir("/")
         .stdin(Stdio::from(read_end))
         .stdout(Stdio::from(file))
         .stderr(Stdio::null());
-    let account = account.clone();
-    // SAFETY: only system calls on values prepared before the fork.
+    if let Some((uid, gid, _)) = account {
+        command.args([
+            "--uid",
+            &uid.as_raw().to_string(),
+            "--gid",
+            &gid.as_raw().to_string(),
+        ]);
+    }
+    // SAFETY: only a system call, between fork and exec.
     unsafe {
-        command.pre_exec(move || {
+        command.pre_exec(|| {
             nix::unistd::setsid()?;
-            become_account(&account)
+            Ok(())
         });
     }
     command.spawn()
@@ -287,8 +287,8 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
         // The keeper is reaped by nobody in particular: it is a child of this process, and
         // tokio's runtime does not reap; a zombie keeper costs a pid until the server exits, so
         // a thread waits for it.
-        let mut keeper =
-            start_keeper(read_end, file, launch.log_limit, &account).map_err(log_err)?;
+        let mut keeper = start_keeper(launch.keeper, read_end, file, launch.log_limit, &account)
+            .map_err(log_err)?;
         std::thread::spawn(move || keeper.wait());
         writers.push(write_end);
     }

@@ -41,6 +41,8 @@ pub struct RunnerSettings {
     pub jobs_dir: PathBuf,
     /// Bytes kept of each of a job's streams.
     pub log_limit: u64,
+    /// The `lanes` binary that keeps job logs (`lanes keep-log`).
+    pub keeper: PathBuf,
     pub node: String,
     /// Told when a queue job ends (its cards are free).
     pub queue_wake: Arc<Notify>,
@@ -409,6 +411,7 @@ impl Runner {
             identity: &who,
             log_dir: &self.settings.jobs_dir.join(&dir_name),
             log_limit: self.settings.log_limit,
+            keeper: &self.settings.keeper,
         })
         .map_err(|e| e.to_string())
     }
