@@ -13,7 +13,7 @@ BINARYEN_BIN         := $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION)/node_modules/.
 SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS         := $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/st
 # Seconds schemathesis may fuzz the API in `make test`.
-API_FUZZ_SECONDS     ?= 150
+API_FUZZ_SECONDS     ?= 120
 export PATH          := $(BINARYEN_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 LISTEN   ?= 127.0.0.1:3000
