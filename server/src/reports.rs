@@ -252,6 +252,7 @@ mod tests {
             state,
             created_at: at(-100),
             idle_since: None,
+            queue_job: None,
         }
     }
 

@@ -235,6 +235,7 @@ fn the_invariant_check_catches_an_overlap() {
         state: BookingState::Upcoming,
         created_at: base,
         idle_since: None,
+        queue_job: None,
     };
     assert!(check(&[booking(1, 0, 2), booking(2, 2, 4)], base).is_ok());
     assert!(check(&[booking(1, 0, 3), booking(2, 2, 4)], base).is_err());

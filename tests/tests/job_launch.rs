@@ -88,7 +88,7 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     .collect();
     // A secret in the server's environment must not reach the job.
     std::env::set_var("LANES_TEST_SERVER_SECRET", "hunter2");
-    let mut child = spawn(&Launch {
+    let mut spawned = spawn(&Launch {
         argv: &argv,
         cwd: dir.path(),
         cwd_required: true,
@@ -99,7 +99,10 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
         keeper: &lanes_tests::lanes_bin(),
     })
     .expect("the job starts");
-    assert!(child.wait().unwrap().success());
+    assert!(spawned.child.wait().unwrap().success());
+    for keeper in &mut spawned.keepers {
+        assert!(keeper.wait().unwrap().success(), "a log keeper failed");
+    }
 
     let log = settled(&out);
     let mut lines = log.lines();

@@ -185,7 +185,8 @@ async fn a_queued_job_is_stopped_at_its_time_limit_and_cancel_works_in_every_sta
         json!({"gpus": 1, "time_limit_s": 2, "argv": ["sleep", "600"]}),
     )
     .await;
-    let running = until(&owner, job.id, 5, |j| j.state == QueueState::Running).await;
+    // Running in the queue's words covers "booked, about to start": wait for the start itself.
+    let running = until(&owner, job.id, 5, |j| j.started_at.is_some()).await;
     let over = until(&owner, job.id, 10, |j| j.state != QueueState::Running).await;
     assert_eq!(over.state, QueueState::TimedOut, "{over:?}");
     let ran = over.ended_at.unwrap() - running.started_at.unwrap();
@@ -473,6 +474,53 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         .await;
     admin
         .call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
+        .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_booking_names_its_queue_job_by_its_link_and_a_note_cannot_pretend_to_be_one() {
+    let app = TestApp::spawn(2).await;
+    let ada = member(&app).await;
+    let gpus = cards(&app).await;
+    let start = chrono::Utc::now();
+    let (status, body) = ada
+        .call(
+            Method::POST,
+            "/api/v1/bookings",
+            Some(json!({
+                "gpus": [gpus[1].info.uuid],
+                "start": start,
+                "end": start + chrono::Duration::minutes(5),
+                "note": "queue job 7: pretend",
+            })),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let own: Booking = serde_json::from_str(&body).unwrap();
+    assert_eq!(own.queue_job, None, "a note is only a note");
+    let job = submit(
+        &ada,
+        json!({"gpus": 1, "time_limit_s": 60, "argv": ["/bin/sleep", "5"]}),
+    )
+    .await;
+    let running = until(&ada, job.id, 10, |j| j.booking_id.is_some()).await;
+    let (status, body) = ada
+        .call(
+            Method::GET,
+            &format!("/api/v1/bookings/{}", running.booking_id.unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let held: Booking = serde_json::from_str(&body).unwrap();
+    assert_eq!(held.queue_job, Some(job.id));
+    let (_, body) = ada
+        .call(Method::GET, &format!("/api/v1/bookings/{}", own.id), None)
+        .await;
+    let own: Booking = serde_json::from_str(&body).unwrap();
+    assert_eq!(own.queue_job, None);
+    ada.call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
         .await;
     app.stop().await;
 }

@@ -58,6 +58,10 @@ pub struct Booking {
     /// Since when its cards have sat idle (the watchdog's idle check); `None` while in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_since: Option<DateTime<Utc>>,
+    /// The queue job whose cards it holds (the scheduler made it), by the job's link to it,
+    /// never by its note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_job: Option<i64>,
 }
 
 /// Body of `POST /api/v1/bookings`: either `gpus` (UUIDs) or `count`.

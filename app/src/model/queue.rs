@@ -240,23 +240,3 @@ impl Shares {
 pub fn booking_note(job_id: i64, name: &str) -> String {
     format!("queue job {job_id}: {name}")
 }
-
-/// The queue job a booking holds cards for, read back from its note.
-pub fn job_of_booking(note: &str) -> Option<i64> {
-    note.strip_prefix("queue job ")?
-        .split(':')
-        .next()?
-        .parse()
-        .ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_queue_bookings_note_names_its_job() {
-        assert_eq!(job_of_booking(&booking_note(42, "train: v2")), Some(42));
-        assert_eq!(job_of_booking("team meeting"), None);
-    }
-}

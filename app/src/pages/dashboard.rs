@@ -135,7 +135,7 @@ fn GpuCard(
                     .map(|n| format!(" · {n}"))
                     .unwrap_or_default();
                 let text = match holder {
-                    Some(b) => match crate::model::queue::job_of_booking(&b.note) {
+                    Some(b) => match b.queue_job {
                         Some(job) => format!(
                             "Queue job #{job} of {} (limit {}){next_part}",
                             b.display_name,

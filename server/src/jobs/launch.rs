@@ -259,7 +259,7 @@ fn start_keeper(
 /// the whole job and nothing else), drops to the account's groups, gid and uid, then enters its
 /// working directory as that user before the command runs. Its output goes through two log
 /// keepers into files in `log_dir`.
-pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
+pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, LaunchError> {
     let (program, args) = launch.argv.split_first().ok_or(LaunchError::EmptyCommand)?;
     let cwd = launch.cwd.to_string_lossy().into_owned();
     check_dir(&cwd)?;
@@ -276,6 +276,7 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
     };
     let (stdout_path, stderr_path) = log_files(launch.log_dir);
     let mut writers = Vec::new();
+    let mut keepers = Vec::new();
     for path in [&stdout_path, &stderr_path] {
         let file = new_log_file(path)?;
         let log_err = |source| LaunchError::Log {
@@ -284,12 +285,9 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
         };
         let (read_end, write_end) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| log_err(e.into()))?;
-        // The keeper is reaped by nobody in particular: it is a child of this process, and
-        // tokio's runtime does not reap; a zombie keeper costs a pid until the server exits, so
-        // a thread waits for it.
-        let mut keeper = start_keeper(launch.keeper, read_end, file, launch.log_limit, &account)
+        let keeper = start_keeper(launch.keeper, read_end, file, launch.log_limit, &account)
             .map_err(log_err)?;
-        std::thread::spawn(move || keeper.wait());
+        keepers.push(keeper);
         writers.push(write_end);
     }
     let stderr = writers.pop().expect("two pipes");
@@ -320,7 +318,7 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
             Ok(())
         });
     }
-    command
+    let started = command
         .spawn()
         .map_err(|source| match source.raw_os_error() {
             Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => LaunchError::EnterDir {
@@ -332,7 +330,36 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Child, LaunchError> {
                 command: program.clone(),
                 source,
             },
-        })
+        });
+    // The parent's ends of the pipes close with `command`; the keepers then see the end of
+    // the output when the job's last process closes its own.
+    drop(command);
+    match started {
+        Ok(child) => Ok(Spawned { child, keepers }),
+        Err(e) => {
+            reap(keepers);
+            Err(e)
+        }
+    }
+}
+
+/// A started job: its process, and the keepers of its two logs (which finish a moment after
+/// the job's last writer, once they have written everything).
+pub struct Spawned {
+    pub child: Child,
+    pub keepers: Vec<Child>,
+}
+
+/// Waits for keepers in the background, so none is left a zombie.
+pub fn reap(keepers: Vec<Child>) {
+    if keepers.is_empty() {
+        return;
+    }
+    std::thread::spawn(move || {
+        for mut keeper in keepers {
+            let _ = keeper.wait();
+        }
+    });
 }
 
 #[cfg(test)]

@@ -31,6 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the runner looks even when nothing woke it (slot ends, grace periods, exits).
 const TICK: Duration = Duration::from_millis(200);
+/// How long a job that exited waits for its log keepers before it is recorded as over anyway
+/// (a child it left behind may hold the pipe until the sweep stops it).
+const KEEPER_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Debug)]
 pub struct RunnerSettings {
@@ -70,6 +73,11 @@ enum Handle {
 /// A job this runner watches.
 struct Watched {
     handle: Handle,
+    /// The keepers of its logs (none for a job re-adopted after a restart).
+    keepers: Vec<Child>,
+    /// When its main process was seen to end; it is recorded as over once its keepers have
+    /// written everything (or [`KEEPER_WAIT`] passed), so its log is whole by then.
+    exited_at: Option<DateTime<Utc>>,
     /// When SIGTERM went to the group, and why.
     stopping: Option<(DateTime<Utc>, String)>,
     /// The job as it was when it started (for the notice when it ends).
@@ -194,7 +202,7 @@ impl Runner {
             match (job.job.state, booking) {
                 (JobState::Queued, Some(b)) if b.state == BookingState::Active => {
                     match self.launch(&job, &b).await {
-                        Ok(child) => {
+                        Ok(launch::Spawned { child, keepers }) => {
                             let process = JobProcess {
                                 pid: child.id(),
                                 start_ticks: procinfo::stat(child.id())
@@ -208,6 +216,8 @@ impl Runner {
                                 id,
                                 Watched {
                                     handle,
+                                    keepers,
+                                    exited_at: None,
                                     stopping: None,
                                     record: job,
                                 },
@@ -232,6 +242,8 @@ impl Runner {
                             tracing::info!(job = id, "re-adopted a job that outlived a restart");
                             let adopted = Watched {
                                 handle,
+                                keepers: Vec::new(),
+                                exited_at: None,
                                 stopping: job.stop_requested.clone(),
                                 record: job,
                             };
@@ -340,18 +352,30 @@ impl Runner {
             return Ok(());
         };
         if let Some(end) = exited(job) {
-            self.processes.job_ended(job.pid());
-            // The job is over when its main process is (as in Slurm); whatever it left behind
-            // in its group goes too, so nothing outlives the slot.
-            leftovers.insert(
-                job.pid() as i32,
-                Leftover {
-                    job: id,
-                    since: now,
-                    warned: false,
-                },
-            );
+            if job.exited_at.is_none() {
+                job.exited_at = Some(now);
+                self.processes.job_ended(job.pid());
+                // The job is over when its main process is (as in Slurm); whatever it left
+                // behind in its group goes too, so nothing outlives the slot.
+                leftovers.insert(
+                    job.pid() as i32,
+                    Leftover {
+                        job: id,
+                        since: now,
+                        warned: false,
+                    },
+                );
+            }
+            let waited = job.exited_at.is_some_and(|at| {
+                now - at >= chrono::Duration::from_std(KEEPER_WAIT).unwrap_or_default()
+            });
+            job.keepers
+                .retain_mut(|k| k.try_wait().ok().flatten().is_none());
+            if !job.keepers.is_empty() && !waited {
+                return Ok(());
+            }
             if let Some(done) = watched.remove(&id) {
+                launch::reap(done.keepers);
                 self.finish(&done.record, &end, now).await?;
             }
             return Ok(());
@@ -378,7 +402,7 @@ impl Runner {
 
     /// Starts a job under its booking's mask, as its user, with its logs in a directory made
     /// for it alone.
-    async fn launch(&self, job: &JobToRun, booking: &Booking) -> Result<Child, String> {
+    async fn launch(&self, job: &JobToRun, booking: &Booking) -> Result<launch::Spawned, String> {
         let who = launch::identity(&job.job.username, job.unix_user.as_deref())
             .map_err(|e| e.to_string())?;
         let inventory: Vec<_> = self.hub.gpus().into_iter().map(|g| g.info).collect();

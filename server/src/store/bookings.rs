@@ -151,6 +151,7 @@ impl Store {
             state: rules::state_at(new.start, new.end, false, false, now),
             created_at: now,
             idle_since: None,
+            queue_job: None,
         })
     }
 
@@ -198,11 +199,14 @@ impl Store {
             status: String,
             created_at: DateTime<Utc>,
             idle_since_ms: Option<i64>,
+            queue_job: Option<i64>,
         }
         // Built per call, so that each filter present can use its index.
         let mut sql = sqlx::QueryBuilder::<Sqlite>::new(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
-                    b.status, b.created_at, b.idle_since_ms
+                    b.status, b.created_at, b.idle_since_ms,
+                    (SELECT j.id FROM jobs j WHERE j.booking_id = b.id AND j.gpus IS NOT NULL
+                     LIMIT 1) AS queue_job
              FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
         );
         if let Some(id) = id {
@@ -272,6 +276,7 @@ impl Store {
                     note: r.note,
                     created_at: r.created_at,
                     idle_since: r.idle_since_ms.map(at),
+                    queue_job: r.queue_job,
                 }
             })
             .collect())
