@@ -152,8 +152,8 @@ impl Runner {
         plain.then(|| launch::log_files(&self.settings.jobs_dir.join(dir_name)))
     }
 
-    /// Signals what is left of the groups of jobs whose main process ended: SIGTERM at once,
-    /// SIGKILL after the grace period, until nothing is left.
+    /// Signals what is left of the groups of jobs whose main process ended: SIGTERM once, then
+    /// SIGKILL after the grace period until nothing is left.
     fn sweep(&self, leftovers: &mut HashMap<i32, Leftover>, now: DateTime<Utc>) {
         let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
         leftovers.retain(|pgid, left| {
@@ -162,19 +162,16 @@ impl Runner {
             if nix::sys::signal::kill(group, None).is_err() {
                 return false;
             }
-            let signal = if now - left.since >= grace {
-                Signal::SIGKILL
-            } else {
-                Signal::SIGTERM
-            };
-            if !left.warned {
+            if now - left.since >= grace {
+                let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
+            } else if !left.termed {
                 tracing::info!(
                     job = left.job,
                     "stopping what a job left running after it ended"
                 );
-                left.warned = true;
+                let _ = killpg(Pid::from_raw(*pgid), Signal::SIGTERM);
+                left.termed = true;
             }
-            let _ = killpg(Pid::from_raw(*pgid), signal);
             true
         });
     }
@@ -362,7 +359,7 @@ impl Runner {
                     Leftover {
                         job: id,
                         since: now,
-                        warned: false,
+                        termed: false,
                     },
                 );
             }
@@ -463,7 +460,8 @@ struct Leftover {
     job: i64,
     /// When the main process was seen to end (SIGKILL follows after the grace period).
     since: DateTime<Utc>,
-    warned: bool,
+    /// Whether SIGTERM went out (once).
+    termed: bool,
 }
 
 /// Whether `process` still runs: same pid, same start time, same boot, and not a zombie.
