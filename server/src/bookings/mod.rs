@@ -96,9 +96,7 @@ pub fn check_request(
     horizon_days: u32,
 ) -> Result<(), BookingError> {
     rules::check_new_slot(new.start, new.end, now)?;
-    if !rules::within_horizon(new.end, now, horizon_days) {
-        return Err(rules::InvalidSlot::BeyondHorizon(horizon_days).into());
-    }
+    rules::check_end(new.end, now, horizon_days)?;
     if new.note.chars().count() > MAX_NOTE {
         return Err(BookingError::invalid(
             "note_length",

@@ -47,10 +47,24 @@ pub fn is_sane_time(t: DateTime<Utc>) -> bool {
     (first..=last).contains(&t)
 }
 
-/// Whether a slot ending at `end` lies within the booking horizon seen from `now`.
-pub fn within_horizon(end: DateTime<Utc>, now: DateTime<Utc>, horizon_days: u32) -> bool {
-    now.checked_add_signed(Duration::days(i64::from(horizon_days)))
-        .is_some_and(|limit| end <= limit)
+/// Checks where a slot, new or extended, may end: within the times the API takes at all and
+/// within the booking horizon seen from `now`.
+pub fn check_end(
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+    horizon_days: u32,
+) -> Result<(), InvalidSlot> {
+    if !is_sane_time(end) {
+        return Err(InvalidSlot::OutOfRange);
+    }
+    let within = now
+        .checked_add_signed(Duration::days(i64::from(horizon_days)))
+        .is_some_and(|limit| end <= limit);
+    if within {
+        Ok(())
+    } else {
+        Err(InvalidSlot::BeyondHorizon(horizon_days))
+    }
 }
 
 /// Checks a new slot at `now`.

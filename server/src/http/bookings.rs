@@ -111,7 +111,7 @@ async fn list(
         },
         None => None,
     };
-    check_times(&[query.from, query.to])?;
+    super::check_times(&[query.from, query.to])?;
     let filter = BookingFilter {
         from: query.from,
         to: query.to,
@@ -189,12 +189,7 @@ async fn extend(
     }
     let now = Utc::now();
     let horizon = state.portal_settings().booking_horizon_days;
-    if !rules::is_sane_time(request.end) {
-        return Err(BookingError::from(rules::InvalidSlot::OutOfRange).into());
-    }
-    if !rules::within_horizon(request.end, now, horizon) {
-        return Err(BookingError::from(rules::InvalidSlot::BeyondHorizon(horizon)).into());
-    }
+    rules::check_end(request.end, now, horizon).map_err(BookingError::from)?;
     let audit = AuditEntry::new(Some(actor.id), "booking.extend", "");
     Ok(Json(
         state
@@ -203,15 +198,6 @@ async fn extend(
             .await
             .inspect(|_| state.queue.wake())?,
     ))
-}
-
-/// Refuses times beyond what the API accepts at all (422, rule `time_range`).
-pub(super) fn check_times(times: &[Option<DateTime<Utc>>]) -> Result<(), ApiError> {
-    if times.iter().flatten().all(|t| rules::is_sane_time(*t)) {
-        Ok(())
-    } else {
-        Err(BookingError::from(rules::InvalidSlot::OutOfRange).into())
-    }
 }
 
 async fn quotas(State(state): State<AppState>, _: AdminUser) -> Result<Json<Quotas>, ApiError> {

@@ -164,6 +164,17 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
+/// Refuses times beyond what the API accepts at all (422, rule `time_range`): every `from`
+/// and `to` a query takes.
+pub fn check_times(times: &[Option<chrono::DateTime<chrono::Utc>>]) -> Result<(), ApiError> {
+    use crate::bookings::rules;
+    if times.iter().flatten().all(|t| rules::is_sane_time(*t)) {
+        Ok(())
+    } else {
+        Err(crate::bookings::BookingError::from(rules::InvalidSlot::OutOfRange).into())
+    }
+}
+
 /// `Query` whose rejections are API errors.
 #[derive(axum::extract::FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]

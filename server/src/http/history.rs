@@ -42,7 +42,7 @@ async fn query(
         .unwrap_or("utilization")
         .parse()
         .map_err(ApiError::BadRequest)?;
-    super::bookings::check_times(&[q.from, q.to])?;
+    super::check_times(&[q.from, q.to])?;
     let to = q.to.unwrap_or(now);
     let from = q.from.unwrap_or_else(|| {
         to.checked_sub_signed(chrono::Duration::hours(1))

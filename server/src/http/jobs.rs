@@ -175,6 +175,9 @@ pub struct LogQuery {
     pub tail: Option<u64>,
 }
 
+/// The type of a log's body.
+const TEXT: [(header::HeaderName, &str); 1] = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+
 /// Most lines `tail` may ask for.
 const MAX_TAIL_LINES: u64 = 100_000;
 
@@ -188,29 +191,29 @@ async fn log(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     visible(&state, &user, id).await?;
-    let path = log_path(&state, id, &query).await?;
+    let path = log_path(&state, id, wants_stderr(&query)?).await?;
     if query.tail.is_some_and(|n| n > MAX_TAIL_LINES) {
         return Err(ApiError::BadRequest(format!(
             "tail may ask for at most {MAX_TAIL_LINES} lines"
         )));
     }
-    let text = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     let Some(mut file) = open_log(path.as_deref()).await? else {
-        return Ok((text, "").into_response());
+        return Ok((TEXT, "").into_response());
     };
     let len = file
         .metadata()
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .len();
-    let range = match (headers.get(header::RANGE), query.tail) {
+    // What to send: the bytes from `from` on, `count` of them; `partial` for a 206.
+    let (from, count, partial) = match (headers.get(header::RANGE), query.tail) {
         (Some(_), Some(_)) => {
             return Err(ApiError::BadRequest(
                 "ask for a Range or for tail, not both".into(),
             ))
         }
         (Some(value), None) => match value.to_str().ok().and_then(|v| byte_range(v, len)) {
-            Some(range) => Some(range),
+            Some((first, last)) => (first, last - first + 1, true),
             None => {
                 return Ok((
                     StatusCode::RANGE_NOT_SATISFIABLE,
@@ -223,46 +226,34 @@ async fn log(
             let from = tail_offset(&mut file, len, lines)
                 .await
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
-            return stream_part(file, from, len - from, None, text);
+            (from, len - from, false)
         }
-        (None, None) => None,
+        (None, None) => (0, len, false),
     };
-    match range {
-        Some((first, last)) => stream_part(file, first, last - first + 1, Some(len), text),
-        None => stream_part(file, 0, len, None, text),
-    }
+    stream_part(file, from, count, partial.then_some(len)).await
 }
 
-/// `len` bytes of `file` from `from` as the body; with `total`, as a 206 part of it.
-fn stream_part(
+/// `count` bytes of `file` from `from` as a text body, read as it is sent; with `total`, as a
+/// 206 part of a file that long.
+async fn stream_part(
     mut file: tokio::fs::File,
     from: u64,
-    len: u64,
+    count: u64,
     total: Option<u64>,
-    text: [(header::HeaderName, &'static str); 1],
 ) -> Result<Response, ApiError> {
-    use tokio::io::AsyncReadExt;
-    let body = futures::stream::once(async move {
-        use tokio::io::AsyncSeekExt;
-        file.seek(std::io::SeekFrom::Start(from))
-            .await
-            .map(|_| file)
-    });
-    let stream = futures::StreamExt::flat_map(body, move |file| match file {
-        Ok(file) => {
-            futures::StreamExt::left_stream(tokio_util::io::ReaderStream::new(file.take(len)))
-        }
-        Err(e) => futures::StreamExt::right_stream(futures::stream::once(async { Err(e) })),
-    });
-    let body = axum::body::Body::from_stream(stream);
-    let mut response = (text, body).into_response();
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    file.seek(std::io::SeekFrom::Start(from))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(file.take(count)));
+    let mut response = (TEXT, body).into_response();
     response.headers_mut().insert(
         header::ACCEPT_RANGES,
         header::HeaderValue::from_static("bytes"),
     );
     if let Some(total) = total {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
-        let last = (from + len).saturating_sub(1);
+        let last = (from + count).saturating_sub(1);
         if let Ok(value) = format!("bytes {from}-{last}/{total}").parse() {
             response.headers_mut().insert(header::CONTENT_RANGE, value);
         }
@@ -348,21 +339,19 @@ async fn open_log(path: Option<&std::path::Path>) -> Result<Option<tokio::fs::Fi
     }
 }
 
-/// The log file a query names; `None` while the job has no log directory (not started).
-async fn log_path(
-    state: &AppState,
-    id: i64,
-    query: &LogQuery,
-) -> Result<Option<PathBuf>, ApiError> {
-    let stderr = match query.stream.as_deref() {
-        None | Some("stdout") => false,
-        Some("stderr") => true,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "stream must be stdout or stderr, not {other:?}"
-            )))
-        }
-    };
+/// Whether a query asks for stderr (else stdout).
+fn wants_stderr(query: &LogQuery) -> Result<bool, ApiError> {
+    match query.stream.as_deref() {
+        None | Some("stdout") => Ok(false),
+        Some("stderr") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "stream must be stdout or stderr, not {other:?}"
+        ))),
+    }
+}
+
+/// A job's stdout or stderr file; `None` while the job has no log directory (not started).
+async fn log_path(state: &AppState, id: i64, stderr: bool) -> Result<Option<PathBuf>, ApiError> {
     let Some(dir) = state.store.job_log_dir(id).await? else {
         return Ok(None);
     };
@@ -388,23 +377,25 @@ async fn tail(
             "the live log starts from the beginning; tail is for GET …/log".into(),
         ));
     }
-    let stream = query.stream.clone();
-    log_path(&state, id, &query).await?;
+    let stderr = wants_stderr(&query)?;
     let ws = ws.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     Ok(ws
         .read_buffer_size(4 * 1024)
         .max_message_size(4 * 1024)
-        .on_upgrade(move |socket| follow(socket, state, id, stream)))
+        .on_upgrade(move |socket| follow(socket, state, id, stderr)))
 }
 
-async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Option<String>) {
+async fn follow(mut socket: WebSocket, state: AppState, id: i64, stderr: bool) {
     let mut offset: u64 = 0;
     let mut carry: Vec<u8> = Vec::new();
-    let query = LogQuery { stream, tail: None };
     let mut quiet_since = tokio::time::Instant::now();
+    let mut path: Option<PathBuf> = None;
     loop {
-        // The job may start (and get its log directory) while someone watches.
-        let path = log_path(&state, id, &query).await.ok().flatten();
+        // The job may start (and get its log directory) while someone watches; once it has
+        // one, that directory is its for good.
+        if path.is_none() {
+            path = log_path(&state, id, stderr).await.ok().flatten();
+        }
         // Read the state before the file, so output written just before the end is not missed.
         let over = match state.store.job(id).await {
             Ok(Some(job)) => job.state.is_over(),

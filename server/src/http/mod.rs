@@ -17,7 +17,7 @@ mod settings;
 mod tokens;
 mod ws;
 
-pub use error::{ApiError, ApiJson, ApiPath, ApiQuery};
+pub use error::{check_times, ApiError, ApiJson, ApiPath, ApiQuery};
 
 use crate::accounts::session::SessionPolicy;
 use crate::store::Store;

@@ -40,7 +40,7 @@ const MAX_DAYS: i64 = 3660;
 
 async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<UsageReport, ApiError> {
     let now = Utc::now();
-    super::bookings::check_times(&[q.from, q.to])?;
+    super::check_times(&[q.from, q.to])?;
     let to = q.to.unwrap_or(now);
     let from = q.from.unwrap_or_else(|| {
         to.checked_sub_signed(chrono::Duration::days(7))

@@ -2,7 +2,7 @@
 //! overlap runs in one `BEGIN IMMEDIATE` transaction: SQLite then admits one writer at a
 //! time, so the overlap check and the insert cannot interleave with another booking's.
 
-use super::{at, insert_audit, AuditEntry, Store, StoreError};
+use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
 use crate::bookings::pick::{self, FreeGpu};
 use crate::bookings::quota::{self, GroupUse, Hold};
 use crate::bookings::rules::{self, Withdrawal};
@@ -15,10 +15,6 @@ use sqlx::{Sqlite, Transaction};
 use std::collections::BTreeMap;
 
 type Tx<'a> = Transaction<'a, Sqlite>;
-
-fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
 
 /// A card as the booking tables know it.
 #[derive(Clone, Debug, sqlx::FromRow)]

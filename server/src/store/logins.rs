@@ -1,7 +1,7 @@
 //! SQL of login attempts: each is counted before its password is checked, in one write
 //! transaction with the check of the limits, so concurrent guesses cannot all slip under them.
 
-use super::{Store, StoreError};
+use super::{at, ms, Store, StoreError};
 use crate::accounts::session::{locked_for, LockoutRules};
 use chrono::{DateTime, Duration, Utc};
 
@@ -12,10 +12,6 @@ pub enum AttemptStart {
     Counted { id: i64, address_failures: u64 },
     /// Locked for this long; nothing was counted.
     Locked(Duration),
-}
-
-fn ms(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
 }
 
 impl Store {
@@ -42,7 +38,7 @@ impl Store {
         let times = |pair_only: bool| -> Vec<DateTime<Utc>> {
             rows.iter()
                 .filter(|(_, a)| !pair_only || a == address)
-                .filter_map(|(t, _)| DateTime::from_timestamp_millis(*t))
+                .map(|(t, _)| at(*t))
                 // A concurrent attempt may have read the clock a moment after this one.
                 .map(|t| t.min(now))
                 .collect()

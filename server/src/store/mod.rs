@@ -34,6 +34,11 @@ fn at(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
+/// A time as it is stored: Unix milliseconds.
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
