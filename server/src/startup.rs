@@ -216,41 +216,6 @@ pub fn secure_dir(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Makes the database files readable by the server's user only: created so before SQLite
-/// opens them (SQLite gives its -wal and -shm files the database's mode), narrowed with a
-/// warning when they already exist with more.
-pub fn secure_database_files(database_url: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let Some(path) = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .map(|p| p.split('?').next().unwrap_or(p))
-        .filter(|p| !p.is_empty() && !p.starts_with(':'))
-    else {
-        return Ok(());
-    };
-    let db = PathBuf::from(path);
-    if !db.exists() {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&db)?;
-    }
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let file = PathBuf::from(format!("{}{suffix}", db.display()));
-        let Ok(meta) = std::fs::symlink_metadata(&file) else {
-            continue;
-        };
-        let mode = meta.permissions().mode() & 0o777;
-        if meta.is_file() && mode & 0o077 != 0 {
-            tracing::warn!(file = %file.display(), "the database file was readable by others (mode {mode:o}); narrowing it to 600");
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    Ok(())
-}
-
 /// A server that is bound and ready; [`Application::run_until`] serves it.
 pub struct Application {
     listener: TcpListener,
@@ -281,10 +246,6 @@ impl Application {
     }
 
     async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
-        secure_database_files(&config.database_url).map_err(|e| StartupError::DataDir {
-            path: config.data_dir.clone(),
-            reason: format!("cannot make the database private: {e}"),
-        })?;
         let store = Store::open(&config.database_url).await?;
         if store.count_enabled_admins().await? == 0 {
             tracing::warn!(

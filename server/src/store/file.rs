@@ -71,6 +71,32 @@ impl DbFile {
     }
 }
 
+/// Makes the database files readable by their owner only: created so before SQLite opens them
+/// (SQLite gives its -wal and -shm files the database's mode), narrowed with a warning when
+/// they already exist with more.
+pub fn make_private(db: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if !db.exists() {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(db)?;
+    }
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = PathBuf::from(format!("{}{suffix}", db.display()));
+        let Ok(meta) = std::fs::symlink_metadata(&file) else {
+            continue;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_file() && mode & 0o077 != 0 {
+            tracing::warn!(file = %file.display(), "the database file was readable by others (mode {mode:o}); narrowing it to 600");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether a connection coming back to the pool is outside any transaction, by sqlx's count
 /// and by SQLite's own.
 pub async fn outside_transaction(conn: &mut SqliteConnection) -> bool {

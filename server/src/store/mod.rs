@@ -217,6 +217,13 @@ impl Store {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         let path = options.get_filename().to_path_buf();
+        let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
+        if !in_memory {
+            file::make_private(&path).map_err(|e| StoreError::Open {
+                url: url.to_string(),
+                reason: format!("cannot make the database private: {e}"),
+            })?;
+        }
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             // A connection whose COMMIT or ROLLBACK failed (a full disk) may still be inside a
