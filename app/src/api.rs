@@ -1,7 +1,7 @@
 //! Server functions the pages call. Thin: each reads a port from context and returns wire types.
 
-use crate::model::account::User;
-use crate::model::FleetSnapshot;
+use lanes_types::account::User;
+use lanes_types::FleetSnapshot;
 use leptos::prelude::*;
 
 /// The fleet now and its last five minutes, for the server-rendered dashboard. Anonymous

@@ -2,8 +2,8 @@
 //! shows, where a booking's bar goes, which slot a dragged selection means, what a booking
 //! does to a quota, and each user's color. The page only wires these to the DOM.
 
-use crate::model::booking::{Booking, Quota, QuotaUse};
 use chrono::{DateTime, Duration, FixedOffset, NaiveDate, TimeZone, Utc};
+use lanes_types::booking::{Booking, Quota, QuotaUse};
 
 /// What the calendar shows: `cells` columns of `cell` each, from `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

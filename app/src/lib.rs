@@ -1,12 +1,11 @@
-//! Lanes web UI: the Leptos app (pages, components, server functions) and the wire types the
-//! browser shares with the server. Built for the server with `ssr`, for the browser with `hydrate`.
+//! Lanes web UI: the Leptos app (pages, components, server functions). The wire types it shares
+//! with the server live in `lanes-types`. Built for the server with `ssr`, for the browser with
+//! `hydrate`.
 
 pub mod api;
 pub mod calendar;
 pub mod components;
-pub mod fleet;
 pub mod live;
-pub mod model;
 pub mod pages;
 pub mod rest;
 #[cfg(feature = "ssr")]

@@ -2,7 +2,7 @@
 //! and reconnect with capped exponential backoff when the link drops.
 
 #[cfg(feature = "hydrate")]
-use crate::model::FleetSnapshot;
+use lanes_types::FleetSnapshot;
 #[cfg(feature = "hydrate")]
 use leptos::prelude::*;
 
@@ -58,7 +58,7 @@ pub fn follow(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>) {
 
 #[cfg(feature = "hydrate")]
 fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failures: u32) {
-    use crate::model::TelemetryMessage;
+    use lanes_types::TelemetryMessage;
     use std::{cell::Cell, rc::Rc};
     use wasm_bindgen::{closure::Closure, JsCast};
     use web_sys::{MessageEvent, WebSocket};

@@ -1,7 +1,7 @@
 //! Ports the server provides to server functions through Leptos context. The app names what it
 //! needs; the `lanes-server` crate supplies the implementation.
 
-use crate::model::FleetSnapshot;
+use lanes_types::FleetSnapshot;
 
 /// Read access to the live fleet state kept by the telemetry poller.
 pub trait FleetView: Send + Sync {
@@ -10,11 +10,11 @@ pub trait FleetView: Send + Sync {
 
 /// The logged-in user of the request being served, which the login gate left in the request's
 /// extensions; `None` for an anonymous viewer.
-pub fn viewer() -> Option<crate::model::account::User> {
+pub fn viewer() -> Option<lanes_types::account::User> {
     leptos::prelude::use_context::<http::request::Parts>().and_then(|parts| {
         parts
             .extensions
-            .get::<crate::model::account::User>()
+            .get::<lanes_types::account::User>()
             .cloned()
     })
 }

@@ -6,7 +6,7 @@
 
 use axum::routing::post;
 use axum::{Json, Router};
-use lanes_app::model::booking::CreateBooking;
+use lanes_types::booking::CreateBooking;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -177,7 +177,7 @@ async fn load(
 
 pub async fn run(addr: &str, token: &str, requests: usize, concurrency: usize) {
     let client = reqwest::Client::new();
-    let gpus: Vec<lanes_app::model::GpuState> = client
+    let gpus: Vec<lanes_types::GpuState> = client
         .get(format!("http://{addr}/api/v1/gpus"))
         .bearer_auth(token)
         .send()

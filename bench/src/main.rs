@@ -17,7 +17,7 @@ mod schedule;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
-use lanes_app::model::TelemetryMessage;
+use lanes_types::TelemetryMessage;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Parser)]

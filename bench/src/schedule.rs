@@ -2,7 +2,7 @@
 //! for every waiting job) and the decisions alone, against sorting the queue (the floor any
 //! priority scheduler pays) in the same run.
 
-use lanes_server::scheduling::scheduler::{order, schedule, Card, Owner, Pass, Policy, Waiting};
+use lanes_scheduling::scheduler::{order, schedule, Card, Owner, Pass, Policy, Waiting};
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use std::time::Instant;
 

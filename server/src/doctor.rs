@@ -2,7 +2,7 @@
 //! current environment would see. The mask rules are plain functions, tested below.
 
 use crate::telemetry::nvml::read_inventory;
-use lanes_app::model::GpuInfo;
+use lanes_types::GpuInfo;
 use serde::Serialize;
 
 /// How one entry of `CUDA_VISIBLE_DEVICES` resolves.

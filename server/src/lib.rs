@@ -13,7 +13,6 @@ pub mod metrics;
 pub mod notify;
 pub mod queue;
 pub mod reports;
-pub mod scheduling;
 pub mod startup;
 pub mod store;
 pub mod tasks;

@@ -24,14 +24,43 @@ fn main() -> ExitCode {
     }
 }
 
+/// What `lanes simulate` can fail on: a file it reads or writes, or the replay itself.
+#[derive(Debug, thiserror::Error)]
+enum SimulateCommandError {
+    #[error("cannot {verb} {path}: {error}")]
+    File {
+        verb: &'static str,
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Simulate(#[from] lanes_scheduling::report::SimulateError),
+}
+
 fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
-    use lanes_server::scheduling::report::{self, Request, SimulateError};
-    use lanes_server::scheduling::simulate::Settings;
+    use lanes_scheduling::report::{self, Request, SimulateError, TraceText};
+    use lanes_scheduling::simulate::Settings;
     let started = std::time::Instant::now();
     let result = (|| {
         let block = args.block.as_secs() as i64;
+        let traces = args
+            .trace
+            .iter()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .map(|text| TraceText {
+                        name: path.display().to_string(),
+                        text,
+                    })
+                    .map_err(|error| SimulateCommandError::File {
+                        verb: "read",
+                        path: path.clone(),
+                        error,
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let request = Request {
-            traces: args.trace.clone(),
+            traces,
             gpus: args.gpus,
             models: report::models(&args.policy, block)?,
             loads: args.load.iter().map(|&l| Some(l)).collect(),
@@ -45,7 +74,8 @@ fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
         };
         let report = report::run(&request)?;
         let write = |path: &std::path::Path, text: String| {
-            std::fs::write(path, text).map_err(|error| SimulateError::Read {
+            std::fs::write(path, text).map_err(|error| SimulateCommandError::File {
+                verb: "write",
                 path: path.to_path_buf(),
                 error,
             })
@@ -59,7 +89,7 @@ fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
         if let Some(path) = &args.plot {
             write(path, report.svg())?;
         }
-        Ok::<_, SimulateError>(report)
+        Ok::<_, SimulateCommandError>(report)
     })();
     match result {
         Ok(report) => {

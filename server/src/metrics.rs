@@ -1,7 +1,7 @@
 //! Prometheus metrics for `/metrics`: per-card gauges set by the poller on every tick, and how
 //! long each poll took.
 
-use lanes_app::model::GpuUpdate;
+use lanes_types::GpuUpdate;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -100,7 +100,7 @@ impl Metrics {
     }
 
     /// Declares a card, so its series carry its index and name.
-    pub fn register_gpu(&self, info: &lanes_app::model::GpuInfo) {
+    pub fn register_gpu(&self, info: &lanes_types::GpuInfo) {
         let labels = GpuLabels {
             node: info.node.clone(),
             gpu: info.index.to_string(),
@@ -176,7 +176,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanes_app::model::{GpuInfo, GpuSample, Health};
+    use lanes_types::{GpuInfo, GpuSample, Health};
 
     fn info() -> GpuInfo {
         GpuInfo {

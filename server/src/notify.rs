@@ -4,7 +4,7 @@
 //! slow or dead endpoint never holds up the poller, the watchdog or the runner.
 
 use chrono::{DateTime, Utc};
-use lanes_app::model::enforcement::{Policy, WebhookFormat};
+use lanes_types::enforcement::{Policy, WebhookFormat};
 use serde_json::{json, Value};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -4,8 +4,8 @@
 
 use crate::store::CardUse;
 use chrono::{DateTime, Utc};
-use lanes_app::model::booking::{Booking, BookingState};
-use lanes_app::model::report::{BookingUsage, UsageReport, UsageRow};
+use lanes_types::booking::{Booking, BookingState};
+use lanes_types::report::{BookingUsage, UsageReport, UsageRow};
 use std::collections::{BTreeMap, HashMap};
 
 /// Everything a report is made of.
@@ -220,7 +220,7 @@ pub fn csv(report: &UsageReport, table: Table) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanes_app::model::booking::GpuRef;
+    use lanes_types::booking::GpuRef;
 
     fn at(h: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()

@@ -13,7 +13,7 @@ use crate::store::{Store, StoreError};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::poller::{PollSettings, Poller, Sampler};
 use crate::telemetry::{self, GpuSelection, OpenError, SimOptions};
-use lanes_app::model::SourceKind;
+use lanes_types::SourceKind;
 use leptos::prelude::LeptosOptions;
 use std::future::Future;
 use std::net::SocketAddr;

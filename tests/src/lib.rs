@@ -2,14 +2,14 @@
 //! data dir and a simulated fleet; and the path of the built `lanes` binary for CLI tests.
 
 use chrono::Utc;
-use lanes_app::model::booking::Booking;
-use lanes_app::model::job::Job;
-use lanes_app::model::GpuState;
 use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::startup::{Application, ServeConfig};
 use lanes_server::store::{AuditEntry, Store};
 use lanes_server::telemetry::poller::PollSettings;
 use lanes_server::telemetry::{GpuSelection, SimOptions};
+use lanes_types::booking::Booking;
+use lanes_types::job::Job;
+use lanes_types::GpuState;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;

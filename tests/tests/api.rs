@@ -1,7 +1,7 @@
 //! The HTTP API of a real server: health, GPU list, metrics, errors.
 
-use lanes_app::model::{GpuState, HealthReport, SourceKind};
 use lanes_tests::TestApp;
+use lanes_types::{GpuState, HealthReport, SourceKind};
 
 #[tokio::test]
 async fn healthz_reports_the_version_and_a_simulated_source() {
@@ -141,7 +141,7 @@ async fn a_failing_card_is_unhealthy_in_api_metrics_and_page_while_the_others_up
     let first: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
     assert!(matches!(
         &first[1].health,
-        lanes_app::model::Health::Unhealthy { reason } if reason.contains("fallen off the bus")
+        lanes_types::Health::Unhealthy { reason } if reason.contains("fallen off the bus")
     ));
     assert!(first[1].sample.is_none());
     tokio::time::sleep(lanes_tests::TEST_POLL * 3).await;

@@ -2,9 +2,9 @@
 //! an admin} → the status each must get, against the real server. The routes come from the
 //! router itself, so a new route without a row here fails this test.
 
-use lanes_app::model::account::CreatedToken;
 use lanes_server::accounts::Role;
 use lanes_tests::TestApp;
+use lanes_types::account::CreatedToken;
 use reqwest::{Method, StatusCode};
 use std::collections::BTreeSet;
 
@@ -386,7 +386,7 @@ async fn world() -> World {
     let store = lanes_server::store::Store::open(&app.database_url())
         .await
         .unwrap();
-    let patch = lanes_app::model::account::UserPatch {
+    let patch = lanes_types::account::UserPatch {
         unix_user: Some("lanes-test-job".into()),
         ..Default::default()
     };
@@ -418,9 +418,9 @@ async fn world() -> World {
     let probe = token(app.login("admin", "admin passphrase").await).await;
     let user_cookie = app.login("user", "user passphrase").await;
     let user_token = token(user_cookie.clone()).await;
-    let gpus: Vec<lanes_app::model::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    let gpus: Vec<lanes_types::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
     let start = chrono::Utc::now() + chrono::Duration::days(1);
-    let booking: lanes_app::model::booking::Booking = client
+    let booking: lanes_types::booking::Booking = client
         .post(app.url("/api/v1/bookings"))
         .header("cookie", &user_cookie)
         .json(&serde_json::json!({
@@ -434,7 +434,7 @@ async fn world() -> World {
         .json()
         .await
         .unwrap();
-    let job: lanes_app::model::job::Job = client
+    let job: lanes_types::job::Job = client
         .post(app.url("/api/v1/jobs"))
         .header("cookie", &user_cookie)
         .json(&serde_json::json!({"booking_id": booking.id, "argv": ["true"]}))

@@ -3,11 +3,11 @@
 //! overlapping on a card and never puts a user over a quota.
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use lanes_app::model::booking::{Booking, BookingState, Quota, Quotas};
-use lanes_app::model::GpuInfo;
 use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::bookings::{CardChoice, NewBooking};
 use lanes_server::store::{AuditEntry, BookingFilter, Store};
+use lanes_types::booking::{Booking, BookingState, Quota, Quotas};
+use lanes_types::GpuInfo;
 use proptest::prelude::*;
 
 const CARDS: usize = 3;
@@ -225,7 +225,7 @@ fn the_invariant_check_catches_an_overlap() {
         user_id: id,
         username: "u".into(),
         display_name: "u".into(),
-        gpus: vec![lanes_app::model::booking::GpuRef {
+        gpus: vec![lanes_types::booking::GpuRef {
             node: "n1".into(),
             uuid: "GPU-0".into(),
         }],

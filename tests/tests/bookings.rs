@@ -2,10 +2,10 @@
 //! maintenance, and races of many clients for the same cards.
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use lanes_app::model::booking::{Booking, BookingState, ConflictBody};
-use lanes_app::model::GpuState;
 use lanes_server::accounts::Role;
 use lanes_tests::TestApp;
+use lanes_types::booking::{Booking, BookingState, ConflictBody};
+use lanes_types::GpuState;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -2,11 +2,11 @@
 //! that removes only what is due, queries that pick the right resolution, and history that
 //! survives a restart with the downtime as a gap.
 
-use lanes_app::model::history::HistoryAnswer;
-use lanes_app::model::GpuInfo;
 use lanes_server::history::{plan, Metric, Plan, Reading, Resolution, Retention};
 use lanes_server::store::Store;
 use lanes_tests::TestApp;
+use lanes_types::history::HistoryAnswer;
+use lanes_types::GpuInfo;
 use std::time::Duration;
 
 async fn store_with_card(dir: &tempfile::TempDir) -> (Store, i64) {
@@ -236,7 +236,7 @@ async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
 #[tokio::test]
 async fn a_query_answers_from_the_resolution_its_range_needs() {
     let app = TestApp::spawn(1).await;
-    let gpu: Vec<lanes_app::model::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    let gpu: Vec<lanes_types::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
     let uuid = gpu[0].info.uuid.clone();
     // Ten days ago, two hours of readings at 60 % written straight to the store.
     let store = Store::open(&app.database_url()).await.unwrap();

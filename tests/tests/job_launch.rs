@@ -3,11 +3,11 @@
 //! so the test makes its own Unix account; as another user, the server can only run jobs as
 //! itself, and the test checks that instead.
 
-use lanes_app::model::booking::GpuRef;
-use lanes_app::model::GpuInfo;
 use lanes_server::jobs::launch::{identity, spawn, Identity, Launch, LaunchError};
 use lanes_server::jobs::mask::{job_environment, DeviceMask, JobFacts};
 use lanes_tests::ensure_unix_account;
+use lanes_types::booking::GpuRef;
+use lanes_types::GpuInfo;
 use std::collections::BTreeMap;
 
 const ACCOUNT: &str = "lanes-test-job";

@@ -3,9 +3,9 @@
 //! SIGTERM at the end and SIGKILL after the grace period; only its owner (or an admin) sees
 //! its log or cancels it.
 
-use lanes_app::model::job::JobState;
 use lanes_server::accounts::Role;
 use lanes_tests::{cards, ensure_unix_account, Session, TestApp};
+use lanes_types::job::JobState;
 use serde_json::json;
 
 /// A Unix account for jobs; the Lanes user of the same name runs as it.

@@ -3,10 +3,10 @@
 //! its time limit; the concurrent-GPU quota holds it back; every waiting job says why; bad
 //! submissions are refused with nothing queued; only admins change the queue's settings.
 
-use lanes_app::model::booking::Booking;
-use lanes_app::model::queue::{QueueState, QueueView, QueuedJob};
 use lanes_server::accounts::Role;
 use lanes_tests::{cards, ensure_unix_account, Session, TestApp};
+use lanes_types::booking::Booking;
+use lanes_types::queue::{QueueState, QueueView, QueuedJob};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -3,11 +3,11 @@
 //! while the server was down is stopped at once; a job whose process vanished is marked lost.
 
 use chrono::Utc;
-use lanes_app::model::booking::Booking;
-use lanes_app::model::job::{Job, JobState};
-use lanes_app::model::GpuState;
 use lanes_server::telemetry::procinfo;
 use lanes_tests::{ensure_unix_account, lanes_bin, session_cookie};
+use lanes_types::booking::Booking;
+use lanes_types::job::{Job, JobState};
+use lanes_types::GpuState;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::json;

@@ -2,11 +2,11 @@
 //! by a test named after what must hold. Tests that need root (Unix accounts, mounts) say so and
 //! pass trivially without it; CI runs as root.
 
-use lanes_app::model::booking::Booking;
-use lanes_app::model::queue::QueuedJob;
 use lanes_server::accounts::Role;
 use lanes_server::jobs::launch::{self, Identity, Launch, LaunchError, ServerAccount};
 use lanes_tests::{cards, ensure_unix_account, session_cookie, Session, TestApp};
+use lanes_types::booking::Booking;
+use lanes_types::queue::QueuedJob;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;

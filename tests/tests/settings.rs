@@ -2,10 +2,10 @@
 //! viewers, who then see the cards but never whose processes run on them.
 
 use futures::StreamExt;
-use lanes_app::model::account::PortalSettings;
-use lanes_app::model::{GpuState, TelemetryMessage};
 use lanes_server::accounts::Role;
 use lanes_tests::TestApp;
+use lanes_types::account::PortalSettings;
+use lanes_types::{GpuState, TelemetryMessage};
 use serde_json::json;
 
 async fn put_settings(app: &TestApp, cookie: &str, body: serde_json::Value) -> reqwest::Response {

@@ -2,8 +2,8 @@
 //! without holding up anyone else.
 
 use futures::StreamExt;
-use lanes_app::model::TelemetryMessage;
 use lanes_tests::TestApp;
+use lanes_types::TelemetryMessage;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message;

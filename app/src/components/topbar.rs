@@ -1,6 +1,6 @@
 //! The bar on top of every signed-in page: where you are, where you can go, who you are.
 
-use crate::model::account::User;
+use lanes_types::account::User;
 use leptos::prelude::*;
 
 /// Who is looking, loaded once per page from the server (`None`: an anonymous viewer).

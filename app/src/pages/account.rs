@@ -4,8 +4,8 @@
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::topbar::{current_viewer, TopBar};
-use crate::model::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
 use crate::rest::{self, Method};
+use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 

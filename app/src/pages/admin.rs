@@ -5,11 +5,11 @@
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::topbar::{current_viewer, TopBar};
-use crate::model::account::{
+use crate::rest::{self, Method};
+use lanes_types::account::{
     AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
     MAX_BOOKING_HORIZON_DAYS,
 };
-use crate::rest::{self, Method};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 

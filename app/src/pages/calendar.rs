@@ -8,14 +8,14 @@ use crate::calendar::{long_time, quota_impact, short_time, user_color, Span, Vie
 use crate::components::clock::{local_offset, now, query_time};
 use crate::components::remote::{render_remote, Remote};
 use crate::components::topbar::TopBar;
-use crate::model::account::User;
-use crate::model::booking::{
-    Booking, BookingState, CreateBooking, ExtendBooking, MaintenanceBlock, QuotaUse,
-};
-use crate::model::report::UsageReport;
-use crate::model::GpuState;
 use crate::rest::{self, Method};
 use chrono::{Duration, FixedOffset};
+use lanes_types::account::User;
+use lanes_types::booking::{
+    Booking, BookingState, CreateBooking, ExtendBooking, MaintenanceBlock, QuotaUse,
+};
+use lanes_types::report::UsageReport;
+use lanes_types::GpuState;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 

@@ -9,8 +9,8 @@ use crate::components::format::{bytes, gib};
 use crate::components::remote::Remote;
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
-use crate::model::booking::Booking;
-use crate::model::{FleetSnapshot, GpuState, Health, ProcessLane, SourceKind, HISTORY_WINDOW_MS};
+use lanes_types::booking::Booking;
+use lanes_types::{FleetSnapshot, GpuState, Health, ProcessLane, SourceKind, HISTORY_WINDOW_MS};
 use leptos::prelude::*;
 
 #[component]
@@ -169,7 +169,7 @@ fn GpuCard(
         let (node, uuid) = (node.clone(), uuid.clone());
         Memo::new(move |_| fleet.with(|f| f.gpu(&node, &uuid).cloned()))
     };
-    let series = |pick: fn(&crate::model::HistoryPoint) -> f64| {
+    let series = |pick: fn(&lanes_types::HistoryPoint) -> f64| {
         let (node, uuid) = (node.clone(), uuid.clone());
         Signal::derive(move || {
             fleet.with(|f| {
@@ -203,7 +203,7 @@ fn GpuCard(
     let mem_total = Signal::derive(move || {
         gpu.with(|g| g.as_ref().map_or(1.0, |g| g.info.memory_total_bytes as f64))
     });
-    let sample_text = move |f: fn(&crate::model::GpuSample) -> String| {
+    let sample_text = move |f: fn(&lanes_types::GpuSample) -> String| {
         Signal::derive(move || {
             gpu.with(|g| {
                 g.as_ref()

@@ -3,8 +3,8 @@
 
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{checked, field, render_remote, Remote};
-use crate::model::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
 use crate::rest::{self, Method};
+use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 

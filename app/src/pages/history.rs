@@ -7,9 +7,9 @@ use crate::components::clock::{now, query_time};
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{render_remote, Remote};
 use crate::components::topbar::TopBar;
-use crate::model::history::{HistoryAnswer, HistorySeries};
-use crate::model::report::{UsageReport, UsageRow};
 use chrono::{DateTime, Duration, Utc};
+use lanes_types::history::{HistoryAnswer, HistorySeries};
+use lanes_types::report::{UsageReport, UsageRow};
 use leptos::prelude::*;
 
 /// Buckets per card the page asks for: about one per heatmap column.
@@ -275,7 +275,7 @@ fn Charts(answer: HistoryAnswer) -> impl IntoView {
         .series
         .iter()
         .map(|s| {
-            let path = |f: fn(&crate::model::history::HistoryBucket) -> f64| {
+            let path = |f: fn(&lanes_types::history::HistoryBucket) -> f64| {
                 let points: Vec<(i64, f64)> = s.points.iter().map(|p| (p.t_ms, f(p))).collect();
                 series_path(&points, answer.to_ms, window, max, gap)
             };

@@ -4,10 +4,10 @@
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{field, render_remote, Remote};
 use crate::components::topbar::MemberPage;
-use crate::model::account::User;
-use crate::model::booking::Booking;
-use crate::model::job::{CreateJob, Job};
 use crate::rest::{self, Method};
+use lanes_types::account::User;
+use lanes_types::booking::Booking;
+use lanes_types::job::{CreateJob, Job};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 

@@ -4,9 +4,9 @@
 use crate::components::format::{date_time, span};
 use crate::components::remote::{field, render_remote, Remote};
 use crate::components::topbar::MemberPage;
-use crate::model::account::User;
-use crate::model::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
 use crate::rest::{self, Method};
+use lanes_types::account::User;
+use lanes_types::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use std::time::Duration;
@@ -68,9 +68,9 @@ fn QueueSections(me: User) -> impl IntoView {
 
 fn policy_line(s: &QueueSettings) -> String {
     let policy = match s.policy {
-        crate::model::queue::QueuePolicy::Fifo => "first come, first served",
-        crate::model::queue::QueuePolicy::Backfill => "first come, first served, with backfill",
-        crate::model::queue::QueuePolicy::Fairshare => "fair share with backfill",
+        lanes_types::queue::Policy::Fifo => "first come, first served",
+        lanes_types::queue::Policy::Backfill => "first come, first served, with backfill",
+        lanes_types::queue::Policy::Fairshare => "fair share with backfill",
     };
     format!(
         "Policy: {policy}. Time limit: {}at most {}. Fair-share half-life {}.",

@@ -2,8 +2,8 @@
 //! and group's current use against them.
 
 use crate::components::remote::{render_remote, Remote};
-use crate::model::booking::{Quota, QuotaUse, Quotas};
 use crate::rest::{self, Method};
+use lanes_types::booking::{Quota, QuotaUse, Quotas};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 

@@ -5,7 +5,7 @@ pub mod commands;
 pub mod password;
 pub mod session;
 
-pub use lanes_app::model::account::{Role, User, UserPatch};
+pub use lanes_types::account::{Role, User, UserPatch};
 
 /// Longest display name, email or group name accepted.
 pub const MAX_TEXT: usize = 256;

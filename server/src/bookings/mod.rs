@@ -6,7 +6,7 @@ pub mod pick;
 pub mod quota;
 pub mod rules;
 
-pub use lanes_app::model::booking::{Booking, BookingState, GpuRef, Quota, Quotas};
+pub use lanes_types::booking::{Booking, BookingState, GpuRef, Quota, Quotas};
 
 use crate::store::StoreError;
 
@@ -74,7 +74,7 @@ pub enum CardChoice {
 /// A booking to make, already authorized: `owner` is who it is for.
 #[derive(Clone, Debug)]
 pub struct NewBooking {
-    pub owner: lanes_app::model::account::User,
+    pub owner: lanes_types::account::User,
     pub cards: CardChoice,
     pub start: chrono::DateTime<chrono::Utc>,
     pub end: chrono::DateTime<chrono::Utc>,

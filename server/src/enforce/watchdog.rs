@@ -3,8 +3,8 @@
 //! exemptions. Anything else is unbooked use, and the tracker follows each such process from
 //! first sight to its end, deciding when `terminate` signals it.
 
-use lanes_app::model::enforcement::{Policy, ViolationAction, WatchdogMode};
-use lanes_app::model::{GpuProcess, ProcessLane};
+use lanes_types::enforcement::{Policy, ViolationAction, WatchdogMode};
+use lanes_types::{GpuProcess, ProcessLane};
 use std::collections::{HashMap, HashSet};
 
 /// A running Lanes job: its session leader's pid and its booking's cards.

@@ -5,7 +5,7 @@
 
 pub mod writer;
 
-use lanes_app::model::GpuSample;
+use lanes_types::GpuSample;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

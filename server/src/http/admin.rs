@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::Json;
-use lanes_app::model::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
+use lanes_types::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
 use serde::Deserialize;
 
 pub fn routes() -> Routes {

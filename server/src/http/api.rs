@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Json;
-use lanes_app::model::{anonymize, GpuState, HealthReport};
+use lanes_types::{anonymize, GpuState, HealthReport};
 
 pub fn routes() -> Routes {
     Routes::default()

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Redirect};
 use axum::routing::{get, post};
 use axum::Json;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
-use lanes_app::model::account::PortalSettings;
-use lanes_app::model::account::{LoginRequest, PasswordChange};
+use lanes_types::account::PortalSettings;
+use lanes_types::account::{LoginRequest, PasswordChange};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 
@@ -498,7 +498,7 @@ impl FromRequestParts<AppState> for AdminUser {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let CurrentUser(user) = CurrentUser::from_request_parts(parts, state).await?;
-        if user.role == lanes_app::model::account::Role::Admin {
+        if user.role == lanes_types::account::Role::Admin {
             Ok(AdminUser(user))
         } else {
             Err(ApiError::Forbidden("only admins may do this".into()))

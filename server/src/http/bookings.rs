@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use lanes_app::model::account::User;
-use lanes_app::model::booking::{
+use lanes_types::account::User;
+use lanes_types::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, MaintenanceBlock, QuotaUse, Quotas,
 };
 use serde::Deserialize;

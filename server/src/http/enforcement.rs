@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Json;
-use lanes_app::model::enforcement::{Policy, Violation};
+use lanes_types::enforcement::{Policy, Violation};
 use serde::{Deserialize, Serialize};
 
 pub fn routes() -> Routes {

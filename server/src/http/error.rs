@@ -4,8 +4,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use lanes_app::model::account::ErrorBody;
-use lanes_app::model::booking::ConflictBody;
+use lanes_types::account::ErrorBody;
+use lanes_types::booking::ConflictBody;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

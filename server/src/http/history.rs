@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::Json;
 use chrono::{DateTime, Utc};
-use lanes_app::model::history::{HistoryAnswer, HistoryBucket, HistorySeries};
+use lanes_types::history::{HistoryAnswer, HistoryBucket, HistorySeries};
 use serde::Deserialize;
 
 pub fn routes() -> Routes {

@@ -25,8 +25,8 @@ use crate::telemetry::hub::Hub;
 use axum::extract::FromRef;
 use axum::routing::MethodRouter;
 use axum::Router;
-use lanes_app::model::account::PortalSettings;
-use lanes_app::model::SourceKind;
+use lanes_types::account::PortalSettings;
+use lanes_types::SourceKind;
 use leptos::prelude::{provide_context, LeptosOptions};
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use std::net::IpAddr;
@@ -55,7 +55,7 @@ pub struct AppState {
     /// Starts queued jobs on free cards.
     pub queue: Arc<crate::queue::Queue>,
     /// Enforcement policy; kept in memory for the watchdog and the notifier, written through.
-    pub policy: Arc<std::sync::RwLock<lanes_app::model::enforcement::Policy>>,
+    pub policy: Arc<std::sync::RwLock<lanes_types::enforcement::Policy>>,
     /// Signals and simulated-process control for the cards' processes.
     pub processes: crate::telemetry::Processes,
     /// Retention and flushing of the utilization history (queries pick resolutions by it).
@@ -70,7 +70,7 @@ impl AppState {
             .clone()
     }
 
-    pub fn policy(&self) -> lanes_app::model::enforcement::Policy {
+    pub fn policy(&self) -> lanes_types::enforcement::Policy {
         self.policy
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -12,10 +12,10 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::Json;
 use chrono::Utc;
-use lanes_app::model::account::User;
-use lanes_app::model::booking::GpuRef;
-use lanes_app::model::job::{Job, QueueRequest};
-use lanes_app::model::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Shares, SubmitJob};
+use lanes_types::account::User;
+use lanes_types::booking::GpuRef;
+use lanes_types::job::{Job, QueueRequest};
+use lanes_types::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Shares, SubmitJob};
 use std::collections::HashMap;
 
 pub fn routes() -> Routes {

@@ -13,8 +13,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Json;
 use chrono::{DateTime, Utc};
-use lanes_app::model::account::User;
-use lanes_app::model::report::UsageReport;
+use lanes_types::account::User;
+use lanes_types::report::UsageReport;
 use serde::Deserialize;
 use std::collections::HashMap;
 

@@ -6,7 +6,7 @@ use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::routing::get;
 use axum::Json;
-use lanes_app::model::account::PortalSettings;
+use lanes_types::account::PortalSettings;
 
 pub fn routes() -> Routes {
     Routes::default().route("/api/v1/settings", get(read).put(replace))

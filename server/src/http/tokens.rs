@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::Json;
-use lanes_app::model::account::{ApiToken, CreatedToken, NewToken};
+use lanes_types::account::{ApiToken, CreatedToken, NewToken};
 
 pub fn routes() -> Routes {
     Routes::default()

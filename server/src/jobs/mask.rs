@@ -1,8 +1,8 @@
 //! The device mask: exactly the booked cards, named by UUID, in the order CUDA will number them,
 //! and a job environment in which nothing the user passes can widen it.
 
-use lanes_app::model::booking::GpuRef;
-use lanes_app::model::GpuInfo;
+use lanes_types::booking::GpuRef;
+use lanes_types::GpuInfo;
 use std::collections::BTreeMap;
 
 /// The cards a job may see, in PCI bus order (the order CUDA numbers them under

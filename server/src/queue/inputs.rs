@@ -1,12 +1,12 @@
 //! From what the database and the hub say to what the scheduler reads: cards with their blocks,
 //! owners with their limits and use, waiting jobs with their priority. Plain functions.
 
-use crate::scheduling::fairshare::{self, Account, AgeWeight, ShareTable};
-use crate::scheduling::scheduler::{Card, Owner, Time, Waiting};
 use crate::store::{CardHold, UserHold};
-use lanes_app::model::booking::GpuRef;
-use lanes_app::model::job::Job;
-use lanes_app::model::queue::{QueueSettings, Shares, Standing};
+use lanes_scheduling::fairshare::{self, Account, AgeWeight, ShareTable};
+use lanes_scheduling::scheduler::{Card, Owner, Time, Waiting};
+use lanes_types::booking::GpuRef;
+use lanes_types::job::Job;
+use lanes_types::queue::{QueueSettings, Shares, Standing};
 use std::collections::{BTreeMap, HashMap};
 
 /// A card the queue may use: who it is, its memory.
@@ -169,7 +169,7 @@ pub fn waiting(
                 // Bounded at submission; clamped again so an old record cannot overflow a pass.
                 time_limit: request
                     .time_limit_s
-                    .clamp(1, lanes_app::model::queue::MAX_TIME_LIMIT_S),
+                    .clamp(1, lanes_types::queue::MAX_TIME_LIMIT_S),
                 min_memory: request.min_memory_bytes.unwrap_or(0),
                 submitted,
                 priority: fairshare::priority(factor, now - submitted, age),

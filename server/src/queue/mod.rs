@@ -9,16 +9,14 @@ pub mod inputs;
 use crate::bookings::quota::personal_limits;
 use crate::bookings::{BookingError, CardChoice, NewBooking};
 use crate::jobs::runner::Runner;
-use crate::scheduling::scheduler::{self, Pass, Plan, Policy, Time};
 use crate::store::{AuditEntry, Store, StoreError};
 use crate::telemetry::hub::Hub;
 use chrono::{DateTime, Utc};
 use inputs::{Member, PoolCard};
-use lanes_app::model::booking::GpuRef;
-use lanes_app::model::job::Job;
-use lanes_app::model::queue::{
-    booking_note, QueuePolicy, QueueSettings, Shares, Standing, MAX_TIME_LIMIT_S,
-};
+use lanes_scheduling::scheduler::{self, Pass, Plan, Time};
+use lanes_types::booking::GpuRef;
+use lanes_types::job::Job;
+use lanes_types::queue::{booking_note, QueueSettings, Shares, Standing, MAX_TIME_LIMIT_S};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -159,7 +157,7 @@ impl Queue {
         if cancelled {
             if let (Some(_), Some(booking)) = (job.queue, job.booking_id) {
                 if let Some(current) = self.store.job(job.id).await? {
-                    if current.state == lanes_app::model::job::JobState::Cancelled {
+                    if current.state == lanes_types::job::JobState::Cancelled {
                         self.release(booking, job.id).await;
                     }
                 }
@@ -202,11 +200,7 @@ impl Queue {
         let cards = inputs::cards(&pool, &holds, now_s);
         let owners = inputs::owners(&members, &holds);
         let waiting = inputs::waiting(&pending, &members, &standings, &settings, now_s);
-        let policy = match settings.policy {
-            QueuePolicy::Fifo => Policy::Fifo,
-            QueuePolicy::Backfill => Policy::Backfill,
-            QueuePolicy::Fairshare => Policy::Fairshare,
-        };
+        let policy = settings.policy;
         let explain = explained_at.is_none_or(|at| at.elapsed() >= EXPLAIN_EVERY);
         let plan = scheduler::schedule(&Pass {
             now: now_s,

@@ -8,7 +8,7 @@ use crate::bookings::quota::{self, GroupUse, Hold};
 use crate::bookings::rules::{self, Withdrawal};
 use crate::bookings::{BookingError, CardChoice, NewBooking};
 use chrono::{DateTime, Utc};
-use lanes_app::model::booking::{
+use lanes_types::booking::{
     Booking, CreateMaintenance, GpuRef, MaintenanceBlock, Quota, QuotaUse, Quotas,
 };
 use sqlx::{Sqlite, Transaction};

@@ -2,7 +2,7 @@
 
 use super::{at, AuditEntry, Store, StoreError};
 use chrono::{DateTime, Utc};
-use lanes_app::model::enforcement::{Policy, Violation, ViolationAction};
+use lanes_types::enforcement::{Policy, Violation, ViolationAction};
 
 /// A violation as the watchdog first records it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::{insert_audit, AuditEntry, Store, StoreError};
 use chrono::{DateTime, Utc};
-use lanes_app::model::job::{Job, JobState, QueueRequest};
+use lanes_types::job::{Job, JobState, QueueRequest};
 use std::collections::BTreeMap;
 
 /// A job as the runner needs it: the record and what it takes to start it.

@@ -21,8 +21,8 @@ pub use reports::CardUse;
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
 use chrono::{DateTime, Utc};
-use lanes_app::model::account::{ApiToken, AuditRecord, Group, PortalSettings};
-use lanes_app::model::GpuInfo;
+use lanes_types::account::{ApiToken, AuditRecord, Group, PortalSettings};
+use lanes_types::GpuInfo;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };

@@ -3,7 +3,7 @@
 
 use super::{AuditEntry, Store, StoreError};
 use chrono::{DateTime, Utc};
-use lanes_app::model::queue::{QueueSettings, Shares};
+use lanes_types::queue::{QueueSettings, Shares};
 
 /// A booking or maintenance block on a card that ends after the time asked about.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]

@@ -4,7 +4,7 @@
 
 use crate::metrics::Metrics;
 use axum::extract::ws::Utf8Bytes;
-use lanes_app::model::{
+use lanes_types::{
     FleetSnapshot, GpuInfo, GpuState, GpuUpdate, Health, ProcessLane, SourceKind, TelemetryMessage,
 };
 use std::collections::HashMap;

@@ -7,7 +7,7 @@ pub mod poller;
 pub mod procinfo;
 pub mod sim;
 
-use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::fmt;

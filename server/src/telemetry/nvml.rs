@@ -3,7 +3,7 @@
 
 use super::procinfo::ProcReader;
 use super::{GpuSource, OpenError, SourceError};
-use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;

@@ -3,7 +3,7 @@
 
 use super::hub::Hub;
 use super::GpuSource;
-use lanes_app::model::{GpuProcess, GpuUpdate, Health};
+use lanes_types::{GpuProcess, GpuUpdate, Health};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -150,7 +150,7 @@ mod tests {
     use crate::metrics::Metrics;
     use crate::telemetry::sim::SimulatedFleet;
     use crate::telemetry::SourceError;
-    use lanes_app::model::{GpuInfo, GpuSample, SourceKind};
+    use lanes_types::{GpuInfo, GpuSample, SourceKind};
 
     /// A simulated fleet whose card at `failing` errors from the given tick on.
     struct FailingCard {

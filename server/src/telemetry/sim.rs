@@ -6,7 +6,7 @@
 //! passed in and a seeded generator, so a seed and a sequence of times give the same readings.
 
 use super::{GpuSource, SourceError};
-use lanes_app::model::{GpuInfo, GpuProcess, GpuSample, SourceKind};
+use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::{Arc, Mutex};

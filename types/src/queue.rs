@@ -130,19 +130,51 @@ pub struct SubmitJob {
     pub name: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// How the queue orders and places waiting jobs. The live queue and the trace replays use this
+/// one type (see `lanes-scheduling`'s scheduler for what each does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum QueuePolicy {
+pub enum Policy {
+    /// Jobs start in order; the first that cannot start holds up everything behind it.
     Fifo,
+    /// EASY backfill: later jobs start where they do not delay the first waiting one.
     Backfill,
+    /// As backfill, in fair-share priority order instead of arrival.
     Fairshare,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::Backfill, Policy::Fairshare];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Backfill => "backfill",
+            Policy::Fairshare => "fairshare",
+        }
+    }
+
+    /// Whether jobs are ordered by the caller's priority rather than by arrival.
+    pub fn uses_priority(self) -> bool {
+        self == Policy::Fairshare
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown policy {s:?}: use fifo, backfill or fairshare"))
+    }
 }
 
 /// `GET|PUT /api/v1/queue/settings` (admins change them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueSettings {
-    pub policy: QueuePolicy,
+    pub policy: Policy,
     /// Used when a submission gives none; `None`: a limit is required.
     #[serde(default)]
     pub default_time_limit_s: Option<i64>,
@@ -157,7 +189,7 @@ pub struct QueueSettings {
 impl Default for QueueSettings {
     fn default() -> Self {
         Self {
-            policy: QueuePolicy::Fairshare,
+            policy: Policy::Fairshare,
             default_time_limit_s: Some(3_600),
             max_time_limit_s: 7 * 86_400,
             half_life_s: 7 * 86_400,

@@ -1,17 +1,16 @@
-//! `lanes simulate`: reads traces, replays every asked policy at every asked load, and renders
-//! the table, the JSON and the plot.
+//! `lanes simulate`: replays every asked policy at every asked load over the traces the caller
+//! read, and renders the table, the JSON and the plot.
 
 use super::fairshare::ShareTable;
 use super::plot::{self, Line};
 use super::scheduler::{Policy, Time};
 use super::simulate::{self, Metrics, Model, Outcome, Settings};
 use super::trace::{self, Estimate, TraceError};
-use std::path::PathBuf;
 
 /// What to replay.
 #[derive(Clone, Debug)]
 pub struct Request {
-    pub traces: Vec<PathBuf>,
+    pub traces: Vec<TraceText>,
     pub gpus: u32,
     pub models: Vec<Model>,
     /// Offered loads to rescale to; `None` replays the trace's own timing.
@@ -21,13 +20,15 @@ pub struct Request {
     pub settings: Settings,
 }
 
+/// One trace file's text, with the name its errors are reported under.
+#[derive(Clone, Debug)]
+pub struct TraceText {
+    pub name: String,
+    pub text: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
-    #[error("cannot read {path}: {error}")]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error("{0}")]
@@ -64,12 +65,8 @@ pub fn run(request: &Request) -> Result<Report, SimulateError> {
         )));
     }
     let mut jobs = Vec::new();
-    for path in &request.traces {
-        let text = std::fs::read_to_string(path).map_err(|error| SimulateError::Read {
-            path: path.clone(),
-            error,
-        })?;
-        jobs.extend(trace::parse(&text, &path.display().to_string())?);
+    for trace in &request.traces {
+        jobs.extend(trace::parse(&trace.text, &trace.name)?);
     }
     let loads = if request.loads.is_empty() {
         vec![None]
@@ -113,11 +110,7 @@ pub fn run(request: &Request) -> Result<Report, SimulateError> {
             .collect()
     });
     Ok(Report {
-        traces: request
-            .traces
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
+        traces: request.traces.iter().map(|t| t.name.clone()).collect(),
         gpus: request.gpus,
         jobs: workloads[0].jobs.len(),
         skipped: workloads[0].skipped,

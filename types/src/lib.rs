@@ -1,5 +1,7 @@
-//! Wire types shared by the server, the browser and (later) the CLI: what a GPU is, what one
-//! sample of it says, and the messages of the live telemetry channel.
+//! Wire types shared by the server, the browser, the client and the tests: what a GPU is, what
+//! one sample of it says, the messages of the live telemetry channel, and every API body. No
+//! Leptos, no axum, no I/O: `fleet` is the model the server's hub and the browser both apply
+//! ticks with.
 //!
 //! A GPU is always identified by `(node, uuid)`; `index` is only the driver's enumeration order
 //! on its node and is shown to people, never used as a key.
@@ -7,6 +9,7 @@
 pub mod account;
 pub mod booking;
 pub mod enforcement;
+pub mod fleet;
 pub mod history;
 pub mod job;
 pub mod queue;

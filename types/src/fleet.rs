@@ -2,7 +2,7 @@
 //! browser run this same code, so the snapshot a new viewer gets equals the state an old viewer
 //! has built from ticks.
 
-use crate::model::{
+use crate::{
     FleetSnapshot, GpuHistory, GpuState, GpuUpdate, HistoryPoint, TelemetryMessage,
     HISTORY_WINDOW_MS,
 };
@@ -143,7 +143,7 @@ impl FleetSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{GpuInfo, GpuProcess, GpuSample, Health, SourceKind};
+    use crate::{GpuInfo, GpuProcess, GpuSample, Health, SourceKind};
 
     fn info(uuid: &str) -> GpuInfo {
         GpuInfo {

@@ -422,7 +422,7 @@ fn water_fill(capacity: f64, active: &[usize], demand: &[i64], weights: &[f64]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduling::trace::{workload, Estimate, SimJob, TraceJob};
+    use crate::trace::{workload, Estimate, SimJob, TraceJob};
 
     fn trace(jobs: &[(Time, u32, Time, &str)]) -> Vec<TraceJob> {
         jobs.iter()

@@ -19,40 +19,7 @@ use serde::{Deserialize, Serialize};
 /// Seconds (since any epoch the caller likes: Unix time in the server, trace time in replays).
 pub type Time = i64;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Policy {
-    Fifo,
-    Backfill,
-    Fairshare,
-}
-
-impl Policy {
-    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::Backfill, Policy::Fairshare];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Policy::Fifo => "fifo",
-            Policy::Backfill => "backfill",
-            Policy::Fairshare => "fairshare",
-        }
-    }
-
-    /// Whether jobs are ordered by the caller's priority rather than by arrival.
-    pub fn uses_priority(self) -> bool {
-        self == Policy::Fairshare
-    }
-}
-
-impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Policy::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| format!("unknown policy {s:?}: use fifo, backfill or fairshare"))
-    }
-}
+pub use lanes_types::queue::Policy;
 
 /// A card as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq)]
