@@ -6,6 +6,7 @@ pub mod bookings;
 pub mod cli;
 pub mod doctor;
 pub mod enforce;
+pub mod events;
 pub mod history;
 pub mod http;
 pub mod jobs;

@@ -69,6 +69,8 @@ pub struct ServeConfig {
     pub keeper_exe: PathBuf,
     /// How many connections, and how long silent ones live.
     pub connections: crate::http::serve::ConnectionLimits,
+    /// Longest time between two queue passes when no event asks for one.
+    pub queue_idle: Duration,
 }
 
 impl ServeConfig {
@@ -129,6 +131,7 @@ impl ServeConfig {
                 idle_timeout: args.idle_timeout.max(Duration::from_secs(5)),
                 ..Default::default()
             },
+            queue_idle: crate::queue::IDLE,
         })
     }
 }
@@ -217,6 +220,15 @@ pub fn secure_dir(path: &Path) -> Result<(), String> {
 }
 
 /// A server that is bound and ready; [`Application::run_until`] serves it.
+/// The service's internals a test may watch: the event bus, and counters of the queue's passes
+/// and the runner's ticks (wait for one to move past the value read before acting).
+#[derive(Clone)]
+pub struct Hooks {
+    pub events: crate::events::Events,
+    pub queue_passes: tokio::sync::watch::Receiver<u64>,
+    pub runner_ticks: tokio::sync::watch::Receiver<u64>,
+}
+
 pub struct Application {
     listener: TcpListener,
     state: AppState,
@@ -314,7 +326,6 @@ impl Application {
         );
         let history =
             history_writer::start(store.clone(), hub.clone(), config.history, shutdown.clone());
-        let queue_wake = Arc::new(tokio::sync::Notify::new());
         let runner = crate::jobs::runner::Runner::start(
             store.clone(),
             hub.clone(),
@@ -326,15 +337,13 @@ impl Application {
                 log_limit: config.job_log_limit,
                 keeper: config.keeper_exe.clone(),
                 node: config.node_name.clone(),
-                queue_wake: queue_wake.clone(),
             },
             shutdown.clone(),
         );
         let queue = crate::queue::Queue::start(
             store.clone(),
             hub.clone(),
-            runner.clone(),
-            queue_wake,
+            config.queue_idle,
             shutdown.clone(),
         )
         .await?;
@@ -362,6 +371,15 @@ impl Application {
             history,
             connections: config.connections,
         })
+    }
+
+    /// What tests drive and observe the running service by, instead of sleeping.
+    pub fn hooks(&self) -> Hooks {
+        Hooks {
+            events: self.store.events().clone(),
+            queue_passes: self.state.queue.passes(),
+            runner_ticks: self.state.runner.ticks(),
+        }
     }
 
     pub fn local_addr(&self) -> SocketAddr {

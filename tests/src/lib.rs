@@ -27,6 +27,28 @@ pub struct TestApp {
     viewer: tokio::sync::OnceCell<String>,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// The running service's event bus and pass counters.
+    pub hooks: lanes_server::startup::Hooks,
+}
+
+/// Asks `probe` again every 20 ms until it gives a value, for up to `limit`; then fails, saying
+/// `what` did not happen. The one way tests wait for something they cannot be told about.
+pub async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Poll interval of test servers: fast, so tests see several ticks quickly.
@@ -76,12 +98,14 @@ impl TestApp {
             job_log_limit: 1 << 30,
             keeper_exe: lanes_bin(),
             connections: Default::default(),
+            queue_idle: lanes_server::queue::IDLE,
         };
         let mut config = config;
         adjust(&mut config);
         let database_url = config.database_url.clone();
         let app = Application::build(config).await.expect("the server starts");
         let addr = app.local_addr();
+        let hooks = app.hooks();
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(app.run_until(async {
             let _ = stopped.await;
@@ -94,6 +118,7 @@ impl TestApp {
             viewer: tokio::sync::OnceCell::new(),
             stop: Some(stop),
             served,
+            hooks,
         }
     }
 
@@ -374,17 +399,12 @@ impl Session<'_> {
 
     /// Waits (up to `seconds`) until the job is over.
     pub async fn finished(&self, id: i64, seconds: u64) -> Job {
-        for _ in 0..seconds * 20 {
-            let job = self.job(id).await;
-            if job.state.is_over() {
-                return job;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!(
-            "job {id} did not finish in {seconds} s: {:?}",
-            self.job(id).await
-        );
+        wait_until(
+            Duration::from_secs(seconds),
+            &format!("job {id} finishes"),
+            || async { Some(self.job(id).await).filter(|job| job.state.is_over()) },
+        )
+        .await
     }
 }
 

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use lanes_server::accounts::Role;
-use lanes_tests::{cards, ensure_unix_account, Session, TestApp};
+use lanes_tests::{cards, ensure_unix_account, wait_until, Session, TestApp};
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::enforcement::{Policy, Violation, ViolationAction, WatchdogMode};
 use lanes_types::job::Job;
@@ -63,19 +63,13 @@ async fn violations(admin: &Session<'_>) -> Vec<Violation> {
     serde_json::from_str(&body).unwrap()
 }
 
-/// Polls `probe` every 50 ms for up to `seconds` until it gives a value.
-async fn eventually<T, F, Fut>(seconds: u64, what: &str, mut probe: F) -> T
+/// [`wait_until`] for up to `seconds`.
+async fn eventually<T, F, Fut>(seconds: u64, what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    for _ in 0..seconds * 20 {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within {seconds} s");
+    wait_until(Duration::from_secs(seconds), what, probe).await
 }
 
 /// The lane the dashboard shows for `pid` on the card at `pos`, once the watchdog has judged it.

@@ -134,12 +134,12 @@ async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_th
             &["/bin/sh", "-c", "echo secret-output; sleep 600"],
         )
         .await;
-    for _ in 0..100 {
-        if owner.job(job.id).await.state == JobState::Running {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    lanes_tests::wait_until(
+        std::time::Duration::from_secs(5),
+        "the job runs",
+        || async { (owner.job(job.id).await.state == JobState::Running).then_some(()) },
+    )
+    .await;
     let log_path = format!("/api/v1/jobs/{}/log", job.id);
     let job_path = format!("/api/v1/jobs/{}", job.id);
     assert_eq!(

@@ -4,7 +4,7 @@
 //! submissions are refused with nothing queued; only admins change the queue's settings.
 
 use lanes_server::accounts::Role;
-use lanes_tests::{cards, ensure_unix_account, Session, TestApp};
+use lanes_tests::{cards, ensure_unix_account, wait_until, Session, TestApp};
 use lanes_types::booking::Booking;
 use lanes_types::queue::{QueueState, QueueView, QueuedJob};
 use reqwest::Method;
@@ -27,26 +27,22 @@ async fn queue(session: &Session<'_>) -> QueueView {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Polls the queue every 10 ms (up to `seconds`) until `job` satisfies `done`.
+/// Waits (up to `seconds`) until the queue shows `job` satisfying `done`.
 async fn until(
     session: &Session<'_>,
     job: i64,
     seconds: u64,
     done: impl Fn(&QueuedJob) -> bool,
 ) -> QueuedJob {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    loop {
-        let view = queue(session).await;
-        let found = view.jobs.into_iter().find(|j| j.id == job);
-        if let Some(j) = found.filter(|j| done(j)) {
-            return j;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {job} did not get there in {seconds} s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until(
+        Duration::from_secs(seconds),
+        &format!("queue job {job} gets there"),
+        || async {
+            let view = queue(session).await;
+            view.jobs.into_iter().find(|j| j.id == job && done(j))
+        },
+    )
+    .await
 }
 
 async fn member(app: &TestApp) -> Session<'_> {
@@ -430,17 +426,19 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         .await;
     assert_eq!(status, 422, "{text}");
     // Standings follow the shares: 3 of the 5 users' shares (all in no group).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let view = queue(&other).await;
-        let mine = view.standings.iter().find(|s| s.username == ACCOUNT);
-        // Its running job counts as use once a second has passed.
-        if mine.is_some_and(|s| (s.share - 0.6).abs() < 1e-9 && s.gpu_hours > 0.0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{:?}", view.standings);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(5),
+        "the standings follow the shares",
+        || async {
+            let view = queue(&other).await;
+            // Its running job counts as use once a second has passed.
+            view.standings
+                .iter()
+                .any(|s| s.username == ACCOUNT && (s.share - 0.6).abs() < 1e-9 && s.gpu_hours > 0.0)
+                .then_some(())
+        },
+    )
+    .await;
     // A job of an account disabled while it waits says so.
     let waiting = submit(
         &owner,

@@ -4,7 +4,7 @@
 
 use chrono::Utc;
 use lanes_server::telemetry::procinfo;
-use lanes_tests::{ensure_unix_account, lanes_bin, session_cookie};
+use lanes_tests::{ensure_unix_account, lanes_bin, session_cookie, wait_until};
 use lanes_types::booking::Booking;
 use lanes_types::job::{Job, JobState};
 use lanes_types::GpuState;
@@ -44,16 +44,14 @@ impl Server {
             child,
             base: format!("http://127.0.0.1:{port}"),
         };
-        for _ in 0..200 {
-            if reqwest::get(format!("{}/healthz", server.base))
+        wait_until(Duration::from_secs(10), "the server comes up", || async {
+            reqwest::get(format!("{}/healthz", server.base))
                 .await
                 .is_ok_and(|r| r.status().is_success())
-            {
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the server did not come up");
+                .then_some(())
+        })
+        .await;
+        server
     }
 
     fn kill_9(mut self) {
@@ -169,15 +167,11 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
     let overdue = client.submit(&first, short.id).await;
     let mut pids = Vec::new();
     for job in [&kept, &vanishing, &overdue] {
-        let mut pid = None;
-        for _ in 0..100 {
-            pid = client.job(&first, job.id).await.pid;
-            if pid.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        pids.push(pid.expect("the job started"));
+        let pid = wait_until(Duration::from_secs(5), "the job starts", || async {
+            client.job(&first, job.id).await.pid
+        })
+        .await;
+        pids.push(pid);
     }
 
     first.kill_9();
@@ -193,14 +187,12 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
         let client = &client;
         let second = &second;
         async move {
-            for _ in 0..200 {
-                let job = client.job(second, id).await;
-                if job.state.is_over() {
-                    return job;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            panic!("job {id} did not end");
+            wait_until(
+                Duration::from_secs(10),
+                &format!("job {id} ends"),
+                || async { Some(client.job(second, id).await).filter(|job| job.state.is_over()) },
+            )
+            .await
         }
     };
     let lost = settle(vanishing.id).await;

@@ -82,7 +82,6 @@ async fn create(
     }
     let audit = AuditEntry::new(Some(actor.id), "booking.create", "").detail(detail);
     let booking = state.store.create_booking(&new, audit, now).await?;
-    state.queue.wake();
     Ok((StatusCode::CREATED, Json(booking)))
 }
 
@@ -159,11 +158,7 @@ async fn withdraw(
     changeable(&state, &actor, id).await?;
     let audit = AuditEntry::new(Some(actor.id), "booking.withdraw", "");
     Ok(Json(
-        state
-            .store
-            .withdraw_booking(id, audit, Utc::now())
-            .await
-            .inspect(|_| state.queue.wake())?,
+        state.store.withdraw_booking(id, audit, Utc::now()).await?,
     ))
 }
 
@@ -195,8 +190,7 @@ async fn extend(
         state
             .store
             .extend_booking(id, request.end, !actor.is_admin(), audit, now)
-            .await
-            .inspect(|_| state.queue.wake())?,
+            .await?,
     ))
 }
 
@@ -273,7 +267,6 @@ async fn add_maintenance(
         .store
         .create_maintenance(&request, audit, Utc::now())
         .await?;
-    state.queue.wake();
     Ok((StatusCode::CREATED, Json(block)))
 }
 
@@ -304,7 +297,6 @@ async fn end_maintenance(
         .delete_maintenance(id, &audit, Utc::now())
         .await?
     {
-        state.queue.wake();
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound("no such maintenance block".into()))

@@ -83,7 +83,6 @@ async fn submit(
             now,
         )
         .await?;
-    state.runner.wake();
     Ok((StatusCode::CREATED, Json(job)))
 }
 

@@ -89,7 +89,6 @@ async fn submit(
             Utc::now(),
         )
         .await?;
-    state.queue.wake();
     Ok((
         StatusCode::CREATED,
         Json(view(&job, &user, None, &HashMap::new())),

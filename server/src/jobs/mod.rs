@@ -6,3 +6,19 @@ pub mod keeper;
 pub mod launch;
 pub mod mask;
 pub mod runner;
+
+/// Gives back the rest of a queue job's booking (it ended before its time limit, or never
+/// ran), so its cards are free at once.
+pub async fn release_booking_of(store: &crate::store::Store, booking: i64, job: i64) {
+    let audit = crate::store::AuditEntry::new(None, "queue.release", format!("booking {booking}"))
+        .detail(format!("job {job} is over"));
+    match store
+        .withdraw_booking(booking, audit, chrono::Utc::now())
+        .await
+    {
+        Ok(_)
+        | Err(crate::bookings::BookingError::NotFound)
+        | Err(crate::bookings::BookingError::Invalid { .. }) => {}
+        Err(e) => tracing::warn!(error = %e, booking, "could not release a queue job's cards"),
+    }
+}

@@ -9,6 +9,7 @@
 
 use super::launch::{self, Launch};
 use super::mask::{job_environment, DeviceMask, JobFacts};
+use crate::events::Event;
 use crate::notify::{Notice, Notifier};
 use crate::store::{JobEnd, JobProcess, JobToRun, Store};
 use crate::telemetry::hub::Hub;
@@ -26,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// How often the runner looks even when nothing woke it (slot ends, grace periods, exits).
@@ -47,8 +47,6 @@ pub struct RunnerSettings {
     /// The `lanes` binary that keeps job logs (`lanes keep-log`).
     pub keeper: PathBuf,
     pub node: String,
-    /// Told when a queue job ends (its cards are free).
-    pub queue_wake: Arc<Notify>,
 }
 
 pub struct Runner {
@@ -57,7 +55,8 @@ pub struct Runner {
     processes: Processes,
     notifier: Notifier,
     settings: RunnerSettings,
-    wake: Notify,
+    /// Counts finished ticks, so a test can wait for the tick an event caused.
+    ticks: tokio::sync::watch::Sender<u64>,
     boot_id: String,
 }
 
@@ -109,7 +108,7 @@ impl Runner {
             processes,
             notifier,
             settings,
-            wake: Notify::new(),
+            ticks: tokio::sync::watch::Sender::new(0),
             boot_id: procinfo::boot_id(),
         });
         let task = runner.clone();
@@ -117,6 +116,7 @@ impl Runner {
             let task = task.clone();
             let shutdown = shutdown.clone();
             async move {
+                let mut events = task.store.events().subscribe();
                 // A restarted task re-adopts the running jobs from their records.
                 let mut watched: HashMap<i64, Watched> = HashMap::new();
                 let mut leftovers: HashMap<i32, Leftover> = HashMap::new();
@@ -126,8 +126,9 @@ impl Runner {
                         tracing::error!(error = %e, "the job runner could not check its jobs");
                     }
                     task.sweep(&mut leftovers, now);
+                    task.ticks.send_modify(|n| *n += 1);
                     tokio::select! {
-                        _ = task.wake.notified() => {}
+                        _ = events.changed(Event::concerns_runner) => {}
                         _ = tokio::time::sleep(TICK) => {}
                         _ = shutdown.cancelled() => break,
                     }
@@ -137,9 +138,9 @@ impl Runner {
         runner
     }
 
-    /// Look now: a job was submitted or cancelled.
-    pub fn wake(&self) {
-        self.wake.notify_one();
+    /// Ticks finished so far; a test waits for it to move past a value it read before acting.
+    pub fn ticks(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ticks.subscribe()
     }
 
     /// The files of a job's output, given the name of its log directory (as the store keeps
@@ -302,8 +303,7 @@ impl Runner {
         let end = &queue_end(job, end);
         self.store.job_ended(job.job.id, end, now).await?;
         if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
-            crate::queue::release(&self.store, booking, job.job.id).await;
-            self.settings.queue_wake.notify_one();
+            super::release_booking_of(&self.store, booking, job.job.id).await;
         }
         let name = job.job.title();
         let how = match (end.exit_code, end.signal) {

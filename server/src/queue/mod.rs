@@ -1,6 +1,6 @@
-//! The job queue: one task that runs a scheduling pass whenever something may have freed or
-//! taken cards (a job ended, a booking changed, a job was submitted or cancelled) and at the
-//! next moment a booking ends. A job it starts gets a booking on its cards from now to its time
+//! The job queue: one task that runs a scheduling pass whenever the store says cards or the
+//! queue changed (see [`crate::events`]: a job ended, a booking changed, a job was submitted or
+//! cancelled) and at the next moment a booking ends. A job it starts gets a booking on its cards from now to its time
 //! limit; the runner then starts it like any booked job and stops it at the limit, and its
 //! booking is released when it ends.
 
@@ -8,7 +8,7 @@ pub mod inputs;
 
 use crate::bookings::quota::personal_limits;
 use crate::bookings::{BookingError, CardChoice, NewBooking};
-use crate::jobs::runner::Runner;
+use crate::events::Event;
 use crate::store::{AuditEntry, Store, StoreError};
 use crate::telemetry::hub::Hub;
 use chrono::{DateTime, Utc};
@@ -20,11 +20,12 @@ use lanes_types::queue::{booking_note, QueueSettings, Shares, Standing, MAX_TIME
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Longest sleep between passes when nothing wakes the queue.
-const IDLE: Duration = Duration::from_secs(5);
+/// Longest sleep between passes when no event comes and no booking starts or ends (waiting
+/// ages priorities).
+pub const IDLE: Duration = Duration::from_secs(5);
 /// How fresh the reasons and estimates shown for waiting jobs are kept.
 const EXPLAIN_EVERY: Duration = Duration::from_secs(1);
 /// How far back fair share looks, in half-lives (2^-10: what is older no longer counts).
@@ -49,8 +50,8 @@ pub struct Snapshot {
 pub struct Queue {
     store: Store,
     hub: Arc<Hub>,
-    runner: Arc<Runner>,
-    wake: Arc<Notify>,
+    /// Counts finished passes, so a test can wait for the pass an event caused.
+    passes: watch::Sender<u64>,
     settings: RwLock<QueueSettings>,
     shares: RwLock<Shares>,
     snapshot: RwLock<Snapshot>,
@@ -69,12 +70,12 @@ fn write<T>(lock: &RwLock<T>, value: T) {
 }
 
 impl Queue {
-    /// Starts the queue task; `wake` is also notified by the runner when a job ends.
+    /// Starts the queue task. It runs a pass when the store announces a change that concerns
+    /// it, just after the next start or end of a booking, and at least every `idle`.
     pub async fn start(
         store: Store,
         hub: Arc<Hub>,
-        runner: Arc<Runner>,
-        wake: Arc<Notify>,
+        idle: Duration,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, StoreError> {
         let queue = Arc::new(Self {
@@ -82,8 +83,7 @@ impl Queue {
             shares: RwLock::new(store.shares().await?),
             store,
             hub,
-            runner,
-            wake,
+            passes: watch::Sender::new(0),
             snapshot: RwLock::default(),
         });
         let task = queue.clone();
@@ -91,18 +91,22 @@ impl Queue {
             let task = task.clone();
             let shutdown = shutdown.clone();
             async move {
+                // Subscribed before the first pass: a change during it is not missed.
+                let mut events = task.store.events().subscribe();
                 let mut explained_at: Option<Instant> = None;
                 loop {
-                    let sleep = match task.pass(Utc::now(), &mut explained_at).await {
+                    let result = task.pass(Utc::now(), idle, &mut explained_at).await;
+                    task.passes.send_modify(|n| *n += 1);
+                    let sleep = match result {
                         Ok(Some(next)) => next,
                         Ok(None) => continue, // something started: look again at once
                         Err(e) => {
                             tracing::error!(error = %e, "the queue could not run a scheduling pass");
-                            IDLE
+                            idle
                         }
                     };
                     tokio::select! {
-                        _ = task.wake.notified() => explained_at = None,
+                        _ = events.changed(Event::concerns_queue) => explained_at = None,
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
                     }
@@ -112,9 +116,9 @@ impl Queue {
         Ok(queue)
     }
 
-    /// Look now: a job was submitted, cancelled or ended, or a booking changed.
-    pub fn wake(&self) {
-        self.wake.notify_one();
+    /// Passes finished so far; a test waits for it to move past a value it read before acting.
+    pub fn passes(&self) -> watch::Receiver<u64> {
+        self.passes.subscribe()
     }
 
     pub fn settings(&self) -> QueueSettings {
@@ -138,14 +142,12 @@ impl Queue {
             .save_queue_settings(&settings, audit, Utc::now())
             .await?;
         write(&self.settings, settings);
-        self.wake();
         Ok(())
     }
 
     pub async fn save_shares(&self, shares: Shares, audit: &AuditEntry) -> Result<(), StoreError> {
         self.store.save_shares(&shares, audit, Utc::now()).await?;
         write(&self.shares, shares);
-        self.wake();
         Ok(())
     }
 
@@ -158,38 +160,35 @@ impl Queue {
             if let (Some(_), Some(booking)) = (job.queue, job.booking_id) {
                 if let Some(current) = self.store.job(job.id).await? {
                     if current.state == lanes_types::job::JobState::Cancelled {
-                        self.release(booking, job.id).await;
+                        crate::jobs::release_booking_of(&self.store, booking, job.id).await;
                     }
                 }
             }
-            self.runner.wake();
-            self.wake();
         }
         Ok(cancelled)
-    }
-
-    async fn release(&self, booking: i64, job: i64) {
-        release(&self.store, booking, job).await;
-        self.wake();
     }
 
     /// One pass. `Ok(None)`: jobs started, look again at once; `Ok(Some(d))`: sleep up to `d`.
     async fn pass(
         &self,
         now: DateTime<Utc>,
+        idle: Duration,
         explained_at: &mut Option<Instant>,
     ) -> Result<Option<Duration>, StoreError> {
         let settings = self.settings();
         let pending = self.store.pending_jobs().await?;
         let holds = self.store.card_holds(now).await?;
         let now_s = now.timestamp();
-        let next_end = holds
+        // Between events, what the scheduler sees changes only when a booking or maintenance
+        // block starts or ends: look again just after the next such moment.
+        let now_ms = now.timestamp_millis();
+        let next_edge = holds
             .iter()
-            .map(|h| h.end_ms)
-            .filter(|&end| end > now.timestamp_millis())
+            .flat_map(|h| [h.start_ms, h.end_ms])
+            .filter(|&edge| edge > now_ms)
             .min()
-            .map(|end| Duration::from_millis((end - now.timestamp_millis()) as u64 + 5));
-        let sleep = next_end.map_or(IDLE, |d| d.min(IDLE));
+            .map(|edge| Duration::from_millis((edge - now_ms) as u64 + 5));
+        let sleep = next_edge.map_or(idle, |d| d.min(idle));
         if pending.is_empty() {
             write(&self.snapshot, Snapshot::default());
             return Ok(Some(sleep));
@@ -219,7 +218,6 @@ impl Queue {
             started |= self.dispatch(job, gpus, now).await?;
         }
         if started {
-            self.runner.wake();
             return Ok(None);
         }
         if explain {
@@ -243,8 +241,11 @@ impl Queue {
                 );
             }
             write(&self.snapshot, Snapshot { waits });
+            Ok(Some(sleep))
+        } else {
+            // This pass left the reasons shown as they were: refresh them soon.
+            Ok(Some(sleep.min(EXPLAIN_EVERY)))
         }
-        Ok(Some(sleep.min(EXPLAIN_EVERY)))
     }
 
     /// Books `gpus` for a job from now to its time limit and hands it to the runner. `false`
@@ -296,7 +297,7 @@ impl Queue {
             tracing::info!(job = job.id, booking = booking.id, "started a queue job");
             Ok(true)
         } else {
-            self.release(booking.id, job.id).await;
+            crate::jobs::release_booking_of(&self.store, booking.id, job.id).await;
             Ok(false)
         }
     }
@@ -372,17 +373,6 @@ impl Queue {
                 }
             })
             .collect())
-    }
-}
-
-/// Gives back the rest of a queue job's booking (it ended before its time limit, or never
-/// ran), so its cards are free at once.
-pub async fn release(store: &Store, booking: i64, job: i64) {
-    let audit = AuditEntry::new(None, "queue.release", format!("booking {booking}"))
-        .detail(format!("job {job} is over"));
-    match store.withdraw_booking(booking, audit, Utc::now()).await {
-        Ok(_) | Err(BookingError::NotFound) | Err(BookingError::Invalid { .. }) => {}
-        Err(e) => tracing::warn!(error = %e, booking, "could not release a queue job's cards"),
     }
 }
 

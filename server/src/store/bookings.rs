@@ -7,6 +7,7 @@ use crate::bookings::pick::{self, FreeGpu};
 use crate::bookings::quota::{self, GroupUse, Hold};
 use crate::bookings::rules::{self, Withdrawal};
 use crate::bookings::{BookingError, CardChoice, NewBooking};
+use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{
     Booking, CreateMaintenance, GpuRef, MaintenanceBlock, Quota, QuotaUse, Quotas,
@@ -135,6 +136,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        self.emit(Event::CardsChanged(Change::BookingCreated));
         Ok(Booking {
             id,
             user_id: new.owner.id,
@@ -319,6 +321,13 @@ impl Store {
             .bind(ms(end))
             .execute(&mut *tx)
             .await?;
+        // Who asked (the enforcer, the queue) tells which change it was.
+        let change = match (withdrawal, audit.action.as_str()) {
+            (Withdrawal::Cancel, _) => Change::BookingCancelled,
+            (Withdrawal::Release, "booking.release_idle") => Change::IdleReleased,
+            (Withdrawal::Release, "queue.release") => Change::QueueJobReleased,
+            (Withdrawal::Release, _) => Change::BookingReleased,
+        };
         let audit = AuditEntry {
             action: action.into(),
             target: format!("booking {id}"),
@@ -326,6 +335,7 @@ impl Store {
         };
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
+        self.emit(Event::CardsChanged(change));
         self.booking(id, now).await?.ok_or(BookingError::NotFound)
     }
 
@@ -382,6 +392,7 @@ impl Store {
         .detail(detail);
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
+        self.emit(Event::CardsChanged(Change::BookingExtended));
         self.booking(id, now).await?.ok_or(BookingError::NotFound)
     }
 
@@ -551,6 +562,7 @@ impl Store {
         let slot = (request.start, request.end);
         hold_cards(&mut tx, Holder::Maintenance(id), &cards, slot, audit, now).await?;
         tx.commit().await?;
+        self.emit(Event::CardsChanged(Change::MaintenanceChanged));
         Ok(MaintenanceBlock {
             id,
             gpus: cards.iter().map(CardRow::gpu).collect(),
@@ -579,6 +591,9 @@ impl Store {
             insert_audit(&mut tx, audit, now).await?;
         }
         tx.commit().await?;
+        if deleted {
+            self.emit(Event::CardsChanged(Change::MaintenanceChanged));
+        }
         Ok(deleted)
     }
 

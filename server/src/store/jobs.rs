@@ -1,6 +1,7 @@
 //! SQL of jobs.
 
 use super::{insert_audit, AuditEntry, Store, StoreError};
+use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::job::{Job, JobState, QueueRequest};
 use std::collections::BTreeMap;
@@ -178,6 +179,10 @@ impl Store {
         };
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
+        self.emit(match queue {
+            Some(_) => Event::QueueChanged(Change::QueueSubmitted),
+            None => Event::JobsChanged(Change::JobSubmitted),
+        });
         self.job(id)
             .await?
             .ok_or(StoreError::Invalid("the job vanished".into()))
@@ -210,7 +215,7 @@ impl Store {
     /// Gives a pending queue job the booking the scheduler made for it; `false` if the job is
     /// no longer pending (cancelled meanwhile).
     pub async fn start_queue_job(&self, id: i64, booking_id: i64) -> Result<bool, StoreError> {
-        Ok(sqlx::query(
+        let started = sqlx::query(
             "UPDATE jobs SET booking_id = ?2, state = 'queued' WHERE id = ?1 AND state = 'pending'",
         )
         .bind(id)
@@ -218,7 +223,11 @@ impl Store {
         .execute(&self.pool)
         .await?
         .rows_affected()
-            > 0)
+            > 0;
+        if started {
+            self.emit(Event::JobsChanged(Change::JobStarted));
+        }
+        Ok(started)
     }
 
     pub async fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
@@ -356,6 +365,7 @@ impl Store {
         .bind(now)
         .execute(&self.pool)
         .await?;
+        self.emit(Event::CardsChanged(Change::JobEnded));
         Ok(())
     }
 
@@ -387,6 +397,11 @@ impl Store {
             insert_audit(&mut tx, audit, now).await?;
         }
         tx.commit().await?;
+        if changed {
+            // A waiting queue job leaves the queue; a running one is the runner's to stop.
+            self.emit(Event::QueueChanged(Change::JobCancelled));
+            self.emit(Event::JobsChanged(Change::JobCancelled));
+        }
         Ok(changed)
     }
 }

@@ -20,6 +20,7 @@ pub use reports::CardUse;
 
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
+use crate::events::{Change, Event, Events};
 use chrono::{DateTime, Utc};
 use lanes_types::account::{ApiToken, AuditRecord, Group, PortalSettings};
 use lanes_types::GpuInfo;
@@ -197,6 +198,8 @@ pub struct Store {
     writer: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// The database file this store opened, to notice it vanishing or being replaced.
     file: Option<std::sync::Arc<file::DbFile>>,
+    /// Where committed writes say what they changed (see [`crate::events`]).
+    events: Events,
 }
 
 impl Store {
@@ -242,7 +245,17 @@ impl Store {
             pool,
             writer: Default::default(),
             file,
+            events: Events::default(),
         })
+    }
+
+    /// The bus this store's writes are announced on, once committed.
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    fn emit(&self, event: Event) {
+        self.events.emit(event);
     }
 
     /// A transaction for writing, refused while the database file is gone.
@@ -784,6 +797,10 @@ impl Store {
         }
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
+        if patch.enabled.is_some() || patch.groups.is_some() {
+            // Fair share and who may start weigh accounts and their groups.
+            self.emit(Event::QueueChanged(Change::AccountChanged));
+        }
         self.user(id).await
     }
 

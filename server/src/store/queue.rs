@@ -2,6 +2,7 @@
 //! (for fair share), and the queue's settings and shares.
 
 use super::{AuditEntry, Store, StoreError};
+use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::queue::{QueueSettings, Shares};
 
@@ -82,7 +83,9 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         self.save_setting(QUEUE_SETTINGS, settings, audit, now)
-            .await
+            .await?;
+        self.emit(Event::QueueChanged(Change::QueueSettingsChanged));
+        Ok(())
     }
 
     pub async fn shares(&self) -> Result<Shares, StoreError> {
@@ -95,6 +98,8 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.save_setting(SHARES, shares, audit, now).await
+        self.save_setting(SHARES, shares, audit, now).await?;
+        self.emit(Event::QueueChanged(Change::SharesChanged));
+        Ok(())
     }
 }

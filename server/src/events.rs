@@ -1,0 +1,174 @@
+//! The service's one internal bus. A write says what it changed, after it committed; the tasks
+//! that care (the queue, the job runner) listen. Nothing wakes another task by hand, so a new
+//! write path cannot forget to: it goes through the store, and the store emits.
+
+use tokio::sync::broadcast;
+
+/// What changed. Listeners only learn *that* they should look again; they read the state itself
+/// from the store, so a missed or coalesced event loses nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A write freed or took a card: the queue runs a pass, the runner checks its jobs.
+    CardsChanged(Change),
+    /// What the queue weighs changed, without any card changing hands: a job joined or left
+    /// the queue, or the queue's settings or shares changed. The queue runs a pass.
+    QueueChanged(Change),
+    /// A job was submitted, started by the queue, or asked to stop: the runner looks now.
+    JobsChanged(Change),
+}
+
+/// Which write it was, for listeners that log and for tests that check each path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Change {
+    BookingCreated,
+    BookingCancelled,
+    BookingReleased,
+    BookingExtended,
+    /// The enforcer released a booking that sat idle past its grace period.
+    IdleReleased,
+    /// A queue job ended and its booking was released.
+    QueueJobReleased,
+    MaintenanceChanged,
+    JobSubmitted,
+    JobStarted,
+    JobCancelled,
+    JobEnded,
+    QueueSubmitted,
+    QueueSettingsChanged,
+    SharesChanged,
+    /// An account was disabled or enabled: its waiting jobs wait or may start.
+    AccountChanged,
+}
+
+impl Event {
+    pub fn change(self) -> Change {
+        match self {
+            Event::CardsChanged(c) | Event::QueueChanged(c) | Event::JobsChanged(c) => c,
+        }
+    }
+
+    /// Whether the queue should run a pass for it.
+    pub fn concerns_queue(self) -> bool {
+        matches!(self, Event::CardsChanged(_) | Event::QueueChanged(_))
+    }
+
+    /// Whether the job runner should look at its jobs for it.
+    pub fn concerns_runner(self) -> bool {
+        matches!(self, Event::CardsChanged(_) | Event::JobsChanged(_))
+    }
+}
+
+/// Events a listener may fall behind by before it only learns "something changed".
+const BACKLOG: usize = 1024;
+
+/// The sending side; cheap to clone. Sending with nobody listening is not an error.
+#[derive(Clone, Debug)]
+pub struct Events {
+    sender: broadcast::Sender<Event>,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Self {
+            sender: broadcast::channel(BACKLOG).0,
+        }
+    }
+}
+
+impl Events {
+    pub fn emit(&self, event: Event) {
+        tracing::debug!(?event, "event");
+        let _ = self.sender.send(event);
+    }
+
+    pub fn subscribe(&self) -> Listener {
+        Listener {
+            receiver: self.sender.subscribe(),
+        }
+    }
+}
+
+/// One listener's end of the bus.
+pub struct Listener {
+    receiver: broadcast::Receiver<Event>,
+}
+
+impl Listener {
+    /// Waits for an event that `wanted` accepts, then takes every event already waiting, so a
+    /// burst of writes costs one look. Falling behind counts as a wanted event (something
+    /// changed). Never returns once the bus is gone.
+    pub async fn changed(&mut self, wanted: fn(Event) -> bool) {
+        loop {
+            match self.receiver.recv().await {
+                Ok(event) if wanted(event) => break,
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => break,
+                Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = self.receiver.try_recv()
+        {
+        }
+    }
+
+    /// The next event as it was emitted (for tests and tools that watch the bus).
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            match self.receiver.recv().await {
+                Ok(event) => return Some(event),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_events_costs_one_look_and_unwanted_ones_none() {
+        let events = Events::default();
+        let mut listener = events.subscribe();
+        events.emit(Event::JobsChanged(Change::JobSubmitted));
+        events.emit(Event::CardsChanged(Change::BookingCreated));
+        events.emit(Event::CardsChanged(Change::BookingCancelled));
+        listener.changed(Event::concerns_queue).await;
+        // The burst was drained: nothing is left to wake the listener again.
+        let again = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            listener.changed(Event::concerns_queue),
+        )
+        .await;
+        assert!(
+            again.is_err(),
+            "a drained burst must not wake the queue twice"
+        );
+        events.emit(Event::JobsChanged(Change::JobStarted));
+        let unwanted = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            listener.changed(Event::concerns_queue),
+        )
+        .await;
+        assert!(
+            unwanted.is_err(),
+            "the queue does not look for a runner-only event"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_listener_that_fell_behind_still_learns_something_changed() {
+        let events = Events::default();
+        let mut listener = events.subscribe();
+        for _ in 0..BACKLOG + 10 {
+            events.emit(Event::JobsChanged(Change::JobStarted));
+        }
+        tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            listener.changed(Event::concerns_queue),
+        )
+        .await
+        .expect("lagging counts as a change");
+    }
+}

@@ -1,0 +1,22 @@
+//! The integration tests: one binary, a module per area. Each test starts the real server
+//! in-process on a random port with a fresh database (see `lanes_tests::TestApp`).
+
+mod admin;
+mod api;
+mod auth;
+mod authorization;
+mod booking_sequences;
+mod bookings;
+mod cli;
+mod enforcement;
+mod events;
+mod history;
+mod job_launch;
+mod jobs;
+mod openapi;
+mod queue;
+mod restart;
+mod security;
+mod settings;
+mod simulate;
+mod telemetry_ws;
