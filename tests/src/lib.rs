@@ -7,8 +7,8 @@ use lanes_server::startup::{Application, ServeConfig};
 use lanes_server::store::{AuditEntry, Store};
 use lanes_server::telemetry::poller::PollSettings;
 use lanes_server::telemetry::{GpuSelection, SimOptions};
-use lanes_types::booking::Booking;
-use lanes_types::job::Job;
+use lanes_types::booking::{Booking, CreateBooking};
+use lanes_types::job::{CreateJob, Job};
 use lanes_types::GpuState;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -124,6 +124,17 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// The typed client of this server, signed in as nobody.
+    pub fn anonymous(&self) -> lanes_client::Client {
+        lanes_client::Client::with_http(format!("http://{}", self.addr), self.client.clone())
+    }
+
+    /// The typed client of this server, carrying session `cookie`.
+    pub fn client_with(&self, cookie: &str) -> lanes_client::Client {
+        self.anonymous()
+            .as_(lanes_client::Credentials::Session(cookie.to_string()))
     }
 
     pub fn ws_url(&self, path: &str) -> String {
@@ -364,37 +375,43 @@ impl Session<'_> {
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
-    pub async fn book(&self, cards: &[String], seconds: i64) -> Booking {
-        let start = Utc::now();
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/api/v1/bookings",
-                Some(json!({"gpus": cards, "start": start, "end": start + chrono::Duration::seconds(seconds)})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        serde_json::from_str(&body).unwrap()
+    /// The typed client, as this session's user.
+    pub fn client(&self) -> lanes_client::Client {
+        self.app.client_with(&self.cookie)
     }
 
+    /// Books `cards` from now for `seconds`.
+    pub async fn book(&self, cards: &[String], seconds: i64) -> Booking {
+        let start = Utc::now();
+        self.client()
+            .book(&CreateBooking {
+                gpus: Some(cards.to_vec()),
+                count: None,
+                start,
+                end: start + chrono::Duration::seconds(seconds),
+                note: String::new(),
+                user: None,
+            })
+            .await
+            .expect("the booking is made")
+    }
+
+    /// Runs `argv` on booking `booking`'s cards.
     pub async fn submit(&self, booking: i64, argv: &[&str]) -> Job {
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/api/v1/jobs",
-                Some(json!({"booking_id": booking, "argv": argv})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        serde_json::from_str(&body).unwrap()
+        self.client()
+            .submit_job(&CreateJob {
+                booking_id: booking,
+                argv: argv.iter().map(|a| a.to_string()).collect(),
+                cwd: None,
+                env: None,
+                name: None,
+            })
+            .await
+            .expect("the job is submitted")
     }
 
     pub async fn job(&self, id: i64) -> Job {
-        let (status, body) = self
-            .call(reqwest::Method::GET, &format!("/api/v1/jobs/{id}"), None)
-            .await;
-        assert_eq!(status, 200, "{body}");
-        serde_json::from_str(&body).unwrap()
+        self.client().job(id).await.expect("the job is there")
     }
 
     /// Waits (up to `seconds`) until the job is over.
@@ -410,7 +427,8 @@ impl Session<'_> {
 
 /// The server's cards in PCI bus order.
 pub async fn cards(app: &TestApp) -> Vec<GpuState> {
-    let mut gpus: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    let viewer = app.client_with(&app.viewer_cookie().await);
+    let mut gpus = viewer.gpus().await.expect("the cards");
     gpus.sort_by(|a, b| a.info.pci_bus_id.cmp(&b.info.pci_bus_id));
     gpus
 }

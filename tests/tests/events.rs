@@ -2,14 +2,13 @@
 //! for it at once: no path has to remember to wake anything. The queue's timed pass is set to
 //! an hour here, so a pass seen within seconds was caused by the event.
 
+use chrono::Utc;
 use lanes_server::accounts::Role;
 use lanes_server::events::{Change, Event, Listener};
 use lanes_tests::{cards, ensure_unix_account, wait_until, Session, TestApp};
-use lanes_types::booking::{Booking, BookingState};
+use lanes_types::booking::{BookingState, CreateBooking, CreateMaintenance, ExtendBooking};
 use lanes_types::enforcement::Policy;
-use lanes_types::queue::{QueueState, QueuedJob};
-use reqwest::Method;
-use serde_json::json;
+use lanes_types::queue::{QueueState, SubmitJob};
 use std::time::Duration;
 
 const ACCOUNT: &str = "lanes-test-job";
@@ -72,87 +71,70 @@ async fn member<'a>(app: &'a TestApp, name: &str) -> Session<'a> {
 async fn every_write_that_frees_or_takes_a_card_makes_the_queue_run_a_pass() {
     ensure_unix_account(ACCOUNT);
     let app = app().await;
-    let admin = Session {
-        app: &app,
-        cookie: app.sign_up("boss", Role::Admin).await,
-    };
+    let admin = app.client_with(&app.sign_up("boss", Role::Admin).await);
     let owner = member(&app, ACCOUNT).await;
+    let member = owner.client();
     let gpus = cards(&app).await;
     let card = |i: usize| gpus[i].info.uuid.clone();
+    let slot = |from_h: i64, card: String| {
+        let start = Utc::now() + chrono::Duration::hours(from_h);
+        (vec![card], start, start + chrono::Duration::hours(1))
+    };
 
     // Create, extend, release.
     let booking = emits_and_queue_looks(&app, Change::BookingCreated, || async {
         owner.book(&[card(0)], 600).await
     })
     .await;
-    let path = format!("/api/v1/bookings/{}", booking.id);
     emits_and_queue_looks(&app, Change::BookingExtended, || async {
         let end = booking.end + chrono::Duration::seconds(60);
-        let (status, body) = owner
-            .call(Method::PATCH, &path, Some(json!({ "end": end })))
-            .await;
-        assert_eq!(status, 200, "{body}");
+        member
+            .extend_booking(booking.id, &ExtendBooking { end })
+            .await
+            .unwrap();
     })
     .await;
     emits_and_queue_looks(&app, Change::BookingReleased, || async {
-        let (status, body) = owner.call(Method::DELETE, &path, None).await;
-        assert_eq!(status, 200, "{body}");
+        let released = member.withdraw_booking(booking.id).await.unwrap();
+        assert_eq!(released.state, BookingState::Released);
     })
     .await;
 
     // Cancel a booking that has not started.
+    let (gpus1, start, end) = slot(2, card(1));
+    let later = member
+        .book(&CreateBooking {
+            gpus: Some(gpus1),
+            count: None,
+            start,
+            end,
+            note: String::new(),
+            user: None,
+        })
+        .await
+        .unwrap();
     emits_and_queue_looks(&app, Change::BookingCancelled, || async {
-        let start = chrono::Utc::now() + chrono::Duration::hours(2);
-        let (status, body) = owner
-            .call(
-                Method::POST,
-                "/api/v1/bookings",
-                Some(json!({"gpus": [card(1)], "start": start,
-                            "end": start + chrono::Duration::hours(1)})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        let later: Booking = serde_json::from_str(&body).unwrap();
-        let (status, body) = owner
-            .call(
-                Method::DELETE,
-                &format!("/api/v1/bookings/{}", later.id),
-                None,
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(
-            serde_json::from_str::<Booking>(&body).unwrap().state,
-            BookingState::Cancelled
-        );
+        let cancelled = member.withdraw_booking(later.id).await.unwrap();
+        assert_eq!(cancelled.state, BookingState::Cancelled);
     })
     .await;
 
     // Maintenance, made and ended.
-    let block: serde_json::Value =
-        emits_and_queue_looks(&app, Change::MaintenanceChanged, || async {
-            let start = chrono::Utc::now() + chrono::Duration::hours(3);
-            let (status, body) = admin
-                .call(
-                    Method::POST,
-                    "/api/v1/maintenance",
-                    Some(json!({"gpus": [card(1)], "start": start,
-                            "end": start + chrono::Duration::hours(1), "reason": "fan"})),
-                )
-                .await;
-            assert_eq!(status, 201, "{body}");
-            serde_json::from_str(&body).unwrap()
-        })
-        .await;
+    let (gpus1, start, end) = slot(3, card(1));
+    let block = emits_and_queue_looks(&app, Change::MaintenanceChanged, || async {
+        admin
+            .add_maintenance(&CreateMaintenance {
+                gpus: gpus1,
+                start,
+                end,
+                reason: "fan".into(),
+            })
+            .await
+            .unwrap()
+    })
+    .await;
     emits_and_queue_looks(&app, Change::MaintenanceChanged, || async {
-        let (status, body) = admin
-            .call(
-                Method::DELETE,
-                &format!("/api/v1/maintenance/{}", block["id"]),
-                None,
-            )
-            .await;
-        assert_eq!(status, 204, "{body}");
+        admin.end_maintenance(block.id).await.unwrap();
     })
     .await;
 
@@ -166,18 +148,22 @@ async fn every_write_that_frees_or_takes_a_card_makes_the_queue_run_a_pass() {
 
     // A queue job's end releases its booking.
     emits_and_queue_looks(&app, Change::QueueJobReleased, || async {
-        let (status, body) = owner
-            .call(
-                Method::POST,
-                "/api/v1/queue",
-                Some(json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"]})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        let job: QueuedJob = serde_json::from_str(&body).unwrap();
+        let job = member.enqueue(&submit(&["true"])).await.unwrap();
         owner.finished(job.id, 10).await;
     })
     .await;
+}
+
+fn submit(argv: &[&str]) -> SubmitJob {
+    SubmitJob {
+        gpus: 1,
+        time_limit_s: Some(60),
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        cwd: None,
+        env: None,
+        min_memory_bytes: None,
+        name: None,
+    }
 }
 
 #[tokio::test]
@@ -190,44 +176,31 @@ async fn an_idle_release_starts_a_waiting_job_without_waiting_for_a_timed_pass()
     };
     let owner = member(&app, ACCOUNT).await;
     let gpus = cards(&app).await;
-    let (status, body) = admin
-        .call(
-            Method::PUT,
-            "/api/v1/policy",
-            Some(
-                serde_json::to_value(Policy {
-                    idle_window_s: 1,
-                    idle_release: true,
-                    idle_release_grace_s: 1,
-                    ..Policy::default()
-                })
-                .unwrap(),
-            ),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    admin
+        .client()
+        .save_policy(&Policy {
+            idle_window_s: 1,
+            idle_release: true,
+            idle_release_grace_s: 1,
+            ..Policy::default()
+        })
+        .await
+        .unwrap();
     // Every card booked by someone who leaves them idle; a queue job waits for one.
     let uuids: Vec<String> = gpus.iter().map(|g| g.info.uuid.clone()).collect();
     let idle = admin.book(&uuids, 3_600).await;
-    let (status, body) = owner
-        .call(
-            Method::POST,
-            "/api/v1/queue",
-            Some(json!({"gpus": 1, "time_limit_s": 60, "argv": ["sleep", "30"]})),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let job: QueuedJob = serde_json::from_str(&body).unwrap();
+    let job = owner
+        .client()
+        .enqueue(&submit(&["sleep", "30"]))
+        .await
+        .unwrap();
     assert_eq!(job.state, QueueState::Pending);
     let mut listener = app.hooks.events.subscribe();
     // The enforcer releases the idle booking after its window and grace...
     heard(&mut listener, Change::IdleReleased).await;
     // ...and the job starts at once, not at the next timed pass an hour away.
     wait_until(SOON, "the waiting job starts", || async {
-        let (_, body) = owner
-            .call(Method::GET, &format!("/api/v1/jobs/{}", job.id), None)
-            .await;
-        let job: lanes_types::job::Job = serde_json::from_str(&body).ok()?;
+        let job = owner.job(job.id).await;
         (job.booking_id.is_some() && job.booking_id != Some(idle.id)).then_some(())
     })
     .await;

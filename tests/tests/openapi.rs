@@ -1,11 +1,13 @@
 //! The OpenAPI description against the real server: every documented operation exists, and
 //! answers anonymous callers, ordinary users and admins as its security and tag say. This is
-//! the authorization matrix over the documented surface.
+//! the authorization matrix over the documented surface. And the typed client has a method for
+//! every documented operation, which reaches that operation's route.
 
+use lanes_client::Client;
 use lanes_server::accounts::Role;
 use lanes_tests::TestApp;
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 struct Operation {
     method: Method,
@@ -95,5 +97,156 @@ async fn every_documented_operation_exists_and_is_authorized_as_documented() {
             );
         }
     }
+    app.stop().await;
+}
+
+/// Calls the client method for a documented operation (`None`: the client has none). Ids are
+/// 1 and bodies minimal: what counts is that the call reaches the route the document names.
+async fn call_client(
+    client: &Client,
+    method: &str,
+    path: &str,
+) -> Option<lanes_client::Result<()>> {
+    fn body<T: serde::de::DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).expect("a body of the documented shape")
+    }
+    let now = chrono::Utc::now() + chrono::Duration::hours(1);
+    let later = now + chrono::Duration::hours(1);
+    let slot = json!({"gpus": ["GPU-x"], "start": now, "end": later});
+    let argv = json!(["true"]);
+    Some(match (method, path) {
+        ("GET", "/healthz") => client.health().await.map(drop),
+        ("GET", "/metrics") => client.metrics(None).await.map(drop),
+        ("GET", "/api/v1/openapi.json") => client.openapi().await.map(drop),
+        ("GET", "/api/v1/gpus") => client.gpus().await.map(drop),
+        ("GET", "/api/v1/telemetry/ws") => client.telemetry().await.map(drop),
+        ("POST", "/api/v1/auth/login") => client.login("nobody", "wrong").await.map(drop),
+        ("POST", "/api/v1/auth/logout") => client.logout().await,
+        ("GET", "/api/v1/me") => client.me().await.map(drop),
+        ("POST", "/api/v1/me/password") => {
+            client
+                .change_password(&body(json!({"current_password": "a", "new_password": "b"})))
+                .await
+        }
+        ("GET", "/api/v1/tokens") => client.tokens().await.map(drop),
+        ("POST", "/api/v1/tokens") => client
+            .create_token(&body(json!({"name": "t"})))
+            .await
+            .map(drop),
+        ("DELETE", "/api/v1/tokens/{id}") => client.revoke_token(1).await,
+        ("GET", "/api/v1/users") => client.users().await.map(drop),
+        ("POST", "/api/v1/users") => client
+            .create_user(&body(
+                json!({"username": "u", "password": "a long passphrase"}),
+            ))
+            .await
+            .map(drop),
+        ("PATCH", "/api/v1/users/{id}") => client.update_user(1, &body(json!({}))).await.map(drop),
+        ("GET", "/api/v1/groups") => client.groups().await.map(drop),
+        ("POST", "/api/v1/groups") => client
+            .create_group(&body(json!({"name": "g"})))
+            .await
+            .map(drop),
+        ("GET", "/api/v1/audit") => client.audit(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/settings") => client.settings().await.map(drop),
+        ("PUT", "/api/v1/settings") => client
+            .save_settings(&lanes_types::account::PortalSettings::default())
+            .await
+            .map(drop),
+        ("POST", "/api/v1/bookings") => client.book(&body(slot.clone())).await.map(drop),
+        ("GET", "/api/v1/bookings") => client.bookings(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/bookings/{id}") => client.booking(1).await.map(drop),
+        ("PATCH", "/api/v1/bookings/{id}") => client
+            .extend_booking(1, &body(json!({"end": later})))
+            .await
+            .map(drop),
+        ("DELETE", "/api/v1/bookings/{id}") => client.withdraw_booking(1).await.map(drop),
+        ("GET", "/api/v1/me/quota") => client.my_quota().await.map(drop),
+        ("GET", "/api/v1/quotas") => client.quotas().await.map(drop),
+        ("PUT", "/api/v1/quotas") => client.save_quotas(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/quotas/use") => client.quota_use().await.map(drop),
+        ("GET", "/api/v1/maintenance") => client.maintenance().await.map(drop),
+        ("POST", "/api/v1/maintenance") => {
+            client.add_maintenance(&body(slot.clone())).await.map(drop)
+        }
+        ("DELETE", "/api/v1/maintenance/{id}") => client.end_maintenance(1).await,
+        ("POST", "/api/v1/jobs") => client
+            .submit_job(&body(json!({"booking_id": 1, "argv": argv})))
+            .await
+            .map(drop),
+        ("GET", "/api/v1/jobs") => client.jobs(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/jobs/{id}") => client.job(1).await.map(drop),
+        ("DELETE", "/api/v1/jobs/{id}") => client.cancel_job(1).await.map(drop),
+        ("GET", "/api/v1/jobs/{id}/log") => {
+            client.job_log(1, &Default::default(), None).await.map(drop)
+        }
+        ("GET", "/api/v1/jobs/{id}/log/ws") => {
+            client.follow_log(1, &Default::default()).await.map(drop)
+        }
+        ("GET", "/api/v1/policy") => client.policy().await.map(drop),
+        ("PUT", "/api/v1/policy") => client.save_policy(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/violations") => client.violations(&Default::default()).await.map(drop),
+        ("POST", "/api/v1/sim/processes") => client
+            .inject_process(&lanes_types::query::InjectProcess::new("GPU-x", "nobody"))
+            .await
+            .map(drop),
+        ("GET", "/api/v1/history") => client.history(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/reports/usage") => {
+            client.usage_report(&Default::default()).await.map(drop)
+        }
+        ("GET", "/api/v1/reports/usage.csv") => {
+            client.usage_csv(&Default::default()).await.map(drop)
+        }
+        ("POST", "/api/v1/queue") => client
+            .enqueue(&body(json!({"gpus": 1, "time_limit_s": 60, "argv": argv})))
+            .await
+            .map(drop),
+        ("GET", "/api/v1/queue") => client.queue().await.map(drop),
+        ("DELETE", "/api/v1/queue/{id}") => client.dequeue(1).await.map(drop),
+        ("GET", "/api/v1/queue/settings") => client.queue_settings().await.map(drop),
+        ("PUT", "/api/v1/queue/settings") => client
+            .save_queue_settings(&Default::default())
+            .await
+            .map(drop),
+        ("GET", "/api/v1/shares") => client.shares().await.map(drop),
+        ("PUT", "/api/v1/shares") => client.save_shares(&Default::default()).await.map(drop),
+        _ => return None,
+    })
+}
+
+#[tokio::test]
+async fn every_documented_operation_has_a_client_method_that_reaches_its_route() {
+    let app = TestApp::spawn(1).await;
+    let doc: Value = app.get("/api/v1/openapi.json").await.json().await.unwrap();
+    let client = app.anonymous();
+    let mut missing = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("a path item").keys() {
+            let method = method.to_uppercase();
+            if method.parse::<Method>().is_err() || method == "PARAMETERS" {
+                continue; // a path item's shared parameters, not an operation
+            }
+            let Some(outcome) = call_client(&client, &method, path).await else {
+                missing.push(format!("{method} {path}"));
+                continue;
+            };
+            // Anonymous: public operations answer, the others refuse with 401. A wrong path or
+            // method in the client would meet 404 or 405 instead.
+            if let Err(e) = outcome {
+                let status = e.status().map(|s| s.as_u16());
+                assert!(
+                    matches!(status, Some(400..=499)) && !matches!(status, Some(404 | 405)),
+                    "{method} {path} through the client: {e:?}"
+                );
+                if status != Some(401) {
+                    assert!(e.code().is_some(), "{method} {path}: an error body: {e:?}");
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "operations without a client method: {missing:?}"
+    );
     app.stop().await;
 }

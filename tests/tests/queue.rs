@@ -66,7 +66,8 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
     let booking = other.book(&uuids, 600).await;
     let job = submit(
         &owner,
-        json!({"gpus": 2, "time_limit_s": 60, "argv": ["/bin/sh", "-c", "env | sort"],
+        // It lasts a second, so the queue is seen showing it running on its cards.
+        json!({"gpus": 2, "time_limit_s": 60, "argv": ["/bin/sh", "-c", "env | sort; sleep 1"],
                "name": "envdump"}),
     )
     .await;

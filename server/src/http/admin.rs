@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::Json;
 use lanes_types::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
-use serde::Deserialize;
+use lanes_types::query::AuditQuery;
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -140,22 +140,15 @@ async fn create_group(
     Ok((StatusCode::CREATED, Json(group)))
 }
 
-#[derive(Deserialize)]
-pub struct AuditQuery {
-    #[serde(default = "default_limit")]
-    pub limit: i64,
-}
-
-fn default_limit() -> i64 {
-    100
-}
-
 async fn audit_log(
     State(state): State<AppState>,
     _: AdminUser,
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditRecord>>, ApiError> {
     Ok(Json(
-        state.store.recent_audit(query.limit.clamp(1, 1000)).await?,
+        state
+            .store
+            .recent_audit(query.limit.unwrap_or(100).clamp(1, 1000))
+            .await?,
     ))
 }

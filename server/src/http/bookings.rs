@@ -10,12 +10,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::Json;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, MaintenanceBlock, QuotaUse, Quotas,
 };
-use serde::Deserialize;
+use lanes_types::query::BookingQuery;
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -85,23 +85,10 @@ async fn create(
     Ok((StatusCode::CREATED, Json(booking)))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    pub from: Option<DateTime<Utc>>,
-    pub to: Option<DateTime<Utc>>,
-    /// A username.
-    pub user: Option<String>,
-    /// A GPU UUID.
-    pub gpu: Option<String>,
-    #[serde(default)]
-    pub include_cancelled: bool,
-}
-
 async fn list(
     State(state): State<AppState>,
     _: CurrentUser,
-    ApiQuery(query): ApiQuery<ListQuery>,
+    ApiQuery(query): ApiQuery<BookingQuery>,
 ) -> Result<Json<Vec<Booking>>, ApiError> {
     let user_id = match &query.user {
         Some(name) => match state.store.user_by_username(name).await? {

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Json;
 use lanes_types::enforcement::{Policy, Violation};
-use serde::{Deserialize, Serialize};
+use lanes_types::query::{InjectProcess, Injected, ViolationQuery};
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -57,18 +57,6 @@ async fn replace_policy(
     Ok(Json(policy))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ViolationQuery {
-    /// Only those still on their card.
-    #[serde(default)]
-    pub open: bool,
-    /// A username (admins only; others always see their own).
-    pub user: Option<String>,
-    /// At most this many, newest first (default 200, at most 1000).
-    pub limit: Option<i64>,
-}
-
 async fn violations(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
@@ -87,37 +75,6 @@ async fn violations(
             .violations(None, user_id, query.open, limit)
             .await?,
     ))
-}
-
-/// Body of `POST /api/v1/sim/processes`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectProcess {
-    /// UUID of a simulated card.
-    pub gpu: String,
-    /// The Unix account it runs as.
-    pub user: String,
-    #[serde(default = "default_command")]
-    pub command: String,
-    #[serde(default = "default_memory")]
-    pub memory_bytes: u64,
-    #[serde(default = "default_utilization")]
-    pub utilization_pct: u32,
-}
-
-fn default_command() -> String {
-    "python".into()
-}
-fn default_memory() -> u64 {
-    8 << 30
-}
-fn default_utilization() -> u32 {
-    90
-}
-
-#[derive(Serialize)]
-pub struct Injected {
-    pub pid: u32,
 }
 
 async fn inject(

@@ -7,27 +7,12 @@ use crate::history::{self, Metric, MAX_POINTS};
 use axum::extract::State;
 use axum::routing::get;
 use axum::Json;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use lanes_types::history::{HistoryAnswer, HistoryBucket, HistorySeries};
-use serde::Deserialize;
+use lanes_types::query::HistoryQuery;
 
 pub fn routes() -> Routes {
     Routes::default().route("/api/v1/history", get(query))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HistoryQuery {
-    /// A card's UUID, or `all` (default).
-    pub gpu: Option<String>,
-    /// Default `utilization`.
-    pub metric: Option<String>,
-    /// RFC 3339; default an hour before `to`.
-    pub from: Option<DateTime<Utc>>,
-    /// RFC 3339; default now.
-    pub to: Option<DateTime<Utc>>,
-    /// At most this many buckets per card (default 1,000, at most 10,000).
-    pub points: Option<i64>,
 }
 
 async fn query(

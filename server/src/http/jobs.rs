@@ -17,7 +17,7 @@ use axum::Json;
 use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::job::{CreateJob, Job};
-use serde::Deserialize;
+use lanes_types::query::{JobQuery, LogQuery};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -121,18 +121,10 @@ pub(super) fn check_job(
     check_extra_env(env).map_err(|e| ApiError::Unprocessable(e.to_string()))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    pub booking: Option<i64>,
-    /// A username; others than admins only ever see their own jobs.
-    pub user: Option<String>,
-}
-
 async fn list(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
-    ApiQuery(query): ApiQuery<ListQuery>,
+    ApiQuery(query): ApiQuery<JobQuery>,
 ) -> Result<Json<Vec<Job>>, ApiError> {
     let Some(user_id) = listing_owner(&state, &user, query.user.as_deref()).await? else {
         return Ok(Json(Vec::new()));
@@ -161,17 +153,6 @@ async fn show(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Job>, ApiError> {
     Ok(Json(visible(&state, &user, id).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogQuery {
-    /// `stdout` (default) or `stderr`.
-    #[serde(default)]
-    pub stream: Option<String>,
-    /// Only the last this many lines (`GET …/log` only).
-    #[serde(default)]
-    pub tail: Option<u64>,
 }
 
 /// The type of a log's body.

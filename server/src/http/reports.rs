@@ -12,27 +12,16 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Json;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use lanes_types::account::User;
+use lanes_types::query::ReportQuery;
 use lanes_types::report::UsageReport;
-use serde::Deserialize;
 use std::collections::HashMap;
 
 pub fn routes() -> Routes {
     Routes::default()
         .route("/api/v1/reports/usage", get(usage))
         .route("/api/v1/reports/usage.csv", get(usage_csv))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReportQuery {
-    /// RFC 3339; default seven days before `to`.
-    pub from: Option<DateTime<Utc>>,
-    /// RFC 3339; default now.
-    pub to: Option<DateTime<Utc>>,
-    /// For the CSV: `users` (default), `groups` or `bookings`.
-    pub table: Option<String>,
 }
 
 /// Longest period a report may cover.

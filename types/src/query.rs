@@ -1,0 +1,150 @@
+//! Query strings and small bodies of the API that have no other home: the server parses them,
+//! the client writes them. Fields left `None` are left out of the query.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// `GET /api/v1/audit`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    /// The newest this many (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/v1/bookings`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BookingQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<DateTime<Utc>>,
+    /// A username.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// A GPU UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_cancelled: bool,
+}
+
+/// `GET /api/v1/violations`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViolationQuery {
+    /// Only those still on their card.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open: bool,
+    /// A username (admins only; others always see their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// At most this many, newest first (default 200, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/v1/history`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// A card's UUID, or `all` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    /// Default `utilization`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// RFC 3339; default an hour before `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<DateTime<Utc>>,
+    /// RFC 3339; default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<DateTime<Utc>>,
+    /// At most this many buckets per card (default 1,000, at most 10,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<i64>,
+}
+
+/// `GET /api/v1/jobs`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booking: Option<i64>,
+    /// A username; others than admins only ever see their own jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// `GET /api/v1/jobs/{id}/log` and its live tail.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogQuery {
+    /// `stdout` (default) or `stderr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// Only the last this many lines (`GET …/log` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<u64>,
+}
+
+/// `GET /api/v1/reports/usage` and `usage.csv`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportQuery {
+    /// RFC 3339; default seven days before `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<DateTime<Utc>>,
+    /// RFC 3339; default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<DateTime<Utc>>,
+    /// For the CSV: `users` (default), `groups` or `bookings`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+}
+
+/// Body of `POST /api/v1/sim/processes` (simulated fleets only).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectProcess {
+    /// UUID of a simulated card.
+    pub gpu: String,
+    /// The Unix account it runs as.
+    pub user: String,
+    #[serde(default = "default_command")]
+    pub command: String,
+    #[serde(default = "default_memory")]
+    pub memory_bytes: u64,
+    #[serde(default = "default_utilization")]
+    pub utilization_pct: u32,
+}
+
+impl InjectProcess {
+    /// A process of `user` on `gpu` with the defaults the API applies.
+    pub fn new(gpu: impl Into<String>, user: impl Into<String>) -> Self {
+        Self {
+            gpu: gpu.into(),
+            user: user.into(),
+            command: default_command(),
+            memory_bytes: default_memory(),
+            utilization_pct: default_utilization(),
+        }
+    }
+}
+
+fn default_command() -> String {
+    "python".into()
+}
+fn default_memory() -> u64 {
+    8 << 30
+}
+fn default_utilization() -> u32 {
+    90
+}
+
+/// Answer of `POST /api/v1/sim/processes`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Injected {
+    pub pid: u32,
+}
