@@ -95,6 +95,12 @@ pub enum UserCommand {
 }
 
 /// Where the database is: the same options, variables and defaults as `lanes serve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
 #[derive(Clone, Debug, Args)]
 pub struct DbArgs {
     /// Directory for the database and job files [default: $XDG_DATA_HOME/lanes or ~/.local/share/lanes].
@@ -199,6 +205,10 @@ pub struct ServeArgs {
     /// A connection with no traffic either way this long is closed (e.g. 90s).
     #[arg(long, env = "LANES_IDLE_TIMEOUT", default_value = "90s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
+    /// How the log on stderr is written: `human` lines, or `json`, one object per line, for a
+    /// log collector. RUST_LOG picks what is logged.
+    #[arg(long, env = "LANES_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
     /// Random jobs of made-up users on the simulated cards (false: cards stay idle unless a
     /// Lanes job runs on them, which makes enforcement easy to watch).
     #[arg(long, env = "LANES_SIM_BACKGROUND", default_value_t = true, action = clap::ArgAction::Set)]

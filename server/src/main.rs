@@ -132,7 +132,7 @@ fn user_add(args: lanes_server::cli::UserAddArgs) -> ExitCode {
 }
 
 fn serve(args: lanes_server::cli::ServeArgs) -> ExitCode {
-    init_tracing();
+    init_tracing(args.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -164,12 +164,16 @@ fn serve(args: lanes_server::cli::ServeArgs) -> ExitCode {
     })
 }
 
-fn init_tracing() {
+fn init_tracing(format: lanes_server::cli::LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
-    tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        lanes_server::cli::LogFormat::Human => log.init(),
+        // Each line one object, with the request span's fields (method, route) on it.
+        lanes_server::cli::LogFormat::Json => log.json().with_current_span(true).init(),
+    }
 }

@@ -13,6 +13,7 @@ mod events;
 mod history;
 mod job_launch;
 mod jobs;
+mod logging;
 mod openapi;
 mod queue;
 mod restart;

@@ -162,6 +162,51 @@ async fn refuse_writes_without_database(
     next.run(request).await
 }
 
+/// A span per request: its method and the route it matched (never the raw path, which may
+/// hold ids and query strings with secrets), then its status and latency once answered. What
+/// handlers log inside it carries the request's fields.
+fn request_trace() -> tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    impl Fn(&axum::extract::Request) -> tracing::Span + Clone,
+    (),
+    impl Fn(&axum::response::Response, std::time::Duration, &tracing::Span) + Clone,
+    (),
+    (),
+    (),
+> {
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(|request: &axum::extract::Request| {
+            let route = request
+                .extensions()
+                .get::<axum::extract::MatchedPath>()
+                .map_or("(unrouted)", |path| path.as_str());
+            tracing::info_span!(
+                "request",
+                method = %request.method(),
+                route,
+                status = tracing::field::Empty,
+                latency_ms = tracing::field::Empty,
+            )
+        })
+        .on_request(())
+        .on_response(
+            |response: &axum::response::Response,
+             latency: std::time::Duration,
+             span: &tracing::Span| {
+                span.record("status", response.status().as_u16());
+                span.record("latency_ms", latency.as_millis() as u64);
+                tracing::debug!(
+                    status = response.status().as_u16(),
+                    latency_ms = latency.as_millis() as u64,
+                    "answered"
+                );
+            },
+        )
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
+}
+
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(lanes_app::App);
     let hub = state.hub.clone();
@@ -189,5 +234,6 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(CompressionLayer::new())
+        .layer(request_trace())
         .with_state(state)
 }
