@@ -7,10 +7,14 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
-    /// A queue job waiting for cards.
-    Pending,
-    /// Waiting for its booking to start (a queue job: started by the scheduler, about to run).
-    Queued,
+    /// A queue job waiting for the scheduler to give it cards. On the wire `pending` (the API
+    /// keeps its names; the variants say what each state is, so the two are not confused).
+    #[serde(rename = "pending")]
+    WaitingForCards,
+    /// A job that has its cards and waits for its booking's slot to start (for a queue job
+    /// started by the scheduler: about to run). On the wire `queued`.
+    #[serde(rename = "queued")]
+    WaitingForSlot,
     Running,
     /// Ended by itself (`exit_code` says how).
     Exited,
@@ -29,8 +33,8 @@ pub enum JobState {
 impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
-            JobState::Pending => "pending",
-            JobState::Queued => "queued",
+            JobState::WaitingForCards => "pending",
+            JobState::WaitingForSlot => "queued",
             JobState::Running => "running",
             JobState::Exited => "exited",
             JobState::Killed => "killed",
@@ -44,7 +48,7 @@ impl JobState {
     pub fn is_over(self) -> bool {
         !matches!(
             self,
-            JobState::Pending | JobState::Queued | JobState::Running
+            JobState::WaitingForCards | JobState::WaitingForSlot | JobState::Running
         )
     }
 }
@@ -53,8 +57,8 @@ impl std::str::FromStr for JobState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s {
-            "pending" => JobState::Pending,
-            "queued" => JobState::Queued,
+            "pending" => JobState::WaitingForCards,
+            "queued" => JobState::WaitingForSlot,
             "running" => JobState::Running,
             "exited" => JobState::Exited,
             "killed" => JobState::Killed,

@@ -9,15 +9,15 @@
 use super::{Quota, Quotas};
 use chrono::{DateTime, Duration, Utc};
 
-/// A booking as quotas see it: a slot and how many cards it holds.
+/// A booking as quotas see it: a slot and how many cards it books.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Hold {
+pub struct BookedSlot {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub gpus: u32,
 }
 
-impl Hold {
+impl BookedSlot {
     pub fn hours(&self) -> f64 {
         (self.end - self.start).num_milliseconds() as f64 / 3_600_000.0
     }
@@ -56,7 +56,7 @@ pub struct Refusal {
 pub struct GroupUse<'a> {
     pub name: &'a str,
     pub limits: &'a Quota,
-    pub holds: &'a [Hold],
+    pub holds: &'a [BookedSlot],
 }
 
 /// The limits that apply to `username`, a member of `groups`, for their own use and bookings.
@@ -90,7 +90,7 @@ fn when(t: DateTime<Utc>) -> String {
 
 /// Most cards held at one instant during `request`, counting `request`, and the first instant
 /// that has it.
-pub fn peak_gpus(holds: &[Hold], request: &Hold) -> (u32, DateTime<Utc>) {
+pub fn peak_gpus(holds: &[BookedSlot], request: &BookedSlot) -> (u32, DateTime<Utc>) {
     let candidates = std::iter::once(request.start).chain(
         holds
             .iter()
@@ -115,8 +115,8 @@ pub fn peak_gpus(holds: &[Hold], request: &Hold) -> (u32, DateTime<Utc>) {
 /// Most GPU-hours inside one 7-day window that overlaps `request`, counting `request`, and the
 /// start of that window. The total over a sliding window peaks when one of its edges meets the
 /// edge of a hold, so only those windows are tried.
-pub fn peak_week_hours(holds: &[Hold], request: &Hold) -> (f64, DateTime<Utc>) {
-    let all: Vec<Hold> = holds
+pub fn peak_week_hours(holds: &[BookedSlot], request: &BookedSlot) -> (f64, DateTime<Utc>) {
+    let all: Vec<BookedSlot> = holds
         .iter()
         .chain(std::iter::once(request))
         .copied()
@@ -139,9 +139,9 @@ pub fn peak_week_hours(holds: &[Hold], request: &Hold) -> (f64, DateTime<Utc>) {
 /// other holds `mine` and the use of each of their groups.
 pub fn check(
     limits: &Quota,
-    mine: &[Hold],
+    mine: &[BookedSlot],
     groups: &[GroupUse<'_>],
-    request: &Hold,
+    request: &BookedSlot,
     now: DateTime<Utc>,
 ) -> Result<(), Refusal> {
     if let Some(max) = limits.max_booking_hours {
@@ -166,7 +166,7 @@ pub fn check(
             });
         }
     }
-    let total_use = |holds: &[Hold], quota: &Quota, who: &str| -> Result<(), Refusal> {
+    let total_use = |holds: &[BookedSlot], quota: &Quota, who: &str| -> Result<(), Refusal> {
         let (whose, limit_of) = if who.is_empty() {
             ("you".to_string(), "your".to_string())
         } else {
@@ -218,7 +218,7 @@ pub fn check(
 
 /// Current use for the quota page: GPUs held now, GPU-hours booked in the next 7 days, and
 /// bookings not yet started.
-pub fn current_use(holds: &[Hold], now: DateTime<Utc>) -> (u32, f64, u32) {
+pub fn current_use(holds: &[BookedSlot], now: DateTime<Utc>) -> (u32, f64, u32) {
     let now_gpus = holds
         .iter()
         .filter(|h| h.holds_at(now))
@@ -242,8 +242,8 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000 + h * 3600, 0).unwrap()
     }
 
-    fn hold(from: i64, to: i64, gpus: u32) -> Hold {
-        Hold {
+    fn hold(from: i64, to: i64, gpus: u32) -> BookedSlot {
+        BookedSlot {
             start: t(from),
             end: t(to),
             gpus,
@@ -292,8 +292,9 @@ mod tests {
             q.max_days_ahead = Some(14.0);
             q.max_upcoming = Some(2);
         });
-        let rule =
-            |mine: &[Hold], r: Hold| check(&limits, mine, &[], &r, t(0)).err().map(|e| e.rule);
+        let rule = |mine: &[BookedSlot], r: BookedSlot| {
+            check(&limits, mine, &[], &r, t(0)).err().map(|e| e.rule)
+        };
         assert_eq!(rule(&[], hold(1, 10, 1)), Some("max_booking_hours"));
         assert_eq!(
             rule(&[], hold(15 * 24, 15 * 24 + 1, 1)),
@@ -346,7 +347,7 @@ mod tests {
 
     /// Brute force: GPUs held at each whole hour, and GPU-hours in each 7-day window starting
     /// at a whole hour (all holds in these tests start and end on whole hours).
-    fn brute_peaks(holds: &[Hold]) -> (u32, f64) {
+    fn brute_peaks(holds: &[BookedSlot]) -> (u32, f64) {
         let mut gpus = 0;
         let mut hours: f64 = 0.0;
         for h in -200..400 {
@@ -381,7 +382,7 @@ mod tests {
                 gpu_hours_per_week: Some(max_hours),
                 ..Quota::default()
             };
-            let mut accepted: Vec<Hold> = Vec::new();
+            let mut accepted: Vec<BookedSlot> = Vec::new();
             for (start, length, gpus) in requests {
                 let request = hold(start, start + length, gpus);
                 if check(&limits, &accepted, &[], &request, t(0)).is_ok() {
@@ -398,7 +399,7 @@ mod tests {
         fn peaks_match_brute_force(
             holds in prop::collection::vec((0i64..200, 1i64..48, 1u32..5), 1..12),
         ) {
-            let holds: Vec<Hold> = holds.into_iter().map(|(s, l, g)| hold(s, s + l, g)).collect();
+            let holds: Vec<BookedSlot> = holds.into_iter().map(|(s, l, g)| hold(s, s + l, g)).collect();
             let (request, rest) = holds.split_last().unwrap();
             let (brute_gpus, _) = brute_peaks(&holds);
             let (gpus, _) = peak_gpus(rest, request);

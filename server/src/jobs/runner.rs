@@ -198,7 +198,7 @@ impl Runner {
                 }
             }
             match (job.job.state, booking) {
-                (JobState::Queued, Some(b)) if b.state == BookingState::Active => {
+                (JobState::WaitingForSlot, Some(b)) if b.state == BookingState::Active => {
                     match self.launch(&job, &b).await {
                         Ok(launch::Spawned { child, keepers }) => {
                             let process = JobProcess {
@@ -227,8 +227,8 @@ impl Runner {
                         }
                     }
                 }
-                (JobState::Queued, Some(b)) if b.state == BookingState::Upcoming => {}
-                (JobState::Queued, _) => {
+                (JobState::WaitingForSlot, Some(b)) if b.state == BookingState::Upcoming => {}
+                (JobState::WaitingForSlot, _) => {
                     let message = "its booking ended before it could start".to_string();
                     let end = ended(JobState::Cancelled, None, None, message);
                     self.finish(&job, &end, now).await?;

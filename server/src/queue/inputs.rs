@@ -1,7 +1,7 @@
 //! From what the database and the hub say to what the scheduler reads: cards with their blocks,
 //! owners with their limits and use, waiting jobs with their priority. Plain functions.
 
-use crate::store::{CardHold, UserHold};
+use crate::store::{CardBlock, UsageSpan};
 use lanes_scheduling::fairshare::{self, Account, AgeWeight, ShareTable};
 use lanes_scheduling::scheduler::{Card, Owner, Time, Waiting};
 use lanes_types::booking::GpuRef;
@@ -36,7 +36,7 @@ fn secs_ceil(ms: i64) -> Time {
 }
 
 /// The scheduler's cards (same order as `pool`), with every hold on them as a block.
-pub fn cards(pool: &[PoolCard], holds: &[CardHold], now: Time) -> Vec<Card> {
+pub fn cards(pool: &[PoolCard], holds: &[CardBlock], now: Time) -> Vec<Card> {
     let index: HashMap<(&str, &str), usize> = pool
         .iter()
         .enumerate()
@@ -65,7 +65,7 @@ pub fn cards(pool: &[PoolCard], holds: &[CardHold], now: Time) -> Vec<Card> {
 }
 
 /// Each member's limit and the cards they hold, now and ahead (bookings, so queue jobs too).
-pub fn owners(members: &[Member], holds: &[CardHold]) -> Vec<Owner> {
+pub fn owners(members: &[Member], holds: &[CardBlock]) -> Vec<Owner> {
     let mut by_user: HashMap<i64, Vec<(Time, Time, u32)>> = HashMap::new();
     for hold in holds {
         if let Some(user) = hold.user_id {
@@ -88,7 +88,7 @@ pub fn owners(members: &[Member], holds: &[CardHold]) -> Vec<Owner> {
 /// Every member's fair-share standing from their decayed use.
 pub fn standings(
     members: &[Member],
-    holds: &[UserHold],
+    holds: &[UsageSpan],
     shares: &Shares,
     half_life: Time,
     now: Time,
@@ -193,8 +193,8 @@ mod tests {
         }
     }
 
-    fn hold(uuid: &str, start_ms: i64, end_ms: i64, user: Option<i64>) -> CardHold {
-        CardHold {
+    fn hold(uuid: &str, start_ms: i64, end_ms: i64, user: Option<i64>) -> CardBlock {
+        CardBlock {
             node: "n".into(),
             uuid: uuid.into(),
             start_ms,
@@ -209,7 +209,7 @@ mod tests {
         let holds = [
             hold("b", 10_500, 20_001, Some(1)),
             hold("a", 5_000, 6_000, None),
-            CardHold {
+            CardBlock {
                 node: "elsewhere".into(),
                 ..hold("a", 0, 99_000, Some(1))
             },
@@ -233,7 +233,7 @@ mod tests {
             member(2, "bob", ""),
             member(3, "cid", "lab"),
         ];
-        let holds = [UserHold {
+        let holds = [UsageSpan {
             user_id: 2,
             start_ms: 0,
             end_ms: 3_600_000,

@@ -176,8 +176,8 @@ impl Queue {
         explained_at: &mut Option<Instant>,
     ) -> Result<Option<Duration>, StoreError> {
         let settings = self.settings();
-        let pending = self.store.pending_jobs().await?;
-        let holds = self.store.card_holds(now).await?;
+        let pending = self.store.jobs_waiting_for_cards().await?;
+        let holds = self.store.card_blocks(now).await?;
         let now_s = now.timestamp();
         // Between events, what the scheduler sees changes only when a booking or maintenance
         // block starts or ends: look again just after the next such moment.
@@ -318,7 +318,7 @@ impl Queue {
         let since = chrono::Duration::try_seconds(half_life.saturating_mul(HALF_LIVES_KEPT))
             .and_then(|kept| now.checked_sub_signed(kept))
             .unwrap_or_default();
-        let holds = self.store.user_holds(since).await?;
+        let holds = self.store.usage_spans(since).await?;
         Ok(inputs::standings(
             members,
             &holds,

@@ -4,7 +4,7 @@
 
 use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
 use crate::bookings::pick::{self, FreeGpu};
-use crate::bookings::quota::{self, GroupUse, Hold};
+use crate::bookings::quota::{self, BookedSlot, GroupUse};
 use crate::bookings::rules::{self, Withdrawal};
 use crate::bookings::{BookingError, CardChoice, NewBooking};
 use crate::events::{Change, Event};
@@ -100,7 +100,7 @@ impl Store {
                     .collect()
             }
         };
-        let request = Hold {
+        let request = BookedSlot {
             start: new.start,
             end: new.end,
             gpus: cards.len() as u32,
@@ -358,7 +358,7 @@ impl Store {
             return Err(slot.conflict("the cards are not free until the new end".into()));
         }
         let cards = slot.cards;
-        let request = Hold {
+        let request = BookedSlot {
             start: booking.start,
             end: new_end,
             gpus: cards.len() as u32,
@@ -475,11 +475,11 @@ impl Store {
         let groups: Vec<String> = sqlx::query_scalar("SELECT name FROM groups ORDER BY name")
             .fetch_all(&mut *conn)
             .await?;
-        let holds_of = |members: &[i64]| -> Vec<Hold> {
+        let holds_of = |members: &[i64]| -> Vec<BookedSlot> {
             holds
                 .iter()
                 .filter(|(u, ..)| members.contains(u))
-                .map(|&(_, s, e, n)| Hold {
+                .map(|&(_, s, e, n)| BookedSlot {
                     start: at(s),
                     end: at(e),
                     gpus: n as u32,
@@ -800,7 +800,7 @@ async fn free_cards(
 async fn check_quota(
     tx: &mut Tx<'_>,
     user_id: i64,
-    request: &Hold,
+    request: &BookedSlot,
     replacing: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<Result<(), quota::Refusal>, BookingError> {
@@ -886,7 +886,7 @@ async fn holds(
     window: (DateTime<Utc>, DateTime<Utc>),
     except: Option<i64>,
     now: DateTime<Utc>,
-) -> Result<Vec<Hold>, BookingError> {
+) -> Result<Vec<BookedSlot>, BookingError> {
     let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
         "SELECT b.start_ms, b.end_ms, COUNT(*)
          FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
@@ -904,7 +904,7 @@ async fn holds(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(s, e, n)| Hold {
+        .map(|(s, e, n)| BookedSlot {
             start: at(s),
             end: at(e),
             gpus: n as u32,

@@ -151,8 +151,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Job, StoreError> {
         let (booking_id, state, queue) = match &new.place {
-            JobPlace::Booking(id) => (Some(*id), JobState::Queued, None),
-            JobPlace::Queue(request) => (None, JobState::Pending, Some(request)),
+            JobPlace::Booking(id) => (Some(*id), JobState::WaitingForSlot, None),
+            JobPlace::Queue(request) => (None, JobState::WaitingForCards, Some(request)),
         };
         let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
@@ -189,7 +189,7 @@ impl Store {
     }
 
     /// Queue jobs that wait for cards, oldest first.
-    pub async fn pending_jobs(&self) -> Result<Vec<Job>, StoreError> {
+    pub async fn jobs_waiting_for_cards(&self) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<Row> =
             sqlx::query_as(&format!("{SELECT} WHERE j.state = 'pending' ORDER BY j.id"))
                 .fetch_all(&self.pool)

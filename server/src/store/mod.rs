@@ -15,7 +15,7 @@ pub use enforcement::NewViolation;
 pub use history::Bucket;
 pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
 pub use logins::AttemptStart;
-pub use queue::{CardHold, UserHold};
+pub use queue::{CardBlock, UsageSpan};
 pub use reports::CardUse;
 
 use crate::accounts::session::SessionPolicy;

@@ -6,9 +6,10 @@ use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::queue::{QueueSettings, Shares};
 
-/// A booking or maintenance block on a card that ends after the time asked about.
+/// A booking or maintenance block on a card that ends after the time asked about: what the
+/// scheduler must place queue jobs around.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct CardHold {
+pub struct CardBlock {
     pub node: String,
     pub uuid: String,
     pub start_ms: i64,
@@ -17,9 +18,9 @@ pub struct CardHold {
     pub user_id: Option<i64>,
 }
 
-/// Cards a user held for a while.
+/// A span of time a user held some cards (what fair share counts as use).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct UserHold {
+pub struct UsageSpan {
     pub user_id: i64,
     pub start_ms: i64,
     pub end_ms: i64,
@@ -31,7 +32,7 @@ const SHARES: &str = "shares";
 
 impl Store {
     /// Live bookings and maintenance blocks on any card that end after `from`.
-    pub async fn card_holds(&self, from: DateTime<Utc>) -> Result<Vec<CardHold>, StoreError> {
+    pub async fn card_blocks(&self, from: DateTime<Utc>) -> Result<Vec<CardBlock>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT n.name AS node, g.uuid, bg.start_ms, bg.end_ms, b.user_id
              FROM booking_gpus bg
@@ -51,7 +52,7 @@ impl Store {
 
     /// Bookings (and so queue jobs) that held cards after `since`, per user: what fair share
     /// counts as use.
-    pub async fn user_holds(&self, since: DateTime<Utc>) -> Result<Vec<UserHold>, StoreError> {
+    pub async fn usage_spans(&self, since: DateTime<Utc>) -> Result<Vec<UsageSpan>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*) AS gpus
              FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
