@@ -2,6 +2,7 @@
 //! parses the command line and calls in here, so tests can start the real server in-process.
 
 pub mod accounts;
+pub mod audit;
 pub mod bookings;
 pub mod cli;
 pub mod doctor;

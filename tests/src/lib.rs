@@ -229,7 +229,8 @@ impl TestApp {
             unix_user: Some(username.into()),
             role,
         };
-        let audit = AuditEntry::new(None, "user.create", username).detail("test");
+        let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, username)
+            .detail("test");
         let user = store
             .create_user(&new, &hash, &audit, chrono::Utc::now())
             .await

@@ -390,7 +390,11 @@ async fn world() -> World {
         unix_user: Some("lanes-test-job".into()),
         ..Default::default()
     };
-    let audit = lanes_server::store::AuditEntry::new(None, "user.update", "user");
+    let audit = lanes_server::store::AuditEntry::new(
+        None,
+        lanes_server::audit::AuditAction::UserUpdate,
+        "user",
+    );
     store
         .update_user(user.id, &patch, None, &audit, chrono::Utc::now())
         .await

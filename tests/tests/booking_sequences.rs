@@ -75,7 +75,7 @@ async fn setup(dir: &std::path::Path, base: DateTime<Utc>) -> (Store, Vec<User>,
             unix_user: Some(name.into()),
             role: Role::User,
         };
-        let audit = AuditEntry::new(None, "user.create", name);
+        let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, name);
         users.push(store.create_user(&new, "x", &audit, base).await.unwrap());
     }
     let quotas = Quotas {
@@ -86,7 +86,11 @@ async fn setup(dir: &std::path::Path, base: DateTime<Utc>) -> (Store, Vec<User>,
         },
         ..Quotas::default()
     };
-    let audit = AuditEntry::new(None, "quota.update", "quotas");
+    let audit = AuditEntry::new(
+        None,
+        lanes_server::audit::AuditAction::QuotaUpdate,
+        "quotas",
+    );
     store.save_quotas(&quotas, &audit, base).await.unwrap();
     (store, users, gpus.into_iter().map(|g| g.uuid).collect())
 }
@@ -150,7 +154,7 @@ async fn run(ops: Vec<Op>) -> Result<usize, String> {
     let mut now = base;
     let mut made: Vec<i64> = Vec::new();
     for op in ops {
-        let audit = AuditEntry::new(None, "test", "");
+        let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::BookingCreate, "");
         match op {
             Op::Create {
                 user,

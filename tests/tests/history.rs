@@ -399,7 +399,7 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
                 role: Role::User,
             },
             "not a real hash",
-            &AuditEntry::new(None, "user.create", "ada"),
+            &AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, "ada"),
             chrono::Utc::now(),
         )
         .await
@@ -417,7 +417,7 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
                 note: String::new(),
                 enforce_quota: false,
             },
-            AuditEntry::new(None, "booking.create", ""),
+            AuditEntry::new(None, lanes_server::audit::AuditAction::BookingCreate, ""),
             at(t0 - 60),
         )
         .await

@@ -2,6 +2,7 @@
 //! scripts, with no server running.
 
 use super::{password, NewUser, Role, User};
+use crate::audit::AuditAction;
 use crate::cli::UserAddArgs;
 use crate::startup::{prepare_data_dir, resolve_db, StartupError};
 use crate::store::{AuditEntry, Store, StoreError};
@@ -74,7 +75,7 @@ pub async fn add_user(args: UserAddArgs, password: String) -> Result<User, Comma
         .await
         .map_err(|e| CommandError::Failed(e.to_string()))?
         .map_err(|e| CommandError::Failed(e.to_string()))?;
-    let audit = AuditEntry::new(None, "user.create", &new.username)
+    let audit = AuditEntry::new(None, AuditAction::UserCreate, &new.username)
         .detail(format!("role {} (lanes user add)", new.role));
     let created = store
         .create_user(&new, &hash, &audit, chrono::Utc::now())

@@ -6,6 +6,7 @@
 pub mod idle;
 pub mod watchdog;
 
+use crate::audit::AuditAction;
 use crate::notify::{Notice, Notifier};
 use crate::store::{AuditEntry, BookingFilter, NewViolation, Store, StoreError};
 use crate::telemetry::hub::{CardNotes, Hub, Tick};
@@ -422,8 +423,12 @@ impl Enforcer {
             }
             let grace = chrono::Duration::seconds(policy.idle_release_grace_s as i64);
             if policy.idle_release && now - since >= grace {
-                let audit = AuditEntry::new(None, "booking.release_idle", format!("booking {id}"))
-                    .detail("released by the idle policy");
+                let audit = AuditEntry::new(
+                    None,
+                    AuditAction::BookingReleaseIdle,
+                    format!("booking {id}"),
+                )
+                .detail("released by the idle policy");
                 match self.store.withdraw_booking(*id, audit, now).await {
                     Ok(_) => {
                         let text = "released: it sat idle past the grace period";

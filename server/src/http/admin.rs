@@ -4,6 +4,7 @@
 use super::auth::{hash_password, AdminUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::accounts::{check_group_name, validate_patch, NewUser, User, UserPatch, MAX_TEXT};
+use crate::audit::AuditAction;
 use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -59,7 +60,7 @@ async fn create_user(
     };
     new.validate()?;
     let hash = hash_password(request.password).await?;
-    let entry = AuditEntry::new(Some(admin.id), "user.create", &new.username)
+    let entry = AuditEntry::new(Some(admin.id), AuditAction::UserCreate, &new.username)
         .detail(format!("role {}", new.role));
     let user = state
         .store
@@ -98,8 +99,8 @@ async fn update_user(
     if let Some(groups) = &patch.groups {
         changes.push(format!("groups [{}]", groups.join(", ")));
     }
-    let entry =
-        AuditEntry::new(Some(admin.id), "user.update", id.to_string()).detail(changes.join("; "));
+    let entry = AuditEntry::new(Some(admin.id), AuditAction::UserUpdate, id.to_string())
+        .detail(changes.join("; "));
     let user = state
         .store
         .update_user(id, &patch, hash.as_deref(), &entry, chrono::Utc::now())
@@ -127,7 +128,7 @@ async fn create_group(
             "description must be at most {MAX_TEXT} characters"
         )));
     }
-    let entry = AuditEntry::new(Some(admin.id), "group.create", &request.name);
+    let entry = AuditEntry::new(Some(admin.id), AuditAction::GroupCreate, &request.name);
     let group = state
         .store
         .create_group(

@@ -4,6 +4,7 @@
 use super::{ApiError, ApiJson, AppState, Routes};
 use crate::accounts::session::{self, LockoutRules, COOKIE};
 use crate::accounts::{password, User, MAX_TEXT};
+use crate::audit::AuditAction;
 use crate::store::{AttemptStart, AuditEntry};
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
@@ -178,12 +179,14 @@ pub async fn authenticate(
         .await?;
 
     let Some(user) = user else {
-        let failure = AuditEntry::new(None, "auth.login_failed", username).from_addr(address);
+        let failure =
+            AuditEntry::new(None, AuditAction::AuthLoginFailed, username).from_addr(address);
         state.store.audit(&failure, now).await?;
         return Err(ApiError::InvalidCredentials);
     };
     let (secret, id_hash) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let audit = AuditEntry::new(Some(user.id), "auth.login", &user.username).from_addr(address);
+    let audit =
+        AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username).from_addr(address);
     state
         .store
         .start_session(user.id, &id_hash, &audit, now)
@@ -473,7 +476,11 @@ async fn change_password(
         return Err(ApiError::Forbidden("the current password is wrong".into()));
     }
     let hash = hash_password(change.new_password).await?;
-    let audit = AuditEntry::new(Some(user.id), "user.password_change", &user.username);
+    let audit = AuditEntry::new(
+        Some(user.id),
+        AuditAction::UserPasswordChange,
+        &user.username,
+    );
     state
         .store
         .change_password(

@@ -4,6 +4,7 @@
 
 use super::auth::{AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
+use crate::audit::AuditAction;
 use crate::bookings::{check_request, rules, BookingError, CardChoice, NewBooking};
 use crate::store::{AuditEntry, BookingFilter};
 use axum::extract::State;
@@ -80,7 +81,7 @@ async fn create(
     if owner.id != actor.id {
         detail.push_str(&format!("; for {}", owner.username));
     }
-    let audit = AuditEntry::new(Some(actor.id), "booking.create", "").detail(detail);
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
     let booking = state.store.create_booking(&new, audit, now).await?;
     Ok((StatusCode::CREATED, Json(booking)))
 }
@@ -143,7 +144,7 @@ async fn withdraw(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Booking>, ApiError> {
     changeable(&state, &actor, id).await?;
-    let audit = AuditEntry::new(Some(actor.id), "booking.withdraw", "");
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingWithdraw, "");
     Ok(Json(
         state.store.withdraw_booking(id, audit, Utc::now()).await?,
     ))
@@ -172,7 +173,7 @@ async fn extend(
     let now = Utc::now();
     let horizon = state.portal_settings().booking_horizon_days;
     rules::check_end(request.end, now, horizon).map_err(BookingError::from)?;
-    let audit = AuditEntry::new(Some(actor.id), "booking.extend", "");
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingExtend, "");
     Ok(Json(
         state
             .store
@@ -209,7 +210,7 @@ async fn set_quotas(
         }
     }
     let detail = serde_json::to_string(&quotas).unwrap_or_default();
-    let audit = AuditEntry::new(Some(admin.id), "quota.update", "quotas").detail(detail);
+    let audit = AuditEntry::new(Some(admin.id), AuditAction::QuotaUpdate, "quotas").detail(detail);
     state.store.save_quotas(&quotas, &audit, Utc::now()).await?;
     Ok(Json(state.store.quotas().await?))
 }
@@ -244,12 +245,13 @@ async fn add_maintenance(
     if request.gpus.is_empty() {
         return Err(ApiError::Unprocessable("name at least one GPU".into()));
     }
-    let audit = AuditEntry::new(Some(admin.id), "maintenance.create", "").detail(format!(
-        "{} → {}: {}",
-        request.start.to_rfc3339(),
-        request.end.to_rfc3339(),
-        request.reason
-    ));
+    let audit =
+        AuditEntry::new(Some(admin.id), AuditAction::MaintenanceCreate, "").detail(format!(
+            "{} → {}: {}",
+            request.start.to_rfc3339(),
+            request.end.to_rfc3339(),
+            request.reason
+        ));
     let block = state
         .store
         .create_maintenance(&request, audit, Utc::now())
@@ -276,7 +278,7 @@ async fn end_maintenance(
 ) -> Result<StatusCode, ApiError> {
     let audit = AuditEntry::new(
         Some(admin.id),
-        "maintenance.delete",
+        AuditAction::MaintenanceDelete,
         format!("maintenance {id}"),
     );
     if state

@@ -5,6 +5,7 @@
 
 use super::auth::{listing_owner, AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiQuery, AppState, Routes};
+use crate::audit::AuditAction;
 use crate::store::AuditEntry;
 use crate::telemetry::sim::ExtraProcess;
 use crate::telemetry::Processes;
@@ -48,7 +49,7 @@ async fn replace_policy(
         if policy.idle_release { "on" } else { "off" },
         if policy.webhook_url.is_some() { "set" } else { "none" },
     );
-    let entry = AuditEntry::new(Some(admin.id), "policy.update", "policy").detail(detail);
+    let entry = AuditEntry::new(Some(admin.id), AuditAction::PolicyUpdate, "policy").detail(detail);
     state
         .store
         .save_policy(&policy, &entry, chrono::Utc::now())
@@ -108,9 +109,10 @@ async fn inject(
         memory_bytes: request.memory_bytes,
         utilization_pct: request.utilization_pct,
     });
-    let entry = AuditEntry::new(Some(admin.id), "sim.inject", format!("pid {pid}")).detail(
-        format!("{} as {} on {}", request.command, request.user, request.gpu),
-    );
+    let entry =
+        AuditEntry::new(Some(admin.id), AuditAction::SimInject, format!("pid {pid}")).detail(
+            format!("{} as {} on {}", request.command, request.user, request.gpu),
+        );
     state.store.audit(&entry, chrono::Utc::now()).await?;
     Ok((StatusCode::CREATED, Json(Injected { pid })))
 }

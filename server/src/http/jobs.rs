@@ -4,6 +4,7 @@
 
 use super::auth::{listing_owner, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
+use crate::audit::AuditAction;
 use crate::jobs::launch;
 use crate::jobs::mask::check_extra_env;
 use crate::store::{AuditEntry, JobPlace, NewJob};
@@ -63,7 +64,7 @@ async fn submit(
             booking.state.as_str()
         )));
     }
-    let audit = AuditEntry::new(Some(user.id), "job.submit", "").detail(format!(
+    let audit = AuditEntry::new(Some(user.id), AuditAction::JobSubmit, "").detail(format!(
         "booking {}: {}",
         booking.id,
         request.argv.join(" ")
@@ -460,7 +461,7 @@ async fn cancel(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Job>, ApiError> {
     let job = visible(&state, &user, id).await?;
-    let audit = AuditEntry::new(Some(user.id), "job.cancel", format!("job {id}"));
+    let audit = AuditEntry::new(Some(user.id), AuditAction::JobCancel, format!("job {id}"));
     if !state.queue.cancel(&job, &audit).await? {
         return Err(ApiError::Unprocessable("the job is already over".into()));
     }

@@ -6,6 +6,7 @@
 use super::auth::{AdminUser, CurrentUser};
 use super::jobs::{check_job, visible};
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
+use crate::audit::AuditAction;
 use crate::store::{AuditEntry, JobPlace, NewJob};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -69,7 +70,7 @@ async fn submit(
         time_limit_s: limit,
         min_memory_bytes: request.min_memory_bytes,
     };
-    let audit = AuditEntry::new(Some(user.id), "queue.submit", "").detail(format!(
+    let audit = AuditEntry::new(Some(user.id), AuditAction::QueueSubmit, "").detail(format!(
         "{} card(s) for up to {limit} s: {}",
         request.gpus,
         request.argv.join(" ")
@@ -182,7 +183,7 @@ async fn cancel(
     if job.queue.is_none() {
         return Err(ApiError::NotFound("no such queue job".into()));
     }
-    let audit = AuditEntry::new(Some(user.id), "queue.cancel", format!("job {id}"));
+    let audit = AuditEntry::new(Some(user.id), AuditAction::QueueCancel, format!("job {id}"));
     if !state.queue.cancel(&job, &audit).await? {
         return Err(ApiError::Unprocessable("the job is already over".into()));
     }
@@ -204,7 +205,7 @@ async fn save_settings(
 ) -> Result<Json<QueueSettings>, ApiError> {
     settings.check().map_err(ApiError::Unprocessable)?;
     let detail = serde_json::to_string(&settings).unwrap_or_default();
-    let audit = AuditEntry::new(Some(admin.id), "queue.settings", "queue").detail(detail);
+    let audit = AuditEntry::new(Some(admin.id), AuditAction::QueueSettings, "queue").detail(detail);
     state.queue.save_settings(settings, &audit).await?;
     Ok(Json(state.queue.settings()))
 }
@@ -220,7 +221,7 @@ async fn save_shares(
 ) -> Result<Json<Shares>, ApiError> {
     shares.check().map_err(ApiError::Unprocessable)?;
     let detail = serde_json::to_string(&shares).unwrap_or_default();
-    let audit = AuditEntry::new(Some(admin.id), "queue.shares", "shares").detail(detail);
+    let audit = AuditEntry::new(Some(admin.id), AuditAction::QueueShares, "shares").detail(detail);
     state.queue.save_shares(shares, &audit).await?;
     Ok(Json(state.queue.shares()))
 }

@@ -2,6 +2,7 @@
 
 use super::auth::AdminUser;
 use super::{ApiError, ApiJson, AppState, Routes};
+use crate::audit::AuditAction;
 use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::routing::get;
@@ -31,7 +32,8 @@ async fn replace(
         },
         settings.booking_horizon_days
     );
-    let entry = AuditEntry::new(Some(admin.id), "settings.update", "portal").detail(detail);
+    let entry =
+        AuditEntry::new(Some(admin.id), AuditAction::SettingsUpdate, "portal").detail(detail);
     state
         .store
         .save_portal_settings(&settings, &entry, chrono::Utc::now())

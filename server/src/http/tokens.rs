@@ -4,6 +4,7 @@
 use super::auth::CurrentUser;
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
 use crate::accounts::{session, MAX_TEXT};
+use crate::audit::AuditAction;
 use crate::store::AuditEntry;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -40,7 +41,7 @@ async fn create(
     }
     let (random, _) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
     let secret = format!("{TOKEN_PREFIX}{random}");
-    let entry = AuditEntry::new(Some(user.id), "token.create", name);
+    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenCreate, name);
     let token = state
         .store
         .create_token(
@@ -59,7 +60,7 @@ async fn revoke(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let entry = AuditEntry::new(Some(user.id), "token.revoke", id.to_string());
+    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenRevoke, id.to_string());
     if state
         .store
         .revoke_token(user.id, id, &entry, chrono::Utc::now())

@@ -2,6 +2,8 @@
 //! around it) and how it is started (`launch`: identity, session, logs). `runner` starts jobs when their
 //! booking is active and stops them when it ends.
 
+use crate::audit::AuditAction;
+
 pub mod keeper;
 pub mod launch;
 pub mod mask;
@@ -10,8 +12,12 @@ pub mod runner;
 /// Gives back the rest of a queue job's booking (it ended before its time limit, or never
 /// ran), so its cards are free at once.
 pub async fn release_booking_of(store: &crate::store::Store, booking: i64, job: i64) {
-    let audit = crate::store::AuditEntry::new(None, "queue.release", format!("booking {booking}"))
-        .detail(format!("job {job} is over"));
+    let audit = crate::store::AuditEntry::new(
+        None,
+        AuditAction::QueueRelease,
+        format!("booking {booking}"),
+    )
+    .detail(format!("job {job} is over"));
     match store
         .withdraw_booking(booking, audit, chrono::Utc::now())
         .await

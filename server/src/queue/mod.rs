@@ -6,6 +6,7 @@
 
 pub mod inputs;
 
+use crate::audit::AuditAction;
 use crate::bookings::quota::personal_limits;
 use crate::bookings::{BookingError, CardChoice, NewBooking};
 use crate::events::Event;
@@ -279,8 +280,8 @@ impl Queue {
             note: booking_note(job.id, &truncate(&name, 200)),
             enforce_quota: false,
         };
-        let audit =
-            AuditEntry::new(None, "queue.start", format!("job {}", job.id)).detail(format!(
+        let audit = AuditEntry::new(None, AuditAction::QueueStart, format!("job {}", job.id))
+            .detail(format!(
                 "{} card(s) for up to {} s",
                 gpus.len(),
                 request.time_limit_s

@@ -3,6 +3,7 @@
 //! time, so the overlap check and the insert cannot interleave with another booking's.
 
 use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
+use crate::audit::AuditAction;
 use crate::bookings::pick::{self, FreeGpu};
 use crate::bookings::quota::{self, BookedSlot, GroupUse};
 use crate::bookings::rules::{self, Withdrawal};
@@ -301,12 +302,12 @@ impl Store {
             ));
         };
         let (status, end, action) = match withdrawal {
-            Withdrawal::Cancel => ("cancelled", booking.end, "booking.cancel"),
+            Withdrawal::Cancel => ("cancelled", booking.end, AuditAction::BookingCancel),
             // A slot keeps at least a millisecond (a job may end the moment it started).
             Withdrawal::Release => (
                 "released",
                 now.max(booking.start + chrono::Duration::milliseconds(1)),
-                "booking.release",
+                AuditAction::BookingRelease,
             ),
         };
         sqlx::query("UPDATE bookings SET status = ?2, end_ms = ?3 WHERE id = ?1")
@@ -322,14 +323,14 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         // Who asked (the enforcer, the queue) tells which change it was.
-        let change = match (withdrawal, audit.action.as_str()) {
+        let change = match (withdrawal, audit.action) {
             (Withdrawal::Cancel, _) => Change::BookingCancelled,
-            (Withdrawal::Release, "booking.release_idle") => Change::IdleReleased,
-            (Withdrawal::Release, "queue.release") => Change::QueueJobReleased,
+            (Withdrawal::Release, AuditAction::BookingReleaseIdle) => Change::IdleReleased,
+            (Withdrawal::Release, AuditAction::QueueRelease) => Change::QueueJobReleased,
             (Withdrawal::Release, _) => Change::BookingReleased,
         };
         let audit = AuditEntry {
-            action: action.into(),
+            action,
             target: format!("booking {id}"),
             ..audit
         };
@@ -385,7 +386,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let audit = AuditEntry {
-            action: "booking.extend".into(),
+            action: AuditAction::BookingExtend,
             target: format!("booking {id}"),
             ..audit
         }

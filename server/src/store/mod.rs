@@ -20,6 +20,7 @@ pub use reports::CardUse;
 
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
+use crate::audit::AuditAction;
 use crate::events::{Change, Event, Events};
 use chrono::{DateTime, Utc};
 use lanes_types::account::{ApiToken, AuditRecord, Group, PortalSettings};
@@ -111,8 +112,8 @@ impl From<AuditRow> for AuditRecord {
 pub struct AuditEntry {
     /// The user who acted; `None` for the operator's command line.
     pub actor_user_id: Option<i64>,
-    /// What happened, as a dotted code: `user.create`, `auth.login`, `auth.login_failed`...
-    pub action: String,
+    /// What happened.
+    pub action: AuditAction,
     pub target: String,
     pub detail: String,
     pub remote_addr: Option<String>,
@@ -121,10 +122,10 @@ pub struct AuditEntry {
 impl AuditEntry {
     /// An entry for `action` on `target` by `actor` (`None`: the operator's command line),
     /// with no detail or address until [`AuditEntry::detail`] and [`AuditEntry::from_addr`].
-    pub fn new(actor: Option<i64>, action: &str, target: impl Into<String>) -> Self {
+    pub fn new(actor: Option<i64>, action: AuditAction, target: impl Into<String>) -> Self {
         Self {
             actor_user_id: actor,
-            action: action.into(),
+            action,
             target: target.into(),
             detail: String::new(),
             remote_addr: None,
@@ -932,7 +933,7 @@ async fn insert_audit(
     )
     .bind(now)
     .bind(entry.actor_user_id)
-    .bind(&entry.action)
+    .bind(entry.action.as_str())
     .bind(&entry.target)
     .bind(&entry.detail)
     .bind(&entry.remote_addr)
@@ -1002,7 +1003,7 @@ mod tests {
             unix_user: Some("ada".into()),
             role: Role::Admin,
         };
-        let audit = AuditEntry::new(None, "user.create", "ada").detail("role admin");
+        let audit = AuditEntry::new(None, AuditAction::UserCreate, "ada").detail("role admin");
         let now = Utc::now();
         let user = store
             .create_user(&new, "$argon2id$x", &audit, now)
