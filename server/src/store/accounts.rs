@@ -1,0 +1,332 @@
+//! SQL of accounts and groups.
+
+use super::*;
+
+#[derive(sqlx::FromRow)]
+pub(super) struct UserRow {
+    id: i64,
+    username: String,
+    display_name: String,
+    email: Option<String>,
+    unix_user: Option<String>,
+    role: String,
+    enabled: bool,
+}
+
+impl TryFrom<UserRow> for User {
+    type Error = StoreError;
+    fn try_from(row: UserRow) -> Result<Self, StoreError> {
+        let role: Role = row
+            .role
+            .parse()
+            .map_err(|e: String| StoreError::Query(sqlx::Error::Decode(e.into())))?;
+        Ok(User {
+            id: row.id,
+            username: row.username,
+            display_name: row.display_name,
+            email: row.email,
+            unix_user: row.unix_user,
+            role,
+            enabled: row.enabled,
+        })
+    }
+}
+
+pub(super) const USER_COLUMNS: &str = "id, username, display_name, email, unix_user, role, enabled";
+
+impl Store {
+    /// Creates an account with an already hashed password, and audits it, in one transaction.
+    pub async fn create_user(
+        &self,
+        new: &NewUser,
+        password_hash: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<User, StoreError> {
+        let mut tx = self.begin().await?;
+        let inserted = sqlx::query_as::<_, UserRow>(&format!(
+            "INSERT INTO users (username, display_name, email, unix_user, role, password_hash,
+                                password_changed_at, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+             RETURNING {USER_COLUMNS}"
+        ))
+        .bind(&new.username)
+        .bind(&new.display_name)
+        .bind(&new.email)
+        .bind(&new.unix_user)
+        .bind(new.role.as_str())
+        .bind(password_hash)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await;
+        let row = match inserted {
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "a user named {:?} already exists",
+                    new.username
+                )))
+            }
+            other => other?,
+        };
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        row.try_into()
+    }
+
+    pub async fn user_by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE username = ?1"
+        ))
+        .bind(username)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(User::try_from)
+        .transpose()
+    }
+
+    /// Enabled admins; when there are none, the operator is told how to make one.
+    pub async fn count_enabled_admins(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND enabled = 1")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// An account and its password hash, for checking a login.
+    pub async fn credentials(&self, username: &str) -> Result<Option<(User, String)>, StoreError> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            #[sqlx(flatten)]
+            user: UserRow,
+            password_hash: String,
+        }
+        sqlx::query_as::<_, Row>(&format!(
+            "SELECT {USER_COLUMNS}, password_hash FROM users WHERE username = ?1"
+        ))
+        .bind(username)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|row| Ok((User::try_from(row.user)?, row.password_hash)))
+        .transpose()
+    }
+
+    pub(super) async fn enabled_user(&self, user_id: i64) -> Result<Option<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE id = ?1 AND enabled = 1"
+        ))
+        .bind(user_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(User::try_from)
+        .transpose()
+    }
+
+    /// Every account, by username.
+    pub async fn users(&self) -> Result<Vec<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users ORDER BY username"
+        ))
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(User::try_from)
+        .collect()
+    }
+
+    pub async fn user(&self, id: i64) -> Result<Option<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = ?1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(User::try_from)
+            .transpose()
+    }
+
+    /// The groups of each user, as (user id, group name) pairs.
+    pub async fn memberships(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id
+             ORDER BY g.name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Applies an admin's change to an account in one transaction: fields, password (already
+    /// hashed), groups, ending sessions when due, and the audit line. Refuses to leave the
+    /// portal without an enabled admin.
+    pub async fn update_user(
+        &self,
+        id: i64,
+        patch: &UserPatch,
+        password_hash: Option<&str>,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Option<User>, StoreError> {
+        // Reads, then writes: IMMEDIATE, so no commit elsewhere can stale its snapshot.
+        let mut tx = self.begin_immediate().await?;
+        let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let clearable = |v: &Option<String>| v.as_ref().map(|s| (!s.is_empty()).then(|| s.clone()));
+        sqlx::query(
+            "UPDATE users SET
+                display_name = COALESCE(?2, display_name),
+                email = CASE WHEN ?3 THEN ?4 ELSE email END,
+                unix_user = CASE WHEN ?5 THEN ?6 ELSE unix_user END,
+                role = COALESCE(?7, role),
+                enabled = COALESCE(?8, enabled),
+                password_hash = COALESCE(?9, password_hash),
+                password_changed_at = CASE WHEN ?9 IS NULL THEN password_changed_at ELSE ?10 END
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(&patch.display_name)
+        .bind(patch.email.is_some())
+        .bind(clearable(&patch.email).flatten())
+        .bind(patch.unix_user.is_some())
+        .bind(clearable(&patch.unix_user).flatten())
+        .bind(patch.role.map(Role::as_str))
+        .bind(patch.enabled)
+        .bind(password_hash)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(groups) = &patch.groups {
+            sqlx::query("DELETE FROM group_members WHERE user_id = ?1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            for name in groups {
+                let group_id: Option<i64> =
+                    sqlx::query_scalar("SELECT id FROM groups WHERE name = ?1")
+                        .bind(name)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some(group_id) = group_id else {
+                    return Err(StoreError::Invalid(format!("no group named {name:?}")));
+                };
+                sqlx::query(
+                    "INSERT OR IGNORE INTO group_members (group_id, user_id) VALUES (?1, ?2)",
+                )
+                .bind(group_id)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        if patch.ends_sessions() {
+            end_sessions_of(&mut tx, id).await?;
+        }
+        if patch.revokes_tokens() {
+            revoke_tokens_of(&mut tx, id, now).await?;
+        }
+        let admins: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE role = 'admin' AND enabled = 1")
+                .fetch_one(&mut *tx)
+                .await?;
+        if admins == 0 {
+            return Err(StoreError::Conflict(
+                "this would leave no enabled admin; make another admin first".into(),
+            ));
+        }
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        if patch.enabled.is_some() || patch.groups.is_some() {
+            // Fair share and who may start weigh accounts and their groups.
+            self.emit(Event::QueueChanged(Change::AccountChanged));
+        }
+        self.user(id).await
+    }
+
+    /// Sets a user's own new password (already hashed) and ends all their sessions.
+    pub async fn change_password(
+        &self,
+        user_id: i64,
+        password_hash: &str,
+        revoke_tokens: bool,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE users SET password_hash = ?2, password_changed_at = ?3 WHERE id = ?1")
+            .bind(user_id)
+            .bind(password_hash)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        end_sessions_of(&mut tx, user_id).await?;
+        if revoke_tokens {
+            revoke_tokens_of(&mut tx, user_id, now).await?;
+        }
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn create_group(
+        &self,
+        name: &str,
+        description: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Group, StoreError> {
+        let mut tx = self.begin().await?;
+        let inserted: Result<(i64,), sqlx::Error> = sqlx::query_as(
+            "INSERT INTO groups (name, description, created_at) VALUES (?1, ?2, ?3) RETURNING id",
+        )
+        .bind(name)
+        .bind(description)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await;
+        let (id,) = match inserted {
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(StoreError::Conflict(format!(
+                    "a group named {name:?} already exists"
+                )))
+            }
+            other => other?,
+        };
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(Group {
+            id,
+            name: name.into(),
+            description: description.into(),
+            members: Vec::new(),
+        })
+    }
+
+    /// Every group with its members, by name.
+    pub async fn groups(&self) -> Result<Vec<Group>, StoreError> {
+        let rows: Vec<(i64, String, String, Option<String>)> = sqlx::query_as(
+            "SELECT g.id, g.name, g.description, u.username FROM groups g
+             LEFT JOIN group_members m ON m.group_id = g.id
+             LEFT JOIN users u ON u.id = m.user_id
+             ORDER BY g.name, u.username",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut groups: Vec<Group> = Vec::new();
+        for (id, name, description, member) in rows {
+            if groups.last().is_none_or(|g| g.id != id) {
+                groups.push(Group {
+                    id,
+                    name,
+                    description,
+                    members: Vec::new(),
+                });
+            }
+            if let (Some(group), Some(member)) = (groups.last_mut(), member) {
+                group.members.push(member);
+            }
+        }
+        Ok(groups)
+    }
+}

@@ -1,0 +1,119 @@
+//! SQL of maintenance blocks: admins take cards out of service for a slot.
+
+use super::slots::*;
+use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
+use crate::bookings::rules::{self};
+use crate::bookings::BookingError;
+use crate::events::{Change, Event};
+use chrono::{DateTime, Utc};
+use lanes_types::booking::{CreateMaintenance, GpuRef, MaintenanceBlock};
+
+impl Store {
+    /// Takes cards out of service for a window. Cards already booked in it are a conflict:
+    /// the admin cancels or moves those bookings first.
+    pub async fn create_maintenance(
+        &self,
+        request: &CreateMaintenance,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<MaintenanceBlock, BookingError> {
+        if !rules::is_sane_time(request.start) || !rules::is_sane_time(request.end) {
+            return Err(rules::InvalidSlot::OutOfRange.into());
+        }
+        if request.end <= request.start {
+            return Err(rules::InvalidSlot::EndNotAfterStart.into());
+        }
+        let _turn = self.writer.lock().await;
+        let mut tx = self.begin_immediate().await?;
+        let slot =
+            cards_in_slot(&mut tx, &request.gpus, (request.start, request.end), None).await?;
+        if !slot.bookings.is_empty() {
+            let message = format!(
+                "bookings {:?} hold these cards in that window; cancel or move them first",
+                slot.bookings
+            );
+            return Err(slot.conflict(message));
+        }
+        let cards = slot.cards;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO maintenance (start_ms, end_ms, reason, created_at, created_by)
+             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+        )
+        .bind(ms(request.start))
+        .bind(ms(request.end))
+        .bind(&request.reason)
+        .bind(now)
+        .bind(audit.actor_user_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let slot = (request.start, request.end);
+        hold_cards(&mut tx, Holder::Maintenance(id), &cards, slot, audit, now).await?;
+        tx.commit().await?;
+        self.emit(Event::CardsChanged(Change::MaintenanceChanged));
+        Ok(MaintenanceBlock {
+            id,
+            gpus: cards.iter().map(CardRow::gpu).collect(),
+            start: request.start,
+            end: request.end,
+            reason: request.reason.clone(),
+        })
+    }
+
+    /// Ends a maintenance block (the cards are bookable again); `false` if there is none.
+    pub async fn delete_maintenance(
+        &self,
+        id: i64,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let _turn = self.writer.lock().await;
+        let mut tx = self.begin_immediate().await?;
+        let deleted = sqlx::query("DELETE FROM maintenance WHERE id = ?1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
+        if deleted {
+            insert_audit(&mut tx, audit, now).await?;
+        }
+        tx.commit().await?;
+        if deleted {
+            self.emit(Event::CardsChanged(Change::MaintenanceChanged));
+        }
+        Ok(deleted)
+    }
+
+    /// Maintenance blocks that end after `from`.
+    pub async fn maintenance_blocks(
+        &self,
+        from: DateTime<Utc>,
+    ) -> Result<Vec<MaintenanceBlock>, StoreError> {
+        let rows: Vec<(i64, i64, i64, String, String, String)> = sqlx::query_as(
+            "SELECT m.id, m.start_ms, m.end_ms, m.reason, n.name, g.uuid
+             FROM maintenance m
+             JOIN maintenance_gpus mg ON mg.maintenance_id = m.id
+             JOIN gpus g ON g.id = mg.gpu_id JOIN nodes n ON n.id = g.node_id
+             WHERE m.end_ms > ?1 ORDER BY m.start_ms, m.id, n.name, g.idx",
+        )
+        .bind(ms(from))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut blocks: Vec<MaintenanceBlock> = Vec::new();
+        for (id, start, end, reason, node, uuid) in rows {
+            if blocks.last().is_none_or(|b| b.id != id) {
+                blocks.push(MaintenanceBlock {
+                    id,
+                    gpus: Vec::new(),
+                    start: at(start),
+                    end: at(end),
+                    reason,
+                });
+            }
+            if let Some(block) = blocks.last_mut() {
+                block.gpus.push(GpuRef { node, uuid });
+            }
+        }
+        Ok(blocks)
+    }
+}

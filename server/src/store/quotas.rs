@@ -1,0 +1,306 @@
+//! SQL of fairness quotas: the limits admins set, each member's use, and the check a booking
+//! must pass inside its own write transaction.
+
+use super::slots::*;
+use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
+use crate::bookings::quota::{self, BookedSlot, GroupUse};
+use crate::bookings::BookingError;
+use chrono::{DateTime, Utc};
+use lanes_types::booking::{Quota, QuotaUse, Quotas};
+
+/// Reads what the quota rules need about `user_id` and their groups, and applies them to
+/// `request` (a new booking, or booking `replacing` with its new slot).
+pub(super) async fn check_quota(
+    tx: &mut Tx<'_>,
+    user_id: i64,
+    request: &BookedSlot,
+    replacing: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Result<(), quota::Refusal>, BookingError> {
+    // The quota rows that can apply: the default, the user's own, and their groups' (with
+    // the group's id, for summing over members). One statement.
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        scope: String,
+        name: String,
+        group_id: Option<i64>,
+        #[sqlx(flatten)]
+        quota: QuotaRow,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT q.scope, q.name, g.id AS group_id, q.max_gpus, q.gpu_hours_per_week,
+                q.max_booking_hours, q.max_days_ahead, q.max_upcoming
+         FROM quotas q LEFT JOIN groups g ON q.scope = 'group' AND g.name = q.name
+         WHERE q.scope = 'default'
+            OR (q.scope = 'user' AND q.name = (SELECT username FROM users WHERE id = ?1))
+            OR (q.scope = 'group' AND g.id IN (SELECT group_id FROM group_members WHERE user_id = ?1))",
+    )
+    .bind(user_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut quotas = Quotas::default();
+    let mut username = String::new();
+    let mut groups: Vec<(i64, String)> = Vec::new();
+    for row in rows {
+        let quota = Quota::from(row.quota);
+        match (row.scope.as_str(), row.group_id) {
+            ("user", _) => {
+                username = row.name.clone();
+                quotas.users.insert(row.name, quota);
+            }
+            ("group", Some(id)) => {
+                groups.push((id, row.name.clone()));
+                quotas.groups.insert(row.name, quota);
+            }
+            _ => quotas.default = quota,
+        }
+    }
+    let names: Vec<String> = groups.iter().map(|(_, n)| n.clone()).collect();
+    let limits = quota::personal_limits(&quotas, &username, &names);
+    let group_limits: Vec<(i64, &String, &Quota)> = groups
+        .iter()
+        .filter_map(|(id, name)| quotas.groups.get(name).map(|q| (*id, name, q)))
+        .filter(|(_, _, q)| **q != Quota::default())
+        .collect();
+    if limits == Quota::default() && group_limits.is_empty() {
+        // No limit applies: nothing to read.
+        return Ok(Ok(()));
+    }
+    // What can matter: holds within a week either side of the request, and the number of
+    // bookings not yet started.
+    let window = (request.start - quota::week(), request.end + quota::week());
+    let mine = holds(tx, &[user_id], window, replacing, now).await?;
+    let mut group_holds = Vec::new();
+    for (group_id, name, group_limits) in group_limits {
+        let members: Vec<i64> =
+            sqlx::query_scalar("SELECT user_id FROM group_members WHERE group_id = ?1")
+                .bind(group_id)
+                .fetch_all(&mut **tx)
+                .await?;
+        let held = holds(tx, &members, window, replacing, now).await?;
+        group_holds.push((name.clone(), group_limits.clone(), held));
+    }
+    let uses: Vec<GroupUse<'_>> = group_holds
+        .iter()
+        .map(|(name, limits, holds)| GroupUse {
+            name,
+            limits,
+            holds,
+        })
+        .collect();
+    Ok(quota::check(&limits, &mine, &uses, request, now))
+}
+
+/// Holds of `members` that overlap `window` or have not started by `now` (for the count of
+/// upcoming bookings), leaving out booking `except`.
+async fn holds(
+    tx: &mut Tx<'_>,
+    members: &[i64],
+    window: (DateTime<Utc>, DateTime<Utc>),
+    except: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Vec<BookedSlot>, BookingError> {
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT b.start_ms, b.end_ms, COUNT(*)
+         FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
+         WHERE b.user_id IN (SELECT value FROM json_each(?1)) AND b.status != 'cancelled'
+           AND ((b.end_ms > ?2 AND b.start_ms < ?3) OR b.start_ms > ?5)
+           AND (?4 IS NULL OR b.id != ?4)
+         GROUP BY b.id",
+    )
+    .bind(serde_json::to_string(members).unwrap_or_default())
+    .bind(ms(window.0))
+    .bind(ms(window.1))
+    .bind(except)
+    .bind(ms(now))
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(s, e, n)| BookedSlot {
+            start: at(s),
+            end: at(e),
+            gpus: n as u32,
+        })
+        .collect())
+}
+
+/// A quota's limits as stored.
+#[derive(sqlx::FromRow)]
+struct QuotaRow {
+    max_gpus: Option<u32>,
+    gpu_hours_per_week: Option<f64>,
+    max_booking_hours: Option<f64>,
+    max_days_ahead: Option<f64>,
+    max_upcoming: Option<u32>,
+}
+
+impl From<QuotaRow> for Quota {
+    fn from(r: QuotaRow) -> Self {
+        Quota {
+            max_gpus: r.max_gpus,
+            gpu_hours_per_week: r.gpu_hours_per_week,
+            max_booking_hours: r.max_booking_hours,
+            max_days_ahead: r.max_days_ahead,
+            max_upcoming: r.max_upcoming,
+        }
+    }
+}
+
+async fn read_quotas(conn: &mut sqlx::SqliteConnection) -> Result<Quotas, StoreError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        scope: String,
+        name: String,
+        #[sqlx(flatten)]
+        quota: QuotaRow,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT scope, name, max_gpus, gpu_hours_per_week, max_booking_hours, max_days_ahead,
+                max_upcoming FROM quotas",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut quotas = Quotas::default();
+    for r in rows {
+        let quota = Quota::from(r.quota);
+        match r.scope.as_str() {
+            "group" => {
+                quotas.groups.insert(r.name, quota);
+            }
+            "user" => {
+                quotas.users.insert(r.name, quota);
+            }
+            _ => quotas.default = quota,
+        }
+    }
+    Ok(quotas)
+}
+
+impl Store {
+    /// Every quota: the default, and overrides per group and per user.
+    pub async fn quotas(&self) -> Result<Quotas, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        read_quotas(&mut conn).await
+    }
+
+    /// Replaces every quota with `quotas`, which names groups and users that must exist.
+    pub async fn save_quotas(
+        &self,
+        quotas: &Quotas,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let _turn = self.writer.lock().await;
+        let mut tx = self.begin_immediate().await?;
+        sqlx::query("DELETE FROM quotas").execute(&mut *tx).await?;
+        let mut rows = vec![("default", String::new(), &quotas.default)];
+        rows.extend(quotas.groups.iter().map(|(g, q)| ("group", g.clone(), q)));
+        rows.extend(quotas.users.iter().map(|(u, q)| ("user", u.clone(), q)));
+        for (scope, name, quota) in rows {
+            let table = match scope {
+                "group" => Some("groups WHERE name = ?1"),
+                "user" => Some("users WHERE username = ?1"),
+                _ => None,
+            };
+            if let Some(table) = table {
+                let exists: Option<i64> = sqlx::query_scalar(&format!("SELECT 1 FROM {table}"))
+                    .bind(&name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if exists.is_none() {
+                    return Err(StoreError::Invalid(format!("no {scope} named {name:?}")));
+                }
+            }
+            sqlx::query(
+                "INSERT INTO quotas (scope, name, max_gpus, gpu_hours_per_week, max_booking_hours,
+                                     max_days_ahead, max_upcoming)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .bind(scope)
+            .bind(&name)
+            .bind(quota.max_gpus)
+            .bind(quota.gpu_hours_per_week)
+            .bind(quota.max_booking_hours)
+            .bind(quota.max_days_ahead)
+            .bind(quota.max_upcoming)
+            .execute(&mut *tx)
+            .await?;
+        }
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Each user's and each group's use now, against the limits that apply to them.
+    pub async fn quota_use(&self, now: DateTime<Utc>) -> Result<Vec<QuotaUse>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let quotas = read_quotas(&mut conn).await?;
+        let holds: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*)
+             FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
+             WHERE b.status != 'cancelled' AND b.end_ms > ?1
+             GROUP BY b.id",
+        )
+        .bind(ms(now))
+        .fetch_all(&mut *conn)
+        .await?;
+        let users: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, username FROM users ORDER BY username")
+                .fetch_all(&mut *conn)
+                .await?;
+        let memberships: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT g.name, m.user_id FROM groups g JOIN group_members m ON m.group_id = g.id",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        let groups: Vec<String> = sqlx::query_scalar("SELECT name FROM groups ORDER BY name")
+            .fetch_all(&mut *conn)
+            .await?;
+        let holds_of = |members: &[i64]| -> Vec<BookedSlot> {
+            holds
+                .iter()
+                .filter(|(u, ..)| members.contains(u))
+                .map(|&(_, s, e, n)| BookedSlot {
+                    start: at(s),
+                    end: at(e),
+                    gpus: n as u32,
+                })
+                .collect()
+        };
+        let mut uses = Vec::new();
+        for (id, username) in &users {
+            let their_groups: Vec<String> = memberships
+                .iter()
+                .filter(|(_, u)| u == id)
+                .map(|(g, _)| g.clone())
+                .collect();
+            let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&[*id]), now);
+            uses.push(QuotaUse {
+                kind: "user".into(),
+                name: username.clone(),
+                limits: quota::personal_limits(&quotas, username, &their_groups),
+                gpus_now,
+                gpu_hours_week,
+                upcoming,
+            });
+        }
+        for group in &groups {
+            let members: Vec<i64> = memberships
+                .iter()
+                .filter(|(g, _)| g == group)
+                .map(|&(_, u)| u)
+                .collect();
+            let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&members), now);
+            uses.push(QuotaUse {
+                kind: "group".into(),
+                name: group.clone(),
+                limits: quotas.groups.get(group).cloned().unwrap_or_default(),
+                gpus_now,
+                gpu_hours_week,
+                upcoming,
+            });
+        }
+        Ok(uses)
+    }
+}

@@ -1,0 +1,195 @@
+//! Which cards a slot may take, and taking them: the machinery bookings and maintenance share.
+//! Card rows are locked by the write transaction (`BEGIN IMMEDIATE`), so two writers never
+//! both find a card free.
+
+use super::{insert_audit, ms, AuditEntry};
+use crate::bookings::BookingError;
+use chrono::{DateTime, Utc};
+use lanes_types::booking::GpuRef;
+use sqlx::{Sqlite, Transaction};
+
+pub(super) type Tx<'a> = Transaction<'a, Sqlite>;
+
+/// A card as the booking tables know it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub(super) struct CardRow {
+    pub(super) id: i64,
+    pub(super) node: String,
+    pub(super) uuid: String,
+    pub(super) idx: i64,
+}
+
+impl CardRow {
+    pub(super) fn gpu(&self) -> GpuRef {
+        GpuRef {
+            node: self.node.clone(),
+            uuid: self.uuid.clone(),
+        }
+    }
+}
+
+pub(super) const CARD_COLUMNS: &str = "g.id, n.name AS node, g.uuid, g.idx";
+
+/// What a request's cards hold during `[start, end)`: the cards with these UUIDs (an unknown
+/// one is refused by name), the live bookings other than `except` and the maintenance blocks
+/// that hold any of them then, and which cards those take. One statement, since each is a
+/// round trip to the database thread inside the write transaction.
+pub(super) async fn cards_in_slot(
+    tx: &mut Tx<'_>,
+    uuids: &[String],
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    except: Option<i64>,
+) -> Result<SlotCards, BookingError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        card: CardRow,
+        bookings: Option<String>,
+        maintenance: Option<String>,
+    }
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {CARD_COLUMNS},
+                (SELECT group_concat(bg.booking_id) FROM booking_gpus bg
+                 WHERE bg.gpu_id = g.id AND bg.live = 1 AND bg.end_ms > ?2 AND bg.start_ms < ?3
+                   AND (?4 IS NULL OR bg.booking_id != ?4)) AS bookings,
+                (SELECT group_concat(mg.maintenance_id) FROM maintenance_gpus mg
+                 WHERE mg.gpu_id = g.id AND mg.end_ms > ?2 AND mg.start_ms < ?3) AS maintenance
+         FROM gpus g JOIN nodes n ON n.id = g.node_id
+         WHERE g.uuid IN (SELECT value FROM json_each(?1)) ORDER BY n.name, g.idx"
+    ))
+    .bind(serde_json::to_string(uuids).unwrap_or_default())
+    .bind(ms(start))
+    .bind(ms(end))
+    .bind(except)
+    .fetch_all(&mut **tx)
+    .await?;
+    if let Some(unknown) = uuids
+        .iter()
+        .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
+    {
+        return Err(BookingError::invalid(
+            "unknown_gpu",
+            format!("no GPU with UUID {unknown:?}"),
+        ));
+    }
+    if rows.len() != uuids.len() {
+        return Err(BookingError::invalid(
+            "ambiguous_gpu",
+            "a GPU UUID is known on more than one node",
+        ));
+    }
+    let ids = |list: &Option<String>| -> Vec<i64> {
+        list.as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|id| id.parse().ok())
+            .collect()
+    };
+    let mut slot = SlotCards::default();
+    for row in rows {
+        let (b, m) = (ids(&row.bookings), ids(&row.maintenance));
+        if !b.is_empty() || !m.is_empty() {
+            slot.taken.push(row.card.gpu());
+        }
+        slot.bookings.extend(b);
+        slot.maintenance.extend(m);
+        slot.cards.push(row.card);
+    }
+    for list in [&mut slot.bookings, &mut slot.maintenance] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    Ok(slot)
+}
+
+#[derive(Default)]
+pub(super) struct SlotCards {
+    pub(super) cards: Vec<CardRow>,
+    pub(super) bookings: Vec<i64>,
+    pub(super) maintenance: Vec<i64>,
+    pub(super) taken: Vec<GpuRef>,
+}
+
+impl SlotCards {
+    pub(super) fn conflict(self, message: String) -> BookingError {
+        BookingError::Conflict {
+            message,
+            gpus: self.taken,
+            bookings: self.bookings,
+            maintenance: self.maintenance,
+        }
+    }
+}
+
+/// What holds cards for a slot.
+#[derive(Clone, Copy)]
+pub(super) enum Holder {
+    Booking(i64),
+    Maintenance(i64),
+}
+
+/// Records that `holder` holds `cards` for `slot` (one statement for all cards), and audits it
+/// with the holder as target.
+pub(super) async fn hold_cards(
+    tx: &mut Tx<'_>,
+    holder: Holder,
+    cards: &[CardRow],
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    audit: AuditEntry,
+    now: DateTime<Utc>,
+) -> Result<(), BookingError> {
+    let (sql, id, target) = match holder {
+        Holder::Booking(id) => (
+            "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
+             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+            id,
+            format!("booking {id}"),
+        ),
+        Holder::Maintenance(id) => (
+            "INSERT INTO maintenance_gpus (maintenance_id, gpu_id, start_ms, end_ms)
+             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+            id,
+            format!("maintenance {id}"),
+        ),
+    };
+    let card_ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
+    sqlx::query(sql)
+        .bind(id)
+        .bind(ms(start))
+        .bind(ms(end))
+        .bind(serde_json::to_string(&card_ids).unwrap_or_default())
+        .execute(&mut **tx)
+        .await?;
+    insert_audit(tx, &AuditEntry { target, ..audit }, now).await?;
+    Ok(())
+}
+
+/// Cards free for all of `[start, end)`, with the end of their latest earlier booking.
+pub(super) async fn free_cards(
+    tx: &mut Tx<'_>,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> Result<Vec<(CardRow, Option<i64>)>, BookingError> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        card: CardRow,
+        last_end: Option<i64>,
+    }
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {CARD_COLUMNS},
+                (SELECT MAX(bg.end_ms) FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
+                 WHERE bg.gpu_id = g.id AND b.status != 'cancelled' AND bg.start_ms < ?1) AS last_end
+         FROM gpus g JOIN nodes n ON n.id = g.node_id
+         WHERE NOT EXISTS (SELECT 1 FROM booking_gpus bg WHERE bg.gpu_id = g.id AND bg.live = 1
+                           AND bg.start_ms < ?2 AND bg.end_ms > ?1)
+           AND NOT EXISTS (SELECT 1 FROM maintenance_gpus mg WHERE mg.gpu_id = g.id
+                           AND mg.start_ms < ?2 AND mg.end_ms > ?1)
+         ORDER BY n.name, g.idx"
+    ))
+    .bind(ms(start))
+    .bind(ms(end))
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.card, r.last_end)).collect())
+}
