@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod audit;
 pub mod bookings;
 pub mod cli;
+pub mod data_dir;
 pub mod doctor;
 pub mod enforce;
 pub mod events;

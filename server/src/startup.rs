@@ -2,7 +2,8 @@
 //! written), then the data dir, the database, the GPU source and the poller.
 
 use crate::accounts::session::SessionPolicy;
-use crate::cli::{DbArgs, ServeArgs};
+use crate::cli::ServeArgs;
+use crate::data_dir::{prepare_data_dir, resolve_db};
 use crate::enforce::Enforcer;
 use crate::history::writer::{self as history_writer, HistorySettings};
 use crate::history::Retention;
@@ -18,7 +19,7 @@ use leptos::prelude::LeptosOptions;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -32,10 +33,8 @@ pub enum StartupError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("data dir {path} is not usable: {reason}")]
-    DataDir { path: PathBuf, reason: String },
-    #[error("no data dir given and no home directory to default to: pass --data-dir or set LANES_DATA_DIR")]
-    NoDataDir,
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -134,89 +133,6 @@ impl ServeConfig {
             queue_idle: crate::queue::IDLE,
         })
     }
-}
-
-/// The data dir and database URL from flags, environment and defaults.
-pub fn resolve_db(db: DbArgs) -> Result<(PathBuf, String), StartupError> {
-    let data_dir = match db.data_dir {
-        Some(dir) => dir,
-        None => default_data_dir().ok_or(StartupError::NoDataDir)?,
-    };
-    let database_url = db
-        .database_url
-        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("lanes.db").display()));
-    Ok((data_dir, database_url))
-}
-
-fn default_data_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
-    Some(base.join("lanes"))
-}
-
-/// Creates the data dir if needed and proves it writable. Returns whether it was created, so
-/// that a start that fails later can leave the file system as it found it.
-pub fn prepare_data_dir(path: &Path) -> Result<bool, StartupError> {
-    let fail = |e: std::io::Error| StartupError::DataDir {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let created = !path.exists();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(fail)?;
-    if let Err(reason) = secure_dir(path) {
-        if created {
-            let _ = std::fs::remove_dir(path);
-        }
-        return Err(StartupError::DataDir {
-            path: path.to_path_buf(),
-            reason,
-        });
-    }
-    let probe = path.join(format!(".lanes-write-test-{}", std::process::id()));
-    let probed = std::fs::write(&probe, b"").and_then(|()| std::fs::remove_file(&probe));
-    if let Err(e) = probed {
-        if created {
-            let _ = std::fs::remove_dir(path);
-        }
-        return Err(fail(e));
-    }
-    Ok(created)
-}
-
-/// Refuses a data dir that someone else could plant files in (links to `/etc/shadow` where
-/// job logs go, a database of their making): it must be a real directory, owned by the server's
-/// user, not writable by group or others. Readable by others it may have been; it is narrowed
-/// to 0700 with a warning.
-pub fn secure_dir(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_dir() {
-        return Err("it is not a directory (a link to one is not taken either)".into());
-    }
-    let me = nix::unistd::Uid::effective().as_raw();
-    if meta.uid() != me {
-        return Err(format!(
-            "it belongs to uid {}, not to the server's user (uid {me}); chown it",
-            meta.uid()
-        ));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(format!(
-            "others may write in it (mode {mode:o}); chmod 700 it"
-        ));
-    }
-    if mode & 0o077 != 0 {
-        tracing::warn!(path = %path.display(), "the data dir was readable by others (mode {mode:o}); narrowing it to 700");
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 /// A server that is bound and ready; [`Application::run_until`] serves it.

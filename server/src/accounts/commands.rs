@@ -4,7 +4,7 @@
 use super::{password, NewUser, Role, User};
 use crate::audit::AuditAction;
 use crate::cli::UserAddArgs;
-use crate::startup::{prepare_data_dir, resolve_db, StartupError};
+use crate::data_dir::{prepare_data_dir, resolve_db, DataDirError};
 use crate::store::{AuditEntry, Store, StoreError};
 use std::io::BufRead;
 
@@ -30,14 +30,14 @@ impl CommandError {
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Query(_) => CommandError::Failed(e.to_string()),
+            StoreError::Database(_) => CommandError::Failed(e.to_string()),
             _ => CommandError::Invalid(e.to_string()),
         }
     }
 }
 
-impl From<StartupError> for CommandError {
-    fn from(e: StartupError) -> Self {
+impl From<DataDirError> for CommandError {
+    fn from(e: DataDirError) -> Self {
         CommandError::Invalid(e.to_string())
     }
 }

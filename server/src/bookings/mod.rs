@@ -56,12 +56,6 @@ impl From<rules::InvalidSlot> for BookingError {
     }
 }
 
-impl From<sqlx::Error> for BookingError {
-    fn from(e: sqlx::Error) -> Self {
-        BookingError::Store(StoreError::Query(e))
-    }
-}
-
 /// Which cards a request wants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CardChoice {

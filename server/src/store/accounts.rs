@@ -16,10 +16,7 @@ pub(super) struct UserRow {
 impl TryFrom<UserRow> for User {
     type Error = StoreError;
     fn try_from(row: UserRow) -> Result<Self, StoreError> {
-        let role: Role = row
-            .role
-            .parse()
-            .map_err(|e: String| StoreError::Query(sqlx::Error::Decode(e.into())))?;
+        let role: Role = row.role.parse().map_err(|e: String| unreadable(e))?;
         Ok(User {
             id: row.id,
             username: row.username,

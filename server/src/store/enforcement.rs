@@ -47,10 +47,7 @@ impl Row {
             first_seen: at(self.first_seen_ms),
             last_seen: at(self.last_seen_ms),
             ended: self.ended_ms.map(at),
-            action: self
-                .action
-                .parse()
-                .map_err(|e: String| StoreError::Query(sqlx::Error::Decode(e.into())))?,
+            action: self.action.parse().map_err(super::unreadable)?,
         })
     }
 }

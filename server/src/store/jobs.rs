@@ -89,7 +89,7 @@ struct Row {
 
 impl Row {
     fn into_run(self) -> Result<JobToRun, StoreError> {
-        let bad = |e: String| StoreError::Query(sqlx::Error::Decode(e.into()));
+        let bad = |e: String| super::unreadable(e);
         Ok(JobToRun {
             env: serde_json::from_str(&self.env).map_err(|e| bad(e.to_string()))?,
             unix_user: self.unix_user,

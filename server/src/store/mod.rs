@@ -65,7 +65,7 @@ pub enum StoreError {
     #[error("cannot open database {url}: {reason}")]
     Open { url: String, reason: String },
     #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(String),
     #[error("{0}")]
     Conflict(String),
     /// The request names something that does not exist (a group, a user).
@@ -74,8 +74,35 @@ pub enum StoreError {
     /// The database cannot take writes now (its file vanished or was replaced).
     #[error("{0}")]
     Unavailable(String),
+    /// The database failed a statement, or holds something this version cannot read. The
+    /// driver's error, as text: no driver type leaves the store.
     #[error("database error: {0}")]
-    Query(#[from] sqlx::Error),
+    Database(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(e.to_string())
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Migrate(e.to_string())
+    }
+}
+
+/// A stored value this version cannot read.
+fn unreadable(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Database(format!("unreadable stored value: {what}"))
+}
+
+// Booking writes return the domain's error; the driver's becomes a store error here, so the
+// domain module knows nothing of the driver.
+impl From<sqlx::Error> for crate::bookings::BookingError {
+    fn from(e: sqlx::Error) -> Self {
+        crate::bookings::BookingError::Store(e.into())
+    }
 }
 
 #[derive(Clone, Debug)]

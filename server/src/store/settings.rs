@@ -29,8 +29,7 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         match value {
-            Some(json) => serde_json::from_str(&json)
-                .map_err(|e| StoreError::Query(sqlx::Error::Decode(e.into()))),
+            Some(json) => serde_json::from_str(&json).map_err(|e| unreadable(e)),
             None => Ok(T::default()),
         }
     }
@@ -44,7 +43,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let json = serde_json::to_string(value)
-            .map_err(|e| StoreError::Query(sqlx::Error::Encode(e.into())))?;
+            .map_err(|e| StoreError::Database(format!("cannot store a value: {e}")))?;
         let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO settings (key, value) VALUES (?1, ?2)
