@@ -18,7 +18,6 @@ use lanes_types::SourceKind;
 use leptos::prelude::LeptosOptions;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,8 +8,6 @@ pub mod rules;
 
 pub use lanes_types::booking::{Booking, BookingState, GpuRef, Quota, Quotas};
 
-use crate::store::StoreError;
-
 /// Why a booking operation did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum BookingError {
@@ -29,8 +27,6 @@ pub enum BookingError {
     },
     #[error("no such booking")]
     NotFound,
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 impl BookingError {

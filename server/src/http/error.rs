@@ -125,7 +125,6 @@ impl From<crate::bookings::BookingError> for ApiError {
                 maintenance,
             })),
             BookingError::NotFound => ApiError::NotFound("no such booking".into()),
-            BookingError::Store(e) => e.into(),
         }
     }
 }

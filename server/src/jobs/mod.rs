@@ -3,6 +3,8 @@
 //! booking is active and stops them when it ends.
 
 use crate::audit::AuditAction;
+use crate::bookings::BookingError;
+use crate::store::StoreError;
 
 pub mod keeper;
 pub mod launch;
@@ -22,9 +24,8 @@ pub async fn release_booking_of(store: &crate::store::Store, booking: i64, job: 
         .withdraw_booking(booking, audit, chrono::Utc::now())
         .await
     {
-        Ok(_)
-        | Err(crate::bookings::BookingError::NotFound)
-        | Err(crate::bookings::BookingError::Invalid { .. }) => {}
+        Ok(_) | Err(StoreError::Refused(BookingError::NotFound | BookingError::Invalid { .. })) => {
+        }
         Err(e) => tracing::warn!(error = %e, booking, "could not release a queue job's cards"),
     }
 }

@@ -8,7 +8,7 @@ pub mod inputs;
 
 use crate::audit::AuditAction;
 use crate::bookings::quota::personal_limits;
-use crate::bookings::{BookingError, CardChoice, NewBooking};
+use crate::bookings::{CardChoice, NewBooking};
 use crate::events::Event;
 use crate::store::{AuditEntry, Store, StoreError};
 use crate::telemetry::hub::Hub;
@@ -288,7 +288,7 @@ impl Queue {
             ));
         let booking = match self.store.create_booking(&new, audit, now).await {
             Ok(booking) => booking,
-            Err(BookingError::Store(e)) => return Err(e),
+            Err(e) if !matches!(e, StoreError::Refused(_)) => return Err(e),
             Err(e) => {
                 tracing::debug!(job = job.id, error = %e, "cards were taken before a queue job started");
                 return Ok(false);

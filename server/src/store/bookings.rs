@@ -37,7 +37,7 @@ impl Store {
         new: &NewBooking,
         audit: AuditEntry,
         now: DateTime<Utc>,
-    ) -> Result<Booking, BookingError> {
+    ) -> Result<Booking, StoreError> {
         let _turn = self.writer.lock().await;
         let mut tx = self.begin_immediate().await?;
         let cards = match &new.cards {
@@ -45,10 +45,12 @@ impl Store {
                 let slot = cards_in_slot(&mut tx, uuids, (new.start, new.end), None).await?;
                 if !slot.taken.is_empty() {
                     let names: Vec<String> = slot.taken.iter().map(|g| g.uuid.clone()).collect();
-                    return Err(slot.conflict(format!(
-                        "{} already booked or in maintenance for part of this slot",
-                        names.join(", ")
-                    )));
+                    return Err(slot
+                        .conflict(format!(
+                            "{} already booked or in maintenance for part of this slot",
+                            names.join(", ")
+                        ))
+                        .into());
                 }
                 slot.cards
             }
@@ -71,7 +73,8 @@ impl Store {
                         gpus: Vec::new(),
                         bookings: Vec::new(),
                         maintenance: Vec::new(),
-                    });
+                    }
+                    .into());
                 };
                 free.into_iter()
                     .map(|(card, _)| card)
@@ -86,7 +89,7 @@ impl Store {
         };
         let verdict = check_quota(&mut tx, new.owner.id, &request, None, now).await?;
         let audit = match verdict {
-            Err(refusal) if new.enforce_quota => return Err(refusal.into()),
+            Err(refusal) if new.enforce_quota => return Err(BookingError::from(refusal).into()),
             Err(refusal) => {
                 let detail = format!("{}; beyond quota: {refusal}", audit.detail);
                 audit.detail(detail)
@@ -266,10 +269,13 @@ impl Store {
         id: i64,
         audit: AuditEntry,
         now: DateTime<Utc>,
-    ) -> Result<Booking, BookingError> {
+    ) -> Result<Booking, StoreError> {
         let _turn = self.writer.lock().await;
         let mut tx = self.begin_immediate().await?;
-        let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
+        let booking = self
+            .booking(id, now)
+            .await?
+            .ok_or(StoreError::from(BookingError::NotFound))?;
         let Some(withdrawal) = rules::withdrawal(booking.state) else {
             return Err(BookingError::invalid(
                 "withdraw_live_only",
@@ -277,7 +283,8 @@ impl Store {
                     "the booking is {}; only upcoming or active ones can be withdrawn",
                     booking.state.as_str()
                 ),
-            ));
+            )
+            .into());
         };
         let (status, end, action) = match withdrawal {
             Withdrawal::Cancel => ("cancelled", booking.end, AuditAction::BookingCancel),
@@ -315,7 +322,9 @@ impl Store {
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
         self.emit(Event::CardsChanged(change));
-        self.booking(id, now).await?.ok_or(BookingError::NotFound)
+        self.booking(id, now)
+            .await?
+            .ok_or(BookingError::NotFound.into())
     }
 
     /// Moves a booking's end later, if its cards are free until then and quotas allow.
@@ -326,15 +335,20 @@ impl Store {
         enforce_quota: bool,
         audit: AuditEntry,
         now: DateTime<Utc>,
-    ) -> Result<Booking, BookingError> {
+    ) -> Result<Booking, StoreError> {
         let _turn = self.writer.lock().await;
         let mut tx = self.begin_immediate().await?;
-        let booking = self.booking(id, now).await?.ok_or(BookingError::NotFound)?;
-        rules::check_extension(booking.state, booking.end, new_end)?;
+        let booking = self
+            .booking(id, now)
+            .await?
+            .ok_or(StoreError::from(BookingError::NotFound))?;
+        rules::check_extension(booking.state, booking.end, new_end).map_err(BookingError::from)?;
         let uuids: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
         let slot = cards_in_slot(&mut tx, &uuids, (booking.end, new_end), Some(id)).await?;
         if !slot.taken.is_empty() {
-            return Err(slot.conflict("the cards are not free until the new end".into()));
+            return Err(slot
+                .conflict("the cards are not free until the new end".into())
+                .into());
         }
         let cards = slot.cards;
         let request = BookedSlot {
@@ -349,7 +363,7 @@ impl Store {
             new_end.to_rfc3339()
         );
         match verdict {
-            Err(refusal) if enforce_quota => return Err(refusal.into()),
+            Err(refusal) if enforce_quota => return Err(BookingError::from(refusal).into()),
             Err(refusal) => detail.push_str(&format!("; beyond quota: {refusal}")),
             Ok(()) => {}
         }
@@ -372,6 +386,8 @@ impl Store {
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
         self.emit(Event::CardsChanged(Change::BookingExtended));
-        self.booking(id, now).await?.ok_or(BookingError::NotFound)
+        self.booking(id, now)
+            .await?
+            .ok_or(BookingError::NotFound.into())
     }
 }

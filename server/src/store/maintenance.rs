@@ -16,12 +16,12 @@ impl Store {
         request: &CreateMaintenance,
         audit: AuditEntry,
         now: DateTime<Utc>,
-    ) -> Result<MaintenanceBlock, BookingError> {
+    ) -> Result<MaintenanceBlock, StoreError> {
         if !rules::is_sane_time(request.start) || !rules::is_sane_time(request.end) {
-            return Err(rules::InvalidSlot::OutOfRange.into());
+            return Err(BookingError::from(rules::InvalidSlot::OutOfRange).into());
         }
         if request.end <= request.start {
-            return Err(rules::InvalidSlot::EndNotAfterStart.into());
+            return Err(BookingError::from(rules::InvalidSlot::EndNotAfterStart).into());
         }
         let _turn = self.writer.lock().await;
         let mut tx = self.begin_immediate().await?;
@@ -32,7 +32,7 @@ impl Store {
                 "bookings {:?} hold these cards in that window; cancel or move them first",
                 slot.bookings
             );
-            return Err(slot.conflict(message));
+            return Err(slot.conflict(message).into());
         }
         let cards = slot.cards;
         let id: i64 = sqlx::query_scalar(

@@ -78,6 +78,9 @@ pub enum StoreError {
     /// driver's error, as text: no driver type leaves the store.
     #[error("database error: {0}")]
     Database(String),
+    /// A booking write the domain's rules refused (inside the write's transaction).
+    #[error(transparent)]
+    Refused(#[from] crate::bookings::BookingError),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -95,14 +98,6 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
 /// A stored value this version cannot read.
 fn unreadable(what: impl std::fmt::Display) -> StoreError {
     StoreError::Database(format!("unreadable stored value: {what}"))
-}
-
-// Booking writes return the domain's error; the driver's becomes a store error here, so the
-// domain module knows nothing of the driver.
-impl From<sqlx::Error> for crate::bookings::BookingError {
-    fn from(e: sqlx::Error) -> Self {
-        crate::bookings::BookingError::Store(e.into())
-    }
 }
 
 #[derive(Clone, Debug)]

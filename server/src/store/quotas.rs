@@ -4,7 +4,6 @@
 use super::slots::*;
 use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
 use crate::bookings::quota::{self, BookedSlot, GroupUse};
-use crate::bookings::BookingError;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Quota, QuotaUse, Quotas};
 
@@ -16,7 +15,7 @@ pub(super) async fn check_quota(
     request: &BookedSlot,
     replacing: Option<i64>,
     now: DateTime<Utc>,
-) -> Result<Result<(), quota::Refusal>, BookingError> {
+) -> Result<Result<(), quota::Refusal>, StoreError> {
     // The quota rows that can apply: the default, the user's own, and their groups' (with
     // the group's id, for summing over members). One statement.
     #[derive(sqlx::FromRow)]
@@ -99,7 +98,7 @@ async fn holds(
     window: (DateTime<Utc>, DateTime<Utc>),
     except: Option<i64>,
     now: DateTime<Utc>,
-) -> Result<Vec<BookedSlot>, BookingError> {
+) -> Result<Vec<BookedSlot>, StoreError> {
     let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
         "SELECT b.start_ms, b.end_ms, COUNT(*)
          FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id

@@ -2,6 +2,7 @@
 //! Card rows are locked by the write transaction (`BEGIN IMMEDIATE`), so two writers never
 //! both find a card free.
 
+use super::StoreError;
 use super::{insert_audit, ms, AuditEntry};
 use crate::bookings::BookingError;
 use chrono::{DateTime, Utc};
@@ -39,7 +40,7 @@ pub(super) async fn cards_in_slot(
     uuids: &[String],
     (start, end): (DateTime<Utc>, DateTime<Utc>),
     except: Option<i64>,
-) -> Result<SlotCards, BookingError> {
+) -> Result<SlotCards, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Row {
         #[sqlx(flatten)]
@@ -67,16 +68,16 @@ pub(super) async fn cards_in_slot(
         .iter()
         .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
     {
-        return Err(BookingError::invalid(
-            "unknown_gpu",
-            format!("no GPU with UUID {unknown:?}"),
-        ));
+        return Err(
+            BookingError::invalid("unknown_gpu", format!("no GPU with UUID {unknown:?}")).into(),
+        );
     }
     if rows.len() != uuids.len() {
         return Err(BookingError::invalid(
             "ambiguous_gpu",
             "a GPU UUID is known on more than one node",
-        ));
+        )
+        .into());
     }
     let ids = |list: &Option<String>| -> Vec<i64> {
         list.as_deref()
@@ -137,7 +138,7 @@ pub(super) async fn hold_cards(
     (start, end): (DateTime<Utc>, DateTime<Utc>),
     audit: AuditEntry,
     now: DateTime<Utc>,
-) -> Result<(), BookingError> {
+) -> Result<(), StoreError> {
     let (sql, id, target) = match holder {
         Holder::Booking(id) => (
             "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
@@ -169,7 +170,7 @@ pub(super) async fn free_cards(
     tx: &mut Tx<'_>,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
-) -> Result<Vec<(CardRow, Option<i64>)>, BookingError> {
+) -> Result<Vec<(CardRow, Option<i64>)>, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Row {
         #[sqlx(flatten)]
