@@ -55,7 +55,7 @@ pub enum ClientError {
     #[error("{status}: {}", body.message)]
     Api {
         status: StatusCode,
-        body: ErrorBody,
+        body: Box<ErrorBody>,
         /// Seconds, from `Retry-After` (429 and 503).
         retry_after: Option<u64>,
     },
@@ -84,7 +84,7 @@ impl ClientError {
     /// The error body of an API error.
     pub fn body(&self) -> Option<&ErrorBody> {
         match self {
-            ClientError::Api { body, .. } => Some(body),
+            ClientError::Api { body, .. } => Some(body.as_ref()),
             _ => None,
         }
     }
@@ -185,7 +185,7 @@ impl Client {
         match serde_json::from_str::<ErrorBody>(&text) {
             Ok(body) => Err(ClientError::Api {
                 status,
-                body,
+                body: Box::new(body),
                 retry_after,
             }),
             Err(_) => Err(ClientError::Unexpected {

@@ -24,7 +24,7 @@ async fn connect(client: &Client, path: &str) -> Result<Socket> {
             Err(match serde_json::from_str(&body) {
                 Ok(body) => ClientError::Api {
                     status,
-                    body,
+                    body: Box::new(body),
                     retry_after: None,
                 },
                 Err(_) => ClientError::Unexpected {

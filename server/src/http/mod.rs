@@ -163,48 +163,32 @@ async fn refuse_writes_without_database(
 }
 
 /// A span per request: its method and the route it matched (never the raw path, which may
-/// hold ids and query strings with secrets), then its status and latency once answered. What
+/// hold ids and query strings with secrets); [`request_answered`] adds status and latency. What
 /// handlers log inside it carries the request's fields.
-fn request_trace() -> tower_http::trace::TraceLayer<
-    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    impl Fn(&axum::extract::Request) -> tracing::Span + Clone,
-    (),
-    impl Fn(&axum::response::Response, std::time::Duration, &tracing::Span) + Clone,
-    (),
-    (),
-    (),
-> {
-    tower_http::trace::TraceLayer::new_for_http()
-        .make_span_with(|request: &axum::extract::Request| {
-            let route = request
-                .extensions()
-                .get::<axum::extract::MatchedPath>()
-                .map_or("(unrouted)", |path| path.as_str());
-            tracing::info_span!(
-                "request",
-                method = %request.method(),
-                route,
-                status = tracing::field::Empty,
-                latency_ms = tracing::field::Empty,
-            )
-        })
-        .on_request(())
-        .on_response(
-            |response: &axum::response::Response,
-             latency: std::time::Duration,
-             span: &tracing::Span| {
-                span.record("status", response.status().as_u16());
-                span.record("latency_ms", latency.as_millis() as u64);
-                tracing::debug!(
-                    status = response.status().as_u16(),
-                    latency_ms = latency.as_millis() as u64,
-                    "answered"
-                );
-            },
-        )
-        .on_body_chunk(())
-        .on_eos(())
-        .on_failure(())
+fn request_span(request: &axum::extract::Request) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("(unrouted)", |path| path.as_str());
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        route,
+        status = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+    )
+}
+
+fn request_answered(
+    response: &axum::response::Response,
+    latency: std::time::Duration,
+    span: &tracing::Span,
+) {
+    let status = response.status().as_u16();
+    let latency_ms = latency.as_millis() as u64;
+    span.record("status", status);
+    span.record("latency_ms", latency_ms);
+    tracing::debug!(status, latency_ms, "answered");
 }
 
 pub fn router(state: AppState) -> Router {
@@ -234,6 +218,14 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(CompressionLayer::new())
-        .layer(request_trace())
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(request_answered)
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
         .with_state(state)
 }

@@ -29,7 +29,7 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         match value {
-            Some(json) => serde_json::from_str(&json).map_err(|e| unreadable(e)),
+            Some(json) => serde_json::from_str(&json).map_err(unreadable),
             None => Ok(T::default()),
         }
     }
