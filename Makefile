@@ -69,13 +69,10 @@ api-fuzz:
 	cargo build -p lanes-server --bin lanes
 	tests/schemathesis/run.sh target/debug/lanes $(SCHEMATHESIS) $(API_FUZZ_SECONDS)
 
+# Each step of each page's scenario is a named test; files run one at a time (each starts a
+# server and a browser, and the machine has two cores).
 browser: build
-	node tests/browser/dashboard.test.mjs
-	node tests/browser/accounts.test.mjs
-	node tests/browser/bookings.test.mjs
-	node tests/browser/enforcement.test.mjs
-	node tests/browser/history.test.mjs
-	node tests/browser/queue.test.mjs
+	node --test --test-concurrency=1 --test-reporter=spec tests/browser/*.test.mjs
 
 bench: build
 	cargo build --release -p lanes-bench

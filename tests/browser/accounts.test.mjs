@@ -9,8 +9,9 @@
 import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, step, assertOnlyProvokedErrors,
+  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, assertOnlyProvokedErrors,
 } from './lib.mjs';
+import { test, after } from 'node:test';
 
 const dataDir = freshDataDir();
 addUser(dataDir, 'root-admin', 'admin passphrase', ['--admin']);
@@ -18,23 +19,34 @@ const server = await startServer({ dataDir, gpus: 2 });
 const url = server.url;
 const browser = await launchBrowser();
 const failures = [];
-try {
-  const page = await watchedPage(browser, failures);
+// Shared by the steps below, which run in order.
+let page, form, bobRow, editor, audit, refused, secret, withToken, revoked, second, afterChange;
+
+after(async () => {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('an admin reaches the admin page from the top bar', async () => {
+  page = await watchedPage(browser, failures);
 
   await logIn(page, url, 'root-admin', 'admin passphrase');
   await page.click('nav >> text=Admin');
   await page.waitForURL(url + '/admin');
   await page.locator('[data-testid=users] tr[data-username=root-admin]').waitFor();
-  step('an admin reaches the admin page from the top bar');
+});
 
+test('the admin creates a group', async () => {
   await page.fill('input[name=group_name]', 'vision');
   await page.fill('input[name=group_description]', 'Vision team');
   await page.click('button:text("Create group")');
   await page.locator('td', { hasText: 'Vision team' }).waitFor();
-  step('the admin creates a group');
+});
 
+test('a taken username is refused with the server\'s message', async () => {
   await page.click('summary:text("New user")');
-  const form = page.locator('[data-testid=create-user]');
+  form = page.locator('[data-testid=create-user]');
   await form.locator('input[name=username]').fill('bob');
   await form.locator('input[name=display_name]').fill('Bob Builder');
   await form.locator('input[name=unix_user]').fill('bob');
@@ -43,29 +55,34 @@ try {
   await form.locator('input[name=username]').fill('root-admin');
   await form.locator('button[type=submit]').click();
   await page.getByRole('alert').filter({ hasText: 'already exists' }).waitFor();
-  step('a taken username is refused with the server\'s message');
+});
+
+test('the admin creates a user', async () => {
   await form.locator('input[name=username]').fill('bob');
   await form.locator('button[type=submit]').click();
   await page.getByText('Created bob.').waitFor();
-  const bobRow = page.locator('[data-testid=users] tr[data-username=bob]');
+  bobRow = page.locator('[data-testid=users] tr[data-username=bob]');
   await bobRow.waitFor();
-  step('the admin creates a user');
+});
 
+test('the admin puts the user in the group', async () => {
   await bobRow.locator('button:text("Edit")').click();
-  const editor = page.locator('tr.editor form');
+  editor = page.locator('tr.editor form');
   await editor.locator('input[name=groups]').fill('vision');
   await editor.locator('button[type=submit]').click();
   await bobRow.locator('td', { hasText: 'vision' }).waitFor();
   await page.locator('td', { hasText: 'bob' }).filter({ hasText: /^bob$/ }).first().waitFor();
   assert.match(await page.locator('tr', { hasText: 'Vision team' }).textContent(), /bob/);
-  step('the admin puts the user in the group');
+});
 
-  const audit = page.locator('[data-testid=audit]');
+test('the audit log shows the changes and who made them', async () => {
+  audit = page.locator('[data-testid=audit]');
   await audit.locator('code', { hasText: 'user.create' }).first().waitFor();
   await audit.locator('code', { hasText: 'group.create' }).first().waitFor();
   await audit.locator('td', { hasText: 'groups [vision]' }).first().waitFor();
-  step('the audit log shows the changes and who made them');
+});
 
+test('the new user logs in, and is kept out of the admin page', async () => {
   await page.click('form.logout button');
   await page.waitForURL(/\/login$/);
 
@@ -73,36 +90,39 @@ try {
   await logIn(page, url, 'bob', 'bob first passphrase');
   await page.locator('[data-testid=whoami]', { hasText: 'Bob Builder' }).waitFor();
   assert.equal(await page.locator('nav >> text=Admin').count(), 0, 'no Admin link for users');
-  const refused = await page.request.get(url + '/admin');
+  refused = await page.request.get(url + '/admin');
   assert.equal(refused.status(), 403);
-  step('the new user logs in, and is kept out of the admin page');
+});
 
+test('the user creates an API token, shown once, that acts as them', async () => {
   await page.click('[data-testid=whoami]');
   await page.waitForURL(url + '/account');
   await page.getByText('No tokens.').waitFor();
   await page.fill('input[name=token_name]', 'laptop CLI');
   await page.click('button:text("Create token")');
-  const secret = (await page.locator('[data-testid=token-secret]').textContent()).trim();
+  secret = (await page.locator('[data-testid=token-secret]').textContent()).trim();
   assert.match(secret, /^lanes_/);
-  const withToken = await page.request.get(url + '/api/v1/me', {
+  withToken = await page.request.get(url + '/api/v1/me', {
     headers: { authorization: `Bearer ${secret}` },
   });
   assert.equal((await withToken.json()).username, 'bob');
   await page.locator('td', { hasText: 'laptop CLI' }).waitFor();
-  step('the user creates an API token, shown once, that acts as them');
+});
 
+test('revoking the token stops it', async () => {
   await page.click('button:text("Revoke")');
   await page.getByText('No tokens.').waitFor();
-  const revoked = await page.request.get(url + '/api/v1/me', {
+  revoked = await page.request.get(url + '/api/v1/me', {
     headers: { authorization: `Bearer ${secret}` },
   });
   assert.equal(revoked.status(), 401);
-  step('revoking the token stops it');
+});
 
+test('changing the password logs the user out and revokes their tokens; the new one works', async () => {
   // A second token lives until the password changes (the revoke box is checked by default).
   await page.fill('input[name=token_name]', 'old laptop');
   await page.click('button:text("Create token")');
-  const second = (await page.locator('[data-testid=token-secret]').textContent()).trim();
+  second = (await page.locator('[data-testid=token-secret]').textContent()).trim();
   assert.ok(await page.locator('input[name=revoke_tokens]').isChecked(), 'revoking is the default');
 
   await page.fill('input[name=current_password]', 'not my password');
@@ -115,11 +135,13 @@ try {
   await page.waitForURL(/\/login\?notice=password$/);
   await page.getByText('Your password was changed').waitFor();
   await logIn(page, url, 'bob', 'bob second passphrase');
-  const afterChange = await page.request.get(url + '/api/v1/me', {
+  afterChange = await page.request.get(url + '/api/v1/me', {
     headers: { authorization: `Bearer ${second}` },
   });
   assert.equal(afterChange.status(), 401, 'a new password revokes the tokens');
-  step('changing the password logs the user out and revokes their tokens; the new one works');
+});
+
+test('a disabled user cannot log in', async () => {
   await page.click('form.logout button');
   await page.waitForURL(/\/login$/);
 
@@ -134,15 +156,10 @@ try {
   await page.fill('input[name=password]', 'bob second passphrase');
   await page.click('button[type=submit]');
   await page.getByText('Wrong username or password.').waitFor();
-  step('a disabled user cannot log in');
+});
 
+test('no errors in the page', async () => {
   // Chromium logs each refused request; the test provoked exactly two (a taken username: 409,
   // a wrong current password: 403).
   assertOnlyProvokedErrors(failures, [409, 403], 2);
-  step('no errors in the page');
-} finally {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-}
-console.log('accounts browser test passed');
+});

@@ -9,8 +9,9 @@
 import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, step, assertOnlyProvokedErrors,
+  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, assertOnlyProvokedErrors,
 } from './lib.mjs';
+import { test, after } from 'node:test';
 
 const dataDir = freshDataDir();
 addUser(dataDir, 'root', 'admin passphrase', ['--admin']);
@@ -31,70 +32,84 @@ async function drag(page, from, to) {
   await page.mouse.move(b.x + b.width / 2, b.y + b.height / 2, { steps: 8 });
   await page.mouse.up();
 }
+// Shared by the steps below, which run in order.
+let admin, login, quota, page, confirm, impact, bars, mine, row0, holder;
 
-try {
+after(async () => {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('the calendar shows a row per GPU', async () => {
   // The admin's quota: 40 GPU-hours a week for everyone.
-  const admin = await browser.newContext();
-  const login = await admin.request.post(url + '/api/v1/auth/login',
+  admin = await browser.newContext();
+  login = await admin.request.post(url + '/api/v1/auth/login',
     { data: { username: 'root', password: 'admin passphrase' } });
   assert.equal(login.status(), 200);
-  const quota = await admin.request.put(url + '/api/v1/quotas',
+  quota = await admin.request.put(url + '/api/v1/quotas',
     { data: { default: { gpu_hours_per_week: 40 } } });
   assert.equal(quota.status(), 200, await quota.text());
   await admin.close();
 
-  const page = await watchedPage(browser, failures);
+  page = await watchedPage(browser, failures);
   await logIn(page, url, 'ada', 'ada passphrase');
   await page.click('nav >> text=Calendar');
   await page.waitForURL(url + '/calendar');
   await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').nth(3).waitFor();
   assert.equal(await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').count(), 4);
-  step('the calendar shows a row per GPU');
+});
 
+test('dragging across two cards × three hours asks to confirm, with the quota impact', async () => {
   await page.click('button[aria-label=Later]');
   await drag(page, [0, 9], [1, 11]);
-  const confirm = page.locator('[data-testid=confirm]');
+  confirm = page.locator('[data-testid=confirm]');
   await confirm.waitFor();
   assert.match(await confirm.textContent(), /GPU 0, GPU 1/);
   assert.match(await confirm.textContent(), /3\.0 h/);
-  const impact = await page.locator('[data-testid=quota-impact]').textContent();
+  impact = await page.locator('[data-testid=quota-impact]').textContent();
   assert.match(impact, /Uses 6\.0 of your 40 GPU-hours a week/);
-  step('dragging across two cards × three hours asks to confirm, with the quota impact');
+});
 
+test('the booking shows on the calendar and in My bookings', async () => {
   await confirm.locator('input[name=note]').fill('ablation run');
   await confirm.locator('button:text("Book")').click();
   await confirm.waitFor({ state: 'detached' });
-  const bars = page.locator('.cal-bar', { hasText: 'Ada' });
+  bars = page.locator('.cal-bar', { hasText: 'Ada' });
   await bars.nth(1).waitFor();
   assert.equal(await bars.count(), 2);
-  const mine = page.locator('[data-testid=my-bookings] tbody tr');
+  mine = page.locator('[data-testid=my-bookings] tbody tr');
   await mine.first().waitFor();
   assert.equal(await mine.count(), 1);
   assert.match(await mine.first().textContent(), /ablation run/);
   assert.match(await mine.first().textContent(), /GPU 0, GPU 1/);
-  step('the booking shows on the calendar and in My bookings');
+});
 
+test('the week view shows it too', async () => {
   await page.click('button:text("Week")');
   await page.getByRole('heading', { name: /^Week of / }).waitFor();
   await bars.nth(1).waitFor();
   assert.equal(await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').first().locator('.cal-cell').count(), 56);
   await page.click('button:text("Day")');
-  step('the week view shows it too');
+});
 
+test('booking taken cells is refused inline', async () => {
   // The same cells again: refused, with the reason next to the form.
   await drag(page, [1, 10], [1, 10]);
   await confirm.locator('button:text("Book")').click();
   await page.getByRole('alert').filter({ hasText: 'already booked' }).waitFor();
   await confirm.locator('button:text("Cancel")').click();
-  step('booking taken cells is refused inline');
+});
 
-  const row0 = await page.locator('.cal-row:not(.cal-head)').nth(0).getAttribute('data-uuid');
+test('the dashboard card says who books the card next', async () => {
+  row0 = await page.locator('.cal-row:not(.cal-head)').nth(0).getAttribute('data-uuid');
   await page.click('nav >> text=Dashboard');
   await page.waitForURL(url + '/');
-  const holder = page.locator(`.gpu-card[data-uuid="${row0}"] [data-testid=holder]`);
+  holder = page.locator(`.gpu-card[data-uuid="${row0}"] [data-testid=holder]`);
   await holder.filter({ hasText: 'next: Ada' }).waitFor();
-  step('the dashboard card says who books the card next');
+});
 
+test('cancelling frees the calendar', async () => {
   await page.click('nav >> text=Calendar');
   await page.waitForURL(url + '/calendar');
   await page.click('button[aria-label=Later]');
@@ -104,14 +119,9 @@ try {
   await page.getByText('No upcoming or active bookings.').waitFor();
   await bars.first().waitFor({ state: 'detached' });
   assert.equal(await page.locator('.cal-bar').count(), 0);
-  step('cancelling frees the calendar');
+});
 
+test('no errors in the page', async () => {
   // The one refused booking the test provoked (a conflict).
   assertOnlyProvokedErrors(failures, [409], 1);
-  step('no errors in the page');
-} finally {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-}
-console.log('bookings browser test passed');
+});

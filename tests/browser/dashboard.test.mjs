@@ -12,8 +12,9 @@ import { rmSync, mkdirSync } from 'node:fs';
 import { resolve, dirname } from 'node:path';
 import assert from 'node:assert/strict';
 import {
-  root, freshDataDir, addUser, startServer as start, stopServer, launchBrowser, watchedPage, step,
+  root, freshDataDir, addUser, startServer as start, stopServer, launchBrowser, watchedPage,
 } from './lib.mjs';
+import { test, after } from 'node:test';
 
 const dataDir = freshDataDir();
 const GPUS = Number(process.env.LANES_TEST_GPUS || 4);
@@ -26,8 +27,17 @@ addUser(dataDir, USER, PASSWORD);
 let server = await startServer('127.0.0.1:0');
 const browser = await launchBrowser();
 const failures = [];
-try {
-  const page = await watchedPage(browser, failures);
+// Shared by the steps below, which run in order.
+let page, resp, html, readings, before, pathsBefore, overflow, port, real;
+
+after(async () => {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('a wrong password is refused with a message', async () => {
+  page = await watchedPage(browser, failures);
 
   // A visitor is sent to the login page, and brought back after logging in.
   await page.goto(server.url + '/');
@@ -36,75 +46,83 @@ try {
   await page.fill('input[name=password]', 'not the password');
   await page.click('button[type=submit]');
   await page.getByText('Wrong username or password.').waitFor();
-  step('a wrong password is refused with a message');
+});
+
+test('logging in leads to the dashboard', async () => {
   await page.fill('input[name=username]', USER);
   await page.fill('input[name=password]', PASSWORD);
   await page.click('button[type=submit]');
   await page.waitForURL(server.url + '/');
-  step('logging in leads to the dashboard');
+});
 
+test('the server-rendered page has every card', async () => {
   // Server-rendered: the cards are in the HTML before any script runs.
-  const resp = await page.request.get(server.url + '/');
-  const html = await resp.text();
+  resp = await page.request.get(server.url + '/');
+  html = await resp.text();
   assert.equal((html.match(/class="gpu-card/g) || []).length, GPUS, 'every card is server-rendered');
-  step('the server-rendered page has every card');
+});
 
+test('the page hydrated and the websocket is live', async () => {
   await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
-  step('the page hydrated and the websocket is live');
+});
 
+test(`${GPUS} GPU cards and the simulated-fleet banner are shown`, async () => {
   assert.equal(await page.locator('.gpu-card').count(), GPUS);
   await page.getByText('Simulated GPU fleet').waitFor();
-  step(`${GPUS} GPU cards and the simulated-fleet banner are shown`);
+});
 
-  const readings = () => page.locator('.gpu-card .chart-value').allTextContents();
-  const before = (await readings()).join('|');
+test('values change live', async () => {
+  readings = () => page.locator('.gpu-card .chart-value').allTextContents();
+  before = (await readings()).join('|');
   await page.waitForFunction(
     (b) => [...document.querySelectorAll('.gpu-card .chart-value')].map((e) => e.textContent).join('|') !== b,
     before, { timeout: 10_000 });
-  step('values change live');
+});
 
-  const pathsBefore = await page.locator('.series-util .line').first().getAttribute('d');
+test('charts redraw as ticks arrive', async () => {
+  pathsBefore = await page.locator('.series-util .line').first().getAttribute('d');
   await page.waitForFunction(
     (b) => document.querySelector('.series-util .line').getAttribute('d') !== b,
     pathsBefore, { timeout: 10_000 });
-  step('charts redraw as ticks arrive');
+});
 
+test('fits a phone screen', async () => {
   if (process.env.SCREENSHOT) {
     await page.waitForTimeout(Number(process.env.SCREENSHOT_WAIT || 4) * 1000);
     mkdirSync(dirname(resolve(root, process.env.SCREENSHOT)), { recursive: true });
     await page.screenshot({ path: resolve(root, process.env.SCREENSHOT), fullPage: false });
-    step(`screenshot saved to ${process.env.SCREENSHOT}`);
+    console.log(`screenshot saved to ${process.env.SCREENSHOT}`);
   }
 
   // Phone width: one column, no horizontal scrolling.
   await page.setViewportSize({ width: 390, height: 844 });
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px on a phone`);
-  step('fits a phone screen');
+});
+
+test('shows that it is reconnecting when the server is gone', async () => {
   await page.setViewportSize({ width: 1400, height: 900 });
 
   // The server goes away: the page says it is reconnecting, then recovers when it is back.
-  const port = new URL(server.url).port;
+  port = new URL(server.url).port;
   await stopServer(server.child);
   await page.locator('[data-testid=link-status]', { hasText: 'reconnecting' }).waitFor({ timeout: 10_000 });
-  step('shows that it is reconnecting when the server is gone');
+});
+
+test('goes live again when the server is back', async () => {
   server = await startServer(`127.0.0.1:${port}`);
   await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
-  step('goes live again when the server is back');
+});
 
+test('logging out ends the session', async () => {
   await page.click('form.logout button');
   await page.waitForURL(/\/login$/);
   await page.goto(server.url + '/');
   assert.match(new URL(page.url()).pathname, /^\/login$/, 'the session ended');
-  step('logging out ends the session');
+});
 
+test('no errors in the page', async () => {
   // Reconnect failures are expected console noise while the server is down.
-  const real = failures.filter((f) => !/WebSocket connection|ERR_CONNECTION_REFUSED/.test(f));
+  real = failures.filter((f) => !/WebSocket connection|ERR_CONNECTION_REFUSED/.test(f));
   assert.deepEqual(real, [], 'no page errors');
-  step('no errors in the page');
-} finally {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-}
-console.log('browser test passed');
+});

@@ -9,9 +9,10 @@
 import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow, step,
+  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow,
   assertOnlyProvokedErrors,
 } from './lib.mjs';
+import { test, after } from 'node:test';
 
 const ACCOUNT = 'lanes-test-job';
 ensureUnixAccount(ACCOUNT);
@@ -22,61 +23,72 @@ const server = await startServer({ dataDir, gpus: 2, extra: ['--sim-background',
 const url = server.url;
 const browser = await launchBrowser();
 const failures = [];
+// Shared by the steps below, which run in order.
+let page, gpus, booking, form, log, row, admin, adminLogin, injected, pid, card0, adminPage, violations, policy, ended;
 
-try {
-  const page = await watchedPage(browser, failures);
+after(async () => {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('a job runs from the Jobs page and its output arrives live until it is over', async () => {
+  page = await watchedPage(browser, failures);
   await logIn(page, url, 'ada', 'ada passphrase');
-  const gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
-  const booking = await bookNow(page, url, gpus[1].uuid, 600_000);
+  gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
+  booking = await bookNow(page, url, gpus[1].uuid, 600_000);
 
   await page.click('nav >> text=Jobs');
   await page.waitForURL(url + '/jobs');
-  const form = page.locator('[data-testid=submit-job]');
+  form = page.locator('[data-testid=submit-job]');
   await form.locator(`select option[value="${booking.id}"]`).waitFor({ state: 'attached' });
   await form.locator('select').selectOption(String(booking.id));
   await form.locator('input').first().fill(`sh -c 'echo "hello from job $LANES_JOB_ID on $CUDA_VISIBLE_DEVICES"; sleep 2; echo bye'`);
   await form.locator('button[type=submit]').click();
-  const log = page.locator('[data-testid=log]');
+  log = page.locator('[data-testid=log]');
   await log.filter({ hasText: `on ${gpus[1].uuid}` }).waitFor();
   await log.filter({ hasText: 'bye' }).waitFor({ timeout: 15_000 });
   await page.getByText('the job is over').waitFor();
-  const row = page.locator('[data-testid=jobs] tbody tr').first();
+  row = page.locator('[data-testid=jobs] tbody tr').first();
   await page.locator('[data-testid=refresh-jobs]').click();
   await row.filter({ hasText: 'exited (exit 0)' }).waitFor();
-  step('a job runs from the Jobs page and its output arrives live until it is over');
+});
 
+test('the dashboard shows the unbooked process in red', async () => {
   // A process on GPU 0 that nobody booked.
-  const admin = await browser.newContext();
-  const adminLogin = await admin.request.post(url + '/api/v1/auth/login',
+  admin = await browser.newContext();
+  adminLogin = await admin.request.post(url + '/api/v1/auth/login',
     { data: { username: 'root', password: 'admin passphrase' } });
   assert.equal(adminLogin.status(), 200);
-  const injected = await admin.request.post(url + '/api/v1/sim/processes',
+  injected = await admin.request.post(url + '/api/v1/sim/processes',
     { data: { gpu: gpus[0].uuid, user: 'mallory', command: 'python' } });
   assert.equal(injected.status(), 201, await injected.text());
-  const { pid } = await injected.json();
+  ({ pid } = await injected.json());
 
   await page.click('nav >> text=Dashboard');
   await page.waitForURL(url + '/');
-  const card0 = page.locator(`.gpu-card[data-uuid="${gpus[0].uuid}"]`);
+  card0 = page.locator(`.gpu-card[data-uuid="${gpus[0].uuid}"]`);
   await card0.locator('tr.unbooked', { hasText: String(pid) }).waitFor();
   assert.match(await card0.locator('tr.unbooked').textContent(), /mallory.*python.*UNBOOKED/);
   assert.equal(await card0.evaluate((e) => e.classList.contains('violated')), true);
-  step('the dashboard shows the unbooked process in red');
+});
 
-  const adminPage = await admin.newPage({ viewport: { width: 1400, height: 900 } });
+test('the admin sees the violation and sets the policy to terminate', async () => {
+  adminPage = await admin.newPage({ viewport: { width: 1400, height: 900 } });
   adminPage.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
   await adminPage.goto(url + '/admin');
-  const violations = adminPage.locator('[data-testid=violations]');
+  violations = adminPage.locator('[data-testid=violations]');
   await violations.locator('tr', { hasText: 'mallory' }).waitFor();
   assert.match(await violations.locator('tr', { hasText: 'mallory' }).textContent(), /still running.*observed/);
-  const policy = adminPage.locator('[data-testid=policy]');
+  policy = adminPage.locator('[data-testid=policy]');
   await policy.locator('select[name=watchdog]').selectOption('terminate');
   await policy.locator('input[name=violation_grace_s]').fill('1');
   await policy.locator('button[type=submit]').click();
   await adminPage.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
-  step('the admin sees the violation and sets the policy to terminate');
+});
 
-  let ended = false;
+test('under terminate the process is ended after the grace period', async () => {
+  ended = false;
   for (let i = 0; i < 40 && !ended; i++) {
     await adminPage.waitForTimeout(250);
     await adminPage.locator('section', { hasText: 'Unbooked GPU use' }).locator('button:text("Refresh")').click();
@@ -85,13 +97,8 @@ try {
   assert.ok(ended, 'the violation shows terminated');
   await card0.locator('tr.unbooked').waitFor({ state: 'detached' });
   if (process.env.SCREENSHOT) await adminPage.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
-  step('under terminate the process is ended after the grace period');
+});
 
+test('no errors in the pages', async () => {
   assertOnlyProvokedErrors(failures, [], 0);
-  step('no errors in the pages');
-} finally {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-}
-console.log('enforcement browser test passed');
+});

@@ -8,8 +8,9 @@
 import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow, step, assertOnlyProvokedErrors,
+  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow, assertOnlyProvokedErrors,
 } from './lib.mjs';
+import { test, after } from 'node:test';
 
 const dataDir = freshDataDir();
 addUser(dataDir, 'ada', 'ada passphrase', ['--display-name', 'Ada']);
@@ -17,55 +18,60 @@ const server = await startServer({ dataDir, gpus: 4 });
 const url = server.url;
 const browser = await launchBrowser();
 const failures = [];
+// Shared by the steps below, which run in order.
+let page, gpus, booking, heatmap, cells, shown, before, row, users, href, csv;
 
-try {
-  const page = await watchedPage(browser, failures);
+after(async () => {
+  await browser.close();
+  await stopServer(server.child);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('the heatmap has a row per card with readings, and a chart per card', async () => {
+  page = await watchedPage(browser, failures);
   await logIn(page, url, 'ada', 'ada passphrase');
-  const gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
-  const booking = await bookNow(page, url, gpus[2].uuid, 3_600_000);
+  gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
+  booking = await bookNow(page, url, gpus[2].uuid, 3_600_000);
   // Two flushes of the history writer.
   await page.waitForTimeout(11_000);
 
   await page.click('nav >> text=History');
   await page.waitForURL(url + '/history');
   await page.click('[data-testid=range] button:text("1 h")');
-  const heatmap = page.locator('[data-testid=heatmap]');
+  heatmap = page.locator('[data-testid=heatmap]');
   await heatmap.locator('rect[fill^="hsl"]').first().waitFor();
   assert.equal(await heatmap.locator('text.heat-label').count(), 4);
-  const cells = await heatmap.locator('rect[fill^="hsl"]').count();
+  cells = await heatmap.locator('rect[fill^="hsl"]').count();
   assert.ok(cells >= 4, `cells in the last hour: ${cells}`);
   assert.equal(await page.locator('.history-chart').count(), 4);
   assert.match(await page.locator('.history-chart figcaption').first().textContent(), /mean \d+ %/);
-  step('the heatmap has a row per card with readings, and a chart per card');
+});
 
-  const shown = () => page.locator('main > p.muted').first().textContent();
-  const before = await shown();
+test('zoom, paging and presets change the range and the resolution', async () => {
+  shown = () => page.locator('main > p.muted').first().textContent();
+  before = await shown();
   await page.click('button[aria-label="Zoom in"]');
   await page.waitForFunction((b) => document.querySelector('main > p.muted').textContent !== b, before);
   await page.click('button[aria-label="Earlier"]');
   // A day at 240 points reads minute buckets (none may be whole yet on a server this young).
   await page.click('[data-testid=range] button:text("24 h")');
   await page.getByRole('heading', { name: 'All cards · buckets of 360 s (1m data)' }).waitFor();
-  step('zoom, paging and presets change the range and the resolution');
+});
 
-  const row = page.locator('[data-testid=report-bookings] tbody tr', { hasText: `#${booking.id}` });
+test('the usage report lists the booking and the CSV downloads', async () => {
+  row = page.locator('[data-testid=report-bookings] tbody tr', { hasText: `#${booking.id}` });
   await row.waitFor();
   assert.match(await row.textContent(), /ada/);
-  const users = page.locator('[data-testid=report-users] tbody tr', { hasText: 'ada' });
+  users = page.locator('[data-testid=report-users] tbody tr', { hasText: 'ada' });
   await users.waitFor();
-  const href = await page.locator('a:text("CSV")').first().getAttribute('href');
-  const csv = await page.request.get(url + href);
+  href = await page.locator('a:text("CSV")').first().getAttribute('href');
+  csv = await page.request.get(url + href);
   assert.equal(csv.status(), 200);
   assert.match(csv.headers()['content-type'], /text\/csv/);
   assert.match(await csv.text(), /^user,gpu_hours_booked,gpu_hours_used,idle_booked_hours,violations,jobs\r\nada,/);
   if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
-  step('the usage report lists the booking and the CSV downloads');
+});
 
+test('no errors in the page', async () => {
   assertOnlyProvokedErrors(failures, [], 0);
-  step('no errors in the page');
-} finally {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-}
-console.log('history browser test passed');
+});

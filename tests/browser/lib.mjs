@@ -107,4 +107,3 @@ export function assertOnlyProvokedErrors(failures, statuses, count) {
   assert.deepEqual(failures.filter((f) => !provoked.test(f)), [], 'no page errors');
 }
 
-export const step = (name) => console.log(`  ✓ ${name}`);

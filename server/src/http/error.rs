@@ -93,6 +93,7 @@ impl From<crate::store::StoreError> for ApiError {
                 message: m,
                 retry_after_secs: 30,
             },
+            StoreError::Refused(refusal) => refusal.into(),
             other => ApiError::Internal(other.to_string()),
         }
     }
