@@ -20,3 +20,4 @@ pub mod startup;
 pub mod store;
 pub mod tasks;
 pub mod telemetry;
+pub mod usecases;

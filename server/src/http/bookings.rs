@@ -5,14 +5,13 @@
 use super::auth::{AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::audit::AuditAction;
-use crate::bookings::{check_request, rules, BookingError, CardChoice, NewBooking};
 use crate::store::{AuditEntry, BookingFilter};
+use crate::usecases;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::Json;
 use chrono::Utc;
-use lanes_types::account::User;
 use lanes_types::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, MaintenanceBlock, QuotaUse, Quotas,
 };
@@ -40,49 +39,9 @@ async fn create(
     CurrentUser(actor): CurrentUser,
     ApiJson(request): ApiJson<CreateBooking>,
 ) -> Result<(StatusCode, Json<Booking>), ApiError> {
-    let now = Utc::now();
-    let owner = match &request.user {
-        Some(name) if name != &actor.username => {
-            if !actor.is_admin() {
-                return Err(ApiError::Forbidden(
-                    "only admins may book for another user".into(),
-                ));
-            }
-            state
-                .store
-                .user_by_username(name)
-                .await?
-                .filter(|u| u.enabled)
-                .ok_or_else(|| ApiError::Unprocessable(format!("no enabled user named {name:?}")))?
-        }
-        _ => actor.clone(),
-    };
-    let cards = match (request.gpus, request.count) {
-        (Some(uuids), None) => CardChoice::Named(uuids),
-        (None, Some(count)) => CardChoice::Any(count),
-        _ => {
-            return Err(ApiError::Refused {
-                code: "invalid",
-                rule: "gpus_or_count",
-                message: "give either `gpus` (a list of UUIDs) or `count`, not both".into(),
-            })
-        }
-    };
-    let new = NewBooking {
-        owner: owner.clone(),
-        cards,
-        start: request.start,
-        end: request.end,
-        note: request.note,
-        enforce_quota: !actor.is_admin(),
-    };
-    check_request(&new, now, state.portal_settings().booking_horizon_days)?;
-    let mut detail = format!("{} → {}", new.start.to_rfc3339(), new.end.to_rfc3339());
-    if owner.id != actor.id {
-        detail.push_str(&format!("; for {}", owner.username));
-    }
-    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
-    let booking = state.store.create_booking(&new, audit, now).await?;
+    let horizon = state.portal_settings().booking_horizon_days;
+    let booking =
+        usecases::bookings::book(&state.store, &actor, request, horizon, Utc::now()).await?;
     Ok((StatusCode::CREATED, Json(booking)))
 }
 
@@ -122,32 +81,14 @@ async fn show(
         .ok_or_else(|| ApiError::NotFound("no such booking".into()))
 }
 
-/// The booking, if `actor` may change it: its owner or an admin.
-async fn changeable(state: &AppState, actor: &User, id: i64) -> Result<Booking, ApiError> {
-    let booking = state
-        .store
-        .booking(id, Utc::now())
-        .await?
-        .ok_or_else(|| ApiError::NotFound("no such booking".into()))?;
-    if booking.user_id != actor.id && !actor.is_admin() {
-        return Err(ApiError::Forbidden(
-            "only the booking's owner or an admin may change it".into(),
-        ));
-    }
-    Ok(booking)
-}
-
 /// Cancels an upcoming booking or releases an active one.
 async fn withdraw(
     State(state): State<AppState>,
     CurrentUser(actor): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Booking>, ApiError> {
-    changeable(&state, &actor, id).await?;
-    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingWithdraw, "");
-    Ok(Json(
-        state.store.withdraw_booking(id, audit, Utc::now()).await?,
-    ))
+    let booking = usecases::bookings::withdraw(&state.store, &actor, id, Utc::now()).await?;
+    Ok(Json(booking))
 }
 
 async fn extend(
@@ -156,30 +97,19 @@ async fn extend(
     ApiPath(id): ApiPath<i64>,
     body: Result<ApiJson<ExtendBooking>, ApiError>,
 ) -> Result<Json<Booking>, ApiError> {
-    // Who may change it first: others learn nothing from how their body would be judged.
-    changeable(&state, &actor, id).await?;
-    let ApiJson(request) = body?;
-    if let Some(job) = state.store.queue_job_of_booking(id).await? {
-        // The scheduler sized this booking to the job's time limit; a longer one would let
-        // the job run past the limit the admin set.
-        return Err(ApiError::Refused {
-            code: "invalid",
-            rule: "queue_booking",
-            message: format!(
-                "this booking holds the cards of queue job {job}; it lasts the job's time limit and cannot be extended"
-            ),
-        });
-    }
     let now = Utc::now();
+    let request = match body {
+        Ok(ApiJson(request)) => request,
+        Err(bad) => {
+            // Who may change it first: others learn nothing from how their body would be judged.
+            usecases::bookings::changeable(&state.store, &actor, id, now).await?;
+            return Err(bad);
+        }
+    };
     let horizon = state.portal_settings().booking_horizon_days;
-    rules::check_end(request.end, now, horizon).map_err(BookingError::from)?;
-    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingExtend, "");
-    Ok(Json(
-        state
-            .store
-            .extend_booking(id, request.end, !actor.is_admin(), audit, now)
-            .await?,
-    ))
+    let booking =
+        usecases::bookings::extend(&state.store, &actor, id, request.end, horizon, now).await?;
+    Ok(Json(booking))
 }
 
 async fn quotas(State(state): State<AppState>, _: AdminUser) -> Result<Json<Quotas>, ApiError> {

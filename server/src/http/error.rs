@@ -99,6 +99,18 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+impl From<crate::usecases::UseCaseError> for ApiError {
+    fn from(e: crate::usecases::UseCaseError) -> Self {
+        use crate::usecases::UseCaseError;
+        match e {
+            UseCaseError::Forbidden(m) => ApiError::Forbidden(m),
+            UseCaseError::NotFound(m) => ApiError::NotFound(m),
+            UseCaseError::Unprocessable(m) => ApiError::Unprocessable(m),
+            UseCaseError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<crate::bookings::BookingError> for ApiError {
     fn from(e: crate::bookings::BookingError) -> Self {
         use crate::bookings::BookingError;

@@ -5,9 +5,8 @@
 use super::auth::{listing_owner, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::audit::AuditAction;
-use crate::jobs::launch;
-use crate::jobs::mask::check_extra_env;
-use crate::store::{AuditEntry, JobPlace, NewJob};
+use crate::store::AuditEntry;
+use crate::usecases;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -19,7 +18,6 @@ use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{JobQuery, LogQuery};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub fn routes() -> Routes {
@@ -35,91 +33,13 @@ const TAIL_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// Largest piece of log sent in one websocket message.
 const TAIL_CHUNK: usize = 64 * 1024;
 
-/// Most arguments, and longest argument, of a command.
-const MAX_ARGS: usize = 1024;
-const MAX_ARG_BYTES: usize = 64 * 1024;
-
 async fn submit(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
     ApiJson(request): ApiJson<CreateJob>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
-    let now = Utc::now();
-    let name = request.name.unwrap_or_default();
-    let env = request.env.unwrap_or_default();
-    let booking = state
-        .store
-        .booking(request.booking_id, now)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("no such booking".into()))?;
-    if booking.user_id != user.id {
-        return Err(ApiError::Forbidden(
-            "jobs run as the booking's owner, so only they may submit to it".into(),
-        ));
-    }
-    check_job(&request.argv, &name, &env, request.cwd.as_deref(), &user)?;
-    if !booking.state.holds_cards() {
-        return Err(ApiError::Unprocessable(format!(
-            "the booking is {}; jobs go into upcoming or active bookings",
-            booking.state.as_str()
-        )));
-    }
-    let audit = AuditEntry::new(Some(user.id), AuditAction::JobSubmit, "").detail(format!(
-        "booking {}: {}",
-        booking.id,
-        request.argv.join(" ")
-    ));
-    let job = state
-        .store
-        .create_job(
-            &NewJob {
-                user_id: user.id,
-                name: &name,
-                argv: &request.argv,
-                cwd: request.cwd.as_deref(),
-                env: &env,
-                place: JobPlace::Booking(booking.id),
-            },
-            audit,
-            now,
-        )
-        .await?;
+    let job = usecases::jobs::submit_to_booking(&state.store, &user, request, Utc::now()).await?;
     Ok((StatusCode::CREATED, Json(job)))
-}
-
-/// What every job needs, queued or booked: a command, a short name, allowed extra variables,
-/// an absolute working directory if any, and an owner this host can run jobs as (refused now
-/// rather than when the job's turn comes).
-pub(super) fn check_job(
-    argv: &[String],
-    name: &str,
-    env: &BTreeMap<String, String>,
-    cwd: Option<&str>,
-    owner: &User,
-) -> Result<(), ApiError> {
-    if let Some(dir) = cwd {
-        launch::check_dir(dir).map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-    }
-    launch::identity(&owner.username, owner.unix_user.as_deref())
-        .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
-    if argv.is_empty() || argv[0].is_empty() {
-        return Err(ApiError::Unprocessable(
-            "argv needs at least the command".into(),
-        ));
-    }
-    if argv.len() > MAX_ARGS
-        || argv
-            .iter()
-            .any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0'))
-    {
-        return Err(ApiError::Unprocessable(format!(
-            "argv may have at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES} bytes, without NUL"
-        )));
-    }
-    if name.chars().count() > crate::accounts::MAX_TEXT {
-        return Err(ApiError::Unprocessable("the name is too long".into()));
-    }
-    check_extra_env(env).map_err(|e| ApiError::Unprocessable(e.to_string()))
 }
 
 async fn list(

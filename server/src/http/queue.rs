@@ -4,10 +4,11 @@
 //! and admins.
 
 use super::auth::{AdminUser, CurrentUser};
-use super::jobs::{check_job, visible};
+use super::jobs::visible;
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
 use crate::audit::AuditAction;
-use crate::store::{AuditEntry, JobPlace, NewJob};
+use crate::store::AuditEntry;
+use crate::usecases;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
@@ -35,61 +36,17 @@ async fn submit(
     CurrentUser(user): CurrentUser,
     ApiJson(request): ApiJson<SubmitJob>,
 ) -> Result<(StatusCode, Json<QueuedJob>), ApiError> {
-    let name = request.name.unwrap_or_default();
-    let env = request.env.unwrap_or_default();
-    check_job(&request.argv, &name, &env, request.cwd.as_deref(), &user)?;
     let settings = state.queue.settings();
-    let limit = request
-        .time_limit_s
-        .or(settings.default_time_limit_s)
-        .ok_or_else(|| ApiError::Unprocessable("time_limit_s is required".into()))?;
-    if limit <= 0 || limit > settings.max_time_limit_s {
-        return Err(ApiError::Unprocessable(format!(
-            "time_limit_s must be between 1 and {} (the admin's maximum)",
-            settings.max_time_limit_s
-        )));
-    }
     let cards = state.hub.gpus();
-    let min_memory = request.min_memory_bytes.unwrap_or(0);
-    let eligible = cards
-        .iter()
-        .filter(|g| g.info.memory_total_bytes >= min_memory)
-        .count();
-    if request.gpus == 0 || request.gpus as usize > eligible {
-        return Err(ApiError::Unprocessable(format!(
-            "gpus must be between 1 and {eligible}: the pool has {eligible} card(s){}",
-            if min_memory > 0 {
-                " with that much memory"
-            } else {
-                ""
-            }
-        )));
-    }
-    let queued = QueueRequest {
-        gpus: request.gpus,
-        time_limit_s: limit,
-        min_memory_bytes: request.min_memory_bytes,
-    };
-    let audit = AuditEntry::new(Some(user.id), AuditAction::QueueSubmit, "").detail(format!(
-        "{} card(s) for up to {limit} s: {}",
-        request.gpus,
-        request.argv.join(" ")
-    ));
-    let job = state
-        .store
-        .create_job(
-            &NewJob {
-                user_id: user.id,
-                name: &name,
-                argv: &request.argv,
-                cwd: request.cwd.as_deref(),
-                env: &env,
-                place: JobPlace::Queue(queued),
-            },
-            audit,
-            Utc::now(),
-        )
-        .await?;
+    let job = usecases::jobs::submit_to_queue(
+        &state.store,
+        &user,
+        request,
+        &settings,
+        &cards,
+        Utc::now(),
+    )
+    .await?;
     Ok((
         StatusCode::CREATED,
         Json(view(&job, &user, None, &HashMap::new())),

@@ -1,0 +1,173 @@
+//! Job use cases: run a command on a booking's cards, or queue it for any free cards. Both check
+//! the command the same way, and refuse now, not when the job's turn comes, what could never run
+//! (an owner this host cannot run jobs as, a relative working directory, bad variables).
+
+use super::UseCaseError;
+use crate::audit::AuditAction;
+use crate::jobs::launch;
+use crate::jobs::mask::check_extra_env;
+use crate::store::{AuditEntry, JobPlace, NewJob, Store};
+use chrono::{DateTime, Utc};
+use lanes_types::account::User;
+use lanes_types::job::{CreateJob, Job, QueueRequest};
+use lanes_types::queue::{QueueSettings, SubmitJob};
+use lanes_types::GpuState;
+use std::collections::BTreeMap;
+
+/// Most arguments, and longest argument, of a command.
+const MAX_ARGS: usize = 1024;
+const MAX_ARG_BYTES: usize = 64 * 1024;
+
+/// What every job is, booked or queued, once checked.
+struct Command {
+    argv: Vec<String>,
+    name: String,
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+}
+
+impl Command {
+    /// Checks what every job needs: a command, a short name, allowed extra variables, an
+    /// absolute working directory if any, and an owner this host can run jobs as.
+    fn check(
+        owner: &User,
+        argv: Vec<String>,
+        name: Option<String>,
+        env: Option<BTreeMap<String, String>>,
+        cwd: Option<String>,
+    ) -> Result<Self, UseCaseError> {
+        let invalid = |e: &dyn std::fmt::Display| UseCaseError::Unprocessable(e.to_string());
+        if let Some(dir) = &cwd {
+            launch::check_dir(dir).map_err(|e| invalid(&e))?;
+        }
+        launch::identity(&owner.username, owner.unix_user.as_deref()).map_err(|e| invalid(&e))?;
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err(invalid(&"argv needs at least the command"));
+        }
+        if argv.len() > MAX_ARGS
+            || argv
+                .iter()
+                .any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0'))
+        {
+            return Err(invalid(&format!(
+                "argv may have at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES} bytes, without NUL"
+            )));
+        }
+        let name = name.unwrap_or_default();
+        if name.chars().count() > crate::accounts::MAX_TEXT {
+            return Err(invalid(&"the name is too long"));
+        }
+        let env = env.unwrap_or_default();
+        check_extra_env(&env).map_err(|e| invalid(&e))?;
+        Ok(Self {
+            argv,
+            name,
+            env,
+            cwd,
+        })
+    }
+
+    async fn create(
+        &self,
+        store: &Store,
+        owner: &User,
+        place: JobPlace,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Job, UseCaseError> {
+        let new = NewJob {
+            user_id: owner.id,
+            name: &self.name,
+            argv: &self.argv,
+            cwd: self.cwd.as_deref(),
+            env: &self.env,
+            place,
+        };
+        Ok(store.create_job(&new, audit, now).await?)
+    }
+}
+
+/// Runs a command on the cards of one of `user`'s upcoming or active bookings. Jobs run as the
+/// booking's owner, so only they may submit to it.
+pub async fn submit_to_booking(
+    store: &Store,
+    user: &User,
+    request: CreateJob,
+    now: DateTime<Utc>,
+) -> Result<Job, UseCaseError> {
+    let booking = store
+        .booking(request.booking_id, now)
+        .await?
+        .ok_or_else(|| UseCaseError::NotFound("no such booking".into()))?;
+    if booking.user_id != user.id {
+        return Err(UseCaseError::Forbidden(
+            "jobs run as the booking's owner, so only they may submit to it".into(),
+        ));
+    }
+    let command = Command::check(user, request.argv, request.name, request.env, request.cwd)?;
+    if !booking.state.holds_cards() {
+        return Err(UseCaseError::Unprocessable(format!(
+            "the booking is {}; jobs go into upcoming or active bookings",
+            booking.state.as_str()
+        )));
+    }
+    let audit = AuditEntry::new(Some(user.id), AuditAction::JobSubmit, "").detail(format!(
+        "booking {}: {}",
+        booking.id,
+        command.argv.join(" ")
+    ));
+    command
+        .create(store, user, JobPlace::Booking(booking.id), audit, now)
+        .await
+}
+
+/// Queues a command for `gpus` cards of the pool (`cards`, as the hub sees them) for up to its
+/// time limit, within the queue's `settings`.
+pub async fn submit_to_queue(
+    store: &Store,
+    user: &User,
+    request: SubmitJob,
+    settings: &QueueSettings,
+    cards: &[GpuState],
+    now: DateTime<Utc>,
+) -> Result<Job, UseCaseError> {
+    let command = Command::check(user, request.argv, request.name, request.env, request.cwd)?;
+    let limit = request
+        .time_limit_s
+        .or(settings.default_time_limit_s)
+        .ok_or_else(|| UseCaseError::Unprocessable("time_limit_s is required".into()))?;
+    if limit <= 0 || limit > settings.max_time_limit_s {
+        return Err(UseCaseError::Unprocessable(format!(
+            "time_limit_s must be between 1 and {} (the admin's maximum)",
+            settings.max_time_limit_s
+        )));
+    }
+    let min_memory = request.min_memory_bytes.unwrap_or(0);
+    let eligible = cards
+        .iter()
+        .filter(|g| g.info.memory_total_bytes >= min_memory)
+        .count();
+    if request.gpus == 0 || request.gpus as usize > eligible {
+        return Err(UseCaseError::Unprocessable(format!(
+            "gpus must be between 1 and {eligible}: the pool has {eligible} card(s){}",
+            if min_memory > 0 {
+                " with that much memory"
+            } else {
+                ""
+            }
+        )));
+    }
+    let queued = QueueRequest {
+        gpus: request.gpus,
+        time_limit_s: limit,
+        min_memory_bytes: request.min_memory_bytes,
+    };
+    let audit = AuditEntry::new(Some(user.id), AuditAction::QueueSubmit, "").detail(format!(
+        "{} card(s) for up to {limit} s: {}",
+        request.gpus,
+        command.argv.join(" ")
+    ));
+    command
+        .create(store, user, JobPlace::Queue(queued), audit, now)
+        .await
+}
