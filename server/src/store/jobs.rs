@@ -179,13 +179,17 @@ impl Store {
         };
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
+        // Read back before telling the runner and the queue: the answer is the job as it was
+        // submitted, not as they may have moved it a moment later.
+        let job = self
+            .job(id)
+            .await?
+            .ok_or(StoreError::Invalid("the job vanished".into()))?;
         self.emit(match queue {
             Some(_) => Event::QueueChanged(Change::QueueSubmitted),
             None => Event::JobsChanged(Change::JobSubmitted),
         });
-        self.job(id)
-            .await?
-            .ok_or(StoreError::Invalid("the job vanished".into()))
+        Ok(job)
     }
 
     /// Queue jobs that wait for cards, oldest first.
