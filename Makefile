@@ -53,8 +53,10 @@ tools-test:
 		|| (python3 -m venv $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION) \
 			&& $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))
 
+# Formatting, and the server's module graph without cycles (docs/architecture.md).
 fmt-check:
 	cargo fmt --all -- --check
+	python3 .ci/modgraph.py server/src --check >/dev/null
 
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings

@@ -4,9 +4,9 @@
 //! unwritable data dir, unusable database), 1 when a running server fails.
 
 use clap::Parser;
-use lanes_server::accounts::commands;
 use lanes_server::cli::{Cli, Command, UserCommand};
 use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
+use lanes_server::user_command as commands;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

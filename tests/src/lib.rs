@@ -86,7 +86,7 @@ impl TestApp {
             auth: Default::default(),
             metrics_token: None,
             job_grace: Duration::from_secs(1),
-            history: lanes_server::history::writer::HistorySettings {
+            history: lanes_server::history::HistorySettings {
                 flush_every: Duration::from_millis(200),
                 ..Default::default()
             },

@@ -1,7 +1,6 @@
 //! Accounts: who may use Lanes, with which role, and which Unix account their jobs run as.
 //! Validation here is plain Rust; storage is in `store`, HTTP in `http`.
 
-pub mod commands;
 pub mod password;
 pub mod session;
 

@@ -3,8 +3,6 @@
 //! rules (which resolution answers a query, how readings are stored); `writer` moves readings
 //! from the hub to the store off the poller's path; the SQL lives in `store::history`.
 
-pub mod writer;
-
 use lanes_types::GpuSample;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -190,6 +188,22 @@ pub fn plan(from: i64, to: i64, points: i64, retention: &Retention, now: i64) ->
     Plan {
         resolution,
         bucket_s,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct HistorySettings {
+    pub retention: Retention,
+    /// How often buffered readings are written.
+    pub flush_every: Duration,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            retention: Retention::default(),
+            flush_every: Duration::from_secs(5),
+        }
     }
 }
 

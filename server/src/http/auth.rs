@@ -2,10 +2,9 @@
 //! `POST /api/v1/auth/logout`, `GET /api/v1/me`, and the [`CurrentUser`] extractor.
 
 use super::{ApiError, ApiJson, AppState, Routes};
-use crate::accounts::session::{self, LockoutRules, COOKIE};
-use crate::accounts::{password, User, MAX_TEXT};
-use crate::audit::AuditAction;
-use crate::store::{AttemptStart, AuditEntry};
+use crate::accounts::session::{self, COOKIE};
+use crate::accounts::User;
+use crate::usecases;
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -26,40 +25,6 @@ pub fn routes() -> Routes {
         .route("/api/v1/me/password", post(change_password))
         .route("/auth/login", post(form_login))
         .route("/auth/logout", post(form_logout))
-}
-
-/// Password hashing at once, at most this many (each argon2 run takes 19 MiB and a core for a
-/// moment); the rest wait their turn a little, then get 503.
-static PASSWORD_WORK: std::sync::LazyLock<tokio::sync::Semaphore> =
-    std::sync::LazyLock::new(|| {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        tokio::sync::Semaphore::new(cores.clamp(2, 16))
-    });
-
-/// How long a password check waits for its turn before the server says it is busy.
-const PASSWORD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Runs password work (argon2) off the async runtime, bounded by [`PASSWORD_WORK`].
-async fn password_work<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    let busy = || ApiError::Unavailable {
-        message: "the server is busy checking passwords; try again in a moment".into(),
-        retry_after_secs: 2,
-    };
-    let _permit = tokio::time::timeout(PASSWORD_QUEUE_WAIT, PASSWORD_WORK.acquire())
-        .await
-        .map_err(|_| busy())?
-        .map_err(|_| busy())?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))
-}
-
-/// Runs argon2 off the async runtime.
-pub async fn hash_password(password: String) -> Result<String, ApiError> {
-    password::check_policy(&password)?;
-    Ok(password_work(move || password::hash(&password)).await??)
 }
 
 /// The logged-in user of a request; rejects with 401 when there is none.
@@ -109,88 +74,17 @@ pub async fn resolve_user(
         .map(CurrentUser))
 }
 
-/// Checks a username and password (with lockout and audit) and starts a session. Returns the
-/// user and the session cookie. Shared by the JSON API and the login form.
-pub async fn authenticate(
+/// Logs in (see [`usecases::accounts::log_in`]) and makes the session cookie. Shared by the
+/// JSON API and the login form.
+async fn authenticate(
     state: &AppState,
     username: String,
-    password_text: String,
+    password: String,
     client: IpAddr,
 ) -> Result<(User, Cookie<'static>), ApiError> {
-    if username.chars().count() > MAX_TEXT {
-        return Err(ApiError::BadRequest(format!(
-            "username is longer than {MAX_TEXT} characters"
-        )));
-    }
-    if password_text.len() > password::MAX_BYTES {
-        return Err(ApiError::BadRequest(format!(
-            "password is longer than {} bytes",
-            password::MAX_BYTES
-        )));
-    }
-    let now = chrono::Utc::now();
-    let address = client.to_string();
-    let rules = LockoutRules::default();
-    // Counted before the password is checked, atomically with the check of the limits: of
-    // many concurrent guesses only as many as the limit get to be checked.
-    let (attempt, address_failures) = match state
-        .store
-        .begin_login_attempt(&username, &address, &rules, now)
-        .await?
-    {
-        AttemptStart::Counted {
-            id,
-            address_failures,
-        } => (id, address_failures),
-        AttemptStart::Locked(wait) => {
-            return Err(ApiError::TooManyRequests {
-                retry_after_secs: wait.num_seconds().max(1) as u64,
-            })
-        }
-    };
-    let delay = rules.address_delay(address_failures);
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
-    let credentials = state.store.credentials(&username).await?;
-    let checked = password_work(move || match credentials {
-        Some((user, hash)) => {
-            let matches = password::verify(&password_text, &hash);
-            (matches && user.enabled).then_some(user)
-        }
-        None => {
-            // Same work as a real check, so timing does not tell who has an account.
-            password::verify_dummy(&password_text);
-            None
-        }
-    })
-    .await;
-    let user = match checked {
-        Ok(user) => user,
-        Err(e) => {
-            // Not judged (busy): it does not count against anyone.
-            state.store.end_login_attempt(attempt, None).await?;
-            return Err(e);
-        }
-    };
-    state
-        .store
-        .end_login_attempt(attempt, Some(user.is_some()))
-        .await?;
-
-    let Some(user) = user else {
-        let failure =
-            AuditEntry::new(None, AuditAction::AuthLoginFailed, username).from_addr(address);
-        state.store.audit(&failure, now).await?;
-        return Err(ApiError::InvalidCredentials);
-    };
-    let (secret, id_hash) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let audit =
-        AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username).from_addr(address);
-    state
-        .store
-        .start_session(user.id, &id_hash, &audit, now)
-        .await?;
+    let usecases::accounts::LoggedIn { user, secret } =
+        usecases::accounts::log_in(&state.store, username, password, client, chrono::Utc::now())
+            .await?;
     let cookie = Cookie::build((COOKIE, secret))
         .path("/")
         .http_only(true)
@@ -217,12 +111,7 @@ fn time_duration(d: chrono::Duration) -> time::Duration {
 
 /// Ends the session a request carries, and returns the jar that clears its cookie.
 async fn end_session(state: &AppState, jar: CookieJar) -> Result<CookieJar, ApiError> {
-    if let Some(cookie) = jar.get(COOKIE) {
-        state
-            .store
-            .end_session(&session::hash_secret(cookie.value()))
-            .await?;
-    }
+    usecases::accounts::log_out(&state.store, jar.get(COOKIE).map(|c| c.value())).await?;
     Ok(jar.remove(Cookie::build((COOKIE, "")).path("/")))
 }
 
@@ -465,32 +354,7 @@ async fn change_password(
     jar: CookieJar,
     ApiJson(change): ApiJson<PasswordChange>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (_, stored) = state
-        .store
-        .credentials(&user.username)
-        .await?
-        .ok_or(ApiError::Unauthenticated)?;
-    let current = change.current_password;
-    let matches = password_work(move || password::verify(&current, &stored)).await?;
-    if !matches {
-        return Err(ApiError::Forbidden("the current password is wrong".into()));
-    }
-    let hash = hash_password(change.new_password).await?;
-    let audit = AuditEntry::new(
-        Some(user.id),
-        AuditAction::UserPasswordChange,
-        &user.username,
-    );
-    state
-        .store
-        .change_password(
-            user.id,
-            &hash,
-            !change.keep_tokens,
-            &audit,
-            chrono::Utc::now(),
-        )
-        .await?;
+    usecases::accounts::change_password(&state.store, &user, change, chrono::Utc::now()).await?;
     Ok((
         jar.remove(Cookie::build((COOKIE, "")).path("/")),
         StatusCode::NO_CONTENT,
@@ -511,23 +375,6 @@ impl FromRequestParts<AppState> for AdminUser {
             Err(ApiError::Forbidden("only admins may do this".into()))
         }
     }
-}
-
-/// Whose records a listing shows `viewer`: admins see anyone's (`username`, or everyone's when
-/// it is `None`), others only their own whatever they ask. `None`: no such user, so nothing.
-pub async fn listing_owner(
-    state: &AppState,
-    viewer: &User,
-    username: Option<&str>,
-) -> Result<Option<Option<i64>>, ApiError> {
-    Ok(match (username, viewer.is_admin()) {
-        (Some(name), true) => match state.store.user_by_username(name).await? {
-            Some(u) => Some(Some(u.id)),
-            None => None,
-        },
-        (None, true) => Some(None),
-        (_, false) => Some(Some(viewer.id)),
-    })
 }
 
 #[cfg(test)]

@@ -4,8 +4,7 @@
 
 use super::auth::{AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
-use crate::audit::AuditAction;
-use crate::store::{AuditEntry, BookingFilter};
+use crate::store::BookingFilter;
 use crate::usecases;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -121,28 +120,8 @@ async fn set_quotas(
     AdminUser(admin): AdminUser,
     ApiJson(quotas): ApiJson<Quotas>,
 ) -> Result<Json<Quotas>, ApiError> {
-    let all = std::iter::once(&quotas.default)
-        .chain(quotas.groups.values())
-        .chain(quotas.users.values());
-    for quota in all {
-        let negative = [
-            quota.gpu_hours_per_week,
-            quota.max_booking_hours,
-            quota.max_days_ahead,
-        ]
-        .into_iter()
-        .flatten()
-        .any(|v| !v.is_finite() || v < 0.0);
-        if negative {
-            return Err(ApiError::Unprocessable(
-                "quota values must be finite and not negative".into(),
-            ));
-        }
-    }
-    let detail = serde_json::to_string(&quotas).unwrap_or_default();
-    let audit = AuditEntry::new(Some(admin.id), AuditAction::QuotaUpdate, "quotas").detail(detail);
-    state.store.save_quotas(&quotas, &audit, Utc::now()).await?;
-    Ok(Json(state.store.quotas().await?))
+    let saved = usecases::settings::save_quotas(&state.store, &admin, quotas, Utc::now()).await?;
+    Ok(Json(saved))
 }
 
 async fn quota_use(
@@ -172,20 +151,8 @@ async fn add_maintenance(
     AdminUser(admin): AdminUser,
     ApiJson(request): ApiJson<CreateMaintenance>,
 ) -> Result<(StatusCode, Json<MaintenanceBlock>), ApiError> {
-    if request.gpus.is_empty() {
-        return Err(ApiError::Unprocessable("name at least one GPU".into()));
-    }
-    let audit =
-        AuditEntry::new(Some(admin.id), AuditAction::MaintenanceCreate, "").detail(format!(
-            "{} → {}: {}",
-            request.start.to_rfc3339(),
-            request.end.to_rfc3339(),
-            request.reason
-        ));
-    let block = state
-        .store
-        .create_maintenance(&request, audit, Utc::now())
-        .await?;
+    let block =
+        usecases::settings::add_maintenance(&state.store, &admin, request, Utc::now()).await?;
     Ok((StatusCode::CREATED, Json(block)))
 }
 
@@ -206,18 +173,6 @@ async fn end_maintenance(
     AdminUser(admin): AdminUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let audit = AuditEntry::new(
-        Some(admin.id),
-        AuditAction::MaintenanceDelete,
-        format!("maintenance {id}"),
-    );
-    if state
-        .store
-        .delete_maintenance(id, &audit, Utc::now())
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound("no such maintenance block".into()))
-    }
+    usecases::settings::end_maintenance(&state.store, &admin, id, Utc::now()).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -103,6 +103,16 @@ impl From<crate::usecases::UseCaseError> for ApiError {
     fn from(e: crate::usecases::UseCaseError) -> Self {
         use crate::usecases::UseCaseError;
         match e {
+            UseCaseError::BadRequest(m) => ApiError::BadRequest(m),
+            UseCaseError::InvalidCredentials => ApiError::InvalidCredentials,
+            UseCaseError::Locked { retry_after_secs } => {
+                ApiError::TooManyRequests { retry_after_secs }
+            }
+            UseCaseError::Busy(message) => ApiError::Unavailable {
+                message,
+                retry_after_secs: 2,
+            },
+            UseCaseError::Internal(m) => ApiError::Internal(m),
             UseCaseError::Forbidden(m) => ApiError::Forbidden(m),
             UseCaseError::NotFound(m) => ApiError::NotFound(m),
             UseCaseError::Unprocessable(m) => ApiError::Unprocessable(m),
@@ -151,22 +161,6 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(e: axum::extract::rejection::PathRejection) -> Self {
         ApiError::BadRequest(e.body_text())
-    }
-}
-
-impl From<crate::accounts::InvalidAccount> for ApiError {
-    fn from(e: crate::accounts::InvalidAccount) -> Self {
-        ApiError::Unprocessable(e.to_string())
-    }
-}
-
-impl From<crate::accounts::password::PasswordError> for ApiError {
-    fn from(e: crate::accounts::password::PasswordError) -> Self {
-        use crate::accounts::password::PasswordError;
-        match e {
-            PasswordError::Hash(m) => ApiError::Internal(m),
-            other => ApiError::Unprocessable(other.to_string()),
-        }
     }
 }
 

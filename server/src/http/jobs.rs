@@ -2,11 +2,11 @@
 //! `GET /api/v1/jobs/{id}/log`, and its live tail `GET /api/v1/jobs/{id}/log/ws`. A job runs as its booking's owner, so only the owner submits to
 //! a booking; the owner and admins see a job, its log, and may cancel it.
 
-use super::auth::{listing_owner, CurrentUser};
+use super::auth::CurrentUser;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
-use crate::audit::AuditAction;
-use crate::store::AuditEntry;
 use crate::usecases;
+use crate::usecases::jobs::CancelScope;
+use crate::usecases::listing_owner;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -47,7 +47,7 @@ async fn list(
     CurrentUser(user): CurrentUser,
     ApiQuery(query): ApiQuery<JobQuery>,
 ) -> Result<Json<Vec<Job>>, ApiError> {
-    let Some(user_id) = listing_owner(&state, &user, query.user.as_deref()).await? else {
+    let Some(user_id) = listing_owner(&state.store, &user, query.user.as_deref()).await? else {
         return Ok(Json(Vec::new()));
     };
     Ok(Json(state.store.jobs(query.booking, user_id).await?))
@@ -55,17 +55,7 @@ async fn list(
 
 /// The job, if `user` may see it: its owner or an admin.
 pub(super) async fn visible(state: &AppState, user: &User, id: i64) -> Result<Job, ApiError> {
-    let job = state
-        .store
-        .job(id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("no such job".into()))?;
-    if job.user_id != user.id && !user.is_admin() {
-        return Err(ApiError::Forbidden(
-            "only the job's owner or an admin may see or change it".into(),
-        ));
-    }
-    Ok(job)
+    Ok(usecases::jobs::visible(&state.store, user, id).await?)
 }
 
 async fn show(
@@ -380,10 +370,7 @@ async fn cancel(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Job>, ApiError> {
-    let job = visible(&state, &user, id).await?;
-    let audit = AuditEntry::new(Some(user.id), AuditAction::JobCancel, format!("job {id}"));
-    if !state.queue.cancel(&job, &audit).await? {
-        return Err(ApiError::Unprocessable("the job is already over".into()));
-    }
-    Ok(Json(visible(&state, &user, id).await?))
+    let job =
+        usecases::jobs::cancel(&state.store, &state.queue, &user, id, CancelScope::AnyJob).await?;
+    Ok(Json(job))
 }

@@ -59,7 +59,7 @@ pub struct AppState {
     /// Signals and simulated-process control for the cards' processes.
     pub processes: crate::telemetry::Processes,
     /// Retention and flushing of the utilization history (queries pick resolutions by it).
-    pub history: crate::history::writer::HistorySettings,
+    pub history: crate::history::HistorySettings,
 }
 
 impl AppState {

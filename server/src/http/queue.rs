@@ -4,21 +4,14 @@
 //! and admins.
 
 use super::auth::{AdminUser, CurrentUser};
-use super::jobs::visible;
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
-use crate::audit::AuditAction;
-use crate::store::AuditEntry;
-use crate::usecases;
+use crate::usecases::{self, jobs::CancelScope};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::Json;
 use chrono::Utc;
-use lanes_types::account::User;
-use lanes_types::booking::GpuRef;
-use lanes_types::job::{Job, QueueRequest};
-use lanes_types::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Shares, SubmitJob};
-use std::collections::HashMap;
+use lanes_types::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -27,9 +20,6 @@ pub fn routes() -> Routes {
         .route("/api/v1/queue/settings", get(settings).put(save_settings))
         .route("/api/v1/shares", get(shares).put(save_shares))
 }
-
-/// Ended jobs listed after the live ones.
-const RECENT_ENDED: i64 = 50;
 
 async fn submit(
     State(state): State<AppState>,
@@ -49,7 +39,7 @@ async fn submit(
     .await?;
     Ok((
         StatusCode::CREATED,
-        Json(view(&job, &user, None, &HashMap::new())),
+        Json(usecases::queue::job_view(&job, &user, None, &[])),
     ))
 }
 
@@ -57,78 +47,8 @@ async fn list(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
 ) -> Result<Json<QueueView>, ApiError> {
-    let jobs = state.store.queue_jobs(RECENT_ENDED).await?;
-    let snapshot = state.queue.snapshot();
-    let mut cards: HashMap<i64, Vec<GpuRef>> = HashMap::new();
-    for job in &jobs {
-        if let (Some(booking), false) = (job.booking_id, job.state.is_over()) {
-            if let Some(b) = state.store.booking(booking, Utc::now()).await? {
-                cards.insert(job.id, b.gpus);
-            }
-        }
-    }
-    let mut views: Vec<QueuedJob> = jobs
-        .iter()
-        .map(|job| {
-            let mut v = view(job, &user, snapshot.waits.get(&job.id), &cards);
-            if v.state == QueueState::Pending && v.reason.is_none() {
-                v.reason = Some("waiting for the next scheduling pass".into());
-            }
-            v
-        })
-        .collect();
-    // Running first, then waiting in the scheduler's order, then the ended, newest first.
-    views.sort_by_key(|v| match v.state {
-        QueueState::Running => (0, 0, v.id),
-        QueueState::Pending => (1, v.position.unwrap_or(u32::MAX), v.id),
-        _ => (2, 0, -v.id),
-    });
-    Ok(Json(QueueView {
-        settings: state.queue.settings(),
-        jobs: views,
-        standings: state.queue.standings(Utc::now()).await?,
-    }))
-}
-
-/// A job as the queue shows it to `viewer`.
-fn view(
-    job: &Job,
-    viewer: &User,
-    wait: Option<&crate::queue::Explained>,
-    cards: &HashMap<i64, Vec<GpuRef>>,
-) -> QueuedJob {
-    let request = job.queue.unwrap_or(QueueRequest {
-        gpus: 0,
-        time_limit_s: 0,
-        min_memory_bytes: None,
-    });
-    let state = QueueState::of(job);
-    let mine = job.user_id == viewer.id || viewer.is_admin();
-    QueuedJob {
-        id: job.id,
-        username: job.username.clone(),
-        name: job.name.clone(),
-        argv: if mine { job.argv.clone() } else { Vec::new() },
-        gpus: request.gpus,
-        time_limit_s: request.time_limit_s,
-        min_memory_bytes: request.min_memory_bytes,
-        state,
-        submitted_at: job.created_at,
-        started_at: job.started_at,
-        ended_at: job.ended_at,
-        cards: cards.get(&job.id).cloned().unwrap_or_default(),
-        booking_id: job.booking_id,
-        reason: wait.map(|w| w.reason.clone()),
-        estimated_start: wait.and_then(|w| w.estimated_start),
-        position: wait.and_then(|w| w.position),
-        priority: wait.map(|w| w.priority),
-        exit_code: job.exit_code,
-        message: if mine {
-            job.message.clone()
-        } else {
-            String::new()
-        },
-    }
+    let view = usecases::queue::view(&state.store, &state.queue, &user, Utc::now()).await?;
+    Ok(Json(view))
 }
 
 async fn cancel(
@@ -136,16 +56,9 @@ async fn cancel(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<QueuedJob>, ApiError> {
-    let job = visible(&state, &user, id).await?;
-    if job.queue.is_none() {
-        return Err(ApiError::NotFound("no such queue job".into()));
-    }
-    let audit = AuditEntry::new(Some(user.id), AuditAction::QueueCancel, format!("job {id}"));
-    if !state.queue.cancel(&job, &audit).await? {
-        return Err(ApiError::Unprocessable("the job is already over".into()));
-    }
-    let job = visible(&state, &user, id).await?;
-    Ok(Json(view(&job, &user, None, &HashMap::new())))
+    let job = usecases::jobs::cancel(&state.store, &state.queue, &user, id, CancelScope::QueueJob)
+        .await?;
+    Ok(Json(usecases::queue::job_view(&job, &user, None, &[])))
 }
 
 async fn settings(
@@ -160,11 +73,8 @@ async fn save_settings(
     AdminUser(admin): AdminUser,
     ApiJson(settings): ApiJson<QueueSettings>,
 ) -> Result<Json<QueueSettings>, ApiError> {
-    settings.check().map_err(ApiError::Unprocessable)?;
-    let detail = serde_json::to_string(&settings).unwrap_or_default();
-    let audit = AuditEntry::new(Some(admin.id), AuditAction::QueueSettings, "queue").detail(detail);
-    state.queue.save_settings(settings, &audit).await?;
-    Ok(Json(state.queue.settings()))
+    let saved = usecases::settings::save_queue_settings(&state.queue, &admin, settings).await?;
+    Ok(Json(saved))
 }
 
 async fn shares(State(state): State<AppState>, CurrentUser(_): CurrentUser) -> Json<Shares> {
@@ -176,9 +86,6 @@ async fn save_shares(
     AdminUser(admin): AdminUser,
     ApiJson(shares): ApiJson<Shares>,
 ) -> Result<Json<Shares>, ApiError> {
-    shares.check().map_err(ApiError::Unprocessable)?;
-    let detail = serde_json::to_string(&shares).unwrap_or_default();
-    let audit = AuditEntry::new(Some(admin.id), AuditAction::QueueShares, "shares").detail(detail);
-    state.queue.save_shares(shares, &audit).await?;
-    Ok(Json(state.queue.shares()))
+    let saved = usecases::settings::save_shares(&state.queue, &admin, shares).await?;
+    Ok(Json(saved))
 }

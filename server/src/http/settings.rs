@@ -2,8 +2,7 @@
 
 use super::auth::AdminUser;
 use super::{ApiError, ApiJson, AppState, Routes};
-use crate::audit::AuditAction;
-use crate::store::AuditEntry;
+use crate::usecases;
 use axum::extract::State;
 use axum::routing::get;
 use axum::Json;
@@ -22,25 +21,13 @@ async fn replace(
     AdminUser(admin): AdminUser,
     ApiJson(settings): ApiJson<PortalSettings>,
 ) -> Result<Json<PortalSettings>, ApiError> {
-    settings.check().map_err(ApiError::Unprocessable)?;
-    let detail = format!(
-        "anonymous dashboard {}, booking horizon {} days",
-        if settings.anonymous_dashboard {
-            "on"
-        } else {
-            "off"
-        },
-        settings.booking_horizon_days
-    );
-    let entry =
-        AuditEntry::new(Some(admin.id), AuditAction::SettingsUpdate, "portal").detail(detail);
-    state
-        .store
-        .save_portal_settings(&settings, &entry, chrono::Utc::now())
-        .await?;
-    *state
-        .portal
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = settings.clone();
-    Ok(Json(settings))
+    let saved = usecases::settings::save_portal_settings(
+        &state.store,
+        &admin,
+        settings,
+        &state.portal,
+        chrono::Utc::now(),
+    )
+    .await?;
+    Ok(Json(saved))
 }

@@ -3,13 +3,12 @@
 
 use super::auth::CurrentUser;
 use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
-use crate::accounts::{session, MAX_TEXT};
-use crate::audit::AuditAction;
-use crate::store::AuditEntry;
+use crate::usecases::accounts;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::Json;
+use chrono::Utc;
 use lanes_types::account::{ApiToken, CreatedToken, NewToken};
 
 pub fn routes() -> Routes {
@@ -17,9 +16,6 @@ pub fn routes() -> Routes {
         .route("/api/v1/tokens", get(list).post(create))
         .route("/api/v1/tokens/{id}", delete(revoke))
 }
-
-/// Prefix of every token, so that secret scanners and people recognise one.
-pub const TOKEN_PREFIX: &str = "lanes_";
 
 async fn list(
     State(state): State<AppState>,
@@ -33,26 +29,8 @@ async fn create(
     CurrentUser(user): CurrentUser,
     ApiJson(request): ApiJson<NewToken>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
-    let name = request.name.trim();
-    if name.is_empty() || name.chars().count() > MAX_TEXT {
-        return Err(ApiError::BadRequest(format!(
-            "token name must be 1 to {MAX_TEXT} characters"
-        )));
-    }
-    let (random, _) = session::new_secret().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let secret = format!("{TOKEN_PREFIX}{random}");
-    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenCreate, name);
-    let token = state
-        .store
-        .create_token(
-            user.id,
-            name,
-            &session::hash_secret(&secret),
-            &entry,
-            chrono::Utc::now(),
-        )
-        .await?;
-    Ok((StatusCode::CREATED, Json(CreatedToken { token, secret })))
+    let created = accounts::create_token(&state.store, &user, request, Utc::now()).await?;
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 async fn revoke(
@@ -60,14 +38,6 @@ async fn revoke(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenRevoke, id.to_string());
-    if state
-        .store
-        .revoke_token(user.id, id, &entry, chrono::Utc::now())
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound("no such token".into()))
-    }
+    accounts::revoke_token(&state.store, &user, id, Utc::now()).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -6,6 +6,7 @@ use super::UseCaseError;
 use crate::audit::AuditAction;
 use crate::jobs::launch;
 use crate::jobs::mask::check_extra_env;
+use crate::queue::Queue;
 use crate::store::{AuditEntry, JobPlace, NewJob, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
@@ -170,4 +171,51 @@ pub async fn submit_to_queue(
     command
         .create(store, user, JobPlace::Queue(queued), audit, now)
         .await
+}
+
+/// The job, if `user` may see or change it: its owner or an admin.
+pub async fn visible(store: &Store, user: &User, id: i64) -> Result<Job, UseCaseError> {
+    let job = store
+        .job(id)
+        .await?
+        .ok_or_else(|| UseCaseError::NotFound("no such job".into()))?;
+    if job.user_id != user.id && !user.is_admin() {
+        return Err(UseCaseError::Forbidden(
+            "only the job's owner or an admin may see or change it".into(),
+        ));
+    }
+    Ok(job)
+}
+
+/// Which jobs a cancel may reach: any job, or only queue jobs (`DELETE /queue/{id}`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum CancelScope {
+    AnyJob,
+    QueueJob,
+}
+
+/// Cancels a job for its owner or an admin: a waiting one at once, a running one through the
+/// runner. Answers the job as it is after the request.
+pub async fn cancel(
+    store: &Store,
+    queue: &Queue,
+    user: &User,
+    id: i64,
+    scope: CancelScope,
+) -> Result<Job, UseCaseError> {
+    let job = visible(store, user, id).await?;
+    let action = match scope {
+        CancelScope::QueueJob if job.queue.is_none() => {
+            return Err(UseCaseError::NotFound("no such queue job".into()))
+        }
+        CancelScope::QueueJob => AuditAction::QueueCancel,
+        CancelScope::AnyJob => AuditAction::JobCancel,
+    };
+    let audit = AuditEntry::new(Some(user.id), action, format!("job {id}"));
+    if !queue.cancel(&job, &audit).await? {
+        return Err(UseCaseError::Unprocessable(
+            "the job is already over".into(),
+        ));
+    }
+    visible(store, user, id).await
 }

@@ -3,7 +3,7 @@
 //! and then prunes what retention no longer keeps. Writes run on their own task, so a slow disk
 //! never delays a tick; if the writer falls too far behind, ticks are dropped and show as a gap.
 
-use super::{Reading, Retention};
+use crate::history::{HistorySettings, Reading, Retention};
 use crate::store::{Store, StoreError};
 use crate::telemetry::hub::Hub;
 use std::collections::HashMap;
@@ -12,22 +12,6 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-#[derive(Clone, Copy, Debug)]
-pub struct HistorySettings {
-    pub retention: Retention,
-    /// How often buffered readings are written.
-    pub flush_every: Duration,
-}
-
-impl Default for HistorySettings {
-    fn default() -> Self {
-        Self {
-            retention: Retention::default(),
-            flush_every: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Pruning runs at most this often.
 const PRUNE_EVERY_S: i64 = 600;

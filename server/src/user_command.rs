@@ -1,11 +1,11 @@
 //! `lanes user ...`: account management straight against the database, for operators and
 //! scripts, with no server running.
 
-use super::{password, NewUser, Role, User};
-use crate::audit::AuditAction;
+use crate::accounts::{password, NewUser, Role, User};
 use crate::cli::UserAddArgs;
 use crate::data_dir::{prepare_data_dir, resolve_db, DataDirError};
-use crate::store::{AuditEntry, Store, StoreError};
+use crate::store::{Store, StoreError};
+use crate::usecases::{accounts, UseCaseError};
 use std::io::BufRead;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +31,18 @@ impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Database(_) => CommandError::Failed(e.to_string()),
+            _ => CommandError::Invalid(e.to_string()),
+        }
+    }
+}
+
+impl From<UseCaseError> for CommandError {
+    fn from(e: UseCaseError) -> Self {
+        match e {
+            UseCaseError::Store(e) => e.into(),
+            UseCaseError::Internal(_) | UseCaseError::Busy(_) => {
+                CommandError::Failed(e.to_string())
+            }
             _ => CommandError::Invalid(e.to_string()),
         }
     }
@@ -71,17 +83,9 @@ pub async fn add_user(args: UserAddArgs, password: String) -> Result<User, Comma
     let (data_dir, url) = resolve_db(args.db)?;
     prepare_data_dir(&data_dir)?;
     let store = Store::open(&url).await?;
-    let hash = tokio::task::spawn_blocking(move || password::hash(&password))
-        .await
-        .map_err(|e| CommandError::Failed(e.to_string()))?
-        .map_err(|e| CommandError::Failed(e.to_string()))?;
-    let audit = AuditEntry::new(None, AuditAction::UserCreate, &new.username)
-        .detail(format!("role {} (lanes user add)", new.role));
-    let created = store
-        .create_user(&new, &hash, &audit, chrono::Utc::now())
-        .await;
+    let created = accounts::create_user(&store, None, new, password, chrono::Utc::now()).await;
     store.close().await;
-    Ok(created?)
+    Ok(created?.user)
 }
 
 #[cfg(test)]

@@ -1,0 +1,308 @@
+//! Account use cases: logging in and out, changing one's password, API tokens, and the admin's
+//! users and groups. Password work (argon2) runs off the async runtime, a few at a time.
+
+use super::UseCaseError;
+use crate::accounts::session::{self, LockoutRules};
+use crate::accounts::{check_group_name, password, validate_patch, NewUser, User, MAX_TEXT};
+use crate::audit::AuditAction;
+use crate::store::{AttemptStart, AuditEntry, Store};
+use chrono::{DateTime, Utc};
+use lanes_types::account::{
+    ApiToken, CreateGroup, CreatedToken, Group, NewToken, PasswordChange, UserPatch, UserView,
+};
+use std::net::IpAddr;
+
+/// Password hashing at once, at most this many (each argon2 run takes 19 MiB and a core for a
+/// moment); the rest wait their turn a little, then are told the server is busy.
+static PASSWORD_WORK: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(cores.clamp(2, 16))
+    });
+
+/// How long a password check waits for its turn before the server says it is busy.
+const PASSWORD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Prefix of every API token, so that secret scanners and people recognise one.
+pub const TOKEN_PREFIX: &str = "lanes_";
+
+/// Runs password work (argon2) off the async runtime, bounded by [`PASSWORD_WORK`].
+async fn password_work<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, UseCaseError> {
+    let busy = || {
+        UseCaseError::Busy("the server is busy checking passwords; try again in a moment".into())
+    };
+    let _permit = tokio::time::timeout(PASSWORD_QUEUE_WAIT, PASSWORD_WORK.acquire())
+        .await
+        .map_err(|_| busy())?
+        .map_err(|_| busy())?;
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| UseCaseError::Internal(e.to_string()))
+}
+
+/// Checks the password policy, then hashes off the async runtime.
+pub async fn hash_password(password: String) -> Result<String, UseCaseError> {
+    password::check_policy(&password)?;
+    Ok(password_work(move || password::hash(&password)).await??)
+}
+
+/// A session just started: its owner and the secret for the cookie (shown once, stored hashed).
+pub struct LoggedIn {
+    pub user: User,
+    pub secret: String,
+}
+
+/// Checks a username and password, with lockout and audit, and starts a session. Shared by
+/// the JSON API and the login form.
+pub async fn log_in(
+    store: &Store,
+    username: String,
+    password_text: String,
+    client: IpAddr,
+    now: DateTime<Utc>,
+) -> Result<LoggedIn, UseCaseError> {
+    if username.chars().count() > MAX_TEXT {
+        return Err(UseCaseError::BadRequest(format!(
+            "username is longer than {MAX_TEXT} characters"
+        )));
+    }
+    if password_text.len() > password::MAX_BYTES {
+        return Err(UseCaseError::BadRequest(format!(
+            "password is longer than {} bytes",
+            password::MAX_BYTES
+        )));
+    }
+    let address = client.to_string();
+    let rules = LockoutRules::default();
+    // Counted before the password is checked, atomically with the check of the limits: of
+    // many concurrent guesses only as many as the limit get to be checked.
+    let (attempt, address_failures) = match store
+        .begin_login_attempt(&username, &address, &rules, now)
+        .await?
+    {
+        AttemptStart::Counted {
+            id,
+            address_failures,
+        } => (id, address_failures),
+        AttemptStart::Locked(wait) => {
+            return Err(UseCaseError::Locked {
+                retry_after_secs: wait.num_seconds().max(1) as u64,
+            })
+        }
+    };
+    let delay = rules.address_delay(address_failures);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let credentials = store.credentials(&username).await?;
+    let checked = password_work(move || match credentials {
+        Some((user, hash)) => {
+            let matches = password::verify(&password_text, &hash);
+            (matches && user.enabled).then_some(user)
+        }
+        None => {
+            // Same work as a real check, so timing does not tell who has an account.
+            password::verify_dummy(&password_text);
+            None
+        }
+    })
+    .await;
+    let user = match checked {
+        Ok(user) => user,
+        Err(e) => {
+            // Not judged (busy): it does not count against anyone.
+            store.end_login_attempt(attempt, None).await?;
+            return Err(e);
+        }
+    };
+    store
+        .end_login_attempt(attempt, Some(user.is_some()))
+        .await?;
+    let Some(user) = user else {
+        let failure =
+            AuditEntry::new(None, AuditAction::AuthLoginFailed, username).from_addr(address);
+        store.audit(&failure, now).await?;
+        return Err(UseCaseError::InvalidCredentials);
+    };
+    let (secret, id_hash) =
+        session::new_secret().map_err(|e| UseCaseError::Internal(e.to_string()))?;
+    let audit =
+        AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username).from_addr(address);
+    store.start_session(user.id, &id_hash, &audit, now).await?;
+    Ok(LoggedIn { user, secret })
+}
+
+/// Ends the session whose cookie carries `secret` (nothing when there is none).
+pub async fn log_out(store: &Store, secret: Option<&str>) -> Result<(), UseCaseError> {
+    if let Some(secret) = secret {
+        store.end_session(&session::hash_secret(secret)).await?;
+    }
+    Ok(())
+}
+
+/// Changes `user`'s password after checking the current one; ends every session of theirs
+/// (and their tokens unless they keep them).
+pub async fn change_password(
+    store: &Store,
+    user: &User,
+    change: PasswordChange,
+    now: DateTime<Utc>,
+) -> Result<(), UseCaseError> {
+    let (_, stored) = store
+        .credentials(&user.username)
+        .await?
+        .ok_or_else(|| UseCaseError::NotFound("no such user".into()))?;
+    let current = change.current_password;
+    if !password_work(move || password::verify(&current, &stored)).await? {
+        return Err(UseCaseError::Forbidden(
+            "the current password is wrong".into(),
+        ));
+    }
+    let hash = hash_password(change.new_password).await?;
+    let audit = AuditEntry::new(
+        Some(user.id),
+        AuditAction::UserPasswordChange,
+        &user.username,
+    );
+    store
+        .change_password(user.id, &hash, !change.keep_tokens, &audit, now)
+        .await?;
+    Ok(())
+}
+
+/// Creates an account. `actor` is the admin who asks, or `None` for the operator's
+/// `lanes user add` on the server itself.
+pub async fn create_user(
+    store: &Store,
+    actor: Option<&User>,
+    new: NewUser,
+    password: String,
+    now: DateTime<Utc>,
+) -> Result<UserView, UseCaseError> {
+    if actor.is_some_and(|a| !a.is_admin()) {
+        return Err(UseCaseError::Forbidden("only admins may do this".into()));
+    }
+    new.validate()?;
+    let hash = hash_password(password).await?;
+    let how = if actor.is_none() {
+        " (lanes user add)"
+    } else {
+        ""
+    };
+    let entry = AuditEntry::new(actor.map(|a| a.id), AuditAction::UserCreate, &new.username)
+        .detail(format!("role {}{how}", new.role));
+    let user = store.create_user(&new, &hash, &entry, now).await?;
+    Ok(UserView {
+        user,
+        groups: Vec::new(),
+    })
+}
+
+/// An admin's change to an account: role, enabled, password, groups, names.
+pub async fn update_user(
+    store: &Store,
+    admin: &User,
+    id: i64,
+    patch: UserPatch,
+    now: DateTime<Utc>,
+) -> Result<UserView, UseCaseError> {
+    validate_patch(&patch)?;
+    let hash = match patch.password.clone() {
+        Some(password) => Some(hash_password(password).await?),
+        None => None,
+    };
+    let mut changes = Vec::new();
+    if let Some(role) = patch.role {
+        changes.push(format!("role {role}"));
+    }
+    if let Some(enabled) = patch.enabled {
+        changes.push(if enabled { "enabled" } else { "disabled" }.to_string());
+    }
+    if patch.password.is_some() {
+        changes.push("password reset".into());
+    }
+    if let Some(groups) = &patch.groups {
+        changes.push(format!("groups [{}]", groups.join(", ")));
+    }
+    let entry = AuditEntry::new(Some(admin.id), AuditAction::UserUpdate, id.to_string())
+        .detail(changes.join("; "));
+    let user = store
+        .update_user(id, &patch, hash.as_deref(), &entry, now)
+        .await?
+        .ok_or_else(|| UseCaseError::NotFound("no such user".into()))?;
+    Ok(user_views(store, vec![user]).await?.remove(0))
+}
+
+/// Accounts with the groups each belongs to.
+pub async fn user_views(store: &Store, users: Vec<User>) -> Result<Vec<UserView>, UseCaseError> {
+    let memberships = store.memberships().await?;
+    Ok(users
+        .into_iter()
+        .map(|user| UserView {
+            groups: memberships
+                .iter()
+                .filter(|(id, _)| *id == user.id)
+                .map(|(_, g)| g.clone())
+                .collect(),
+            user,
+        })
+        .collect())
+}
+
+/// Creates a group (admins only).
+pub async fn create_group(
+    store: &Store,
+    admin: &User,
+    request: CreateGroup,
+    now: DateTime<Utc>,
+) -> Result<Group, UseCaseError> {
+    check_group_name(&request.name)?;
+    if request.description.chars().count() > MAX_TEXT {
+        return Err(UseCaseError::Unprocessable(format!(
+            "description must be at most {MAX_TEXT} characters"
+        )));
+    }
+    let entry = AuditEntry::new(Some(admin.id), AuditAction::GroupCreate, &request.name);
+    Ok(store
+        .create_group(&request.name, &request.description, &entry, now)
+        .await?)
+}
+
+/// Creates an API token for `user`; its secret is in the answer and nowhere else.
+pub async fn create_token(
+    store: &Store,
+    user: &User,
+    request: NewToken,
+    now: DateTime<Utc>,
+) -> Result<CreatedToken, UseCaseError> {
+    let name = request.name.trim();
+    if name.is_empty() || name.chars().count() > MAX_TEXT {
+        return Err(UseCaseError::BadRequest(format!(
+            "token name must be 1 to {MAX_TEXT} characters"
+        )));
+    }
+    let (random, _) = session::new_secret().map_err(|e| UseCaseError::Internal(e.to_string()))?;
+    let secret = format!("{TOKEN_PREFIX}{random}");
+    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenCreate, name);
+    let token: ApiToken = store
+        .create_token(user.id, name, &session::hash_secret(&secret), &entry, now)
+        .await?;
+    Ok(CreatedToken { token, secret })
+}
+
+/// Revokes one of `user`'s own tokens.
+pub async fn revoke_token(
+    store: &Store,
+    user: &User,
+    id: i64,
+    now: DateTime<Utc>,
+) -> Result<(), UseCaseError> {
+    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenRevoke, id.to_string());
+    if store.revoke_token(user.id, id, &entry, now).await? {
+        Ok(())
+    } else {
+        Err(UseCaseError::NotFound("no such token".into()))
+    }
+}
