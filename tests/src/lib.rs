@@ -433,3 +433,30 @@ pub async fn cards(app: &TestApp) -> Vec<GpuState> {
     gpus.sort_by(|a, b| a.info.pci_bus_id.cmp(&b.info.pci_bus_id));
     gpus
 }
+
+/// The status and error body of a call the server refused; panics when it answered yes or
+/// something that is not an API error.
+pub fn refusal<T: std::fmt::Debug>(
+    result: lanes_client::Result<T>,
+) -> (u16, lanes_client::ErrorBody) {
+    match result {
+        Err(lanes_client::ClientError::Api { status, body, .. }) => (status.as_u16(), *body),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// The status of a call the server refused (see [`refusal`]).
+pub fn refused<T: std::fmt::Debug>(result: lanes_client::Result<T>) -> u16 {
+    refusal(result).0
+}
+
+impl TestApp {
+    /// Logs in through the typed client; the client carries the session.
+    pub async fn sign_in(&self, username: &str, password: &str) -> lanes_client::Client {
+        self.anonymous()
+            .login(username, password)
+            .await
+            .unwrap_or_else(|e| panic!("login as {username}: {e}"))
+            .0
+    }
+}
