@@ -400,19 +400,33 @@ impl Session<'_> {
     /// Runs `argv` on booking `booking`'s cards.
     pub async fn submit(&self, booking: i64, argv: &[&str]) -> Job {
         self.client()
-            .submit_job(&CreateJob {
-                booking_id: booking,
-                argv: argv.iter().map(|a| a.to_string()).collect(),
-                cwd: None,
-                env: None,
-                name: None,
-            })
+            .submit_job(&Self::job_request(booking, argv))
             .await
             .expect("the job is submitted")
     }
 
     pub async fn job(&self, id: i64) -> Job {
         self.client().job(id).await.expect("the job is there")
+    }
+
+    /// The job's whole standard output so far.
+    pub async fn log(&self, id: i64) -> String {
+        self.client()
+            .job_log(id, &lanes_types::query::LogQuery::default(), None)
+            .await
+            .expect("the log is readable")
+            .text
+    }
+
+    /// A job for booking `booking`, as the API takes it.
+    pub fn job_request(booking: i64, argv: &[&str]) -> CreateJob {
+        CreateJob {
+            booking_id: booking,
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            cwd: None,
+            env: None,
+            name: None,
+        }
     }
 
     /// Waits (up to `seconds`) until the job is over.

@@ -4,9 +4,10 @@
 //! its log or cancels it.
 
 use lanes_server::accounts::Role;
-use lanes_tests::{cards, ensure_unix_account, Session, TestApp};
-use lanes_types::job::JobState;
-use serde_json::json;
+use lanes_client::LogEvent;
+use lanes_tests::{cards, ensure_unix_account, refusal, refused, Session, TestApp};
+use lanes_types::job::{CreateJob, JobState};
+use lanes_types::query::{JobQuery, LogQuery};
 
 /// A Unix account for jobs; the Lanes user of the same name runs as it.
 const ACCOUNT: &str = "lanes-test-job";
@@ -34,14 +35,7 @@ async fn a_job_runs_under_its_bookings_mask_as_its_user_and_its_log_shows_it() {
         (JobState::Exited, Some(0)),
         "{done:?}"
     );
-    let (status, log) = owner
-        .call(
-            reqwest::Method::GET,
-            &format!("/api/v1/jobs/{}/log", job.id),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
+    let log = owner.log(job.id).await;
     let mut lines = log.lines();
     assert_eq!(
         lines.next(),
@@ -100,13 +94,7 @@ async fn a_job_outliving_its_slot_gets_sigterm_at_the_end_and_sigkill_after_the_
         (900..=2500).contains(&after_end),
         "killed {after_end} ms after the slot's end"
     );
-    let (_, log) = owner
-        .call(
-            reqwest::Method::GET,
-            &format!("/api/v1/jobs/{}/log", job.id),
-            None,
-        )
-        .await;
+    let log = owner.log(job.id).await;
     assert!(
         log.contains("started\n") && log.contains("got-term\n"),
         "{log}"
@@ -140,52 +128,28 @@ async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_th
         || async { (owner.job(job.id).await.state == JobState::Running).then_some(()) },
     )
     .await;
-    let log_path = format!("/api/v1/jobs/{}/log", job.id);
-    let job_path = format!("/api/v1/jobs/{}", job.id);
-    assert_eq!(
-        other.call(reqwest::Method::GET, &log_path, None).await.0,
-        403
-    );
-    assert_eq!(
-        other.call(reqwest::Method::DELETE, &job_path, None).await.0,
-        403
-    );
-    assert_eq!(
-        other.call(reqwest::Method::GET, &job_path, None).await.0,
-        403
-    );
-    let (_, theirs) = other.call(reqwest::Method::GET, "/api/v1/jobs", None).await;
-    assert_eq!(theirs, "[]", "others' jobs are not listed");
+    let (mine, theirs) = (owner.client(), other.client());
+    let log = LogQuery::default();
+    assert_eq!(refused(theirs.job_log(job.id, &log, None).await), 403);
+    assert_eq!(refused(theirs.cancel_job(job.id).await), 403);
+    assert_eq!(refused(theirs.job(job.id).await), 403);
+    let listed = theirs.jobs(&JobQuery::default()).await.unwrap();
+    assert!(listed.is_empty(), "others' jobs are not listed: {listed:?}");
     // Submitting into someone else's booking is refused: the job would run as them.
-    let (status, _) = other
-        .call(
-            reqwest::Method::POST,
-            "/api/v1/jobs",
-            Some(json!({"booking_id": booking.id, "argv": ["true"]})),
-        )
-        .await;
-    assert_eq!(status, 403);
+    let into_theirs = Session::job_request(booking.id, &["true"]);
+    assert_eq!(refused(theirs.submit_job(&into_theirs).await), 403);
     // Reserved variables and empty commands are refused by name.
-    let (status, body) = owner
-        .call(
-            reqwest::Method::POST,
-            "/api/v1/jobs",
-            Some(json!({"booking_id": booking.id, "argv": ["true"], "env": {"CUDA_VISIBLE_DEVICES": "0,1"}})),
-        )
-        .await;
+    let reserved = CreateJob {
+        env: Some([("CUDA_VISIBLE_DEVICES".to_string(), "0,1".to_string())].into()),
+        ..Session::job_request(booking.id, &["true"])
+    };
+    let (status, body) = refusal(mine.submit_job(&reserved).await);
     assert_eq!(status, 422);
-    assert!(body.contains("CUDA_VISIBLE_DEVICES"), "{body}");
-    let (status, _) = owner
-        .call(
-            reqwest::Method::POST,
-            "/api/v1/jobs",
-            Some(json!({"booking_id": booking.id, "argv": []})),
-        )
-        .await;
-    assert_eq!(status, 422);
+    assert!(body.message.contains("CUDA_VISIBLE_DEVICES"), "{body:?}");
+    let empty = Session::job_request(booking.id, &[]);
+    assert_eq!(refused(mine.submit_job(&empty).await), 422);
 
-    let (status, _) = owner.call(reqwest::Method::DELETE, &job_path, None).await;
-    assert_eq!(status, 200);
+    mine.cancel_job(job.id).await.expect("the owner cancels");
     let done = owner.finished(job.id, 10).await;
     assert_eq!(
         (done.state, done.signal),
@@ -193,17 +157,13 @@ async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_th
         "{done:?}"
     );
     assert_eq!(done.message, "cancelled");
-    let (_, log) = owner.call(reqwest::Method::GET, &log_path, None).await;
-    assert_eq!(log, "secret-output\n");
-    let (status, _) = owner.call(reqwest::Method::DELETE, &job_path, None).await;
-    assert_eq!(status, 422, "already over");
+    assert_eq!(owner.log(job.id).await, "secret-output\n");
+    assert_eq!(refused(mine.cancel_job(job.id).await), 422, "already over");
     app.stop().await;
 }
 
 #[tokio::test]
 async fn the_log_tail_sends_output_as_it_is_written_and_closes_when_the_job_is_over() {
-    use futures::StreamExt;
-    use tokio_tungstenite::tungstenite::Message;
     ensure_unix_account(ACCOUNT);
     let app = TestApp::spawn(1).await;
     let owner = Session {
@@ -218,16 +178,16 @@ async fn the_log_tail_sends_output_as_it_is_written_and_closes_when_the_job_is_o
             &["/bin/sh", "-c", "echo one; sleep 1; echo two"],
         )
         .await;
-    let path = format!("/api/v1/jobs/{}/log/ws", job.id);
-    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws_request_as(&path, &owner.cookie))
+    let mut tail = owner
+        .client()
+        .follow_log(job.id, &LogQuery::default())
         .await
         .expect("the owner may follow the log");
     let mut pieces = Vec::new();
-    let close = loop {
-        match tokio::time::timeout(std::time::Duration::from_secs(10), socket.next()).await {
-            Ok(Some(Ok(Message::Text(text)))) => pieces.push(text.to_string()),
-            Ok(Some(Ok(Message::Close(frame)))) => break frame,
-            Ok(Some(Ok(_))) => {}
+    let (code, reason) = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), tail.next()).await {
+            Ok(Some(Ok(LogEvent::Output(text)))) => pieces.push(text),
+            Ok(Some(Ok(LogEvent::Closed { code, reason }))) => break (code, reason),
             other => panic!("the tail ended without a close: {other:?}"),
         }
     };
@@ -236,13 +196,11 @@ async fn the_log_tail_sends_output_as_it_is_written_and_closes_when_the_job_is_o
         pieces.len() >= 2,
         "sent as written, not at the end: {pieces:?}"
     );
-    let close = close.expect("a close frame");
-    assert_eq!(u16::from(close.code), 1000);
-    assert_eq!(close.reason.as_str(), "the job is over");
+    assert_eq!((code, reason.as_str()), (1000, "the job is over"));
 
     // Someone else may not follow it.
-    let stranger = app.viewer_cookie().await;
-    let refused = tokio_tungstenite::connect_async(app.ws_request_as(&path, &stranger)).await;
+    let stranger = app.client_with(&app.viewer_cookie().await);
+    let refused = stranger.follow_log(job.id, &LogQuery::default()).await;
     assert!(refused.is_err(), "a stranger's upgrade is refused");
     app.stop().await;
 }

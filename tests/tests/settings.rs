@@ -1,9 +1,8 @@
 //! Portal settings against the real server: an admin opens the dashboard to anonymous
 //! viewers, who then see the cards but never whose processes run on them.
 
-use futures::StreamExt;
 use lanes_server::accounts::Role;
-use lanes_tests::TestApp;
+use lanes_tests::{refused, TestApp};
 use lanes_types::account::PortalSettings;
 use lanes_types::{GpuState, TelemetryMessage};
 use serde_json::json;
@@ -11,6 +10,13 @@ use serde_json::json;
 async fn put_settings(app: &TestApp, cookie: &str, body: serde_json::Value) -> reqwest::Response {
     app.call_as(cookie, reqwest::Method::PUT, "/api/v1/settings", Some(body))
         .await
+}
+
+fn dashboard_open(open: bool) -> PortalSettings {
+    PortalSettings {
+        anonymous_dashboard: open,
+        ..Default::default()
+    }
 }
 
 fn owners_shown(gpus: &[GpuState]) -> usize {
@@ -23,33 +29,26 @@ fn owners_shown(gpus: &[GpuState]) -> usize {
 #[tokio::test]
 async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_owners() {
     let app = TestApp::spawn(4).await;
-    let admin = app.sign_up("admin", Role::Admin).await;
-    assert_eq!(app.get_anonymous("/api/v1/gpus").await.status(), 401);
+    let admin = app.client_with(&app.sign_up("admin", Role::Admin).await);
+    let anonymous = app.anonymous();
+    assert_eq!(refused(anonymous.gpus().await), 401);
 
-    let resp = put_settings(&app, &admin, json!({"anonymous_dashboard": true})).await;
-    assert_eq!(resp.status(), 200);
-    let saved: PortalSettings = resp.json().await.unwrap();
+    let saved = admin.save_settings(&dashboard_open(true)).await.unwrap();
     assert!(saved.anonymous_dashboard);
+    let viewer = app.client_with(&app.viewer_cookie().await);
 
     // Wait until the simulated cards run processes, so that there is something to hide.
-    let mut logged_in = Vec::new();
-    for _ in 0..100 {
-        logged_in = app
-            .get("/api/v1/gpus")
-            .await
-            .json::<Vec<GpuState>>()
-            .await
-            .unwrap();
-        if owners_shown(&logged_in) > 0 {
-            break;
-        }
-        tokio::time::sleep(lanes_tests::TEST_POLL).await;
-    }
-    assert!(owners_shown(&logged_in) > 0, "logged-in users see owners");
+    let logged_in = lanes_tests::wait_until(
+        std::time::Duration::from_secs(10),
+        "logged-in users see the owners of processes",
+        || async {
+            let gpus = viewer.gpus().await.unwrap();
+            (owners_shown(&gpus) > 0).then_some(gpus)
+        },
+    )
+    .await;
 
-    let anonymous = app.get_anonymous("/api/v1/gpus").await;
-    assert_eq!(anonymous.status(), 200);
-    let gpus: Vec<GpuState> = anonymous.json().await.unwrap();
+    let gpus = anonymous.gpus().await.expect("anonymous viewers see the cards");
     assert_eq!(gpus.len(), 4);
     assert!(gpus.iter().any(|g| !g.processes.is_empty()));
     assert_eq!(owners_shown(&gpus), 0);
@@ -72,12 +71,12 @@ async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_own
         assert!(!html.contains(owner.as_str()), "{owner} leaked");
     }
 
-    let (mut ws, _) = tokio_tungstenite::connect_async(app.ws_url("/api/v1/telemetry/ws"))
+    let mut live = anonymous
+        .telemetry()
         .await
         .expect("anonymous viewers may follow the live channel");
     for _ in 0..3 {
-        let frame = ws.next().await.unwrap().unwrap();
-        let message: TelemetryMessage = serde_json::from_str(frame.to_text().unwrap()).unwrap();
+        let message = live.next().await.unwrap().unwrap();
         let hidden = match message {
             TelemetryMessage::Snapshot(snapshot) => owners_shown(&snapshot.gpus) == 0,
             TelemetryMessage::Tick { gpus, .. } => gpus
@@ -92,19 +91,14 @@ async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_own
     }
 
     // Everything else still needs a login.
-    for path in [
-        "/api/v1/me",
-        "/api/v1/users",
-        "/api/v1/settings",
-        "/api/v1/tokens",
-    ] {
-        assert_eq!(app.get_anonymous(path).await.status(), 401, "{path}");
-    }
+    assert_eq!(refused(anonymous.me().await), 401, "me");
+    assert_eq!(refused(anonymous.users().await), 401, "users");
+    assert_eq!(refused(anonymous.settings().await), 401, "settings");
+    assert_eq!(refused(anonymous.tokens().await), 401, "tokens");
 
     // Closing it again takes effect at once, and both changes are in the audit log.
-    let resp = put_settings(&app, &admin, json!({"anonymous_dashboard": false})).await;
-    assert_eq!(resp.status(), 200);
-    assert_eq!(app.get_anonymous("/api/v1/gpus").await.status(), 401);
+    admin.save_settings(&dashboard_open(false)).await.unwrap();
+    assert_eq!(refused(anonymous.gpus().await), 401);
     let store = lanes_server::store::Store::open(&app.database_url())
         .await
         .unwrap();
@@ -135,12 +129,7 @@ async fn settings_reject_unknown_or_malformed_fields_and_keep_what_was_set() {
         let error: serde_json::Value = resp.json().await.unwrap();
         assert_eq!(error["error"], "bad_request");
     }
-    let now: PortalSettings = app
-        .call_as(&admin, reqwest::Method::GET, "/api/v1/settings", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let now = app.client_with(&admin).settings().await.unwrap();
     assert_eq!(now, PortalSettings::default());
     app.stop().await;
 }
