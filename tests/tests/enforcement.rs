@@ -9,10 +9,11 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use lanes_server::accounts::Role;
-use lanes_tests::{cards, ensure_unix_account, wait_until, Session, TestApp};
-use lanes_types::booking::{Booking, BookingState};
+use lanes_tests::{cards, ensure_unix_account, refusal, refused, wait_until, Session, TestApp};
+use lanes_types::booking::BookingState;
 use lanes_types::enforcement::{Policy, Violation, ViolationAction, WatchdogMode};
 use lanes_types::job::Job;
+use lanes_types::query::{InjectProcess, ViolationQuery};
 use lanes_types::{GpuState, ProcessLane};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -33,34 +34,31 @@ async fn admin(app: &TestApp) -> Session<'_> {
 }
 
 async fn set_policy(admin: &Session<'_>, policy: &Policy) {
-    let (status, body) = admin
-        .call(
-            Method::PUT,
-            "/api/v1/policy",
-            Some(serde_json::to_value(policy).unwrap()),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    admin
+        .client()
+        .save_policy(policy)
+        .await
+        .expect("the admin sets the policy");
 }
 
 async fn inject(admin: &Session<'_>, gpu: &str, user: &str) -> u32 {
-    let (status, body) = admin
-        .call(
-            Method::POST,
-            "/api/v1/sim/processes",
-            Some(json!({"gpu": gpu, "user": user, "command": "python"})),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    serde_json::from_str::<Value>(&body).unwrap()["pid"]
-        .as_u64()
-        .unwrap() as u32
+    let process = InjectProcess {
+        command: "python".into(),
+        ..InjectProcess::new(gpu, user)
+    };
+    admin
+        .client()
+        .inject_process(&process)
+        .await
+        .expect("the process is injected")
+        .pid
 }
 
-async fn violations(admin: &Session<'_>) -> Vec<Violation> {
-    let (status, body) = admin.call(Method::GET, "/api/v1/violations", None).await;
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
+async fn violations(who: &Session<'_>) -> Vec<Violation> {
+    who.client()
+        .violations(&ViolationQuery::default())
+        .await
+        .expect("violations are listed")
 }
 
 /// [`wait_until`] for up to `seconds`.
@@ -136,8 +134,8 @@ async fn an_unbooked_process_is_reported_and_terminated_while_jobs_and_holders_a
         (ViolationAction::Observed, None, Some("python"))
     );
     // A member sees only their own violations: none.
-    let (_, mine) = owner.call(Method::GET, "/api/v1/violations", None).await;
-    assert_eq!(mine, "[]");
+    let mine = violations(&owner).await;
+    assert!(mine.is_empty(), "{mine:?}");
 
     // Under `terminate` with a 1 s grace: SIGTERM once the grace has passed, and it is gone.
     let terminate = Policy {
@@ -272,11 +270,7 @@ async fn an_idle_booking_is_marked_then_released_when_the_policy_says_so() {
     .await;
     let gpus = cards(&app).await;
     let booking = boss.book(&[gpus[0].info.uuid.clone()], 600).await;
-    let path = format!("/api/v1/bookings/{}", booking.id);
-    let fetch = || async {
-        let (_, body) = boss.call(Method::GET, &path, None).await;
-        serde_json::from_str::<Booking>(&body).unwrap()
-    };
+    let fetch = || async { boss.client().booking(booking.id).await.unwrap() };
     let idle = eventually(10, "the booking is found idle", || async {
         let b = fetch().await;
         b.idle_since.is_some().then_some(b)
@@ -332,14 +326,7 @@ async fn a_busy_booking_is_not_idle() {
     let booking = owner.book(&[gpus[1].info.uuid.clone()], 600).await;
     owner.submit(booking.id, &["sleep", "30"]).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (_, body) = owner
-        .call(
-            Method::GET,
-            &format!("/api/v1/bookings/{}", booking.id),
-            None,
-        )
-        .await;
-    let b: Booking = serde_json::from_str(&body).unwrap();
+    let b = owner.client().booking(booking.id).await.unwrap();
     assert_eq!(b.idle_since, None, "a job keeps its card busy");
     app.stop().await;
 }
@@ -348,15 +335,15 @@ async fn a_busy_booking_is_not_idle() {
 async fn policies_are_admin_only_and_checked() {
     let app = app().await;
     let boss = admin(&app).await;
-    let (status, body) = boss
-        .call(
-            Method::PUT,
-            "/api/v1/policy",
-            Some(json!({"idle_threshold_pct": 101})),
-        )
-        .await;
-    assert_eq!(status, 422, "{body}");
-    assert!(body.contains("idle_threshold_pct"), "{body}");
+    let admin = boss.client();
+    let too_high = Policy {
+        idle_threshold_pct: 101,
+        ..Policy::default()
+    };
+    let (status, body) = refusal(admin.save_policy(&too_high).await);
+    assert_eq!(status, 422, "{body:?}");
+    assert!(body.message.contains("idle_threshold_pct"), "{body:?}");
+    // A mode the API does not know is malformed (only a raw body can say it).
     let (status, _) = boss
         .call(
             Method::PUT,
@@ -365,38 +352,16 @@ async fn policies_are_admin_only_and_checked() {
         )
         .await;
     assert_eq!(status, 400);
-    let (status, _) = boss
-        .call(
-            Method::PUT,
-            "/api/v1/policy",
-            Some(json!({"webhook_url": "file:///etc/passwd"})),
-        )
-        .await;
-    assert_eq!(status, 422);
-    let member = Session {
-        app: &app,
-        cookie: app.sign_up("member", Role::User).await,
+    let local_file = Policy {
+        webhook_url: Some("file:///etc/passwd".into()),
+        ..Policy::default()
     };
-    assert_eq!(
-        member.call(Method::GET, "/api/v1/policy", None).await.0,
-        403
-    );
-    assert_eq!(
-        member
-            .call(
-                Method::POST,
-                "/api/v1/sim/processes",
-                Some(json!({"gpu": "x", "user": "y"}))
-            )
-            .await
-            .0,
-        403
-    );
+    assert_eq!(refused(admin.save_policy(&local_file).await), 422);
+    let member = app.client_with(&app.sign_up("member", Role::User).await);
+    assert_eq!(refused(member.policy().await), 403);
+    let process = InjectProcess::new("x", "y");
+    assert_eq!(refused(member.inject_process(&process).await), 403);
     // Nothing half-written: the policy is still the default.
-    let (_, body) = boss.call(Method::GET, "/api/v1/policy", None).await;
-    assert_eq!(
-        serde_json::from_str::<Policy>(&body).unwrap(),
-        Policy::default()
-    );
+    assert_eq!(admin.policy().await.unwrap(), Policy::default());
     app.stop().await;
 }
