@@ -110,9 +110,15 @@ async fn only_admins_may_manage_accounts() {
         let answers = [
             ("list users", refused(client.users().await)),
             ("create a user", refused(client.create_user(&eve).await)),
-            ("change a user", refused(client.update_user(1, &demote).await)),
+            (
+                "change a user",
+                refused(client.update_user(1, &demote).await),
+            ),
             ("list groups", refused(client.groups().await)),
-            ("create a group", refused(client.create_group(&vision).await)),
+            (
+                "create a group",
+                refused(client.create_group(&vision).await),
+            ),
             (
                 "read the audit log",
                 refused(client.audit(&AuditQuery::default()).await),
@@ -151,7 +157,8 @@ async fn disabling_a_user_ends_their_sessions_and_bars_login() {
         .map(|e| e.action)
         .collect();
     assert!(
-        actions.iter().any(|a| a == "user.update") && actions.iter().any(|a| a == "auth.login_failed"),
+        actions.iter().any(|a| a == "user.update")
+            && actions.iter().any(|a| a == "auth.login_failed"),
         "{actions:?}"
     );
     app.stop().await;

@@ -3,8 +3,8 @@
 //! SIGTERM at the end and SIGKILL after the grace period; only its owner (or an admin) sees
 //! its log or cancels it.
 
-use lanes_server::accounts::Role;
 use lanes_client::LogEvent;
+use lanes_server::accounts::Role;
 use lanes_tests::{cards, ensure_unix_account, refusal, refused, Session, TestApp};
 use lanes_types::job::{CreateJob, JobState};
 use lanes_types::query::{JobQuery, LogQuery};

@@ -4,27 +4,73 @@
 //! submissions are refused with nothing queued; only admins change the queue's settings.
 
 use lanes_server::accounts::Role;
-use lanes_tests::{cards, ensure_unix_account, wait_until, Session, TestApp};
-use lanes_types::booking::Booking;
-use lanes_types::queue::{QueueState, QueueView, QueuedJob};
+use lanes_tests::{cards, ensure_unix_account, refusal, refused, wait_until, Session, TestApp};
+use lanes_types::account::UserPatch;
+use lanes_types::booking::{Booking, CreateBooking, Quota, Quotas};
+use lanes_types::queue::{QueueState, QueueView, QueuedJob, Shares, SubmitJob};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 const ACCOUNT: &str = "lanes-test-job";
 
-async fn submit(session: &Session<'_>, body: Value) -> QueuedJob {
-    let (status, text) = session
-        .call(Method::POST, "/api/v1/queue", Some(body))
-        .await;
-    assert_eq!(status, 201, "{text}");
-    serde_json::from_str(&text).unwrap()
+/// `argv` for `gpus` cards for up to `limit_s` seconds.
+fn work(gpus: u32, limit_s: i64, argv: &[&str]) -> SubmitJob {
+    SubmitJob {
+        gpus,
+        time_limit_s: Some(limit_s),
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        cwd: None,
+        env: None,
+        min_memory_bytes: None,
+        name: None,
+    }
+}
+
+/// `work` with a name.
+fn named(name: &str, job: SubmitJob) -> SubmitJob {
+    SubmitJob {
+        name: Some(name.into()),
+        ..job
+    }
+}
+
+async fn submit(session: &Session<'_>, job: SubmitJob) -> QueuedJob {
+    session
+        .client()
+        .enqueue(&job)
+        .await
+        .expect("the job is queued")
 }
 
 async fn queue(session: &Session<'_>) -> QueueView {
-    let (status, text) = session.call(Method::GET, "/api/v1/queue", None).await;
-    assert_eq!(status, 200, "{text}");
-    serde_json::from_str(&text).unwrap()
+    session.client().queue().await.expect("the queue is shown")
+}
+
+async fn cancel(session: &Session<'_>, id: i64) -> lanes_client::Result<QueuedJob> {
+    session.client().dequeue(id).await
+}
+
+/// Books `cards` for `owner` from `start` for `seconds`, with `note`.
+async fn book_at(
+    owner: &Session<'_>,
+    cards: &[String],
+    start: chrono::DateTime<chrono::Utc>,
+    seconds: i64,
+    note: &str,
+) -> Booking {
+    owner
+        .client()
+        .book(&CreateBooking {
+            gpus: Some(cards.to_vec()),
+            count: None,
+            start,
+            end: start + chrono::Duration::seconds(seconds),
+            note: note.into(),
+            user: None,
+        })
+        .await
+        .expect("the booking is made")
 }
 
 /// Waits (up to `seconds`) until the queue shows `job` satisfying `done`.
@@ -67,8 +113,10 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
     let job = submit(
         &owner,
         // It lasts a second, so the queue is seen showing it running on its cards.
-        json!({"gpus": 2, "time_limit_s": 60, "argv": ["/bin/sh", "-c", "env | sort; sleep 1"],
-               "name": "envdump"}),
+        named(
+            "envdump",
+            work(2, 60, &["/bin/sh", "-c", "env | sort; sleep 1"]),
+        ),
     )
     .await;
     assert_eq!(job.state, QueueState::Pending);
@@ -84,14 +132,11 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
     assert_eq!(waiting.position, Some(1));
 
     // The booking is given back: the job starts at once.
-    let (status, text) = other
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/bookings/{}", booking.id),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
+    other
+        .client()
+        .withdraw_booking(booking.id)
+        .await
+        .expect("the booking is given back");
     let freed = Instant::now();
     let running = until(&owner, job.id, 5, |j| j.state != QueueState::Pending).await;
     let waited = freed.elapsed();
@@ -103,9 +148,7 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
 
     let done = until(&owner, job.id, 10, |j| j.state != QueueState::Running).await;
     assert_eq!(done.state, QueueState::Completed, "{done:?}");
-    let (_, log) = owner
-        .call(Method::GET, &format!("/api/v1/jobs/{}/log", job.id), None)
-        .await;
+    let log = owner.log(job.id).await;
     let mask = format!("{},{}", gpus[0].info.uuid, gpus[1].info.uuid);
     assert!(
         log.contains(&format!("CUDA_VISIBLE_DEVICES={mask}\n")),
@@ -113,14 +156,11 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
     );
     assert!(log.contains(&format!("USER={ACCOUNT}\n")), "{log}");
     // Its booking was released when it ended: the cards are free again.
-    let (_, text) = owner
-        .call(
-            Method::GET,
-            &format!("/api/v1/bookings/{}", done.booking_id.unwrap()),
-            None,
-        )
-        .await;
-    let held: Booking = serde_json::from_str(&text).unwrap();
+    let held = owner
+        .client()
+        .booking(done.booking_id.unwrap())
+        .await
+        .unwrap();
     assert_eq!(held.state.as_str(), "released", "{held:?}");
     assert!(held.note.starts_with(&format!("queue job {}", job.id)));
     app.stop().await;
@@ -137,25 +177,9 @@ async fn a_queued_job_never_runs_into_a_booking_and_short_work_fills_the_gap() {
     let card = cards(&app).await[0].info.uuid.clone();
     // The card is booked from 30 s from now, for a minute.
     let start = chrono::Utc::now() + chrono::Duration::seconds(30);
-    let (status, text) = other
-        .call(
-            Method::POST,
-            "/api/v1/bookings",
-            Some(json!({"gpus": [card], "start": start, "end": start + chrono::Duration::seconds(60)})),
-        )
-        .await;
-    assert_eq!(status, 201, "{text}");
-    let booking: Booking = serde_json::from_str(&text).unwrap();
-    let long = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
-    )
-    .await;
-    let short = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 5, "argv": ["sleep", "1"]}),
-    )
-    .await;
+    let booking = book_at(&other, &[card], start, 60, "").await;
+    let long = submit(&owner, work(1, 600, &["sleep", "600"])).await;
+    let short = submit(&owner, work(1, 5, &["sleep", "1"])).await;
     // The short job fits before the booking and starts; the long one waits until after it.
     until(&owner, short.id, 5, |j| j.state == QueueState::Running).await;
     let long = until(&owner, long.id, 5, |j| j.estimated_start.is_some()).await;
@@ -177,11 +201,7 @@ async fn a_queued_job_never_runs_into_a_booking_and_short_work_fills_the_gap() {
 async fn a_queued_job_is_stopped_at_its_time_limit_and_cancel_works_in_every_state() {
     let app = TestApp::spawn_configured(2, |c| c.job_grace = Duration::from_millis(500)).await;
     let owner = member(&app).await;
-    let job = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 2, "argv": ["sleep", "600"]}),
-    )
-    .await;
+    let job = submit(&owner, work(1, 2, &["sleep", "600"])).await;
     // Running in the queue's words covers "booked, about to start": wait for the start itself.
     let running = until(&owner, job.id, 5, |j| j.started_at.is_some()).await;
     let over = until(&owner, job.id, 10, |j| j.state != QueueState::Running).await;
@@ -190,39 +210,19 @@ async fn a_queued_job_is_stopped_at_its_time_limit_and_cancel_works_in_every_sta
     assert!(ran >= chrono::Duration::seconds(2), "{ran}");
 
     // Cancel a running one and a waiting one (two cards, three one-card... jobs of two cards).
-    let first = submit(
-        &owner,
-        json!({"gpus": 2, "time_limit_s": 600, "argv": ["sleep", "600"]}),
-    )
-    .await;
-    let second = submit(
-        &owner,
-        json!({"gpus": 2, "time_limit_s": 600, "argv": ["sleep", "600"]}),
-    )
-    .await;
+    let first = submit(&owner, work(2, 600, &["sleep", "600"])).await;
+    let second = submit(&owner, work(2, 600, &["sleep", "600"])).await;
     until(&owner, first.id, 5, |j| j.state == QueueState::Running).await;
-    let (status, text) = owner
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/queue/{}", second.id),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
-    assert_eq!(
-        serde_json::from_str::<QueuedJob>(&text).unwrap().state,
-        QueueState::Cancelled
-    );
-    let (status, _) = owner
-        .call(Method::DELETE, &format!("/api/v1/queue/{}", first.id), None)
-        .await;
-    assert_eq!(status, 200);
+    let answer = cancel(&owner, second.id)
+        .await
+        .expect("a waiting job is cancelled");
+    assert_eq!(answer.state, QueueState::Cancelled);
+    cancel(&owner, first.id)
+        .await
+        .expect("a running job is cancelled");
     let first = until(&owner, first.id, 10, |j| j.state != QueueState::Running).await;
     assert_eq!(first.state, QueueState::Cancelled, "{first:?}");
-    let (status, text) = owner
-        .call(Method::DELETE, &format!("/api/v1/queue/{}", first.id), None)
-        .await;
-    assert_eq!(status, 422, "{text}");
+    assert_eq!(refused(cancel(&owner, first.id).await), 422, "already over");
     app.stop().await;
 }
 
@@ -234,24 +234,17 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
         app: &app,
         cookie: app.sign_up("boss", Role::Admin).await,
     };
-    let (status, text) = admin
-        .call(
-            Method::PUT,
-            "/api/v1/quotas",
-            Some(json!({"users": {ACCOUNT: {"max_gpus": 1}}})),
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
-    let a = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
-    )
-    .await;
-    let b = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
-    )
-    .await;
+    let one_card = Quota {
+        max_gpus: Some(1),
+        ..Quota::default()
+    };
+    let quotas = Quotas {
+        users: [(ACCOUNT.to_string(), one_card)].into(),
+        ..Quotas::default()
+    };
+    admin.client().save_quotas(&quotas).await.unwrap();
+    let a = submit(&owner, work(1, 600, &["sleep", "600"])).await;
+    let b = submit(&owner, work(1, 600, &["sleep", "600"])).await;
     until(&owner, a.id, 5, |j| j.state == QueueState::Running).await;
     let b_wait = until(&owner, b.id, 5, |j| j.reason.is_some()).await;
     assert_eq!(b_wait.state, QueueState::Pending);
@@ -261,21 +254,13 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
     );
     // The limit is the user's: the admin's job goes ahead on a free card.
     ensure_unix_account("boss");
-    let c = submit(
-        &admin,
-        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"]}),
-    )
-    .await;
+    let c = submit(&admin, work(1, 600, &["sleep", "600"])).await;
     until(&admin, c.id, 5, |j| j.state == QueueState::Running).await;
     // When the first ends, the second starts.
-    owner
-        .call(Method::DELETE, &format!("/api/v1/queue/{}", a.id), None)
-        .await;
+    cancel(&owner, a.id).await.unwrap();
     until(&owner, b.id, 10, |j| j.state == QueueState::Running).await;
     for id in [b.id, c.id] {
-        admin
-            .call(Method::DELETE, &format!("/api/v1/queue/{id}"), None)
-            .await;
+        cancel(&admin, id).await.unwrap();
     }
     app.stop().await;
 }
@@ -284,54 +269,42 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
 async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     let app = TestApp::spawn(2).await;
     let owner = member(&app).await;
-    let cases = [
-        (
-            json!({"gpus": 0, "time_limit_s": 60, "argv": ["true"]}),
-            422,
-            "gpus must be between 1 and 2",
-        ),
-        (
-            json!({"gpus": 3, "time_limit_s": 60, "argv": ["true"]}),
-            422,
-            "the pool has 2 card(s)",
-        ),
-        (
-            json!({"gpus": 1, "time_limit_s": 0, "argv": ["true"]}),
-            422,
-            "time_limit_s must be between 1",
-        ),
-        (
-            json!({"gpus": 1, "time_limit_s": 99_999_999, "argv": ["true"]}),
-            422,
-            "maximum",
-        ),
-        (
-            json!({"gpus": 1, "time_limit_s": 60, "argv": []}),
-            422,
-            "argv needs at least the command",
-        ),
-        (
-            json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "min_memory_bytes": 1u64 << 50}),
-            422,
-            "with that much memory",
-        ),
-        (
-            json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "env": {"CUDA_VISIBLE_DEVICES": "0"}}),
-            422,
-            "CUDA_VISIBLE_DEVICES",
-        ),
+    let mine = owner.client();
+    let huge_memory = SubmitJob {
+        min_memory_bytes: Some(1u64 << 50),
+        ..work(1, 60, &["true"])
+    };
+    let reserved = SubmitJob {
+        env: Some([("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())].into()),
+        ..work(1, 60, &["true"])
+    };
+    let refusals = [
+        (work(0, 60, &["true"]), "gpus must be between 1 and 2"),
+        (work(3, 60, &["true"]), "the pool has 2 card(s)"),
+        (work(1, 0, &["true"]), "time_limit_s must be between 1"),
+        (work(1, 99_999_999, &["true"]), "maximum"),
+        (work(1, 60, &[]), "argv needs at least the command"),
+        (huge_memory, "with that much memory"),
+        (reserved, "CUDA_VISIBLE_DEVICES"),
+    ];
+    for (job, says) in refusals {
+        let (status, body) = refusal(mine.enqueue(&job).await);
+        assert_eq!(status, 422, "{job:?}: {body:?}");
+        assert!(body.message.contains(says), "{job:?}: {body:?}");
+    }
+    // Fields the API does not know, or of the wrong type, are malformed (raw bodies).
+    let malformed = [
         (
             json!({"gpus": 1, "time_limit_s": 60, "argv": ["true"], "priority": 9}),
-            400,
             "priority",
         ),
-        (json!({"gpus": "two", "argv": ["true"]}), 400, "gpus"),
+        (json!({"gpus": "two", "argv": ["true"]}), "gpus"),
     ];
-    for (body, want, says) in cases {
+    for (body, says) in malformed {
         let (status, text) = owner
             .call(Method::POST, "/api/v1/queue", Some(body.clone()))
             .await;
-        assert_eq!(status, want, "{body}: {text}");
+        assert_eq!(status, 400, "{body}: {text}");
         let error: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("JSON: {text}"));
         assert!(
             error["message"].as_str().unwrap_or_default().contains(says),
@@ -339,40 +312,22 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
         );
     }
     // Without an admin default, a time limit is required.
-    let admin = Session {
-        app: &app,
-        cookie: app.sign_up("boss", Role::Admin).await,
+    let admin = app.client_with(&app.sign_up("boss", Role::Admin).await);
+    let mut settings = admin.queue_settings().await.unwrap();
+    settings.default_time_limit_s = None;
+    admin.save_queue_settings(&settings).await.unwrap();
+    let no_limit = SubmitJob {
+        time_limit_s: None,
+        ..work(1, 60, &["true"])
     };
-    let mut settings: Value = serde_json::from_str(
-        &admin
-            .call(Method::GET, "/api/v1/queue/settings", None)
-            .await
-            .1,
-    )
-    .unwrap();
-    settings["default_time_limit_s"] = Value::Null;
-    let (status, text) = admin
-        .call(
-            Method::PUT,
-            "/api/v1/queue/settings",
-            Some(settings.clone()),
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
-    let (status, text) = owner
-        .call(
-            Method::POST,
-            "/api/v1/queue",
-            Some(json!({"gpus": 1, "argv": ["true"]})),
-        )
-        .await;
-    assert_eq!(status, 422, "{text}");
-    assert!(text.contains("time_limit_s is required"), "{text}");
-    settings["half_life_s"] = json!(1);
-    let (status, text) = admin
-        .call(Method::PUT, "/api/v1/queue/settings", Some(settings))
-        .await;
-    assert_eq!(status, 422, "{text}");
+    let (status, body) = refusal(mine.enqueue(&no_limit).await);
+    assert_eq!(status, 422);
+    assert!(
+        body.message.contains("time_limit_s is required"),
+        "{body:?}"
+    );
+    settings.half_life_s = 1;
+    assert_eq!(refused(admin.save_queue_settings(&settings).await), 422);
     assert!(queue(&owner).await.jobs.is_empty());
     app.stop().await;
 }
@@ -389,11 +344,7 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         app: &app,
         cookie: app.sign_up("boss", Role::Admin).await,
     };
-    let job = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"], "name": "train"}),
-    )
-    .await;
+    let job = submit(&owner, named("train", work(1, 600, &["sleep", "600"]))).await;
     until(&owner, job.id, 5, |j| j.state == QueueState::Running).await;
     let seen = queue(&other).await;
     let theirs = seen.jobs.iter().find(|j| j.id == job.id).unwrap();
@@ -404,28 +355,17 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
     assert!(theirs.argv.is_empty());
     assert_eq!(queue(&owner).await.jobs[0].argv, vec!["sleep", "600"]);
     // Someone else may not cancel it.
-    let (status, _) = other
-        .call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
-        .await;
-    assert_eq!(status, 403);
+    assert_eq!(refused(cancel(&other, job.id).await), 403);
 
-    let shares = json!({"groups": {}, "users": {ACCOUNT: 3.0}});
-    let (status, _) = other
-        .call(Method::PUT, "/api/v1/shares", Some(shares.clone()))
-        .await;
-    assert_eq!(status, 403);
-    let (status, text) = admin
-        .call(Method::PUT, "/api/v1/shares", Some(shares))
-        .await;
-    assert_eq!(status, 200, "{text}");
-    let (status, text) = admin
-        .call(
-            Method::PUT,
-            "/api/v1/shares",
-            Some(json!({"users": {"x": -1}})),
-        )
-        .await;
-    assert_eq!(status, 422, "{text}");
+    let shares = |user: &str, share: f64| Shares {
+        groups: Default::default(),
+        users: [(user.to_string(), share)].into(),
+    };
+    let three = shares(ACCOUNT, 3.0);
+    assert_eq!(refused(other.client().save_shares(&three).await), 403);
+    admin.client().save_shares(&three).await.unwrap();
+    let negative = shares("x", -1.0);
+    assert_eq!(refused(admin.client().save_shares(&negative).await), 422);
     // Standings follow the shares: 3 of the 5 users' shares (all in no group).
     wait_until(
         Duration::from_secs(5),
@@ -441,21 +381,13 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
     )
     .await;
     // A job of an account disabled while it waits says so.
-    let waiting = submit(
-        &owner,
-        json!({"gpus": 1, "time_limit_s": 600, "argv": ["sleep", "600"], "name": "later"}),
-    )
-    .await;
-    let me: Value =
-        serde_json::from_str(&owner.call(Method::GET, "/api/v1/me", None).await.1).unwrap();
-    let (status, text) = admin
-        .call(
-            Method::PATCH,
-            &format!("/api/v1/users/{}", me["id"]),
-            Some(json!({"enabled": false})),
-        )
-        .await;
-    assert_eq!(status, 200, "{text}");
+    let waiting = submit(&owner, named("later", work(1, 600, &["sleep", "600"]))).await;
+    let me = owner.client().me().await.unwrap();
+    let disable = UserPatch {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    admin.client().update_user(me.id, &disable).await.unwrap();
     let held = until(&admin, waiting.id, 5, |j| {
         j.position.is_none() && j.reason.is_some()
     })
@@ -464,16 +396,8 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         held.reason.as_deref(),
         Some("its owner's account is disabled")
     );
-    admin
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/queue/{}", waiting.id),
-            None,
-        )
-        .await;
-    admin
-        .call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
-        .await;
+    cancel(&admin, waiting.id).await.unwrap();
+    cancel(&admin, job.id).await.unwrap();
     app.stop().await;
 }
 
@@ -483,43 +407,22 @@ async fn a_booking_names_its_queue_job_by_its_link_and_a_note_cannot_pretend_to_
     let ada = member(&app).await;
     let gpus = cards(&app).await;
     let start = chrono::Utc::now();
-    let (status, body) = ada
-        .call(
-            Method::POST,
-            "/api/v1/bookings",
-            Some(json!({
-                "gpus": [gpus[1].info.uuid],
-                "start": start,
-                "end": start + chrono::Duration::minutes(5),
-                "note": "queue job 7: pretend",
-            })),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let own: Booking = serde_json::from_str(&body).unwrap();
-    assert_eq!(own.queue_job, None, "a note is only a note");
-    let job = submit(
+    let own = book_at(
         &ada,
-        json!({"gpus": 1, "time_limit_s": 60, "argv": ["/bin/sleep", "5"]}),
+        &[gpus[1].info.uuid.clone()],
+        start,
+        300,
+        "queue job 7: pretend",
     )
     .await;
+    assert_eq!(own.queue_job, None, "a note is only a note");
+    let job = submit(&ada, work(1, 60, &["/bin/sleep", "5"])).await;
     let running = until(&ada, job.id, 10, |j| j.booking_id.is_some()).await;
-    let (status, body) = ada
-        .call(
-            Method::GET,
-            &format!("/api/v1/bookings/{}", running.booking_id.unwrap()),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let held: Booking = serde_json::from_str(&body).unwrap();
+    let bookings = ada.client();
+    let held = bookings.booking(running.booking_id.unwrap()).await.unwrap();
     assert_eq!(held.queue_job, Some(job.id));
-    let (_, body) = ada
-        .call(Method::GET, &format!("/api/v1/bookings/{}", own.id), None)
-        .await;
-    let own: Booking = serde_json::from_str(&body).unwrap();
+    let own = bookings.booking(own.id).await.unwrap();
     assert_eq!(own.queue_job, None);
-    ada.call(Method::DELETE, &format!("/api/v1/queue/{}", job.id), None)
-        .await;
+    cancel(&ada, job.id).await.unwrap();
     app.stop().await;
 }

@@ -48,7 +48,10 @@ async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_own
     )
     .await;
 
-    let gpus = anonymous.gpus().await.expect("anonymous viewers see the cards");
+    let gpus = anonymous
+        .gpus()
+        .await
+        .expect("anonymous viewers see the cards");
     assert_eq!(gpus.len(), 4);
     assert!(gpus.iter().any(|g| !g.processes.is_empty()));
     assert_eq!(owners_shown(&gpus), 0);
