@@ -2,12 +2,16 @@
 //! maintenance, and races of many clients for the same cards.
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use lanes_client::Client;
 use lanes_server::accounts::Role;
-use lanes_tests::TestApp;
-use lanes_types::booking::{Booking, BookingState, ConflictBody};
-use lanes_types::GpuState;
-use reqwest::StatusCode;
-use serde_json::{json, Value};
+use lanes_tests::{refusal, refused, TestApp};
+use lanes_types::booking::{
+    Booking, BookingState, CreateBooking, CreateMaintenance, ExtendBooking, Quota, Quotas,
+};
+use lanes_types::query::{AuditQuery, BookingQuery};
+use serde_json::json;
+
+type Slot = (DateTime<Utc>, DateTime<Utc>);
 
 /// A whole hour some days from now, so slots never start in the past during a test.
 fn slot_base(days: i64) -> DateTime<Utc> {
@@ -16,48 +20,48 @@ fn slot_base(days: i64) -> DateTime<Utc> {
         .unwrap()
 }
 
-fn hours(base: DateTime<Utc>, from: i64, to: i64) -> (DateTime<Utc>, DateTime<Utc>) {
+fn hours(base: DateTime<Utc>, from: i64, to: i64) -> Slot {
     (base + Duration::hours(from), base + Duration::hours(to))
 }
 
-struct Client<'a> {
-    app: &'a TestApp,
-    cookie: String,
-}
-
-impl Client<'_> {
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let response = self.app.call_as(&self.cookie, method, path, body).await;
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    async fn book(&self, body: Value) -> (StatusCode, Value) {
-        self.send(reqwest::Method::POST, "/api/v1/bookings", Some(body))
-            .await
+/// Named cards for a slot.
+fn on(gpus: &[&String], (start, end): Slot) -> CreateBooking {
+    CreateBooking {
+        gpus: Some(gpus.iter().map(|g| g.to_string()).collect()),
+        count: None,
+        start,
+        end,
+        note: String::new(),
+        user: None,
     }
 }
 
-async fn user<'a>(app: &'a TestApp, name: &str, role: Role) -> Client<'a> {
-    Client {
-        app,
-        cookie: app.sign_up(name, role).await,
+/// Any `count` cards for a slot.
+fn any(count: u32, (start, end): Slot) -> CreateBooking {
+    CreateBooking {
+        gpus: None,
+        count: Some(count),
+        start,
+        end,
+        note: String::new(),
+        user: None,
     }
+}
+
+fn until(end: DateTime<Utc>) -> ExtendBooking {
+    ExtendBooking { end }
+}
+
+async fn user(app: &TestApp, name: &str, role: Role) -> Client {
+    app.client_with(&app.sign_up(name, role).await)
 }
 
 async fn uuids(app: &TestApp) -> Vec<String> {
-    let gpus: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
-    gpus.into_iter().map(|g| g.info.uuid).collect()
-}
-
-fn booking(body: Value) -> Booking {
-    serde_json::from_value(body).expect("a booking")
+    lanes_tests::cards(app)
+        .await
+        .into_iter()
+        .map(|g| g.info.uuid)
+        .collect()
 }
 
 #[tokio::test]
@@ -69,39 +73,33 @@ async fn cards_are_booked_once_per_moment_and_back_to_back_is_fine() {
     let base = slot_base(1);
 
     let (s, e) = hours(base, 0, 4);
-    let (status, body) = ada
-        .book(json!({"gpus": [gpus[0]], "start": s, "end": e, "note": "training"}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let first = booking(body);
+    let training = CreateBooking {
+        note: "training".into(),
+        ..on(&[&gpus[0]], (s, e))
+    };
+    let first = ada.book(&training).await.expect("the card is free");
     assert_eq!(first.state, BookingState::Upcoming);
     assert_eq!(first.gpus[0].uuid, gpus[0]);
     assert_eq!(first.gpus[0].node, "testnode");
     assert_eq!((first.start, first.end), (s, e));
     assert_eq!(first.username, "ada");
 
-    let (s2, e2) = hours(base, 3, 5);
-    let (status, body) = bob
-        .book(json!({"gpus": [gpus[1], gpus[0]], "start": s2, "end": e2}))
-        .await;
-    assert_eq!(status, 409, "{body}");
-    let conflict: ConflictBody = serde_json::from_value(body).unwrap();
-    assert_eq!(conflict.error, "conflict");
+    let overlap = hours(base, 3, 5);
+    let (status, conflict) = refusal(bob.book(&on(&[&gpus[1], &gpus[0]], overlap)).await);
+    assert_eq!(status, 409, "{conflict:?}");
+    assert_eq!(conflict.code, "conflict");
     assert_eq!(conflict.bookings, vec![first.id]);
     assert_eq!(conflict.gpus.len(), 1);
     assert_eq!(conflict.gpus[0].uuid, gpus[0]);
 
-    let (s3, e3) = hours(base, 4, 6);
-    let (status, _) = bob
-        .book(json!({"gpus": [gpus[0]], "start": s3, "end": e3}))
-        .await;
-    assert_eq!(status, 201, "back to back");
+    bob.book(&on(&[&gpus[0]], hours(base, 4, 6)))
+        .await
+        .expect("back to back");
 
     // Nothing half-written: the refused two-card request left card 1 free.
-    let (status, _) = bob
-        .book(json!({"gpus": [gpus[1]], "start": s2, "end": e2}))
-        .await;
-    assert_eq!(status, 201);
+    bob.book(&on(&[&gpus[1]], overlap))
+        .await
+        .expect("card 1 is still free");
     app.stop().await;
 }
 
@@ -112,60 +110,52 @@ async fn bad_requests_are_refused_by_rule_and_store_nothing() {
     let ada = user(&app, "ada", Role::User).await;
     let base = slot_base(1);
     let past = Utc::now() - Duration::hours(3);
-    for (body, status, rule) in [
-        (
-            json!({"gpus": [gpus[0]], "start": past, "end": base}),
-            422,
-            "start_not_in_past",
-        ),
-        (
-            json!({"gpus": [gpus[0]], "start": base, "end": base}),
-            422,
-            "end_after_start",
-        ),
-        (
-            json!({"gpus": ["GPU-nope"], "start": base, "end": base + Duration::hours(1)}),
-            422,
-            "unknown_gpu",
-        ),
-        (
-            json!({"gpus": [gpus[0]], "count": 1, "start": base, "end": base + Duration::hours(1)}),
-            422,
-            "gpus_or_count",
-        ),
-        (
-            json!({"count": 0, "start": base, "end": base + Duration::hours(1)}),
-            422,
-            "count",
-        ),
-        (
-            json!({"gpus": [gpus[0], gpus[0]], "start": base, "end": base + Duration::hours(1)}),
-            422,
-            "gpus",
-        ),
-        (
-            json!({"gpus": [gpus[0]], "start": base, "end": base + Duration::hours(1), "note": "x".repeat(1001)}),
-            422,
-            "note_length",
-        ),
+    let hour = (base, base + Duration::hours(1));
+    let nope = "GPU-nope".to_string();
+    let both = CreateBooking {
+        count: Some(1),
+        ..on(&[&gpus[0]], hour)
+    };
+    let long_note = CreateBooking {
+        note: "x".repeat(1001),
+        ..on(&[&gpus[0]], hour)
+    };
+    for (request, rule) in [
+        (on(&[&gpus[0]], (past, base)), "start_not_in_past"),
+        (on(&[&gpus[0]], (base, base)), "end_after_start"),
+        (on(&[&nope], hour), "unknown_gpu"),
+        (both, "gpus_or_count"),
+        (any(0, hour), "count"),
+        (on(&[&gpus[0], &gpus[0]], hour), "gpus"),
+        (long_note, "note_length"),
     ] {
-        let (got, answer) = ada.book(body.clone()).await;
-        assert_eq!(got, status, "{body}: {answer}");
-        assert_eq!(answer["rule"], rule, "{answer}");
-        assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()));
+        let (status, body) = refusal(ada.book(&request).await);
+        assert_eq!(status, 422, "{request:?}: {body:?}");
+        assert_eq!(body.rule.as_deref(), Some(rule), "{body:?}");
+        assert!(!body.message.is_empty());
     }
+    // What no typed request can say is malformed (raw bodies).
+    let lanes_client::Credentials::Session(cookie) = ada.credentials() else {
+        panic!("ada has a session");
+    };
     for body in [
         json!({"gpus": [gpus[0]], "start": "tomorrow", "end": base}),
         json!({"gpus": [gpus[0]], "start": base, "end": base, "colour": "red"}),
     ] {
-        let (got, answer) = ada.book(body.clone()).await;
-        assert_eq!(got, 400, "{body}");
-        assert_eq!(answer["error"], "bad_request");
+        let answer = app
+            .call_as(
+                cookie,
+                reqwest::Method::POST,
+                "/api/v1/bookings",
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(answer.status(), 400, "{body}");
+        let error: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(error["error"], "bad_request");
     }
-    let (_, list) = ada
-        .send(reqwest::Method::GET, "/api/v1/bookings", None)
-        .await;
-    assert_eq!(list, json!([]));
+    let list = ada.bookings(&BookingQuery::default()).await.unwrap();
+    assert!(list.is_empty(), "{list:?}");
     app.stop().await;
 }
 
@@ -178,109 +168,62 @@ async fn cancel_release_and_extend_free_and_take_the_right_time() {
     let base = slot_base(1);
 
     // Cancel an upcoming booking: its slot is free again.
-    let (s, e) = hours(base, 0, 2);
-    let first = booking(
-        ada.book(json!({"gpus": [gpus[0]], "start": s, "end": e}))
-            .await
-            .1,
+    let slot = hours(base, 0, 2);
+    let first = ada.book(&on(&[&gpus[0]], slot)).await.unwrap();
+    assert_eq!(
+        refused(bob.withdraw_booking(first.id).await),
+        403,
+        "only the owner or an admin"
     );
-    let (status, _) = bob
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/bookings/{}", first.id),
-            None,
-        )
-        .await;
-    assert_eq!(status, 403, "only the owner or an admin");
-    let (status, body) = ada
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/bookings/{}", first.id),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
-    assert_eq!(booking(body).state, BookingState::Cancelled);
-    let (status, _) = bob
-        .book(json!({"gpus": [gpus[0]], "start": s, "end": e}))
-        .await;
-    assert_eq!(status, 201);
+    let cancelled = ada.withdraw_booking(first.id).await.unwrap();
+    assert_eq!(cancelled.state, BookingState::Cancelled);
+    bob.book(&on(&[&gpus[0]], slot))
+        .await
+        .expect("the slot is free again");
 
     // Release an active booking early: the rest of its slot frees at once.
     let now = Utc::now();
-    let running = booking(
-        ada.book(json!({"gpus": [gpus[1]], "start": now, "end": now + Duration::hours(2)}))
-            .await
-            .1,
-    );
+    let running = ada
+        .book(&on(&[&gpus[1]], (now, now + Duration::hours(2))))
+        .await
+        .unwrap();
     assert_eq!(running.state, BookingState::Active);
-    let (status, body) = ada
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/bookings/{}", running.id),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
-    let released = booking(body);
+    let released = ada.withdraw_booking(running.id).await.unwrap();
     assert_eq!(released.state, BookingState::Released);
     assert!(released.end <= Utc::now() && released.end >= now);
-    let (status, body) = bob
-        .book(json!({"gpus": [gpus[1]], "start": Utc::now(), "end": now + Duration::hours(2)}))
-        .await;
-    assert_eq!(status, 201, "{body}");
+    bob.book(&on(&[&gpus[1]], (Utc::now(), now + Duration::hours(2))))
+        .await
+        .expect("the rest of the slot is free");
 
     // Extend: into a free stretch yes, into another booking no, by others no.
-    let (s, e) = hours(base, 10, 12);
-    let mine = booking(
-        ada.book(json!({"gpus": [gpus[1]], "start": s, "end": e}))
-            .await
-            .1,
+    let mine = ada
+        .book(&on(&[&gpus[1]], hours(base, 10, 12)))
+        .await
+        .unwrap();
+    let theirs = bob
+        .book(&on(&[&gpus[1]], hours(base, 14, 16)))
+        .await
+        .unwrap();
+    let longer = ada
+        .extend_booking(mine.id, &until(base + Duration::hours(14)))
+        .await
+        .unwrap();
+    assert_eq!(longer.end, base + Duration::hours(14));
+    let (status, body) = refusal(
+        ada.extend_booking(mine.id, &until(base + Duration::hours(15)))
+            .await,
     );
-    let (s2, e2) = hours(base, 14, 16);
-    let theirs = booking(
-        bob.book(json!({"gpus": [gpus[1]], "start": s2, "end": e2}))
-            .await
-            .1,
-    );
-    let path = format!("/api/v1/bookings/{}", mine.id);
-    let (status, body) = ada
-        .send(
-            reqwest::Method::PATCH,
-            &path,
-            Some(json!({"end": base + Duration::hours(14)})),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(booking(body).end, base + Duration::hours(14));
-    let (status, body) = ada
-        .send(
-            reqwest::Method::PATCH,
-            &path,
-            Some(json!({"end": base + Duration::hours(15)})),
-        )
-        .await;
     assert_eq!(status, 409);
-    assert_eq!(body["bookings"], json!([theirs.id]));
-    let (status, body) = ada
-        .send(
-            reqwest::Method::PATCH,
-            &path,
-            Some(json!({"end": base + Duration::hours(13)})),
-        )
-        .await;
-    assert_eq!(
-        (status.as_u16(), body["rule"].as_str()),
-        (422, Some("extend_later"))
+    assert_eq!(body.bookings, [theirs.id]);
+    let (status, body) = refusal(
+        ada.extend_booking(mine.id, &until(base + Duration::hours(13)))
+            .await,
     );
-    let (status, _) = bob
-        .send(
-            reqwest::Method::PATCH,
-            &path,
-            Some(json!({"end": base + Duration::hours(14)})),
-        )
+    assert_eq!((status, body.rule.as_deref()), (422, Some("extend_later")));
+    let by_bob = bob
+        .extend_booking(mine.id, &until(base + Duration::hours(14)))
         .await;
-    assert_eq!(status, 403);
+    assert_eq!(refused(by_bob), 403);
     app.stop().await;
 }
 
@@ -290,77 +233,76 @@ async fn quotas_refuse_with_the_rule_and_admins_may_go_beyond_with_an_audit_line
     let gpus = uuids(&app).await;
     let admin = user(&app, "root", Role::Admin).await;
     let ada = user(&app, "ada", Role::User).await;
-    let (status, body) = admin
-        .send(
-            reqwest::Method::PUT,
-            "/api/v1/quotas",
-            Some(json!({"default": {"max_gpus": 2, "gpu_hours_per_week": 40}, "users": {"ada": {"max_gpus": 3}}})),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["users"]["ada"]["max_gpus"], 3);
+    let quotas = Quotas {
+        default: Quota {
+            max_gpus: Some(2),
+            gpu_hours_per_week: Some(40.0),
+            ..Quota::default()
+        },
+        users: [(
+            "ada".to_string(),
+            Quota {
+                max_gpus: Some(3),
+                ..Quota::default()
+            },
+        )]
+        .into(),
+        ..Quotas::default()
+    };
+    let saved = admin.save_quotas(&quotas).await.unwrap();
+    assert_eq!(saved.users["ada"].max_gpus, Some(3));
 
     let base = slot_base(1);
-    let (s, e) = hours(base, 0, 4);
-    let (status, body) = ada.book(json!({"count": 4, "start": s, "end": e})).await;
-    assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"], "quota_exceeded");
-    assert_eq!(body["rule"], "max_gpus");
-    let message = body["message"].as_str().unwrap();
+    let slot = hours(base, 0, 4);
+    let (status, body) = refusal(ada.book(&any(4, slot)).await);
+    assert_eq!(status, 422, "{body:?}");
+    assert_eq!(body.code, "quota_exceeded");
+    assert_eq!(body.rule.as_deref(), Some("max_gpus"));
     assert!(
-        message.contains("would hold 4 GPUs") && message.contains("your limit is 3"),
-        "{message}"
+        body.message.contains("would hold 4 GPUs") && body.message.contains("your limit is 3"),
+        "{}",
+        body.message
     );
 
-    let (status, _) = ada.book(json!({"count": 3, "start": s, "end": e})).await;
-    assert_eq!(status, 201);
+    ada.book(&any(3, slot)).await.expect("within ada's limit");
     // 12 GPU-hours used; 30 more would pass 40 in the week.
-    let (s2, e2) = hours(base, 24, 34);
-    let (status, body) = ada.book(json!({"count": 3, "start": s2, "end": e2})).await;
+    let later = hours(base, 24, 34);
+    let (status, body) = refusal(ada.book(&any(3, later)).await);
     assert_eq!(
-        (status.as_u16(), body["rule"].as_str()),
+        (status, body.rule.as_deref()),
         (422, Some("gpu_hours_per_week")),
-        "{body}"
+        "{body:?}"
     );
 
     // An admin books beyond ada's quota for her: allowed, and the audit log says so.
-    let (status, body) = admin
-        .book(json!({"count": 3, "start": s2, "end": e2, "user": "ada"}))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    assert_eq!(booking(body).username, "ada");
-    let (_, audit) = admin
-        .send(reqwest::Method::GET, "/api/v1/audit", None)
-        .await;
+    let for_ada = CreateBooking {
+        user: Some("ada".into()),
+        ..any(3, later)
+    };
+    let booked = admin.book(&for_ada).await.expect("admins may go beyond");
+    assert_eq!(booked.username, "ada");
+    let audit = admin.audit(&AuditQuery::default()).await.unwrap();
     let line = audit
-        .as_array()
-        .unwrap()
         .iter()
-        .find(|a| a["action"] == "booking.create" && a["actor"] == "root")
+        .find(|a| a.action == "booking.create" && a.actor.as_deref() == Some("root"))
         .expect("an audit line");
-    let detail = line["detail"].as_str().unwrap();
     assert!(
-        detail.contains("for ada") && detail.contains("beyond quota"),
-        "{detail}"
+        line.detail.contains("for ada") && line.detail.contains("beyond quota"),
+        "{}",
+        line.detail
     );
     // Users may not book for others.
-    let (status, _) = ada
-        .book(json!({"gpus": [gpus[3]], "start": base + Duration::hours(50), "end": base + Duration::hours(51), "user": "root"}))
-        .await;
-    assert_eq!(status, 403);
+    let for_root = CreateBooking {
+        user: Some("root".into()),
+        ..on(&[&gpus[3]], hours(base, 50, 51))
+    };
+    assert_eq!(refused(ada.book(&for_root).await), 403);
 
     // The quota page's view of use.
-    let (_, uses) = admin
-        .send(reqwest::Method::GET, "/api/v1/quotas/use", None)
-        .await;
-    let ada_use = uses
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "ada")
-        .unwrap();
-    assert_eq!(ada_use["limits"]["max_gpus"], 3);
-    assert_eq!(ada_use["upcoming"], 2);
+    let uses = admin.quota_use().await.unwrap();
+    let ada_use = uses.iter().find(|u| u.name == "ada").unwrap();
+    assert_eq!(ada_use.limits.max_gpus, Some(3));
+    assert_eq!(ada_use.upcoming, 2);
     app.stop().await;
 }
 
@@ -372,44 +314,38 @@ async fn maintenance_takes_cards_out_of_service_for_its_window() {
     let ada = user(&app, "ada", Role::User).await;
     let base = slot_base(1);
     let (s, e) = hours(base, 0, 8);
-    let (status, block) = admin
-        .send(
-            reqwest::Method::POST,
-            "/api/v1/maintenance",
-            Some(json!({"gpus": [gpus[0]], "start": s, "end": e, "reason": "fan swap"})),
-        )
-        .await;
-    assert_eq!(status, 201, "{block}");
-    let (status, body) = ada.book(json!({"gpus": [gpus[0]], "start": base + Duration::hours(7), "end": base + Duration::hours(9)})).await;
+    let block = admin
+        .add_maintenance(&CreateMaintenance {
+            gpus: vec![gpus[0].clone()],
+            start: s,
+            end: e,
+            reason: "fan swap".into(),
+        })
+        .await
+        .expect("the block is added");
+    let (status, body) = refusal(ada.book(&on(&[&gpus[0]], hours(base, 7, 9))).await);
     assert_eq!(status, 409);
-    assert_eq!(body["maintenance"], json!([block["id"]]));
+    assert_eq!(body.maintenance, [block.id]);
     // "Any" requests avoid the card.
-    let (status, body) = ada.book(json!({"count": 1, "start": s, "end": e})).await;
-    assert_eq!(status, 201);
-    assert_eq!(booking(body).gpus[0].uuid, gpus[1]);
-    let (status, _) = ada.book(json!({"count": 1, "start": s, "end": e})).await;
-    assert_eq!(status, 409, "no card left");
+    let one = ada.book(&any(1, (s, e))).await.unwrap();
+    assert_eq!(one.gpus[0].uuid, gpus[1]);
+    assert_eq!(
+        refused(ada.book(&any(1, (s, e))).await),
+        409,
+        "no card left"
+    );
     // Maintenance over a booked card is refused until the booking is gone.
-    let (status, body) = admin
-        .send(
-            reqwest::Method::POST,
-            "/api/v1/maintenance",
-            Some(json!({"gpus": [gpus[1]], "start": s, "end": e})),
-        )
-        .await;
-    assert_eq!(status, 409, "{body}");
-    let (status, _) = admin
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/api/v1/maintenance/{}", block["id"]),
-            None,
-        )
-        .await;
-    assert_eq!(status, 204);
-    let (status, _) = ada
-        .book(json!({"gpus": [gpus[0]], "start": s, "end": e}))
-        .await;
-    assert_eq!(status, 201);
+    let over_booked = CreateMaintenance {
+        gpus: vec![gpus[1].clone()],
+        start: s,
+        end: e,
+        reason: String::new(),
+    };
+    assert_eq!(refused(admin.add_maintenance(&over_booked).await), 409);
+    admin.end_maintenance(block.id).await.unwrap();
+    ada.book(&on(&[&gpus[0]], (s, e)))
+        .await
+        .expect("the card is back in service");
     app.stop().await;
 }
 
@@ -423,23 +359,27 @@ async fn sixty_four_clients_racing_for_one_card_get_exactly_one_booking_per_roun
     let ada = user(&app, "ada", Role::User).await;
     let base = slot_base(2);
     for round in 0..ROUNDS {
-        let (s, e) = hours(base, round, round + 1);
-        let body = json!({"gpus": [gpus[3]], "start": s, "end": e});
-        let statuses =
-            futures::future::join_all((0..CLIENTS).map(|_| ada.book(body.clone()))).await;
-        let won = statuses.iter().filter(|(s, _)| *s == 201).count();
-        let lost = statuses.iter().filter(|(s, _)| *s == 409).count();
-        let codes: Vec<u16> = statuses.iter().map(|(s, _)| s.as_u16()).collect();
+        let request = on(&[&gpus[3]], hours(base, round, round + 1));
+        let answers = futures::future::join_all((0..CLIENTS).map(|_| ada.book(&request))).await;
+        let codes: Vec<u16> = answers
+            .iter()
+            .map(|a| match a {
+                Ok(_) => 201,
+                Err(e) => e.status().map_or(0, |s| s.as_u16()),
+            })
+            .collect();
+        let won = codes.iter().filter(|c| **c == 201).count();
+        let lost = codes.iter().filter(|c| **c == 409).count();
         assert_eq!((won, lost), (1, CLIENTS - 1), "round {round}: {codes:?}");
     }
-    let (_, list) = ada
-        .send(
-            reqwest::Method::GET,
-            &format!("/api/v1/bookings?gpu={}", gpus[3]),
-            None,
-        )
-        .await;
-    assert_eq!(list.as_array().unwrap().len(), ROUNDS as usize);
+    let list = ada
+        .bookings(&BookingQuery {
+            gpu: Some(gpus[3].clone()),
+            ..BookingQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(list.len(), ROUNDS as usize);
     app.stop().await;
 }
 
@@ -452,22 +392,22 @@ async fn racing_any_n_requests_never_hand_out_more_cards_than_exist() {
     let ada = user(&app, "ada", Role::User).await;
     let base = slot_base(2);
     for round in 0..20 {
-        let (s, e) = hours(base, round, round + 1);
+        let slot = hours(base, round, round + 1);
         // Six of eight cards taken; three clients' worth of two-card requests cannot all fit.
-        let (status, _) = ada
-            .book(json!({"gpus": gpus[..6], "start": s, "end": e}))
-            .await;
-        assert_eq!(status, 201);
+        let six: Vec<&String> = gpus[..6].iter().collect();
+        ada.book(&on(&six, slot)).await.unwrap();
         let count = if round % 2 == 0 { 1 } else { 2 };
-        let body = json!({"count": count, "start": s, "end": e});
-        let answers = futures::future::join_all((0..CLIENTS).map(|_| ada.book(body.clone()))).await;
-        let granted: Vec<Booking> = answers
-            .iter()
-            .filter(|(s, _)| *s == 201)
-            .map(|(_, b)| booking(b.clone()))
-            .collect();
-        assert_eq!(granted.len(), 2 / count, "round {round}");
-        assert!(answers.iter().all(|(s, _)| *s == 201 || *s == 409));
+        let request = any(count, slot);
+        let answers = futures::future::join_all((0..CLIENTS).map(|_| ada.book(&request))).await;
+        assert!(
+            answers.iter().all(|a| match a {
+                Ok(_) => true,
+                Err(e) => e.status().is_some_and(|s| s.as_u16() == 409),
+            }),
+            "round {round}: only grants and conflicts"
+        );
+        let granted: Vec<&Booking> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+        assert_eq!(granted.len(), 2 / count as usize, "round {round}");
         let mut cards: Vec<_> = granted.iter().flat_map(|b| b.gpus.clone()).collect();
         cards.sort();
         cards.dedup();
