@@ -1,7 +1,9 @@
 //! Logging in and out against a real server: sessions, lockout, CSRF, bad input.
 
+use lanes_client::{ClientError, Credentials};
 use lanes_server::accounts::Role;
-use lanes_tests::{session_cookie, TestApp};
+use lanes_tests::{refusal, refused, session_cookie, TestApp};
+use lanes_types::account::NewToken;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -12,6 +14,10 @@ async fn post_login(app: &TestApp, body: Value) -> reqwest::Response {
         .send()
         .await
         .unwrap()
+}
+
+fn laptop(name: &str) -> NewToken {
+    NewToken { name: name.into() }
 }
 
 async fn me(app: &TestApp, cookie: &str) -> reqwest::Response {
@@ -73,24 +79,12 @@ async fn a_wrong_password_and_an_unknown_user_get_the_same_answer() {
     let app = TestApp::spawn(1).await;
     app.create_user("ada", "correct horse battery", Role::User)
         .await;
-    let wrong = post_login(
-        &app,
-        json!({"username": "ada", "password": "wrong horse battery"}),
-    )
-    .await;
-    let unknown = post_login(
-        &app,
-        json!({"username": "bob", "password": "wrong horse battery"}),
-    )
-    .await;
-    assert_eq!(
-        (wrong.status().as_u16(), unknown.status().as_u16()),
-        (401, 401)
-    );
-    assert!(session_cookie(&wrong).is_none());
-    let (a, b): (Value, Value) = (wrong.json().await.unwrap(), unknown.json().await.unwrap());
-    assert_eq!(a, b);
-    assert_eq!(a["error"], "invalid_credentials");
+    let anonymous = app.anonymous();
+    let (wrong_status, wrong) = refusal(anonymous.login("ada", "wrong horse battery").await);
+    let (unknown_status, unknown) = refusal(anonymous.login("bob", "wrong horse battery").await);
+    assert_eq!((wrong_status, unknown_status), (401, 401));
+    assert_eq!(wrong, unknown);
+    assert_eq!(wrong.code, "invalid_credentials");
     app.stop().await;
 }
 
@@ -104,26 +98,20 @@ async fn a_login_for_an_unknown_user_costs_as_much_as_for_a_known_one() {
         durations[durations.len() / 2]
     };
     let (mut known, mut unknown) = (Vec::new(), Vec::new());
+    let anonymous = app.anonymous();
     // The known user logs in successfully (not a failure); the unknown ones fail, and stay
     // under the per-address lockout of five.
     for round in 0..4 {
         let started = Instant::now();
-        let ok = post_login(
-            &app,
-            json!({"username": "ada", "password": "correct horse battery"}),
-        )
-        .await;
+        let ok = anonymous.login("ada", "correct horse battery").await;
         known.push(started.elapsed());
-        assert_eq!(ok.status(), 200);
+        assert!(ok.is_ok(), "{:?}", ok.err());
         let started = Instant::now();
-        let name = format!("nobody{round}");
-        let failed = post_login(
-            &app,
-            json!({"username": name, "password": "correct horse battery"}),
-        )
-        .await;
+        let failed = anonymous
+            .login(&format!("nobody{round}"), "correct horse battery")
+            .await;
         unknown.push(started.elapsed());
-        assert_eq!(failed.status(), 401);
+        assert_eq!(refused(failed), 401);
     }
     let (k, u) = (median(&mut known), median(&mut unknown));
     let ratio = u.as_secs_f64() / k.as_secs_f64();
@@ -137,38 +125,34 @@ async fn five_failures_lock_the_account_with_retry_after_even_for_the_right_pass
     let app = TestApp::spawn(1).await;
     app.create_user("ada", "correct horse battery", Role::User)
         .await;
+    let anonymous = app.anonymous();
     for _ in 0..5 {
-        let resp = post_login(
-            &app,
-            json!({"username": "ada", "password": "wrong horse battery"}),
-        )
-        .await;
-        assert_eq!(resp.status(), 401);
+        assert_eq!(
+            refused(anonymous.login("ada", "wrong horse battery").await),
+            401
+        );
     }
-    let locked = post_login(
-        &app,
-        json!({"username": "ada", "password": "correct horse battery"}),
-    )
-    .await;
-    assert_eq!(locked.status(), 429);
-    let retry: u64 = locked.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((800..=900).contains(&retry), "{retry}");
-    let body: Value = locked.json().await.unwrap();
-    assert_eq!(body["error"], "too_many_requests");
+    match anonymous.login("ada", "correct horse battery").await {
+        Err(ClientError::Api {
+            status,
+            body,
+            retry_after,
+        }) => {
+            assert_eq!(status.as_u16(), 429);
+            assert_eq!(body.code, "too_many_requests");
+            let retry = retry_after.expect("a Retry-After");
+            assert!((800..=900).contains(&retry), "{retry}");
+        }
+        other => panic!("expected the lockout, got {other:?}"),
+    }
     // Another account behind the same address (an SSH tunnel: everyone is 127.0.0.1) still
     // logs in: the lock is on the account from that address, not on the address.
     app.create_user("bob", "another passphrase", Role::User)
         .await;
-    let other = post_login(
-        &app,
-        json!({"username": "bob", "password": "another passphrase"}),
-    )
-    .await;
-    assert_eq!(other.status(), 200);
+    anonymous
+        .login("bob", "another passphrase")
+        .await
+        .expect("bob logs in");
     app.stop().await;
 }
 
@@ -260,44 +244,24 @@ async fn a_token_is_shown_once_acts_as_its_owner_and_stops_when_revoked() {
     let app = TestApp::spawn(1).await;
     app.create_user("ada", "correct horse battery", Role::User)
         .await;
-    let cookie = app.login("ada", "correct horse battery").await;
-    let created = app.create_token(&cookie, "laptop").await;
-    let secret = created["secret"].as_str().unwrap().to_string();
+    let ada = app.sign_in("ada", "correct horse battery").await;
+    let created = ada.create_token(&laptop("laptop")).await.unwrap();
+    let secret = created.secret.clone();
     assert!(
         secret.starts_with("lanes_") && secret.len() > 60,
         "{secret}"
     );
-
-    let listed: Value = app
-        .client
-        .get(app.url("/api/v1/tokens"))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(listed.as_array().unwrap().len(), 1);
-    assert_eq!(listed[0]["name"], "laptop");
+    let by_token = app.anonymous().as_(Credentials::Token(secret.clone()));
+    let listed = by_token.tokens().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].name, "laptop");
     assert!(
-        !listed.to_string().contains(&secret),
+        !format!("{listed:?}").contains(&secret),
         "the list never shows the secret"
     );
-
-    let who: Value = app.me_with_token(&secret).await.json().await.unwrap();
-    assert_eq!(who["username"], "ada");
-
-    let id = created["id"].as_i64().unwrap();
-    let revoked = app
-        .client
-        .delete(app.url(&format!("/api/v1/tokens/{id}")))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), 204);
-    assert_eq!(app.me_with_token(&secret).await.status(), 401);
+    assert_eq!(by_token.me().await.unwrap().username, "ada");
+    by_token.revoke_token(created.token.id).await.unwrap();
+    assert_eq!(refused(by_token.me().await), 401);
     app.stop().await;
 }
 
@@ -309,23 +273,14 @@ async fn a_user_cannot_revoke_another_users_token_and_bad_tokens_are_refused() {
     app.create_user("bob", "another passphrase", Role::User)
         .await;
     let ada = app.login("ada", "correct horse battery").await;
-    let bob = app.login("bob", "another passphrase").await;
-    let token = app.create_token(&ada, "ci").await;
-    let id = token["id"].as_i64().unwrap();
-    let theft = app
-        .client
-        .delete(app.url(&format!("/api/v1/tokens/{id}")))
-        .header("cookie", &bob)
-        .send()
+    let bob = app.sign_in("bob", "another passphrase").await;
+    let token = app
+        .client_with(&ada)
+        .create_token(&laptop("ci"))
         .await
         .unwrap();
-    assert_eq!(theft.status(), 404);
-    assert_eq!(
-        app.me_with_token(token["secret"].as_str().unwrap())
-            .await
-            .status(),
-        200
-    );
+    assert_eq!(refused(bob.revoke_token(token.token.id).await), 404);
+    assert_eq!(app.me_with_token(&token.secret).await.status(), 200);
 
     for bad in ["lanes_0000", "", "Basic abc"] {
         assert_eq!(app.me_with_token(bad).await.status(), 401, "{bad:?}");
