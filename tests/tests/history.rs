@@ -5,7 +5,7 @@
 use lanes_server::history::{plan, Metric, Plan, Reading, Resolution, Retention};
 use lanes_server::store::Store;
 use lanes_tests::TestApp;
-use lanes_types::history::HistoryAnswer;
+use lanes_types::query::HistoryQuery;
 use lanes_types::GpuInfo;
 use std::time::Duration;
 
@@ -236,8 +236,8 @@ async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
 #[tokio::test]
 async fn a_query_answers_from_the_resolution_its_range_needs() {
     let app = TestApp::spawn(1).await;
-    let gpu: Vec<lanes_types::GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
-    let uuid = gpu[0].info.uuid.clone();
+    let viewer = app.client_with(&app.viewer_cookie().await);
+    let uuid = viewer.gpus().await.unwrap()[0].info.uuid.clone();
     // Ten days ago, two hours of readings at 60 % written straight to the store.
     let store = Store::open(&app.database_url()).await.unwrap();
     let id = store.gpu_ids().await.unwrap()[&("testnode".to_string(), uuid.clone())];
@@ -249,19 +249,17 @@ async fn a_query_answers_from_the_resolution_its_range_needs() {
     store.roll_up(start, start + 7200).await.unwrap();
     store.close().await;
 
-    let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).unwrap().to_rfc3339();
+    let at = |t: i64| chrono::DateTime::from_timestamp(t, 0);
+    let query = |metric: &str, from: i64, to: i64, points: i64| HistoryQuery {
+        gpu: Some(uuid.clone()),
+        metric: Some(metric.into()),
+        from: at(from),
+        to: at(to),
+        points: Some(points),
+    };
     let ask = |from: i64, to: i64, points: i64| {
-        let path = format!(
-            "/api/v1/history?gpu={uuid}&metric=utilization&from={}&to={}&points={points}",
-            urlencode(&at(from)),
-            urlencode(&at(to))
-        );
-        let app = &app;
-        async move {
-            let r = app.get(&path).await;
-            assert_eq!(r.status(), 200);
-            r.json::<HistoryAnswer>().await.unwrap()
-        }
+        let (viewer, query) = (&viewer, query("utilization", from, to, points));
+        async move { viewer.history(&query).await.expect("the history answers") }
     };
     // Two hours at 1,000 points would want raw seconds, but ten days back retention keeps
     // only minutes: one-minute buckets.
@@ -286,14 +284,12 @@ async fn a_query_answers_from_the_resolution_its_range_needs() {
         ("1h", 3600, 2)
     );
     // Memory comes back in bytes.
-    let path = format!(
-        "/api/v1/history?gpu={uuid}&metric=memory&from={}&to={}&points=2",
-        urlencode(&at(start)),
-        urlencode(&at(start + 7200))
-    );
-    let a: HistoryAnswer = app.get(&path).await.json().await.unwrap();
+    let a = viewer
+        .history(&query("memory", start, start + 7200, 2))
+        .await
+        .unwrap();
     assert_eq!(a.series[0].points[0].avg, 600.0 * 1_048_576.0);
-    // Bad input: a clear 4xx.
+    // Bad input: a clear 4xx (raw query strings: the typed query cannot misspell a metric).
     for (query, status) in [
         ("metric=heat", 400),
         ("points=0", 400),
@@ -304,10 +300,6 @@ async fn a_query_answers_from_the_resolution_its_range_needs() {
         assert_eq!(r.status().as_u16(), status, "{query}");
     }
     app.stop().await;
-}
-
-fn urlencode(s: &str) -> String {
-    s.replace('+', "%2B").replace(':', "%3A")
 }
 
 #[tokio::test]
@@ -325,11 +317,13 @@ async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     tokio::time::sleep(Duration::from_millis(3_000)).await;
     let second = TestApp::spawn_configured(1, on).await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let path = format!(
-        "/api/v1/history?from={}&points=10000",
-        urlencode(&(started - chrono::Duration::seconds(5)).to_rfc3339())
-    );
-    let a: HistoryAnswer = second.get(&path).await.json().await.unwrap();
+    let since = HistoryQuery {
+        from: Some(started - chrono::Duration::seconds(5)),
+        points: Some(10_000),
+        ..HistoryQuery::default()
+    };
+    let viewer = second.client_with(&second.viewer_cookie().await);
+    let a = viewer.history(&since).await.unwrap();
     assert_eq!((a.resolution.as_str(), a.bucket_s), ("raw", 1));
     let seconds: Vec<i64> = a.series[0].points.iter().map(|p| p.t_ms / 1000).collect();
     let before = seconds

@@ -3,14 +3,13 @@
 //! while the server was down is stopped at once; a job whose process vanished is marked lost.
 
 use chrono::Utc;
+use lanes_client::Client;
 use lanes_server::telemetry::procinfo;
-use lanes_tests::{ensure_unix_account, lanes_bin, session_cookie, wait_until};
-use lanes_types::booking::Booking;
+use lanes_tests::{ensure_unix_account, lanes_bin, wait_until};
+use lanes_types::booking::{Booking, CreateBooking};
 use lanes_types::job::{Job, JobState};
-use lanes_types::GpuState;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use serde_json::json;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -60,75 +59,47 @@ impl Server {
     }
 }
 
-struct Client {
-    http: reqwest::Client,
-    cookie: String,
+/// A client of `server` carrying the test user's session (sessions outlive restarts).
+async fn log_in(server: &Server) -> Client {
+    Client::new(&server.base)
+        .login(ACCOUNT, "restart passphrase")
+        .await
+        .expect("the test user logs in")
+        .0
 }
 
-impl Client {
-    async fn login(server: &Server) -> Client {
-        let http = reqwest::Client::new();
-        let resp = http
-            .post(format!("{}/api/v1/auth/login", server.base))
-            .json(&json!({"username": ACCOUNT, "password": "restart passphrase"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let cookie = session_cookie(&resp).unwrap();
-        Client { http, cookie }
-    }
+/// The same session, against a server started again on another port.
+fn against(client: &Client, server: &Server) -> Client {
+    Client::new(&server.base).as_(client.credentials().clone())
+}
 
-    async fn call<T: serde::de::DeserializeOwned>(
-        &self,
-        server: &Server,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-    ) -> T {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", server.base))
-            .header("cookie", &self.cookie);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let resp = request.send().await.unwrap();
-        assert!(resp.status().is_success(), "{path}: {}", resp.status());
-        resp.json().await.unwrap()
-    }
-
-    async fn job(&self, server: &Server, id: i64) -> Job {
-        self.call(
-            server,
-            reqwest::Method::GET,
-            &format!("/api/v1/jobs/{id}"),
-            None,
-        )
+async fn book(client: &Client, card: &str, seconds: i64) -> Booking {
+    let start = Utc::now();
+    client
+        .book(&CreateBooking {
+            gpus: Some(vec![card.to_string()]),
+            count: None,
+            start,
+            end: start + chrono::Duration::seconds(seconds),
+            note: String::new(),
+            user: None,
+        })
         .await
-    }
+        .expect("the booking is made")
+}
 
-    async fn book(&self, server: &Server, card: &str, seconds: i64) -> Booking {
-        let start = Utc::now();
-        let end = start + chrono::Duration::seconds(seconds);
-        self.call(
-            server,
-            reqwest::Method::POST,
-            "/api/v1/bookings",
-            Some(json!({"gpus": [card], "start": start, "end": end})),
-        )
+async fn submit(client: &Client, booking: i64) -> Job {
+    client
+        .submit_job(&lanes_tests::Session::job_request(
+            booking,
+            &["sleep", "600"],
+        ))
         .await
-    }
+        .expect("the job is submitted")
+}
 
-    async fn submit(&self, server: &Server, booking: i64) -> Job {
-        self.call(
-            server,
-            reqwest::Method::POST,
-            "/api/v1/jobs",
-            Some(json!({"booking_id": booking, "argv": ["sleep", "600"]})),
-        )
-        .await
-    }
+async fn job(client: &Client, id: i64) -> Job {
+    client.job(id).await.expect("the job is there")
 }
 
 /// Whether `pid` is gone (or a zombie nobody reaped yet).
@@ -156,19 +127,17 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
     assert!(add.wait().unwrap().success());
 
     let first = Server::start(&data).await;
-    let client = Client::login(&first).await;
-    let gpus: Vec<GpuState> = client
-        .call(&first, reqwest::Method::GET, "/api/v1/gpus", None)
-        .await;
-    let long = client.book(&first, &gpus[0].info.uuid, 12).await;
-    let short = client.book(&first, &gpus[1].info.uuid, 4).await;
-    let kept = client.submit(&first, long.id).await;
-    let vanishing = client.submit(&first, long.id).await;
-    let overdue = client.submit(&first, short.id).await;
+    let client = log_in(&first).await;
+    let gpus = client.gpus().await.unwrap();
+    let long = book(&client, &gpus[0].info.uuid, 12).await;
+    let short = book(&client, &gpus[1].info.uuid, 4).await;
+    let kept = submit(&client, long.id).await;
+    let vanishing = submit(&client, long.id).await;
+    let overdue = submit(&client, short.id).await;
     let mut pids = Vec::new();
     for job in [&kept, &vanishing, &overdue] {
         let pid = wait_until(Duration::from_secs(5), "the job starts", || async {
-            client.job(&first, job.id).await.pid
+            self::job(&client, job.id).await.pid
         })
         .await;
         pids.push(pid);
@@ -183,14 +152,14 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
 
     let restarted_at = Utc::now();
     let second = Server::start(&data).await;
+    let client = against(&client, &second);
     let settle = |id: i64| {
         let client = &client;
-        let second = &second;
         async move {
             wait_until(
                 Duration::from_secs(10),
                 &format!("job {id} ends"),
-                || async { Some(client.job(second, id).await).filter(|job| job.state.is_over()) },
+                || async { Some(job(client, id).await).filter(|job| job.state.is_over()) },
             )
             .await
         }
@@ -208,7 +177,7 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
     assert!(gone(pids[2]));
 
     // The re-adopted job runs on, the same process, until its slot ends.
-    let running = client.job(&second, kept.id).await;
+    let running = job(&client, kept.id).await;
     assert_eq!(
         (running.state, running.pid),
         (JobState::Running, Some(pids[0]))
