@@ -1,14 +1,16 @@
 //! The HTTP API of a real server: health, GPU list, metrics, errors.
 
 use lanes_tests::TestApp;
-use lanes_types::{GpuState, HealthReport, SourceKind};
+use lanes_types::{GpuState, SourceKind};
+
+async fn viewer(app: &TestApp) -> lanes_client::Client {
+    app.client_with(&app.viewer_cookie().await)
+}
 
 #[tokio::test]
 async fn healthz_reports_the_version_and_a_simulated_source() {
     let app = TestApp::spawn(4).await;
-    let resp = app.get("/healthz").await;
-    assert_eq!(resp.status(), 200);
-    let health: HealthReport = resp.json().await.unwrap();
+    let health = app.anonymous().health().await.unwrap();
     assert_eq!(health.status, "ok");
     assert_eq!(health.version, env!("CARGO_PKG_VERSION"));
     assert_eq!(health.gpu_source, SourceKind::Simulated);
@@ -19,9 +21,7 @@ async fn healthz_reports_the_version_and_a_simulated_source() {
 #[tokio::test]
 async fn the_gpu_list_has_every_card_with_a_sample_and_health() {
     let app = TestApp::spawn(4).await;
-    let resp = app.get("/api/v1/gpus").await;
-    assert_eq!(resp.status(), 200);
-    let gpus: Vec<GpuState> = resp.json().await.unwrap();
+    let gpus = viewer(&app).await.gpus().await.unwrap();
     assert_eq!(gpus.len(), 4);
     for (i, gpu) in gpus.iter().enumerate() {
         assert_eq!(gpu.info.index as usize, i);
@@ -135,24 +135,29 @@ async fn the_cards_seen_are_recorded_in_the_database() {
 #[tokio::test]
 async fn a_failing_card_is_unhealthy_in_api_metrics_and_page_while_the_others_update() {
     let app = TestApp::spawn_with(3, Some(1)).await;
-    let health: HealthReport = app.get("/healthz").await.json().await.unwrap();
+    let health = app.anonymous().health().await.unwrap();
     assert_eq!((health.gpus, health.gpus_unhealthy), (3, 1));
 
-    let first: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
+    let viewer = viewer(&app).await;
+    let first = viewer.gpus().await.unwrap();
     assert!(matches!(
         &first[1].health,
         lanes_types::Health::Unhealthy { reason } if reason.contains("fallen off the bus")
     ));
     assert!(first[1].sample.is_none());
-    tokio::time::sleep(lanes_tests::TEST_POLL * 3).await;
-    let later: Vec<GpuState> = app.get("/api/v1/gpus").await.json().await.unwrap();
-    for i in [0, 2] {
-        let (a, b) = (
-            first[i].sample.as_ref().unwrap(),
-            later[i].sample.as_ref().unwrap(),
-        );
-        assert!(b.at_ms > a.at_ms, "card {i} kept updating");
-    }
+    let at = |gpus: &[GpuState], i: usize| gpus[i].sample.as_ref().unwrap().at_ms;
+    lanes_tests::wait_until(
+        std::time::Duration::from_secs(5),
+        "the healthy cards keep updating",
+        || async {
+            let later = viewer.gpus().await.unwrap();
+            [0, 2]
+                .iter()
+                .all(|&i| at(&later, i) > at(&first, i))
+                .then_some(())
+        },
+    )
+    .await;
 
     let metrics = app.get("/metrics").await.text().await.unwrap();
     let up: Vec<&str> = metrics

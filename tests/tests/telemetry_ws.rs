@@ -27,11 +27,18 @@ where
 #[tokio::test]
 async fn a_client_gets_a_snapshot_then_a_tick_per_poll() {
     let app = TestApp::spawn(4).await;
-    let (mut ws, _) =
-        tokio_tungstenite::connect_async(app.ws_request("/api/v1/telemetry/ws").await)
+    let mut live = app
+        .client_with(&app.viewer_cookie().await)
+        .telemetry()
+        .await
+        .unwrap();
+    let mut next = async || {
+        live.next()
             .await
-            .unwrap();
-    let TelemetryMessage::Snapshot(snapshot) = next_message(&mut ws).await else {
+            .expect("a message")
+            .expect("a documented message")
+    };
+    let TelemetryMessage::Snapshot(snapshot) = next().await else {
         panic!("the first message is not a snapshot")
     };
     assert_eq!(snapshot.gpus.len(), 4);
@@ -39,7 +46,7 @@ async fn a_client_gets_a_snapshot_then_a_tick_per_poll() {
     assert!(snapshot.gpus.iter().all(|g| g.sample.is_some()));
     let mut last_at = 0;
     for _ in 0..3 {
-        let TelemetryMessage::Tick { at_ms, gpus } = next_message(&mut ws).await else {
+        let TelemetryMessage::Tick { at_ms, gpus } = next().await else {
             panic!("a second snapshot")
         };
         assert!(at_ms > last_at, "ticks move forward");
@@ -135,10 +142,14 @@ async fn a_client_that_never_reads_is_dropped_and_others_keep_their_pace() {
 #[tokio::test]
 async fn the_live_channel_needs_a_login() {
     let app = TestApp::spawn(1).await;
-    let refused = tokio_tungstenite::connect_async(app.ws_url("/api/v1/telemetry/ws")).await;
-    match refused {
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 401),
-        other => panic!("expected a 401, got {other:?}"),
-    }
+    let refused = app.anonymous().telemetry().await.err();
+    assert_eq!(
+        refused
+            .as_ref()
+            .and_then(|e| e.status())
+            .map(|s| s.as_u16()),
+        Some(401),
+        "{refused:?}"
+    );
     app.stop().await;
 }
