@@ -37,6 +37,27 @@ async fn connect(client: &Client, path: &str) -> Result<Socket> {
     }
 }
 
+/// What a socket brought, protocol chatter (pings, binary) skipped.
+enum Frame {
+    Text(String),
+    Close { code: u16, reason: String },
+}
+
+/// The next text or close frame; `None` when the connection ended without a close.
+async fn next_frame(socket: &mut Socket) -> Option<Result<Frame>> {
+    loop {
+        return match socket.next().await? {
+            Ok(Message::Text(text)) => Some(Ok(Frame::Text(text.to_string()))),
+            Ok(Message::Close(frame)) => Some(Ok(Frame::Close {
+                code: frame.as_ref().map_or(1005, |f| u16::from(f.code)),
+                reason: frame.map(|f| f.reason.to_string()).unwrap_or_default(),
+            })),
+            Ok(_) => continue,
+            Err(e) => Some(Err(ClientError::WebSocket(Box::new(e)))),
+        };
+    }
+}
+
 /// The telemetry channel: a snapshot first, then a tick per poll.
 pub struct Telemetry {
     socket: Socket,
@@ -44,28 +65,22 @@ pub struct Telemetry {
 
 impl Telemetry {
     pub(crate) async fn connect(client: &Client, path: &str) -> Result<Self> {
-        Ok(Self {
-            socket: connect(client, path).await?,
-        })
+        let socket = connect(client, path).await?;
+        Ok(Self { socket })
     }
 
     /// The next message; `None` once the server closed the channel.
     pub async fn next(&mut self) -> Option<Result<TelemetryMessage>> {
-        loop {
-            return match self.socket.next().await? {
-                Ok(Message::Text(text)) => {
-                    Some(
-                        serde_json::from_str(&text).map_err(|e| ClientError::Unexpected {
-                            status: reqwest::StatusCode::OK,
-                            detail: format!("{e}: {text}"),
-                        }),
-                    )
-                }
-                Ok(Message::Close(_)) => None,
-                Ok(_) => continue,
-                Err(e) => Some(Err(ClientError::WebSocket(Box::new(e)))),
-            };
-        }
+        Some(match next_frame(&mut self.socket).await? {
+            Ok(Frame::Text(text)) => {
+                serde_json::from_str(&text).map_err(|e| ClientError::Unexpected {
+                    status: reqwest::StatusCode::OK,
+                    detail: format!("{e}: {text}"),
+                })
+            }
+            Ok(Frame::Close { .. }) => return None,
+            Err(e) => Err(e),
+        })
     }
 }
 
@@ -85,23 +100,19 @@ pub struct LogTail {
 
 impl LogTail {
     pub(crate) async fn connect(client: &Client, path: &str) -> Result<Self> {
-        Ok(Self {
-            socket: connect(client, path).await?,
-        })
+        let socket = connect(client, path).await?;
+        Ok(Self { socket })
     }
 
     /// The next piece of output or the close; `None` when the connection ended without one.
     pub async fn next(&mut self) -> Option<Result<LogEvent>> {
-        loop {
-            return match self.socket.next().await? {
-                Ok(Message::Text(text)) => Some(Ok(LogEvent::Output(text.to_string()))),
-                Ok(Message::Close(frame)) => Some(Ok(LogEvent::Closed {
-                    code: frame.as_ref().map_or(1005, |f| u16::from(f.code)),
-                    reason: frame.map(|f| f.reason.to_string()).unwrap_or_default(),
-                })),
-                Ok(_) => continue,
-                Err(e) => Some(Err(ClientError::WebSocket(Box::new(e)))),
-            };
-        }
+        Some(
+            next_frame(&mut self.socket)
+                .await?
+                .map(|frame| match frame {
+                    Frame::Text(text) => LogEvent::Output(text),
+                    Frame::Close { code, reason } => LogEvent::Closed { code, reason },
+                }),
+        )
     }
 }

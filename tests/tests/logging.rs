@@ -1,7 +1,7 @@
 //! The service's own log: `--log-format json` writes one JSON object per line, and every request
 //! runs in a span that names its method and matched route, then its status and latency.
 
-use lanes_tests::{lanes_bin, wait_until};
+use lanes_tests::{lanes_bin, wait_until, KillOnDrop};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -9,16 +9,18 @@ use std::time::Duration;
 #[tokio::test]
 async fn json_logs_carry_a_span_per_request_with_method_route_status_and_latency() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(lanes_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--gpus", "sim:1"])
-        .args(["--log-format", "json", "--data-dir"])
-        .arg(tmp.path().join("data"))
-        .env("RUST_LOG", "info,lanes_server::http=debug")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lanes serve starts");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut child = KillOnDrop(
+        Command::new(lanes_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--gpus", "sim:1"])
+            .args(["--log-format", "json", "--data-dir"])
+            .arg(tmp.path().join("data"))
+            .env("RUST_LOG", "info,lanes_server::http=debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lanes serve starts"),
+    );
+    let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     let base = line
@@ -26,7 +28,7 @@ async fn json_logs_carry_a_span_per_request_with_method_route_status_and_latency
         .strip_prefix("lanes: listening on ")
         .expect("the address line")
         .to_string();
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.0.stderr.take().unwrap();
     let (lines, seen) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -53,8 +55,7 @@ async fn json_logs_carry_a_span_per_request_with_method_route_status_and_latency
         std::future::ready(found)
     })
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert_eq!(answered["span"]["method"], "GET", "{answered}");
     assert_eq!(answered["fields"]["status"], 401, "{answered}");
     assert!(answered["fields"]["latency_ms"].is_u64(), "{answered}");

@@ -1,6 +1,9 @@
 //! The eighteen defects a black-box attack on a running Lanes found (issue 13), each kept fixed
 //! by a test named after what must hold. Tests that need root (Unix accounts, mounts) say so and
 //! pass trivially without it; CI runs as root.
+//!
+//! These tests speak raw HTTP on purpose: an attacker sends what no typed client can (numbers
+//! past every bound, dates outside chrono's range, forged headers, fields that do not exist).
 
 use lanes_server::accounts::Role;
 use lanes_server::jobs::launch::{self, Identity, Launch, LaunchError, ServerAccount};

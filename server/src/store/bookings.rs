@@ -321,10 +321,10 @@ impl Store {
         };
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
+        // Read back before anyone hears of it, so the answer is the booking as this call left it.
+        let booking = self.booking(id, now).await?;
         self.emit(Event::CardsChanged(change));
-        self.booking(id, now)
-            .await?
-            .ok_or(BookingError::NotFound.into())
+        booking.ok_or(BookingError::NotFound.into())
     }
 
     /// Moves a booking's end later, if its cards are free until then and quotas allow.
@@ -385,9 +385,9 @@ impl Store {
         .detail(detail);
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
+        // Read back before anyone hears of it, so the answer is the booking as this call left it.
+        let booking = self.booking(id, now).await?;
         self.emit(Event::CardsChanged(Change::BookingExtended));
-        self.booking(id, now)
-            .await?
-            .ok_or(BookingError::NotFound.into())
+        booking.ok_or(BookingError::NotFound.into())
     }
 }

@@ -63,6 +63,14 @@ pub async fn book(
     Ok(store.create_booking(&new, audit, now).await?)
 }
 
+/// The booking, or "no such booking".
+pub async fn find(store: &Store, id: i64, now: DateTime<Utc>) -> Result<Booking, UseCaseError> {
+    store
+        .booking(id, now)
+        .await?
+        .ok_or_else(|| UseCaseError::NotFound("no such booking".into()))
+}
+
 /// The booking, if `actor` may change it: its owner or an admin.
 pub async fn changeable(
     store: &Store,
@@ -70,10 +78,7 @@ pub async fn changeable(
     id: i64,
     now: DateTime<Utc>,
 ) -> Result<Booking, UseCaseError> {
-    let booking = store
-        .booking(id, now)
-        .await?
-        .ok_or_else(|| UseCaseError::NotFound("no such booking".into()))?;
+    let booking = find(store, id, now).await?;
     if booking.user_id != actor.id && !actor.is_admin() {
         return Err(UseCaseError::Forbidden(
             "only the booking's owner or an admin may change it".into(),

@@ -96,10 +96,7 @@ pub async fn submit_to_booking(
     request: CreateJob,
     now: DateTime<Utc>,
 ) -> Result<Job, UseCaseError> {
-    let booking = store
-        .booking(request.booking_id, now)
-        .await?
-        .ok_or_else(|| UseCaseError::NotFound("no such booking".into()))?;
+    let booking = super::bookings::find(store, request.booking_id, now).await?;
     if booking.user_id != user.id {
         return Err(UseCaseError::Forbidden(
             "jobs run as the booking's owner, so only they may submit to it".into(),
