@@ -20,7 +20,7 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build test tools tools-test fmt-check clippy unit api-fuzz browser bench screenshot clean
+.PHONY: run build test tools tools-test fmt-check clippy dev-build unit api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -62,13 +62,17 @@ clippy:
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p lanes-app --lib --target wasm32-unknown-unknown --features hydrate -- -D warnings
 
-unit:
-	cargo build -p lanes-server --bin lanes
+# The binary the integration tests start, built in the same feature resolution as the tests
+# themselves: `-p lanes-server` alone resolves features differently, and every crate that
+# depends on a dependency whose features differ would be compiled twice.
+dev-build:
+	cargo build --workspace --all-targets
+
+unit: dev-build
 	cargo test --workspace
 
 # Schemathesis against the OpenAPI description: no 5xx, no answer outside the schema.
-api-fuzz:
-	cargo build -p lanes-server --bin lanes
+api-fuzz: dev-build
 	tests/schemathesis/run.sh target/debug/lanes $(SCHEMATHESIS) $(API_FUZZ_SECONDS)
 
 # Each step of each page's scenario is a named test; files run one at a time (each starts a

@@ -6,12 +6,7 @@
 set -u
 # shellcheck source=bench/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
-DEVRUN=${DEVRUN:-devrun}
-OUT=${OUT:-/tmp/lanes-device}
-mkdir -p "$OUT"
-cd "$DEVRUN"
-PORT=3999
-URL=http://127.0.0.1:$PORT
+enter_devrun 3999
 
 
 nvidia-smi -L > "$OUT/nvidia-smi-L.txt" 2>&1

@@ -10,13 +10,8 @@
 set -u
 # shellcheck source=bench/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
-DEVRUN=${DEVRUN:-devrun}
-OUT=${OUT:-/tmp/lanes-device}
 SLOT_SECONDS=${SLOT_SECONDS:-120}
-mkdir -p "$OUT"
-cd "$DEVRUN"
-PORT=3998
-URL=http://127.0.0.1:$PORT
+enter_devrun 3998
 PY=$(command -v python3)
 echo "python: $PY" > "$OUT/env.txt"
 id lanesjob > /dev/null 2>&1 || useradd --create-home --shell /bin/bash lanesjob

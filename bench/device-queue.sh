@@ -8,12 +8,7 @@
 set -u
 # shellcheck source=bench/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
-DEVRUN=${DEVRUN:-devrun}
-OUT=${OUT:-/tmp/lanes-device}
-mkdir -p "$OUT"
-cd "$DEVRUN"
-PORT=3997
-URL=http://127.0.0.1:$PORT
+enter_devrun 3997
 PY=$(command -v python3)
 id lanesjob > /dev/null 2>&1 || useradd --create-home --shell /bin/bash lanesjob
 data=$(mktemp -d)

@@ -9,3 +9,15 @@ bench_token() {
   curl -s -b "$2/cookies" -H 'content-type: application/json' -d '{"name":"bench"}' \
     "http://$1/api/v1/tokens" | sed -n 's/.*"secret":"\([^"]*\)".*/\1/p'
 }
+
+# For the device scripts: makes OUT (default /tmp/lanes-device) for every output, enters DEVRUN
+# (default devrun: the carried release build) and sets PORT and URL for a server on port $1.
+# Usage: enter_devrun PORT
+enter_devrun() {
+  DEVRUN=${DEVRUN:-devrun}
+  OUT=${OUT:-/tmp/lanes-device}
+  mkdir -p "$OUT"
+  cd "$DEVRUN" || exit 1
+  PORT=$1
+  URL=http://127.0.0.1:$PORT
+}

@@ -60,7 +60,7 @@ pub fn follow(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>) {
 fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failures: u32) {
     use lanes_types::TelemetryMessage;
     use std::{cell::Cell, rc::Rc};
-    use wasm_bindgen::{closure::Closure, JsCast};
+    use wasm_bindgen::closure::Closure;
     use web_sys::{MessageEvent, WebSocket};
 
     let Some(url) = socket_url("/api/v1/telemetry/ws") else {
@@ -101,10 +101,26 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
     let on_close = Closure::<dyn FnMut()>::new(move || {
         reconnect(if opened.get() { 0 } else { failures });
     });
+    attach(&socket, on_open, on_message, on_close);
+}
+
+/// Gives `socket` its open, message and close handlers. The socket owns them for the life of
+/// the page (a reconnect makes a new socket with new ones).
+#[cfg(feature = "hydrate")]
+pub fn attach<O, M, C>(
+    socket: &web_sys::WebSocket,
+    on_open: wasm_bindgen::closure::Closure<O>,
+    on_message: wasm_bindgen::closure::Closure<M>,
+    on_close: wasm_bindgen::closure::Closure<C>,
+) where
+    O: ?Sized + wasm_bindgen::closure::WasmClosure,
+    M: ?Sized + wasm_bindgen::closure::WasmClosure,
+    C: ?Sized + wasm_bindgen::closure::WasmClosure,
+{
+    use wasm_bindgen::JsCast;
     socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
     socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
-    // The socket owns its handlers for the life of the page; each reconnect makes new ones.
     on_open.forget();
     on_message.forget();
     on_close.forget();

@@ -231,15 +231,15 @@ impl Application {
         let shutdown = CancellationToken::new();
         let policy = Arc::new(std::sync::RwLock::new(store.policy().await?));
         let notifier = Notifier::start(policy.clone(), config.webhook_retry);
-        Enforcer::start(
-            store.clone(),
-            hub.clone(),
-            processes.clone(),
-            notifier.clone(),
-            policy.clone(),
-            config.node_name.clone(),
-            shutdown.clone(),
-        );
+        Enforcer {
+            store: store.clone(),
+            hub: hub.clone(),
+            processes: processes.clone(),
+            notifier: notifier.clone(),
+            policy: policy.clone(),
+            node: config.node_name.clone(),
+        }
+        .start(shutdown.clone());
         let history =
             history_writer::start(store.clone(), hub.clone(), config.history, shutdown.clone());
         let runner = crate::jobs::runner::Runner::start(

@@ -6,27 +6,20 @@
 // token on /account (the token works against the API while it lives), changes the password
 // and logs in with the new one. Finally the admin disables the user, who can no longer log in.
 
-import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, assertOnlyProvokedErrors,
+  scenario, watchedPage, logIn, assertOnlyProvokedErrors,
 } from './lib.mjs';
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 
-const dataDir = freshDataDir();
-addUser(dataDir, 'root-admin', 'admin passphrase', ['--admin']);
-const server = await startServer({ dataDir, gpus: 2 });
-const url = server.url;
-const browser = await launchBrowser();
-const failures = [];
+const { server, url, browser, failures } = await scenario({
+  users: [
+    ['root-admin', 'admin passphrase', ['--admin']],
+  ],
+  gpus: 2,
+});
 // Shared by the steps below, which run in order.
 let page, form, bobRow, editor, audit, refused, secret, withToken, revoked, second, afterChange;
-
-after(async () => {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 test('an admin reaches the admin page from the top bar', async () => {
   page = await watchedPage(browser, failures);

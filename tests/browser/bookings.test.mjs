@@ -6,20 +6,19 @@
 // the same cells is refused inline with the conflict. Then the member cancels the booking and
 // the calendar is free again.
 
-import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, assertOnlyProvokedErrors,
+  scenario, watchedPage, logIn, assertOnlyProvokedErrors,
 } from './lib.mjs';
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 
-const dataDir = freshDataDir();
-addUser(dataDir, 'root', 'admin passphrase', ['--admin']);
-addUser(dataDir, 'ada', 'ada passphrase', ['--unix-user', 'ada', '--display-name', 'Ada']);
-const server = await startServer({ dataDir, gpus: 4 });
-const url = server.url;
-const browser = await launchBrowser();
-const failures = [];
+const { url, browser, failures } = await scenario({
+  users: [
+    ['root', 'admin passphrase', ['--admin']],
+    ['ada', 'ada passphrase', ['--unix-user', 'ada', '--display-name', 'Ada']],
+  ],
+  gpus: 4,
+});
 
 /** Drags with the mouse from one calendar cell to another. */
 async function drag(page, from, to) {
@@ -34,12 +33,6 @@ async function drag(page, from, to) {
 }
 // Shared by the steps below, which run in order.
 let admin, login, quota, page, confirm, impact, bars, mine, row0, holder;
-
-after(async () => {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 test('the calendar shows a row per GPU', async () => {
   // The admin's quota: 40 GPU-hours a week for everyone.

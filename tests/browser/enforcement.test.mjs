@@ -6,31 +6,24 @@
 // the dashboard shows it red. The admin finds it under "Unbooked GPU use", switches the policy
 // to terminate with a 1 s grace, and sees it ended.
 
-import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow,
-  assertOnlyProvokedErrors,
+  scenario, ensureUnixAccount, watchedPage, logIn, bookNow, assertOnlyProvokedErrors,
 } from './lib.mjs';
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 
 const ACCOUNT = 'lanes-test-job';
 ensureUnixAccount(ACCOUNT);
-const dataDir = freshDataDir();
-addUser(dataDir, 'root', 'admin passphrase', ['--admin']);
-addUser(dataDir, 'ada', 'ada passphrase', ['--unix-user', ACCOUNT, '--display-name', 'Ada']);
-const server = await startServer({ dataDir, gpus: 2, extra: ['--sim-background', 'false'] });
-const url = server.url;
-const browser = await launchBrowser();
-const failures = [];
+const { url, browser, failures } = await scenario({
+  users: [
+    ['root', 'admin passphrase', ['--admin']],
+    ['ada', 'ada passphrase', ['--unix-user', ACCOUNT, '--display-name', 'Ada']],
+  ],
+  gpus: 2,
+  extra: ['--sim-background', 'false'],
+});
 // Shared by the steps below, which run in order.
 let page, gpus, booking, form, log, row, admin, adminLogin, injected, pid, card0, adminPage, violations, policy, ended;
-
-after(async () => {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 test('a job runs from the Jobs page and its output arrives live until it is over', async () => {
   page = await watchedPage(browser, failures);

@@ -5,27 +5,20 @@
 // chart per card, zooms and pages, and finds their booking in the usage report, whose CSV
 // downloads with a header row.
 
-import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow, assertOnlyProvokedErrors,
+  scenario, watchedPage, logIn, bookNow, assertOnlyProvokedErrors,
 } from './lib.mjs';
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 
-const dataDir = freshDataDir();
-addUser(dataDir, 'ada', 'ada passphrase', ['--display-name', 'Ada']);
-const server = await startServer({ dataDir, gpus: 4 });
-const url = server.url;
-const browser = await launchBrowser();
-const failures = [];
+const { server, url, browser, failures } = await scenario({
+  users: [
+    ['ada', 'ada passphrase', ['--display-name', 'Ada']],
+  ],
+  gpus: 4,
+});
 // Shared by the steps below, which run in order.
 let page, gpus, booking, heatmap, cells, shown, before, row, users, href, csv;
-
-after(async () => {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 test('the heatmap has a row per card with readings, and a chart per card', async () => {
   page = await watchedPage(browser, failures);

@@ -4,13 +4,15 @@
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { after } from 'node:test';
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-export const bin = join(root, 'target/release/lanes');
+// The release build, as `make run` serves it; LANES_BIN picks another (a debug build, say).
+export const bin = process.env.LANES_BIN ?? join(root, 'target/release/lanes');
 
 export function freshDataDir() {
   return mkdtempSync(join(tmpdir(), 'lanes-browser-'));
@@ -107,3 +109,20 @@ export function assertOnlyProvokedErrors(failures, statuses, count) {
   assert.deepEqual(failures.filter((f) => !provoked.test(f)), [], 'no page errors');
 }
 
+/**
+ * One page's scenario: a fresh data dir with `users` (`[username, password, extra]`, added as an
+ * operator would), a server on a simulated fleet of `gpus` cards, and the browser. All of it
+ * is cleaned up after the file's tests. Resolves with `{dataDir, server, url, browser, failures}`.
+ */
+export async function scenario({ users, gpus, extra = [] }) {
+  const dataDir = freshDataDir();
+  for (const [username, password, more = []] of users) addUser(dataDir, username, password, more);
+  const server = await startServer({ dataDir, gpus, extra });
+  const browser = await launchBrowser();
+  after(async () => {
+    await browser.close();
+    await stopServer(server.child);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  return { dataDir, server, url: server.url, browser, failures: [] };
+}

@@ -6,31 +6,24 @@
 // runs, the dashboard shows the queue job on its cards, and it ends as completed. The member
 // sees their use in the fair-share table.
 
-import { rmSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
-  freshDataDir, addUser, ensureUnixAccount, startServer, stopServer, launchBrowser, watchedPage, logIn, bookNow,
-  assertOnlyProvokedErrors,
+  scenario, ensureUnixAccount, watchedPage, logIn, bookNow, assertOnlyProvokedErrors,
 } from './lib.mjs';
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 
 const ACCOUNT = 'lanes-test-job';
 ensureUnixAccount(ACCOUNT);
-const dataDir = freshDataDir();
-addUser(dataDir, 'ada', 'ada passphrase', ['--unix-user', ACCOUNT, '--display-name', 'Ada']);
-addUser(dataDir, 'bob', 'bob passphrase', ['--display-name', 'Bob']);
-const server = await startServer({ dataDir, gpus: 2, extra: ['--sim-background', 'false'] });
-const url = server.url;
-const browser = await launchBrowser();
-const failures = [];
+const { server, url, browser, failures } = await scenario({
+  users: [
+    ['ada', 'ada passphrase', ['--unix-user', ACCOUNT, '--display-name', 'Ada']],
+    ['bob', 'bob passphrase', ['--display-name', 'Bob']],
+  ],
+  gpus: 2,
+  extra: ['--sim-background', 'false'],
+});
 // Shared by the steps below, which run in order.
 let bob, bobLogin, bobPage, gpus, booking, page, form, live, row, released, dash, cookies, ended, standings;
-
-after(async () => {
-  await browser.close();
-  await stopServer(server.child);
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 test('a job waiting for cards says why and when it should start', async () => {
   bob = await browser.newContext();
@@ -48,7 +41,7 @@ test('a job waiting for cards says why and when it should start', async () => {
   form = page.locator('[data-testid=submit-queue]');
   await form.locator('input').nth(0).fill('2');
   await form.locator('input').nth(1).fill('0.5');
-  await form.locator('input').nth(2).fill(`sh -c 'echo "on $CUDA_VISIBLE_DEVICES"; sleep 3'`);
+  await form.locator('input').nth(2).fill(`sh -c 'echo "on $CUDA_VISIBLE_DEVICES"; sleep 5'`);
   await form.locator('input').nth(4).fill('two-card job');
   await form.locator('button[type=submit]').click();
   live = page.locator('[data-testid=queue-live]');

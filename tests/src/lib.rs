@@ -384,15 +384,9 @@ impl Session<'_> {
     /// Books `cards` from now for `seconds`.
     pub async fn book(&self, cards: &[String], seconds: i64) -> Booking {
         let start = Utc::now();
+        let request = booking_of(cards, start, start + chrono::Duration::seconds(seconds));
         self.client()
-            .book(&CreateBooking {
-                gpus: Some(cards.to_vec()),
-                count: None,
-                start,
-                end: start + chrono::Duration::seconds(seconds),
-                note: String::new(),
-                user: None,
-            })
+            .book(&request)
             .await
             .expect("the booking is made")
     }
@@ -437,6 +431,22 @@ impl Session<'_> {
             || async { Some(self.job(id).await).filter(|job| job.state.is_over()) },
         )
         .await
+    }
+}
+
+/// A booking of `cards` from `start` to `end`, as the API takes it.
+pub fn booking_of(
+    cards: &[String],
+    start: chrono::DateTime<Utc>,
+    end: chrono::DateTime<Utc>,
+) -> CreateBooking {
+    CreateBooking {
+        gpus: Some(cards.to_vec()),
+        count: None,
+        start,
+        end,
+        note: String::new(),
+        user: None,
     }
 }
 

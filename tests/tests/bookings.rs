@@ -26,14 +26,8 @@ fn hours(base: DateTime<Utc>, from: i64, to: i64) -> Slot {
 
 /// Named cards for a slot.
 fn on(gpus: &[&String], (start, end): Slot) -> CreateBooking {
-    CreateBooking {
-        gpus: Some(gpus.iter().map(|g| g.to_string()).collect()),
-        count: None,
-        start,
-        end,
-        note: String::new(),
-        user: None,
-    }
+    let gpus: Vec<String> = gpus.iter().map(|g| g.to_string()).collect();
+    lanes_tests::booking_of(&gpus, start, end)
 }
 
 /// Any `count` cards for a slot.
@@ -41,10 +35,7 @@ fn any(count: u32, (start, end): Slot) -> CreateBooking {
     CreateBooking {
         gpus: None,
         count: Some(count),
-        start,
-        end,
-        note: String::new(),
-        user: None,
+        ..lanes_tests::booking_of(&[], start, end)
     }
 }
 

@@ -59,16 +59,14 @@ async fn book_at(
     seconds: i64,
     note: &str,
 ) -> Booking {
+    let end = start + chrono::Duration::seconds(seconds);
+    let request = CreateBooking {
+        note: note.into(),
+        ..lanes_tests::booking_of(cards, start, end)
+    };
     owner
         .client()
-        .book(&CreateBooking {
-            gpus: Some(cards.to_vec()),
-            count: None,
-            start,
-            end: start + chrono::Duration::seconds(seconds),
-            note: note.into(),
-            user: None,
-        })
+        .book(&request)
         .await
         .expect("the booking is made")
 }

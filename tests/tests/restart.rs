@@ -6,7 +6,7 @@ use chrono::Utc;
 use lanes_client::Client;
 use lanes_server::telemetry::procinfo;
 use lanes_tests::{ensure_unix_account, lanes_bin, wait_until};
-use lanes_types::booking::{Booking, CreateBooking};
+use lanes_types::booking::Booking;
 use lanes_types::job::{Job, JobState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -75,15 +75,9 @@ fn against(client: &Client, server: &Server) -> Client {
 
 async fn book(client: &Client, card: &str, seconds: i64) -> Booking {
     let start = Utc::now();
+    let end = start + chrono::Duration::seconds(seconds);
     client
-        .book(&CreateBooking {
-            gpus: Some(vec![card.to_string()]),
-            count: None,
-            start,
-            end: start + chrono::Duration::seconds(seconds),
-            note: String::new(),
-            user: None,
-        })
+        .book(&lanes_tests::booking_of(&[card.to_string()], start, end))
         .await
         .expect("the booking is made")
 }

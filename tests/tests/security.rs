@@ -7,7 +7,7 @@
 
 use lanes_server::accounts::Role;
 use lanes_server::jobs::launch::{self, Identity, Launch, LaunchError, ServerAccount};
-use lanes_tests::{cards, ensure_unix_account, session_cookie, Session, TestApp};
+use lanes_tests::{cards, ensure_unix_account, session_cookie, wait_until, Session, TestApp};
 use lanes_types::booking::Booking;
 use lanes_types::queue::QueuedJob;
 use reqwest::Method;
@@ -290,17 +290,12 @@ async fn a_log_is_served_in_parts_by_range_and_by_its_last_lines() {
         .await;
     ada.finished(job.id, 10).await;
     // The keeper finishes writing a moment after the job.
-    let full = {
-        let mut text = String::new();
-        for _ in 0..50 {
-            text = log_of(&ada, job.id, "").await.1;
-            if text.ends_with("1000\n") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        text
-    };
+    let full = wait_until(
+        Duration::from_secs(5),
+        "the whole log is written",
+        || async { Some(log_of(&ada, job.id, "").await.1).filter(|text| text.ends_with("1000\n")) },
+    )
+    .await;
     assert!(full.starts_with("1\n2\n"));
     let (status, tail) = log_of(&ada, job.id, "?tail=3").await;
     assert_eq!((status, tail.as_str()), (200, "998\n999\n1000\n"));
@@ -759,14 +754,10 @@ async fn the_booking_of_a_queue_job_cannot_be_extended() {
         .await;
     assert_eq!(status, 201, "{body}");
     let job: QueuedJob = serde_json::from_str(&body).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let booking = loop {
-        if let Some(b) = ada.job(job.id).await.booking_id {
-            break b;
-        }
-        assert!(Instant::now() < deadline, "the queue job did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let booking = wait_until(Duration::from_secs(10), "the queue job starts", || async {
+        ada.job(job.id).await.booking_id
+    })
+    .await;
     let end = chrono::Utc::now() + chrono::Duration::hours(2);
     let (status, body) = ada
         .call(
@@ -853,11 +844,10 @@ async fn a_jobs_children_are_stopped_when_its_main_process_exits() {
             std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x004242.5\x00")
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while lingering() {
-        assert!(Instant::now() < deadline, "the job's child outlived it");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(5), "the job's child is stopped", || {
+        std::future::ready((!lingering()).then_some(()))
+    })
+    .await;
     app.stop().await;
 }
 

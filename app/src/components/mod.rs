@@ -3,4 +3,5 @@ pub mod chart;
 pub mod clock;
 pub mod format;
 pub mod remote;
+pub mod table;
 pub mod topbar;

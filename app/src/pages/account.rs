@@ -3,6 +3,7 @@
 
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::{current_viewer, TopBar};
 use crate::rest::{self, Method};
 use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
@@ -183,9 +184,7 @@ fn Tokens() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list">
-                        <thead>
-                            <tr><th>"Name"</th><th>"Created"</th><th>"Last used"</th><th></th></tr>
-                        </thead>
+                        <ListHead cols=&[Col::Text("Name"), Col::Text("Created"), Col::Text("Last used"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -4,6 +4,7 @@
 
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::{current_viewer, TopBar};
 use crate::rest::{self, Method};
 use lanes_types::account::{
@@ -56,17 +57,7 @@ fn AdminSections() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list users" data-testid="users">
-                        <thead>
-                            <tr>
-                                <th>"Username"</th>
-                                <th>"Name"</th>
-                                <th>"Role"</th>
-                                <th>"Runs as"</th>
-                                <th>"Groups"</th>
-                                <th>"Status"</th>
-                                <th></th>
-                            </tr>
-                        </thead>
+                        <ListHead cols=&[Col::Text("Username"), Col::Text("Name"), Col::Text("Role"), Col::Text("Runs as"), Col::Text("Groups"), Col::Text("Status"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -93,7 +84,7 @@ fn AdminSections() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list">
-                        <thead><tr><th>"Name"</th><th>"Description"</th><th>"Members"</th></tr></thead>
+                        <ListHead cols=&[Col::Text("Name"), Col::Text("Description"), Col::Text("Members")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -125,16 +116,7 @@ fn AdminSections() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list" data-testid="audit">
-                        <thead>
-                            <tr>
-                                <th>"When"</th>
-                                <th>"Who"</th>
-                                <th>"What"</th>
-                                <th>"On"</th>
-                                <th>"Detail"</th>
-                                <th>"From"</th>
-                            </tr>
-                        </thead>
+                        <ListHead cols=&[Col::Text("When"), Col::Text("Who"), Col::Text("What"), Col::Text("On"), Col::Text("Detail"), Col::Text("From")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

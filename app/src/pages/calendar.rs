@@ -7,6 +7,7 @@
 use crate::calendar::{long_time, quota_impact, short_time, user_color, Span, View};
 use crate::components::clock::{local_offset, now, query_time};
 use crate::components::remote::{render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::rest::{self, Method};
 use chrono::{Duration, FixedOffset};
@@ -475,7 +476,7 @@ fn MyBookings(
                     .collect_view();
                 view! {
                     <table class="list">
-                        <thead><tr><th>"When"</th><th>"Cards"</th><th>"State"</th><th class="num">"Use"</th><th>"Note"</th><th></th></tr></thead>
+                        <ListHead cols=&[Col::Text("When"), Col::Text("Cards"), Col::Text("State"), Col::Num("Use"), Col::Text("Note"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -7,6 +7,7 @@ use crate::components::chart::TimeSeriesChart;
 use crate::components::clock::{local_offset, now, query_time};
 use crate::components::format::{bytes, gib};
 use crate::components::remote::Remote;
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
 use lanes_types::booking::Booking;
@@ -326,15 +327,7 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
             fallback=|| view! { <p class="no-procs">"No processes"</p> }
         >
             <table class="procs">
-                <thead>
-                    <tr>
-                        <th>"PID"</th>
-                        <th>"User"</th>
-                        <th>"Command"</th>
-                        <th class="num">"Memory"</th>
-                        <th>"Lane"</th>
-                    </tr>
-                </thead>
+                <ListHead cols=&[Col::Text("PID"), Col::Text("User"), Col::Text("Command"), Col::Num("Memory"), Col::Text("Lane")] />
                 <tbody>
                     <For each=processes key=|p| p.clone() let:p>
                         <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked)>

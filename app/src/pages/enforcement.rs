@@ -3,6 +3,7 @@
 
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{checked, field, render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::rest::{self, Method};
 use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
 use leptos::prelude::*;
@@ -155,18 +156,7 @@ pub fn ViolationsPanel() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list violations" data-testid="violations">
-                        <thead>
-                            <tr>
-                                <th>"Card"</th>
-                                <th>"PID"</th>
-                                <th>"Owner"</th>
-                                <th>"Command"</th>
-                                <th class="num">"Memory"</th>
-                                <th>"First seen"</th>
-                                <th>"Ended"</th>
-                                <th>"Action"</th>
-                            </tr>
-                        </thead>
+                        <ListHead cols=&[Col::Text("Card"), Col::Text("PID"), Col::Text("Owner"), Col::Text("Command"), Col::Num("Memory"), Col::Text("First seen"), Col::Text("Ended"), Col::Text("Action")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -6,6 +6,7 @@ use crate::components::chart::series_path;
 use crate::components::clock::{now, query_time};
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use chrono::{DateTime, Duration, Utc};
 use lanes_types::history::{HistoryAnswer, HistorySeries};
@@ -359,12 +360,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
         {(!report.groups.is_empty()).then(|| table(report.groups.clone(), "Group", "groups"))}
         <h4>"Bookings " <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
         <table class="list" data-testid="report-bookings">
-            <thead>
-                <tr>
-                    <th>"Booking"</th><th>"User"</th><th class="num">"GPUs"</th><th>"Start"</th><th>"End"</th>
-                    <th class="num">"GPU-hours"</th><th class="num">"Mean utilization"</th><th class="num">"Peak memory"</th>
-                </tr>
-            </thead>
+            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory")] />
             <tbody>{bookings}</tbody>
         </table>
     }

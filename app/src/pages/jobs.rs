@@ -3,6 +3,7 @@
 
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{field, render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
 use crate::rest::{self, Method};
 use lanes_types::account::User;
@@ -43,18 +44,7 @@ fn JobsSections(me: User) -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list jobs" data-testid="jobs">
-                        <thead>
-                            <tr>
-                                <th>"Job"</th>
-                                <th>"User"</th>
-                                <th>"Booking"</th>
-                                <th>"State"</th>
-                                <th>"Started"</th>
-                                <th>"Ended"</th>
-                                <th class="num">"Peak GPU memory"</th>
-                                <th></th>
-                            </tr>
-                        </thead>
+                        <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Text("Booking"), Col::Text("State"), Col::Text("Started"), Col::Text("Ended"), Col::Num("Peak GPU memory"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -232,7 +222,7 @@ fn follow_log(
     text: RwSignal<String>,
     status: RwSignal<String>,
 ) -> Option<send_wrapper::SendWrapper<web_sys::WebSocket>> {
-    use wasm_bindgen::{closure::Closure, JsCast};
+    use wasm_bindgen::closure::Closure;
     use web_sys::{CloseEvent, MessageEvent, WebSocket};
     let url = crate::live::socket_url(&format!("/api/v1/jobs/{id}/log/ws"))?;
     let socket = WebSocket::new(&url).ok()?;
@@ -249,11 +239,6 @@ fn follow_log(
             "disconnected".into()
         });
     });
-    socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
-    socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-    socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
-    on_open.forget();
-    on_message.forget();
-    on_close.forget();
+    crate::live::attach(&socket, on_open, on_message, on_close);
     Some(send_wrapper::SendWrapper::new(socket))
 }

@@ -3,6 +3,7 @@
 
 use crate::components::format::{date_time, span};
 use crate::components::remote::{field, render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
 use crate::rest::{self, Method};
 use lanes_types::account::User;
@@ -182,19 +183,7 @@ fn JobTable(
         .collect_view();
     view! {
         <table class="list queue" data-testid=testid>
-            <thead>
-                <tr>
-                    <th>"Job"</th>
-                    <th>"User"</th>
-                    <th class="num">"GPUs"</th>
-                    <th>"Limit"</th>
-                    <th>"State"</th>
-                    <th>"Cards / why it waits"</th>
-                    <th>"Submitted"</th>
-                    <th>"Started"</th>
-                    <th></th>
-                </tr>
-            </thead>
+            <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Limit"), Col::Text("State"), Col::Text("Cards / why it waits"), Col::Text("Submitted"), Col::Text("Started"), Col::Blank] />
             <tbody>{rows}</tbody>
         </table>
     }
@@ -304,16 +293,7 @@ fn Standings(list: Vec<Standing>) -> impl IntoView {
         .collect_view();
     view! {
         <table class="list" data-testid="standings">
-            <thead>
-                <tr>
-                    <th>"User"</th>
-                    <th>"Group"</th>
-                    <th class="num">"Share"</th>
-                    <th class="num">"Use"</th>
-                    <th class="num">"GPU-hours (decayed)"</th>
-                    <th class="num">"Factor"</th>
-                </tr>
-            </thead>
+            <ListHead cols=&[Col::Text("User"), Col::Text("Group"), Col::Num("Share"), Col::Num("Use"), Col::Num("GPU-hours (decayed)"), Col::Num("Factor")] />
             <tbody>{rows}</tbody>
         </table>
     }

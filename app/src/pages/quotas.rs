@@ -2,6 +2,7 @@
 //! and group's current use against them.
 
 use crate::components::remote::{render_remote, Remote};
+use crate::components::table::{Col, ListHead};
 use crate::rest::{self, Method};
 use lanes_types::booking::{Quota, QuotaUse, Quotas};
 use leptos::prelude::*;
@@ -252,7 +253,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                     .collect_view();
                 view! {
                     <table class="list">
-                        <thead><tr><th>"Who"</th><th>"GPUs held now"</th><th>"GPU-hours, next 7 days"</th><th>"Upcoming bookings"</th></tr></thead>
+                        <ListHead cols=&[Col::Text("Who"), Col::Text("GPUs held now"), Col::Text("GPU-hours, next 7 days"), Col::Text("Upcoming bookings")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

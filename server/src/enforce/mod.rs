@@ -33,13 +33,15 @@ const MIN_PASS: Duration = Duration::from_millis(250);
 /// must not read as its owner using a card without a booking.
 const JOB_LINGER_MS: i64 = 15_000;
 
+/// What the enforcer watches and acts through; [`Enforcer::start`] runs it.
 pub struct Enforcer {
-    store: Store,
-    hub: Arc<Hub>,
-    processes: Processes,
-    notifier: Notifier,
-    policy: Arc<RwLock<Policy>>,
-    node: String,
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    pub processes: Processes,
+    pub notifier: Notifier,
+    pub policy: Arc<RwLock<Policy>>,
+    /// The node whose cards it guards.
+    pub node: String,
 }
 
 /// What one pass leaves for the next.
@@ -57,24 +59,9 @@ struct Memory {
 }
 
 impl Enforcer {
-    pub fn start(
-        store: Store,
-        hub: Arc<Hub>,
-        processes: Processes,
-        notifier: Notifier,
-        policy: Arc<RwLock<Policy>>,
-        node: String,
-        shutdown: CancellationToken,
-    ) {
-        let enforcer = Self {
-            store,
-            hub,
-            processes,
-            notifier,
-            policy,
-            node,
-        };
-        let enforcer = Arc::new(enforcer);
+    /// Runs the enforcer, supervised, until `shutdown`.
+    pub fn start(self, shutdown: CancellationToken) {
+        let enforcer = Arc::new(self);
         crate::tasks::supervise("enforcer", shutdown.clone(), move || {
             let enforcer = enforcer.clone();
             let shutdown = shutdown.clone();

@@ -262,6 +262,29 @@ impl Store {
             .collect())
     }
 
+    /// Starts a change of booking `id`: this store's write turn, an IMMEDIATE transaction, and
+    /// the booking as it is now ("no such booking" when there is none).
+    async fn change_booking(
+        &self,
+        id: i64,
+        now: DateTime<Utc>,
+    ) -> Result<
+        (
+            tokio::sync::MutexGuard<'_, ()>,
+            sqlx::Transaction<'static, sqlx::Sqlite>,
+            Booking,
+        ),
+        StoreError,
+    > {
+        let turn = self.writer.lock().await;
+        let tx = self.begin_immediate().await?;
+        let booking = self
+            .booking(id, now)
+            .await?
+            .ok_or(StoreError::from(BookingError::NotFound))?;
+        Ok((turn, tx, booking))
+    }
+
     /// Cancels an upcoming booking or releases an active one (its end becomes `now`, and the
     /// rest of the slot is free at once).
     pub async fn withdraw_booking(
@@ -270,12 +293,7 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
-        let _turn = self.writer.lock().await;
-        let mut tx = self.begin_immediate().await?;
-        let booking = self
-            .booking(id, now)
-            .await?
-            .ok_or(StoreError::from(BookingError::NotFound))?;
+        let (_turn, mut tx, booking) = self.change_booking(id, now).await?;
         let Some(withdrawal) = rules::withdrawal(booking.state) else {
             return Err(BookingError::invalid(
                 "withdraw_live_only",
@@ -336,12 +354,7 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
-        let _turn = self.writer.lock().await;
-        let mut tx = self.begin_immediate().await?;
-        let booking = self
-            .booking(id, now)
-            .await?
-            .ok_or(StoreError::from(BookingError::NotFound))?;
+        let (_turn, mut tx, booking) = self.change_booking(id, now).await?;
         rules::check_extension(booking.state, booking.end, new_end).map_err(BookingError::from)?;
         let uuids: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
         let slot = cards_in_slot(&mut tx, &uuids, (booking.end, new_end), Some(id)).await?;
