@@ -10,6 +10,13 @@ use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, Use
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+const TOKEN_COLUMNS: &[Col] = &[
+    Col::Text("Name"),
+    Col::Text("Created"),
+    Col::Text("Last used"),
+    Col::Blank,
+];
+
 #[component]
 pub fn AccountPage() -> impl IntoView {
     view! {
@@ -184,7 +191,7 @@ fn Tokens() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=&[Col::Text("Name"), Col::Text("Created"), Col::Text("Last used"), Col::Blank] />
+                        <ListHead cols=TOKEN_COLUMNS />
                         <tbody>{rows}</tbody>
                     </table>
                 }
