@@ -10,13 +10,6 @@ use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, Use
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-const TOKEN_COLUMNS: &[Col] = &[
-    Col::Text("Name"),
-    Col::Text("Created"),
-    Col::Text("Last used"),
-    Col::Blank,
-];
-
 #[component]
 pub fn AccountPage() -> impl IntoView {
     view! {
@@ -191,7 +184,7 @@ fn Tokens() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=TOKEN_COLUMNS />
+                        <ListHead cols=&[Col::Text("Name"), Col::Text("Created"), Col::Text("Last used"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

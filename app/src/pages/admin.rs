@@ -14,29 +14,6 @@ use lanes_types::account::{
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-const USER_COLUMNS: &[Col] = &[
-    Col::Text("Username"),
-    Col::Text("Name"),
-    Col::Text("Role"),
-    Col::Text("Runs as"),
-    Col::Text("Groups"),
-    Col::Text("Status"),
-    Col::Blank,
-];
-const GROUP_COLUMNS: &[Col] = &[
-    Col::Text("Name"),
-    Col::Text("Description"),
-    Col::Text("Members"),
-];
-const AUDIT_COLUMNS: &[Col] = &[
-    Col::Text("When"),
-    Col::Text("Who"),
-    Col::Text("What"),
-    Col::Text("On"),
-    Col::Text("Detail"),
-    Col::Text("From"),
-];
-
 #[component]
 pub fn AdminPage() -> impl IntoView {
     view! {
@@ -80,7 +57,7 @@ fn AdminSections() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list users" data-testid="users">
-                        <ListHead cols=USER_COLUMNS />
+                        <ListHead cols=&[Col::Text("Username"), Col::Text("Name"), Col::Text("Role"), Col::Text("Runs as"), Col::Text("Groups"), Col::Text("Status"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -107,7 +84,7 @@ fn AdminSections() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=GROUP_COLUMNS />
+                        <ListHead cols=&[Col::Text("Name"), Col::Text("Description"), Col::Text("Members")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -139,7 +116,7 @@ fn AdminSections() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list" data-testid="audit">
-                        <ListHead cols=AUDIT_COLUMNS />
+                        <ListHead cols=&[Col::Text("When"), Col::Text("Who"), Col::Text("What"), Col::Text("On"), Col::Text("Detail"), Col::Text("From")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -20,15 +20,6 @@ use lanes_types::GpuState;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-const MY_BOOKING_COLUMNS: &[Col] = &[
-    Col::Text("When"),
-    Col::Text("Cards"),
-    Col::Text("State"),
-    Col::Num("Use"),
-    Col::Text("Note"),
-    Col::Blank,
-];
-
 #[component]
 pub fn CalendarPage() -> impl IntoView {
     let mounted = RwSignal::new(false);
@@ -485,7 +476,7 @@ fn MyBookings(
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=MY_BOOKING_COLUMNS />
+                        <ListHead cols=&[Col::Text("When"), Col::Text("Cards"), Col::Text("State"), Col::Num("Use"), Col::Text("Note"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

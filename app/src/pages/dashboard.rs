@@ -14,14 +14,6 @@ use lanes_types::booking::Booking;
 use lanes_types::{FleetSnapshot, GpuState, Health, ProcessLane, SourceKind, HISTORY_WINDOW_MS};
 use leptos::prelude::*;
 
-const PROCESS_COLUMNS: &[Col] = &[
-    Col::Text("PID"),
-    Col::Text("User"),
-    Col::Text("Command"),
-    Col::Num("Memory"),
-    Col::Text("Lane"),
-];
-
 #[component]
 pub fn DashboardPage() -> impl IntoView {
     let initial = Resource::new(|| (), |_| get_fleet());
@@ -335,7 +327,7 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
             fallback=|| view! { <p class="no-procs">"No processes"</p> }
         >
             <table class="procs">
-                <ListHead cols=PROCESS_COLUMNS />
+                <ListHead cols=&[Col::Text("PID"), Col::Text("User"), Col::Text("Command"), Col::Num("Memory"), Col::Text("Lane")] />
                 <tbody>
                     <For each=processes key=|p| p.clone() let:p>
                         <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked)>

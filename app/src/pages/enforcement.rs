@@ -9,17 +9,6 @@ use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-const VIOLATION_COLUMNS: &[Col] = &[
-    Col::Text("Card"),
-    Col::Text("PID"),
-    Col::Text("Owner"),
-    Col::Text("Command"),
-    Col::Num("Memory"),
-    Col::Text("First seen"),
-    Col::Text("Ended"),
-    Col::Text("Action"),
-];
-
 /// Names from a comma-separated field: trimmed, without blanks.
 fn names(text: &str) -> Vec<String> {
     text.split(',')
@@ -167,7 +156,7 @@ pub fn ViolationsPanel() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list violations" data-testid="violations">
-                        <ListHead cols=VIOLATION_COLUMNS />
+                        <ListHead cols=&[Col::Text("Card"), Col::Text("PID"), Col::Text("Owner"), Col::Text("Command"), Col::Num("Memory"), Col::Text("First seen"), Col::Text("Ended"), Col::Text("Action")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

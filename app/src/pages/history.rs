@@ -13,17 +13,6 @@ use lanes_types::history::{HistoryAnswer, HistorySeries};
 use lanes_types::report::{UsageReport, UsageRow};
 use leptos::prelude::*;
 
-const REPORT_BOOKING_COLUMNS: &[Col] = &[
-    Col::Text("Booking"),
-    Col::Text("User"),
-    Col::Num("GPUs"),
-    Col::Text("Start"),
-    Col::Text("End"),
-    Col::Num("GPU-hours"),
-    Col::Num("Mean utilization"),
-    Col::Num("Peak memory"),
-];
-
 /// Buckets per card the page asks for: about one per heatmap column.
 const POINTS: i64 = 240;
 
@@ -371,7 +360,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
         {(!report.groups.is_empty()).then(|| table(report.groups.clone(), "Group", "groups"))}
         <h4>"Bookings " <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
         <table class="list" data-testid="report-bookings">
-            <ListHead cols=REPORT_BOOKING_COLUMNS />
+            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory")] />
             <tbody>{bookings}</tbody>
         </table>
     }

@@ -12,17 +12,6 @@ use lanes_types::job::{CreateJob, Job};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-const JOB_COLUMNS: &[Col] = &[
-    Col::Text("Job"),
-    Col::Text("User"),
-    Col::Text("Booking"),
-    Col::Text("State"),
-    Col::Text("Started"),
-    Col::Text("Ended"),
-    Col::Num("Peak GPU memory"),
-    Col::Blank,
-];
-
 #[component]
 pub fn JobsPage() -> impl IntoView {
     view! { <MemberPage absent="Log in to see your jobs." body=|me| view! { <JobsSections me /> } /> }
@@ -55,7 +44,7 @@ fn JobsSections(me: User) -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list jobs" data-testid="jobs">
-                        <ListHead cols=JOB_COLUMNS />
+                        <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Text("Booking"), Col::Text("State"), Col::Text("Started"), Col::Text("Ended"), Col::Num("Peak GPU memory"), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -12,26 +12,6 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use std::time::Duration;
 
-const QUEUE_COLUMNS: &[Col] = &[
-    Col::Text("Job"),
-    Col::Text("User"),
-    Col::Num("GPUs"),
-    Col::Text("Limit"),
-    Col::Text("State"),
-    Col::Text("Cards / why it waits"),
-    Col::Text("Submitted"),
-    Col::Text("Started"),
-    Col::Blank,
-];
-const STANDING_COLUMNS: &[Col] = &[
-    Col::Text("User"),
-    Col::Text("Group"),
-    Col::Num("Share"),
-    Col::Num("Use"),
-    Col::Num("GPU-hours (decayed)"),
-    Col::Num("Factor"),
-];
-
 #[component]
 pub fn QueuePage() -> impl IntoView {
     view! { <MemberPage absent="Log in to see the queue." body=|me| view! { <QueueSections me /> } /> }
@@ -203,7 +183,7 @@ fn JobTable(
         .collect_view();
     view! {
         <table class="list queue" data-testid=testid>
-            <ListHead cols=QUEUE_COLUMNS />
+            <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Limit"), Col::Text("State"), Col::Text("Cards / why it waits"), Col::Text("Submitted"), Col::Text("Started"), Col::Blank] />
             <tbody>{rows}</tbody>
         </table>
     }
@@ -313,7 +293,7 @@ fn Standings(list: Vec<Standing>) -> impl IntoView {
         .collect_view();
     view! {
         <table class="list" data-testid="standings">
-            <ListHead cols=STANDING_COLUMNS />
+            <ListHead cols=&[Col::Text("User"), Col::Text("Group"), Col::Num("Share"), Col::Num("Use"), Col::Num("GPU-hours (decayed)"), Col::Num("Factor")] />
             <tbody>{rows}</tbody>
         </table>
     }

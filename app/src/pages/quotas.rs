@@ -8,13 +8,6 @@ use lanes_types::booking::{Quota, QuotaUse, Quotas};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-const QUOTA_USE_COLUMNS: &[Col] = &[
-    Col::Text("Who"),
-    Col::Text("GPUs held now"),
-    Col::Text("GPU-hours, next 7 days"),
-    Col::Text("Upcoming bookings"),
-];
-
 /// Field names of a quota row, in table order, with their column titles.
 pub const FIELDS: [(&str, &str); 5] = [
     ("max_gpus", "GPUs at once"),
@@ -260,7 +253,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=QUOTA_USE_COLUMNS />
+                        <ListHead cols=&[Col::Text("Who"), Col::Text("GPUs held now"), Col::Text("GPU-hours, next 7 days"), Col::Text("Upcoming bookings")] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
