@@ -173,6 +173,26 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// The device wall around jobs: `cgroup` (each job in a cgroup that admits only its booked
+    /// cards' device files, where the host allows it, else the mask alone, said at start),
+    /// `cgroup-v2` or `cgroup-v1` (that one or fail), or `none` (the mask alone).
+    #[arg(long, env = "LANES_ISOLATION", value_enum, default_value_t = crate::jobs::wall::Isolation::Cgroup)]
+    pub isolation: crate::jobs::wall::Isolation,
+    /// The cgroup under which jobs' cgroups are made (in each cgroup v1 hierarchy alike).
+    #[arg(long, env = "LANES_CGROUP_PARENT", default_value = "/lanes")]
+    pub cgroup_parent: String,
+    /// How long a user's login profile may take to set up a job's environment.
+    #[arg(long, env = "LANES_PROFILE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub profile_timeout: Duration,
+    /// Character devices standing for the simulated cards, in order (e.g.
+    /// /dev/null,/dev/zero): for trying the device wall without a GPU.
+    #[arg(
+        long,
+        env = "LANES_SIM_DEVICE_FILES",
+        value_delimiter = ',',
+        hide = true
+    )]
+    pub sim_device_files: Vec<PathBuf>,
     /// Time a job gets between SIGTERM and SIGKILL when its slot ends or it is cancelled.
     #[arg(long, env = "LANES_JOB_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub job_grace: Duration,

@@ -1,9 +1,12 @@
 //! `lanes doctor`: what the driver says about this host, and what a job started here with the
 //! current environment would see. The mask rules are plain functions, tested below.
 
-use crate::telemetry::nvml::read_inventory;
+use crate::jobs::wall::{Isolation, Wall};
+use crate::telemetry::nvml::{device_files, read_inventory};
 use lanes_types::GpuInfo;
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// How one entry of `CUDA_VISIBLE_DEVICES` resolves.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -172,6 +175,41 @@ pub struct Report {
     pub cuda_device_order: Option<String>,
     pub order: OrderCheck,
     pub cuda_visible_devices: Option<VisibleDevices>,
+    pub device_wall: WallCheck,
+}
+
+/// Whether jobs here would run behind the device wall (`--isolation cgroup`), and why not.
+#[derive(Debug, Serialize)]
+pub struct WallCheck {
+    pub on: bool,
+    pub description: String,
+}
+
+/// Sets the wall up the way `lanes serve` would (a probe cgroup walled off one device proves
+/// it), under `LANES_CGROUP_PARENT` or `/lanes`.
+fn check_wall(device_files: &BTreeMap<String, PathBuf>) -> WallCheck {
+    let parent = std::env::var("LANES_CGROUP_PARENT").unwrap_or_else(|_| "/lanes".into());
+    match Wall::set_up(Isolation::Cgroup, &parent, device_files) {
+        Ok(wall) => WallCheck {
+            on: wall.is_on(),
+            description: wall.describe(),
+        },
+        Err(e) => WallCheck {
+            on: false,
+            description: e.to_string(),
+        },
+    }
+}
+
+fn render_wall(wall: &WallCheck) -> String {
+    if wall.on {
+        format!("Device wall:    on: {}\n", wall.description)
+    } else {
+        format!(
+            "Device wall:    {}\n  Jobs would run with CUDA_VISIBLE_DEVICES alone, which a job can override.\n",
+            wall.description
+        )
+    }
 }
 
 /// Runs the checks and prints them; returns the process exit status.
@@ -179,15 +217,17 @@ pub fn run(json: bool) -> i32 {
     let report = match gather() {
         Ok(report) => report,
         Err(message) => {
+            let wall = check_wall(&BTreeMap::new());
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({ "error": "no_driver", "message": message })
+                    serde_json::json!({ "error": "no_driver", "message": message, "device_wall": wall })
                 );
             } else {
                 println!("NVIDIA driver: not found");
                 println!("  {message}");
                 println!("  Lanes can still run: `lanes serve` falls back to a simulated fleet.");
+                print!("{}", render_wall(&wall));
             }
             return 1;
         }
@@ -225,7 +265,9 @@ fn gather() -> Result<Report, String> {
     let cuda_visible_devices = std::env::var("CUDA_VISIBLE_DEVICES")
         .ok()
         .map(|v| resolve_visible_devices(&v, &gpus));
+    let device_wall = check_wall(&device_files(&nvml, &gpus));
     Ok(Report {
+        device_wall,
         driver_version: text(nvml.sys_driver_version()),
         nvml_version: text(nvml.sys_nvml_version()),
         cuda_driver_version: cuda,
@@ -320,6 +362,7 @@ pub fn render(r: &Report) -> String {
             }
         }
     }
+    out.push_str(&render_wall(&r.device_wall));
     out
 }
 
@@ -448,9 +491,17 @@ mod tests {
             cuda_visible_devices: Some(resolve_visible_devices("1,x", &gpus)),
             cuda_device_order: None,
             gpus,
+            device_wall: WallCheck {
+                on: false,
+                description: "off, device mask only (no root)".into(),
+            },
         };
         let text = render(&report);
         assert!(text.contains("CUDA device 0: GPU 1 (GPU-89aa"), "{text}");
         assert!(text.contains("x            → INVALID"), "{text}");
+        assert!(
+            text.contains("Device wall:    off, device mask only (no root)\n  Jobs would run"),
+            "{text}"
+        );
     }
 }

@@ -41,6 +41,8 @@ pub enum StartupError {
     Gpus(#[from] OpenError),
     #[error("cannot tell this host's name: pass --node-name")]
     NodeName,
+    #[error(transparent)]
+    Wall(#[from] crate::jobs::wall::WallError),
 }
 
 /// Settings for one server, resolved from flags, environment and defaults.
@@ -70,6 +72,11 @@ pub struct ServeConfig {
     pub connections: crate::http::serve::ConnectionLimits,
     /// Longest time between two queue passes when no event asks for one.
     pub queue_idle: Duration,
+    /// The device wall asked for, and the cgroup its job cgroups go under.
+    pub isolation: crate::jobs::wall::Isolation,
+    pub cgroup_parent: String,
+    /// How long a login profile may take.
+    pub profile_timeout: Duration,
 }
 
 impl ServeConfig {
@@ -101,6 +108,7 @@ impl ServeConfig {
                 seed: args.sim_seed,
                 faulty_gpu: args.sim_faulty_gpu,
                 background: args.sim_background,
+                device_files: args.sim_device_files,
             },
             auth: AuthSettings {
                 policy: SessionPolicy {
@@ -131,6 +139,9 @@ impl ServeConfig {
                 ..Default::default()
             },
             queue_idle: crate::queue::IDLE,
+            isolation: args.isolation,
+            cgroup_parent: args.cgroup_parent,
+            profile_timeout: args.profile_timeout,
         })
     }
 }
@@ -187,7 +198,22 @@ impl Application {
             source,
             fallback_reason,
             processes,
+            device_files,
         } = telemetry::open(config.gpus, &config.node_name, &config.sim)?;
+        let wall = Arc::new(crate::jobs::wall::Wall::set_up(
+            config.isolation,
+            &config.cgroup_parent,
+            &device_files,
+        )?);
+        if wall.is_on() {
+            tracing::info!("device wall: {}", wall.describe());
+        } else {
+            tracing::warn!(
+                "device wall: {}; a job could reach cards it did not book by overriding \
+                 CUDA_VISIBLE_DEVICES",
+                wall.describe()
+            );
+        }
         let kind = source.kind();
         match (kind, fallback_reason) {
             (SourceKind::Simulated, Some(reason)) => tracing::warn!(
@@ -238,6 +264,7 @@ impl Application {
             notifier: notifier.clone(),
             policy: policy.clone(),
             node: config.node_name.clone(),
+            wall: wall.clone(),
         }
         .start(shutdown.clone());
         let history =
@@ -253,6 +280,8 @@ impl Application {
                 log_limit: config.job_log_limit,
                 keeper: config.keeper_exe.clone(),
                 node: config.node_name.clone(),
+                wall: wall.clone(),
+                profile_timeout: config.profile_timeout,
             },
             shutdown.clone(),
         );

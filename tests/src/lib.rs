@@ -29,6 +29,39 @@ pub struct TestApp {
     served: tokio::task::JoinHandle<std::io::Result<()>>,
     /// The running service's event bus and pass counters.
     pub hooks: lanes_server::startup::Hooks,
+    /// The cgroup its jobs' cgroups go under, made for this server alone.
+    pub cgroup_parent: CgroupParent,
+}
+
+/// A cgroup parent of one test server (`/lanes-test-<random>`), removed with it in every
+/// hierarchy once its jobs' cgroups are gone.
+pub struct CgroupParent(pub String);
+
+impl CgroupParent {
+    fn new() -> Self {
+        let mut random = [0u8; 6];
+        getrandom::fill(&mut random).expect("randomness");
+        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        Self(format!("/lanes-test-{suffix}"))
+    }
+
+    /// The directories it has, in each cgroup hierarchy mounted under /sys/fs/cgroup.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        let name = self.0.trim_start_matches('/');
+        let mut dirs = vec![PathBuf::from("/sys/fs/cgroup").join(name)];
+        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+            dirs.extend(entries.flatten().map(|e| e.path().join(name)));
+        }
+        dirs.into_iter().filter(|d| d.is_dir()).collect()
+    }
+}
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        for dir in self.dirs() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Asks `probe` again every 20 ms until it gives a value, for up to `limit`; then fails, saying
@@ -67,6 +100,7 @@ impl TestApp {
     /// A server with `gpus` simulated cards and the test configuration as `adjust` leaves it.
     pub async fn spawn_configured(gpus: u32, adjust: impl FnOnce(&mut ServeConfig)) -> Self {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
+        let cgroup_parent = CgroupParent::new();
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             database_url: format!("sqlite://{}", data_dir.path().join("lanes.db").display()),
@@ -82,6 +116,7 @@ impl TestApp {
                 seed: 42,
                 faulty_gpu: None,
                 background: true,
+                device_files: Vec::new(),
             },
             auth: Default::default(),
             metrics_token: None,
@@ -99,6 +134,9 @@ impl TestApp {
             keeper_exe: lanes_bin(),
             connections: Default::default(),
             queue_idle: lanes_server::queue::IDLE,
+            isolation: lanes_server::jobs::wall::Isolation::Cgroup,
+            cgroup_parent: cgroup_parent.0.clone(),
+            profile_timeout: Duration::from_secs(10),
         };
         let mut config = config;
         adjust(&mut config);
@@ -119,6 +157,7 @@ impl TestApp {
             stop: Some(stop),
             served,
             hooks,
+            cgroup_parent,
         }
     }
 
@@ -331,6 +370,47 @@ pub fn ensure_unix_account(name: &str) -> u32 {
         .as_raw()
 }
 
+/// A Unix account people log into: a home, `shell`, and `files` (path under the home, text,
+/// executable?) written into the home as the account's own. Needs root; `None` without it.
+pub fn ensure_login_account(
+    name: &str,
+    shell: &str,
+    files: &[(&str, &str, bool)],
+) -> Option<(u32, PathBuf)> {
+    use nix::unistd::{Uid, User};
+    use std::os::unix::fs::PermissionsExt;
+    if !Uid::effective().is_root() {
+        return None;
+    }
+    if User::from_name(name)
+        .expect("the account database")
+        .is_none()
+    {
+        let made = std::process::Command::new("useradd")
+            .args(["--create-home", "--shell", shell, name])
+            .status()
+            .expect("useradd runs");
+        assert!(made.success(), "useradd {name}");
+    }
+    let user = User::from_name(name)
+        .expect("the account database")
+        .expect("the account exists");
+    for (path, text, executable) in files {
+        let file = user.dir.join(path);
+        let parent = file.parent().expect("a file in the home");
+        std::fs::create_dir_all(parent).expect("the directory is made");
+        std::fs::write(&file, text).expect("the file is written");
+        let mode = if *executable { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut dir = file.as_path();
+        while dir != user.dir {
+            nix::unistd::chown(dir, Some(user.uid), Some(user.gid)).expect("chown");
+            dir = dir.parent().expect("inside the home");
+        }
+    }
+    Some((user.uid.as_raw(), user.dir))
+}
+
 /// The `name=value` part of the session cookie a response sets.
 pub fn session_cookie(resp: &reqwest::Response) -> Option<String> {
     resp.headers()
@@ -419,6 +499,7 @@ impl Session<'_> {
             argv: argv.iter().map(|a| a.to_string()).collect(),
             cwd: None,
             env: None,
+            environment: None,
             name: None,
         }
     }

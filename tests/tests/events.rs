@@ -161,6 +161,7 @@ fn submit(argv: &[&str]) -> SubmitJob {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         cwd: None,
         env: None,
+        environment: None,
         min_memory_bytes: None,
         name: None,
     }

@@ -4,7 +4,7 @@
 //! itself, and the test checks that instead.
 
 use lanes_server::jobs::launch::{identity, spawn, Identity, Launch, LaunchError};
-use lanes_server::jobs::mask::{job_environment, DeviceMask, JobFacts};
+use lanes_server::jobs::mask::{fixed_environment, DeviceMask, JobFacts};
 use lanes_tests::ensure_unix_account;
 use lanes_types::booking::GpuRef;
 use lanes_types::GpuInfo;
@@ -65,11 +65,8 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     let facts = JobFacts {
         job_id: 42,
         booking_end: chrono::Utc::now() + chrono::Duration::hours(1),
-        user: who.name(),
-        home: who.home(),
     };
     let extra = BTreeMap::from([("EXPERIMENT".to_string(), "baseline".to_string())]);
-    let env = job_environment(&mask, &facts, &extra).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     // The job may write in its working directory as its own user.
@@ -89,16 +86,23 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     // A secret in the server's environment must not reach the job.
     std::env::set_var("LANES_TEST_SERVER_SECRET", "hunter2");
     let mut spawned = spawn(&Launch {
-        argv: &argv,
-        cwd: dir.path(),
-        cwd_required: true,
-        env: &env,
-        identity: &who,
-        log_dir: logs.path(),
-        log_limit: 1 << 20,
-        keeper: &lanes_tests::lanes_bin(),
+        cwd: dir.path().to_path_buf(),
+        base_by_admin: true,
+        extra,
+        fixed: fixed_environment(&mask, &facts),
+        header: vec!["job 42".into()],
+        ..Launch::clean(
+            argv,
+            who.clone(),
+            logs.path().to_path_buf(),
+            lanes_tests::lanes_bin(),
+        )
     })
     .expect("the job starts");
+    assert_eq!(
+        spawned.environment,
+        "a clean environment (the admin's setting)"
+    );
     assert!(spawned.child.wait().unwrap().success());
     for keeper in &mut spawned.keepers {
         assert!(keeper.wait().unwrap().success(), "a log keeper failed");
@@ -131,7 +135,14 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
         !vars.contains_key("LANES_TEST_SERVER_SECRET"),
         "nothing inherited"
     );
-    assert_eq!(settled(&err), "to-stderr\n");
+    assert_eq!(
+        settled(&err),
+        "lanes: job 42\nlanes: environment: a clean environment (the admin's setting)\nto-stderr\n",
+        "the header says what the job got, then the job's own output"
+    );
+    assert_eq!(vars["PATH"], "/usr/local/bin:/usr/bin:/bin");
+    assert_eq!(vars["USER"], who.name());
+    assert_eq!(vars["HOME"], who.home());
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "logs are the server's to show");
@@ -160,18 +171,16 @@ fn root_missing_and_unset_accounts_are_refused_with_a_reason() {
         unset.to_string().contains("ada has no Unix account"),
         "{unset}"
     );
-    let empty = spawn(&Launch {
-        argv: &[],
-        cwd: std::path::Path::new("/"),
-        cwd_required: true,
-        env: &[],
-        identity: &Identity::SingleUser {
-            name: "x".into(),
-            home: "/".into(),
-        },
-        log_dir: std::path::Path::new("/nonexistent"),
-        log_limit: 1 << 20,
-        keeper: &lanes_tests::lanes_bin(),
-    });
+    let nobody = Identity::SingleUser {
+        name: "x".into(),
+        home: "/".into(),
+        shell: "/bin/sh".into(),
+    };
+    let empty = spawn(&Launch::clean(
+        Vec::new(),
+        nobody,
+        "/nonexistent".into(),
+        lanes_tests::lanes_bin(),
+    ));
     assert!(matches!(empty, Err(LaunchError::EmptyCommand)));
 }

@@ -141,6 +141,7 @@ async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_th
     // Reserved variables and empty commands are refused by name.
     let reserved = CreateJob {
         env: Some([("CUDA_VISIBLE_DEVICES".to_string(), "0,1".to_string())].into()),
+        environment: None,
         ..Session::job_request(booking.id, &["true"])
     };
     let (status, body) = refusal(mine.submit_job(&reserved).await);

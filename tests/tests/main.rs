@@ -9,6 +9,7 @@ mod booking_sequences;
 mod bookings;
 mod cli;
 mod enforcement;
+mod environment;
 mod events;
 mod history;
 mod job_launch;

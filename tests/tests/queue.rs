@@ -22,6 +22,7 @@ fn work(gpus: u32, limit_s: i64, argv: &[&str]) -> SubmitJob {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         cwd: None,
         env: None,
+        environment: None,
         min_memory_bytes: None,
         name: None,
     }
@@ -274,6 +275,7 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     };
     let reserved = SubmitJob {
         env: Some([("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())].into()),
+        environment: None,
         ..work(1, 60, &["true"])
     };
     let refusals = [

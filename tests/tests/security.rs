@@ -227,7 +227,9 @@ async fn a_jobs_log_ends_with_a_marker_at_its_limit_and_the_job_goes_on() {
         &out[out.len().saturating_sub(120)..]
     );
     let (_, err) = log_of(&ada, job.id, "?stream=stderr").await;
-    assert_eq!(err, "still-running\n");
+    // Lanes' header lines, then the job's own.
+    assert!(err.starts_with("lanes: job "), "{err}");
+    assert!(err.ends_with("\nstill-running\n"), "{err}");
     app.stop().await;
 }
 
@@ -266,6 +268,7 @@ fn a_server_without_root_runs_jobs_only_of_users_mapped_to_its_own_account() {
         root: false,
         name: "lanes".into(),
         home: "/var/lib/lanes".into(),
+        shell: "/bin/sh".into(),
     };
     let refused = launch::identity_on(&server, "mallory", Some("mallory")).unwrap_err();
     assert!(matches!(refused, LaunchError::SingleUser { .. }));
@@ -446,16 +449,12 @@ fn a_job_never_writes_its_log_through_a_link_someone_placed() {
     });
     let Ok(who) = who else { return };
     let argv = vec!["/bin/echo".to_string(), "overwritten".to_string()];
-    let started = launch::spawn(&Launch {
-        argv: &argv,
-        cwd: Path::new("/"),
-        cwd_required: true,
-        env: &[],
-        identity: &who,
-        log_dir: logs.path(),
-        log_limit: 1 << 20,
-        keeper: &lanes_tests::lanes_bin(),
-    });
+    let started = launch::spawn(&Launch::clean(
+        argv,
+        who,
+        logs.path().to_path_buf(),
+        lanes_tests::lanes_bin(),
+    ));
     assert!(matches!(started, Err(LaunchError::Log { .. })));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
 }

@@ -208,6 +208,10 @@ pub struct PortalSettings {
     /// How far ahead any booking may end, in days, whatever the quotas say (1 to 3,650).
     #[serde(default = "default_booking_horizon_days")]
     pub booking_horizon_days: u32,
+    /// What jobs' environments start from when their request does not say: the user's login
+    /// environment (their profile's PATH, venv, conda) or a clean one.
+    #[serde(default)]
+    pub job_environment: crate::job::DefaultEnvironment,
 }
 
 /// The booking horizon when an admin set none: a year.
@@ -223,6 +227,7 @@ impl Default for PortalSettings {
         Self {
             anonymous_dashboard: false,
             booking_horizon_days: default_booking_horizon_days(),
+            job_environment: Default::default(),
         }
     }
 }

@@ -93,6 +93,19 @@ pub struct Job {
     /// Most GPU memory its processes held at once, summed over its cards, as the watchdog saw it.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// The environment it started with, in words (set when it starts; also the first line of
+    /// its stderr log): "the login environment of ada (bash -l)", "a clean environment", ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// The device wall it ran behind, in words: its cgroup, or why there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_wall: Option<String>,
+    /// CPU time of all its processes, from its cgroup (once they are all gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time_ms: Option<u64>,
+    /// Most host memory its processes held at once, from its cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_host_memory_bytes: Option<u64>,
     /// Queue jobs: how many cards, for how long at most, with how much free memory each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueRequest>,
@@ -105,6 +118,40 @@ impl Job {
             self.argv.join(" ")
         } else {
             self.name.clone()
+        }
+    }
+}
+
+/// What a job's environment starts from, before its own `env` variables and the device mask
+/// (which nothing overrides). `HOME`, `USER`, `LOGNAME` and `SHELL` always come from its Unix
+/// account.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentBase {
+    /// What the user's login shell on the node sets up (their `~/.profile` and the system's),
+    /// as if they had logged in and typed the command: their `PATH`, venv, conda, modules.
+    Login,
+    /// A minimal environment: `PATH=/usr/local/bin:/usr/bin:/bin` and `LANG=C.UTF-8`.
+    Clean,
+    /// Exactly these variables in place of the profile's (as Slurm's `--export`): a terminal
+    /// client sends its caller's environment this way. Names Lanes sets are refused here too.
+    Given(BTreeMap<String, String>),
+}
+
+/// What a job's environment starts from when its request does not say: an admin setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultEnvironment {
+    #[default]
+    Login,
+    Clean,
+}
+
+impl From<DefaultEnvironment> for EnvironmentBase {
+    fn from(d: DefaultEnvironment) -> Self {
+        match d {
+            DefaultEnvironment::Login => EnvironmentBase::Login,
+            DefaultEnvironment::Clean => EnvironmentBase::Clean,
         }
     }
 }
@@ -127,8 +174,13 @@ pub struct CreateJob {
     pub argv: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Variables added on top of the environment's base, before the device mask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
+    /// What the environment starts from; the admin's default (the login environment unless
+    /// they chose a clean one) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentBase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }

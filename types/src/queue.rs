@@ -124,6 +124,9 @@ pub struct SubmitJob {
     pub cwd: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
+    /// What the environment starts from (see `CreateJob`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::job::EnvironmentBase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_memory_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,6 +11,7 @@ use lanes_types::account::{
     AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
     MAX_BOOKING_HORIZON_DAYS,
 };
+use lanes_types::job::DefaultEnvironment;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -367,6 +368,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
     let settings = Remote::<PortalSettings>::new("/api/v1/settings");
     let anonymous = NodeRef::new();
     let horizon = NodeRef::new();
+    let clean = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let change = move |_| {
         let Ok(booking_horizon_days) = field(horizon).trim().parse::<u32>() else {
@@ -378,6 +380,11 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
         let wanted = PortalSettings {
             anonymous_dashboard: checked(anonymous),
             booking_horizon_days,
+            job_environment: if checked(clean) {
+                DefaultEnvironment::Clean
+            } else {
+                DefaultEnvironment::Login
+            },
         };
         spawn_local(async move {
             match rest::send::<_, PortalSettings>(Method::Put, "/api/v1/settings", &wanted).await {
@@ -416,6 +423,16 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             on:change=change
                             node_ref=horizon
                         />
+                    </label>
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            name="clean_job_environment"
+                            prop:checked=s.job_environment == DefaultEnvironment::Clean
+                            on:change=change
+                            node_ref=clean
+                        />
+                        "Jobs start in a clean environment (PATH=/usr/local/bin:/usr/bin:/bin), not in their user's login environment (unless a job asks for it)"
                     </label>
                 }
             })}

@@ -82,6 +82,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
             argv,
             cwd: Some(field(cwd)).filter(|c| !c.is_empty()),
             env: None,
+            environment: None,
             name: Some(field(name)).filter(|n| !n.is_empty()),
         };
         spawn_local(async move {

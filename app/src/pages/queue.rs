@@ -130,6 +130,7 @@ fn SubmitForm(
             argv,
             cwd: Some(field(cwd)).filter(|c| !c.is_empty()),
             env: None,
+            environment: None,
             min_memory_bytes: min_memory,
             name: Some(field(name)).filter(|n| !n.is_empty()),
         };

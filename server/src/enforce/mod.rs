@@ -42,6 +42,8 @@ pub struct Enforcer {
     pub policy: Arc<RwLock<Policy>>,
     /// The node whose cards it guards.
     pub node: String,
+    /// The device wall: which job a process belongs to, by its cgroup.
+    pub wall: Arc<crate::jobs::wall::Wall>,
 }
 
 /// What one pass leaves for the next.
@@ -142,7 +144,8 @@ impl Enforcer {
                     .then(|| procinfo::stat(process.pid).map(|s| s.session))
                     .flatten();
                 let exe = real.then(|| procinfo::exe(process.pid)).flatten();
-                let lane = facts.classify(&gpu.uuid, process, session, exe.as_deref());
+                let cgroup_job = real.then(|| self.wall.job_of(process.pid)).flatten();
+                let lane = facts.classify(&gpu.uuid, process, session, cgroup_job, exe.as_deref());
                 card.lanes.insert(process.pid, lane);
                 match lane {
                     ProcessLane::Job { id } => {

@@ -1,6 +1,6 @@
 //! Who may be on a card (pure): every process a card lists is matched to a Lanes job (by its
-//! session: a job leads its own), to its owner's active booking of the card, or to the admins'
-//! exemptions. Anything else is unbooked use, and the tracker follows each such process from
+//! cgroup behind the device wall, which nothing inside can leave; else by its session: a job
+//! leads its own), to its owner's active booking of the card, or to the admins' exemptions. Anything else is unbooked use, and the tracker follows each such process from
 //! first sight to its end, deciding when `terminate` signals it.
 
 use lanes_types::enforcement::{Policy, ViolationAction, WatchdogMode};
@@ -29,18 +29,19 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Whose process this is (`session`: its session id, `exe`: the path of its executable,
-    /// when /proc shows them), as a lane.
+    /// Whose process this is (`session`: its session id, `cgroup_job`: the job whose cgroup it
+    /// is in, `exe`: the path of its executable, when /proc shows them), as a lane.
     pub fn classify(
         &self,
         card: &str,
         process: &GpuProcess,
         session: Option<u32>,
+        cgroup_job: Option<i64>,
         exe: Option<&str>,
     ) -> ProcessLane {
-        let job = self
-            .jobs
-            .get(&process.pid)
+        let job = cgroup_job
+            .and_then(|id| self.jobs.values().find(|j| j.id == id))
+            .or_else(|| self.jobs.get(&process.pid))
             .or_else(|| session.and_then(|s| self.jobs.get(&s)));
         if let Some(job) = job.filter(|j| j.cards.iter().any(|c| c == card)) {
             return ProcessLane::Job { id: job.id };
@@ -182,22 +183,33 @@ mod tests {
     }
 
     #[test]
-    fn a_jobs_process_is_its_jobs_on_its_cards_by_pid_or_session_and_nowhere_else() {
+    fn a_jobs_process_is_its_jobs_on_its_cards_by_cgroup_pid_or_session_and_nowhere_else() {
         let f = facts();
         let p = process(501, "alice", "python");
         assert_eq!(
-            f.classify("GPU-A", &p, Some(500), None),
+            f.classify("GPU-A", &p, Some(500), None, None),
             ProcessLane::Job { id: 9 }
         );
         assert_eq!(
-            f.classify("GPU-A", &process(500, "alice", "bash"), None, None),
+            f.classify("GPU-A", &process(500, "alice", "bash"), None, None, None),
             ProcessLane::Job { id: 9 }
         );
         // The same job's process on a card outside its booking is not covered by the job;
         // alice holds no booking of GPU-B.
         assert_eq!(
-            f.classify("GPU-B", &p, Some(500), None),
+            f.classify("GPU-B", &p, Some(500), None, None),
             ProcessLane::Unbooked
+        );
+        // A process that left the job's session (setsid, a double fork) is still the job's
+        // while it is in the job's cgroup.
+        let escaped = process(777, "alice", "python");
+        assert_eq!(
+            f.classify("GPU-A", &escaped, Some(777), Some(9), None),
+            ProcessLane::Job { id: 9 }
+        );
+        assert_eq!(
+            f.classify("GPU-A", &escaped, Some(777), None, None),
+            ProcessLane::Booked
         );
     }
 
@@ -205,24 +217,30 @@ mod tests {
     fn holders_may_use_their_card_others_may_not_unless_exempt() {
         let f = facts();
         assert_eq!(
-            f.classify("GPU-A", &process(7, "alice", "python"), None, None),
+            f.classify("GPU-A", &process(7, "alice", "python"), None, None, None),
             ProcessLane::Booked
         );
         assert_eq!(
-            f.classify("GPU-A", &process(8, "bob", "python"), None, None),
+            f.classify("GPU-A", &process(8, "bob", "python"), None, None, None),
             ProcessLane::Unbooked
         );
         assert_eq!(
-            f.classify("GPU-B", &process(8, "stranger", "python"), None, None),
+            f.classify("GPU-B", &process(8, "stranger", "python"), None, None, None),
             ProcessLane::Unbooked
         );
         assert_eq!(
-            f.classify("GPU-B", &process(9, "monitor", "dcgm"), None, None),
+            f.classify("GPU-B", &process(9, "monitor", "dcgm"), None, None, None),
             ProcessLane::Exempt
         );
         let daemon = process(10, "root", "nvidia-persistenced");
         assert_eq!(
-            f.classify("GPU-B", &daemon, None, Some("/usr/bin/nvidia-persistenced")),
+            f.classify(
+                "GPU-B",
+                &daemon,
+                None,
+                None,
+                Some("/usr/bin/nvidia-persistenced")
+            ),
             ProcessLane::Exempt
         );
         // A copy of anything renamed to the exempt name is not exempt: its path differs.
@@ -232,12 +250,13 @@ mod tests {
                 "GPU-B",
                 &renamed,
                 None,
+                None,
                 Some("/home/stranger/nvidia-persistenced")
             ),
             ProcessLane::Unbooked
         );
         assert_eq!(
-            f.classify("GPU-B", &renamed, None, None),
+            f.classify("GPU-B", &renamed, None, None, None),
             ProcessLane::Unbooked
         );
         let unknown_owner = GpuProcess {
@@ -245,7 +264,7 @@ mod tests {
             ..process(11, "x", "python")
         };
         assert_eq!(
-            f.classify("GPU-A", &unknown_owner, None, None),
+            f.classify("GPU-A", &unknown_owner, None, None, None),
             ProcessLane::Unbooked
         );
     }

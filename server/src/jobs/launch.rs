@@ -1,16 +1,24 @@
 //! Starting a job's process: as the booking user's Unix account (or, when the server does not
 //! run as root, as the server's own user: single-user mode), in a session and process group of
-//! its own so that the whole tree can be signalled, with exactly the environment it was given,
-//! in its working directory entered as that user, and its output in capped log files.
+//! its own (and its cgroup, behind the device wall) so that the whole tree can be signalled, in
+//! the environment the user would have in a login shell on this host (or a clean one, or one
+//! the client gave), in its working directory entered as that user, and its output in capped
+//! log files. When it cannot start, the error says why in one line a user can act on.
 
-use nix::unistd::{Gid, Uid, User};
+use super::wall::{self, JobCgroup};
+use lanes_types::job::EnvironmentBase;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{Gid, Pid, Uid, User};
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Whom a job runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,9 +30,14 @@ pub enum Identity {
         gid: u32,
         groups: Vec<u32>,
         home: String,
+        shell: String,
     },
     /// The server's own user: it is not root, so it cannot become anyone else.
-    SingleUser { name: String, home: String },
+    SingleUser {
+        name: String,
+        home: String,
+        shell: String,
+    },
 }
 
 impl Identity {
@@ -39,6 +52,13 @@ impl Identity {
             Identity::Account { home, .. } | Identity::SingleUser { home, .. } => home,
         }
     }
+
+    /// The account's login shell.
+    pub fn shell(&self) -> &str {
+        match self {
+            Identity::Account { shell, .. } | Identity::SingleUser { shell, .. } => shell,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +67,26 @@ pub enum LaunchError {
     NoUnixAccount(String),
     #[error("the Unix account {0:?} does not exist on this host")]
     UnknownAccount(String),
+    #[error("{program}: not found on the PATH of {environment} (PATH={path})")]
+    NotFound {
+        program: String,
+        environment: String,
+        path: String,
+    },
+    #[error("{program}: {user} may not run it ({why})")]
+    NotRunnable {
+        program: String,
+        user: String,
+        why: String,
+    },
+    #[error("the login profile of {user} ({shell} as a login shell) {why}")]
+    Profile {
+        user: String,
+        shell: String,
+        why: String,
+    },
+    #[error("cannot put the job in its cgroup: {0}")]
+    Cgroup(std::io::Error),
     #[error("jobs never run as root: the account {0:?} has uid 0")]
     RootAccount(String),
     #[error(
@@ -63,7 +103,7 @@ pub enum LaunchError {
     EmptyCommand,
     #[error("the working directory must be an absolute path, not {0:?}")]
     RelativeDir(String),
-    #[error("cannot enter {dir} as {user}: {source}")]
+    #[error("cannot enter {dir} as {user}: {}", errno_text(.source))]
     EnterDir {
         dir: String,
         user: String,
@@ -89,20 +129,28 @@ pub struct ServerAccount {
     pub root: bool,
     pub name: String,
     pub home: String,
+    pub shell: String,
 }
 
 impl ServerAccount {
     pub fn current() -> Self {
         let uid = Uid::effective();
-        let (name, home) = User::from_uid(uid)
+        let (name, home, shell) = User::from_uid(uid)
             .ok()
             .flatten()
-            .map(|u| (u.name, u.dir.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| (uid.to_string(), "/".into()));
+            .map(|u| {
+                (
+                    u.name,
+                    u.dir.to_string_lossy().into_owned(),
+                    u.shell.to_string_lossy().into_owned(),
+                )
+            })
+            .unwrap_or_else(|| (uid.to_string(), "/".into(), "/bin/sh".into()));
         Self {
             root: uid.is_root(),
             name,
             home,
+            shell,
         }
     }
 }
@@ -131,6 +179,7 @@ pub fn identity_on(
         return Ok(Identity::SingleUser {
             name: server.name.clone(),
             home: server.home.clone(),
+            shell: server.shell.clone(),
         });
     }
     let name = unix_user.ok_or_else(|| LaunchError::NoUnixAccount(username.into()))?;
@@ -149,6 +198,7 @@ pub fn identity_on(
         gid: account.gid.as_raw(),
         groups: groups.into_iter().map(Gid::as_raw).collect(),
         home: account.dir.to_string_lossy().into_owned(),
+        shell: account.shell.to_string_lossy().into_owned(),
     })
 }
 
@@ -163,23 +213,37 @@ pub fn check_dir(dir: &str) -> Result<(), LaunchError> {
 }
 
 /// What to start.
-pub struct Launch<'a> {
-    pub argv: &'a [String],
+pub struct Launch {
+    pub argv: Vec<String>,
     /// Entered as the job's user, after the identity switch.
-    pub cwd: &'a Path,
+    pub cwd: PathBuf,
     /// Whether the job asked for `cwd`: then failing to enter it fails the job; otherwise (the
     /// home) the job starts in `/` instead, as a login does.
     pub cwd_required: bool,
-    /// The complete environment; nothing of the server's is inherited.
-    pub env: &'a [(String, String)],
-    pub identity: &'a Identity,
+    /// What the environment starts from (the admin's default already applied), and whether
+    /// that came from the admin's setting rather than the request.
+    pub base: EnvironmentBase,
+    pub base_by_admin: bool,
+    /// The job's own variables, on top of the base.
+    pub extra: BTreeMap<String, String>,
+    /// The device mask and the job's facts (`LANES_*`), on top of everything: nothing the
+    /// profile or the user sets overrides them.
+    pub fixed: Vec<(String, String)>,
+    pub identity: Identity,
     /// A directory made for this job alone; `stdout` and `stderr` are created in it.
-    pub log_dir: &'a Path,
+    pub log_dir: PathBuf,
     /// Bytes kept of each stream; then a marker line, and the rest is read and dropped.
     pub log_limit: u64,
     /// The `lanes` binary, which keeps the logs (`lanes keep-log`); `/proc/self/exe` in the
     /// server, whatever became of its file since it started.
-    pub keeper: &'a Path,
+    pub keeper: PathBuf,
+    /// The job's cgroup behind the device wall; every process of the job (its login profile
+    /// first) starts in it.
+    pub cgroup: Option<JobCgroup>,
+    /// Lines that open the job's stderr log (job, cards, wall); the environment's line follows.
+    pub header: Vec<String>,
+    /// How long the login profile may take.
+    pub profile_timeout: Duration,
 }
 
 /// The log files of a job in `dir`.
@@ -228,7 +292,7 @@ fn start_keeper(
     file: File,
     limit: u64,
     account: &Option<(Uid, Gid, Vec<Gid>)>,
-) -> std::io::Result<Child> {
+) -> std::io::Result<std::process::Child> {
     let mut command = Command::new(keeper);
     command
         .args(["keep-log", "--limit", &limit.to_string()])
@@ -255,16 +319,289 @@ fn start_keeper(
     command.spawn()
 }
 
-/// Starts the job. The child leaves the server's session (so signals to its process group reach
-/// the whole job and nothing else), drops to the account's groups, gid and uid, then enters its
-/// working directory as that user before the command runs. Its output goes through two log
-/// keepers into files in `log_dir`.
-pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, LaunchError> {
+impl Launch {
+    /// `argv` as `identity` in `/`, in a clean environment, with no wall and no header; the
+    /// runner sets the rest.
+    pub fn clean(argv: Vec<String>, identity: Identity, log_dir: PathBuf, keeper: PathBuf) -> Self {
+        Self {
+            argv,
+            cwd: "/".into(),
+            cwd_required: true,
+            base: EnvironmentBase::Clean,
+            base_by_admin: false,
+            extra: BTreeMap::new(),
+            fixed: Vec::new(),
+            identity,
+            log_dir,
+            log_limit: 1 << 30,
+            keeper,
+            cgroup: None,
+            header: Vec::new(),
+            profile_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The environment every job starts from: the account's identity, a locale, a plain `PATH`.
+fn account_environment(identity: &Identity) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("HOME".into(), identity.home().into()),
+        ("USER".into(), identity.name().into()),
+        ("LOGNAME".into(), identity.name().into()),
+        ("SHELL".into(), identity.shell().into()),
+        ("PATH".into(), CLEAN_PATH.into()),
+        ("LANG".into(), "C.UTF-8".into()),
+    ])
+}
+
+const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Shells that refuse a login (service accounts): such an account gets the clean environment.
+fn refuses_login(shell: &str) -> bool {
+    shell.is_empty() || shell.ends_with("/nologin") || shell.ends_with("/false")
+}
+
+/// What a job runs as, prepared before any fork: the account to switch to (none in
+/// single-user mode), the cgroup handles to join, and the directory to enter.
+struct Child {
+    account: Option<(Uid, Gid, Vec<Gid>)>,
+    join: Vec<OwnedFd>,
+}
+
+impl Child {
+    /// Makes `command` start as this child: in a session of its own, in the job's cgroup (as
+    /// root, before anything else), as the account, in `dir` (or `/` when `dir` cannot be
+    /// entered and is not `required`).
+    fn prepare(&self, command: &mut Command, dir: CString, required: bool) {
+        let account = self.account.clone();
+        let join: Vec<RawFd> = self.join.iter().map(|fd| fd.as_raw_fd()).collect();
+        // SAFETY: between fork and exec the closure only makes system calls (setsid, write,
+        // setgroups, setgid, setuid, chdir) on values prepared before the fork; it allocates
+        // nothing.
+        unsafe {
+            command.pre_exec(move || {
+                nix::unistd::setsid()?;
+                wall::join(&join)?;
+                become_account(&account)?;
+                // As the user, so that their permissions decide, never root's.
+                if nix::libc::chdir(dir.as_ptr()) != 0
+                    && (required || nix::libc::chdir(c"/".as_ptr()) != 0)
+                {
+                    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                    return Err(std::io::Error::from_raw_os_error(ENTER_DIR_FAILED | errno));
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// A system error in words, without the "(os error N)" a user cannot act on.
+fn errno_text(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_lowercase(),
+        None => e.to_string(),
+    }
+}
+
+/// Runs the account's shell as a login shell (`-bash`, as `login` starts it), which reads the
+/// system's and the user's profile, and captures the environment it ends with (`env -0` after
+/// a random marker, so anything the profile prints is told apart). The profile is the user's
+/// code: it runs as the user, in the job's cgroup, with its messages in the job's stderr log.
+/// Slurm's `--get-user-env` does the same with `su - USER -c env`.
+fn login_environment(
+    launch: &Launch,
+    child: &Child,
+    base: &BTreeMap<String, String>,
+    stderr: &OwnedFd,
+) -> Result<BTreeMap<String, String>, LaunchError> {
+    let shell = launch.identity.shell();
+    let failed = |why: String| LaunchError::Profile {
+        user: launch.identity.name().into(),
+        shell: shell.into(),
+        why,
+    };
+    // Written by the shell through the descriptor it inherits, read back here, never left on
+    // disk (it may hold the user's secrets).
+    let capture_path = launch.log_dir.join("login-environment");
+    let capture = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(&capture_path)
+        .map_err(|e| failed(e.to_string()))?;
+    let _ = std::fs::remove_file(&capture_path);
+    let reader = capture.try_clone().map_err(|e| failed(e.to_string()))?;
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| failed(e.to_string()))?;
+    let marker: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let env_program = if Path::new("/usr/bin/env").exists() {
+        "/usr/bin/env"
+    } else {
+        "env"
+    };
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    let mut command = Command::new(shell);
+    command
+        .arg0(format!("-{name}"))
+        .args([
+            "-c",
+            &format!("echo lanes-env-{marker}; exec {env_program} -0"),
+        ])
+        .env_clear()
+        .envs(base)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(capture))
+        .stderr(Stdio::from(
+            stderr.try_clone().map_err(|e| failed(e.to_string()))?,
+        ));
+    let home = CString::new(launch.identity.home()).unwrap_or_else(|_| c"/".into());
+    child.prepare(&mut command, home, false);
+    let mut process = command
+        .spawn()
+        .map_err(|e| failed(format!("could not start: {}", errno_text(&e))))?;
+    drop(command);
+    let deadline = std::time::Instant::now() + launch.profile_timeout;
+    let status = loop {
+        match process.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = killpg(Pid::from_raw(process.id() as i32), Signal::SIGKILL);
+                let _ = process.wait();
+                return Err(failed(format!(
+                    "did not finish within {} s",
+                    launch.profile_timeout.as_secs()
+                )));
+            }
+        }
+    };
+    let mut output = Vec::new();
+    use std::io::{Read, Seek};
+    let mut reader = reader;
+    reader
+        .seek(std::io::SeekFrom::Start(0))
+        .and_then(|_| reader.take(MAX_PROFILE_OUTPUT).read_to_end(&mut output))
+        .map_err(|e| failed(e.to_string()))?;
+    let wanted = format!("lanes-env-{marker}\n");
+    let Some(at) = output
+        .windows(wanted.len())
+        .position(|w| w == wanted.as_bytes())
+    else {
+        return Err(failed(match status.code() {
+            Some(code) => format!("exited with status {code} before its environment was read"),
+            None => "was killed before its environment was read".into(),
+        }));
+    };
+    if !status.success() {
+        return Err(failed(format!(
+            "failed (exit status {})",
+            status.code().unwrap_or(-1)
+        )));
+    }
+    Ok(parse_environment(&output[at + wanted.len()..]))
+}
+
+/// Most bytes read of what a login profile prints.
+const MAX_PROFILE_OUTPUT: u64 = 4 << 20;
+
+/// `env -0` output: `NAME=value` entries ended by NUL. Variables that describe the shell that
+/// printed them, not the job, are left out.
+fn parse_environment(bytes: &[u8]) -> BTreeMap<String, String> {
+    bytes
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let text = String::from_utf8_lossy(entry);
+            let (name, value) = text.split_once('=')?;
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !["PWD", "OLDPWD", "SHLVL", "_"].contains(&name);
+            valid.then(|| (name.to_string(), value.to_string()))
+        })
+        .collect()
+}
+
+/// The environment a job gets, and what it is in words: its base (the login profile, a clean
+/// environment, or one given), its identity, its own variables, then the fixed ones.
+fn environment(
+    launch: &Launch,
+    child: &Child,
+    stderr: &OwnedFd,
+) -> Result<(BTreeMap<String, String>, String), LaunchError> {
+    let user = launch.identity.name();
+    let identity = account_environment(&launch.identity);
+    let by = if launch.base_by_admin {
+        "the admin's setting"
+    } else {
+        "the job asked for it"
+    };
+    let (mut env, described) = match &launch.base {
+        EnvironmentBase::Login if refuses_login(launch.identity.shell()) => (
+            identity.clone(),
+            format!(
+                "a clean environment: the shell of {user} ({}) refuses logins",
+                launch.identity.shell()
+            ),
+        ),
+        EnvironmentBase::Login => {
+            let mut env = identity.clone();
+            env.extend(login_environment(launch, child, &identity, stderr)?);
+            (
+                env,
+                format!(
+                    "the login environment of {user} ({} -l)",
+                    launch.identity.shell()
+                ),
+            )
+        }
+        EnvironmentBase::Clean => (identity.clone(), format!("a clean environment ({by})")),
+        EnvironmentBase::Given(vars) => {
+            let mut env = BTreeMap::new();
+            env.extend(vars.clone());
+            (
+                env,
+                format!("the environment the client gave ({} variables)", vars.len()),
+            )
+        }
+    };
+    // The identity is the account's, whatever the base says.
+    for name in ["HOME", "USER", "LOGNAME", "SHELL"] {
+        env.insert(name.into(), identity[name].clone());
+    }
+    env.extend(launch.extra.clone());
+    env.extend(launch.fixed.iter().cloned());
+    Ok((env, described))
+}
+
+/// Where `program` is found on `path`, as `exec` would find it: a name with a slash is used as
+/// it is; otherwise the first regular file with an execute bit in a `PATH` directory.
+fn resolve(program: &str, path: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    path.split(':')
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| Path::new(dir).join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Starts the job: log keepers first, then (for the login environment) the user's profile,
+/// then the command itself, each in the job's session and cgroup, as the job's user. The
+/// command is found on the `PATH` of the environment it gets and run with its argv exactly as
+/// given (never through a shell). The log header (stderr) says what it got.
+pub fn spawn(launch: &Launch) -> Result<Spawned, LaunchError> {
     let (program, args) = launch.argv.split_first().ok_or(LaunchError::EmptyCommand)?;
     let cwd = launch.cwd.to_string_lossy().into_owned();
     check_dir(&cwd)?;
     let c_cwd = CString::new(cwd.clone()).map_err(|_| LaunchError::RelativeDir(cwd.clone()))?;
-    let account = match launch.identity {
+    let account = match &launch.identity {
         Identity::Account {
             uid, gid, groups, ..
         } => Some((
@@ -274,7 +611,12 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, LaunchError> {
         )),
         Identity::SingleUser { .. } => None,
     };
-    let (stdout_path, stderr_path) = log_files(launch.log_dir);
+    let join = match &launch.cgroup {
+        Some(cgroup) => cgroup.join_handles().map_err(LaunchError::Cgroup)?,
+        None => Vec::new(),
+    };
+    let child = Child { account, join };
+    let (stdout_path, stderr_path) = log_files(&launch.log_dir);
     let mut writers = Vec::new();
     let mut keepers = Vec::new();
     for path in [&stdout_path, &stderr_path] {
@@ -285,59 +627,107 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, LaunchError> {
         };
         let (read_end, write_end) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| log_err(e.into()))?;
-        let keeper = start_keeper(launch.keeper, read_end, file, launch.log_limit, &account)
-            .map_err(log_err)?;
+        let keeper = start_keeper(
+            &launch.keeper,
+            read_end,
+            file,
+            launch.log_limit,
+            &child.account,
+        )
+        .map_err(log_err)?;
         keepers.push(keeper);
         writers.push(write_end);
     }
     let stderr = writers.pop().expect("two pipes");
     let stdout = writers.pop().expect("two pipes");
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr));
-    let job_account = account.clone();
-    let required = launch.cwd_required;
-    // SAFETY: between fork and exec the closure only makes system calls (setsid, setgroups,
-    // setgid, setuid, chdir) on values prepared before the fork; it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            nix::unistd::setsid()?;
-            become_account(&job_account)?;
-            // As the user, so that their permissions decide, never root's.
-            if nix::libc::chdir(c_cwd.as_ptr()) != 0
-                && (required || nix::libc::chdir(c"/".as_ptr()) != 0)
-            {
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                return Err(std::io::Error::from_raw_os_error(ENTER_DIR_FAILED | errno));
-            }
-            Ok(())
-        });
-    }
-    let started = command
-        .spawn()
-        .map_err(|source| match source.raw_os_error() {
-            Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => LaunchError::EnterDir {
-                dir: cwd,
-                user: launch.identity.name().into(),
-                source: std::io::Error::from_raw_os_error(code & !ENTER_DIR_FAILED),
-            },
-            _ => LaunchError::Spawn {
-                command: program.clone(),
-                source,
-            },
-        });
-    // The parent's ends of the pipes close with `command`; the keepers then see the end of
-    // the output when the job's last process closes its own.
-    drop(command);
+    let started = start_command(launch, &child, program, args, &c_cwd, stdout, stderr);
     match started {
-        Ok(child) => Ok(Spawned { child, keepers }),
+        Ok((child, environment)) => Ok(Spawned {
+            child,
+            keepers,
+            environment,
+        }),
         Err(e) => {
             reap(keepers);
+            Err(e)
+        }
+    }
+}
+
+/// Writes the header, builds the environment, finds the command and starts it. The parent's
+/// ends of the pipes close when this returns; the keepers then see the end of the output when
+/// the job's last process closes its own.
+fn start_command(
+    launch: &Launch,
+    child: &Child,
+    program: &str,
+    args: &[String],
+    cwd: &CString,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> Result<(std::process::Child, String), LaunchError> {
+    let header_err = |source| LaunchError::Log {
+        path: launch.log_dir.join("stderr"),
+        source,
+    };
+    let mut header = File::from(stderr.try_clone().map_err(header_err)?);
+    for line in &launch.header {
+        writeln!(header, "lanes: {line}").map_err(header_err)?;
+    }
+    let (env, described) = match environment(launch, child, &stderr) {
+        Ok(built) => built,
+        Err(e) => {
+            let _ = writeln!(header, "lanes: the job did not start: {e}");
+            return Err(e);
+        }
+    };
+    writeln!(header, "lanes: environment: {described}").map_err(header_err)?;
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    let not_found = || LaunchError::NotFound {
+        program: program.into(),
+        environment: described.clone(),
+        path: path.clone(),
+    };
+    let outcome = (|| {
+        let resolved = resolve(program, &path).ok_or_else(not_found)?;
+        let mut command = Command::new(&resolved);
+        command
+            .arg0(program)
+            .args(args)
+            .env_clear()
+            .envs(&env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr));
+        child.prepare(&mut command, cwd.clone(), launch.cwd_required);
+        command
+            .spawn()
+            .map_err(|source| match source.raw_os_error() {
+                Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => {
+                    LaunchError::EnterDir {
+                        dir: launch.cwd.to_string_lossy().into_owned(),
+                        user: launch.identity.name().into(),
+                        source: std::io::Error::from_raw_os_error(code & !ENTER_DIR_FAILED),
+                    }
+                }
+                Some(nix::libc::ENOENT) => not_found(),
+                Some(nix::libc::EACCES | nix::libc::ENOEXEC | nix::libc::EPERM) => {
+                    LaunchError::NotRunnable {
+                        program: program.into(),
+                        user: launch.identity.name().into(),
+                        why: errno_text(&source),
+                    }
+                }
+                _ => LaunchError::Spawn {
+                    command: program.into(),
+                    source,
+                },
+            })
+    })();
+    match outcome {
+        Ok(process) => Ok((process, described)),
+        Err(e) => {
+            let _ = writeln!(header, "lanes: the job did not start: {e}");
             Err(e)
         }
     }
@@ -346,12 +736,14 @@ pub fn spawn(launch: &Launch<'_>) -> Result<Spawned, LaunchError> {
 /// A started job: its process, and the keepers of its two logs (which finish a moment after
 /// the job's last writer, once they have written everything).
 pub struct Spawned {
-    pub child: Child,
-    pub keepers: Vec<Child>,
+    pub child: std::process::Child,
+    pub keepers: Vec<std::process::Child>,
+    /// The environment it got, in words.
+    pub environment: String,
 }
 
 /// Waits for keepers in the background, so none is left a zombie.
-pub fn reap(keepers: Vec<Child>) {
+pub fn reap(keepers: Vec<std::process::Child>) {
     if keepers.is_empty() {
         return;
     }
@@ -371,6 +763,7 @@ mod tests {
             root,
             name: "lanes".into(),
             home: "/var/lib/lanes".into(),
+            shell: "/bin/sh".into(),
         }
     }
 

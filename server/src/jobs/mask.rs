@@ -104,43 +104,27 @@ pub fn check_extra_env(extra: &BTreeMap<String, String>) -> Result<(), MaskError
 }
 
 /// What the job is, for its environment.
-pub struct JobFacts<'a> {
+pub struct JobFacts {
     pub job_id: i64,
     pub booking_end: chrono::DateTime<chrono::Utc>,
-    /// The account it runs as: name and home.
-    pub user: &'a str,
-    pub home: &'a str,
 }
 
-/// The job's whole environment, built from nothing (the server's own is never inherited): a
-/// minimal login-like base, the user's `extra` variables, then the mask and the job's facts,
-/// which nothing can override. A reserved or malformed name in `extra` is an error, not a
-/// silent drop, so that the user learns why their setting has no effect.
-pub fn job_environment(
-    mask: &DeviceMask,
-    facts: &JobFacts<'_>,
-    extra: &BTreeMap<String, String>,
-) -> Result<Vec<(String, String)>, MaskError> {
-    check_extra_env(extra)?;
-    let mut env: BTreeMap<String, String> = BTreeMap::from([
-        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-        ("HOME".into(), facts.home.into()),
-        ("USER".into(), facts.user.into()),
-        ("LOGNAME".into(), facts.user.into()),
-        ("LANG".into(), "C.UTF-8".into()),
-    ]);
-    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-    env.insert("CUDA_VISIBLE_DEVICES".into(), mask.value());
-    env.insert("NVIDIA_VISIBLE_DEVICES".into(), mask.value());
-    env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
-    env.insert("LANES_JOB_ID".into(), facts.job_id.to_string());
-    env.insert(
-        "LANES_BOOKING_END".into(),
-        facts
-            .booking_end
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    );
-    Ok(env.into_iter().collect())
+/// The variables nothing may override: the mask and the job's facts. They go on top of the
+/// job's environment (its login profile's, a clean one, or a given one, then its own
+/// variables), so neither the profile nor the request can widen the mask.
+pub fn fixed_environment(mask: &DeviceMask, facts: &JobFacts) -> Vec<(String, String)> {
+    vec![
+        ("CUDA_VISIBLE_DEVICES".into(), mask.value()),
+        ("NVIDIA_VISIBLE_DEVICES".into(), mask.value()),
+        ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
+        ("LANES_JOB_ID".into(), facts.job_id.to_string()),
+        (
+            "LANES_BOOKING_END".into(),
+            facts
+                .booking_end
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        ),
+    ]
 }
 
 #[cfg(test)]
@@ -214,12 +198,6 @@ mod tests {
     fn nothing_the_user_passes_can_widen_the_mask() {
         let inv = inventory();
         let mask = DeviceMask::for_cards(&booked(&[&inv[2]]), "n1", &inv).unwrap();
-        let facts = JobFacts {
-            job_id: 7,
-            booking_end: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
-            user: "ada",
-            home: "/home/ada",
-        };
         for name in [
             "CUDA_VISIBLE_DEVICES",
             "NVIDIA_VISIBLE_DEVICES",
@@ -228,27 +206,27 @@ mod tests {
         ] {
             let extra = BTreeMap::from([(name.to_string(), "0,1,2,3".to_string())]);
             assert_eq!(
-                job_environment(&mask, &facts, &extra),
+                check_extra_env(&extra),
                 Err(MaskError::Reserved(name.into()))
             );
         }
         let extra = BTreeMap::from([("A=B".to_string(), "x".to_string())]);
         assert!(matches!(
-            job_environment(&mask, &facts, &extra),
+            check_extra_env(&extra),
             Err(MaskError::BadName(_))
         ));
-
         let extra = BTreeMap::from([("WANDB_MODE".to_string(), "offline".to_string())]);
-        let env: BTreeMap<_, _> = job_environment(&mask, &facts, &extra)
-            .unwrap()
-            .into_iter()
-            .collect();
+        assert_eq!(check_extra_env(&extra), Ok(()));
+
+        let facts = JobFacts {
+            job_id: 7,
+            booking_end: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+        };
+        let env: BTreeMap<_, _> = fixed_environment(&mask, &facts).into_iter().collect();
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], inv[2].uuid);
         assert_eq!(env["NVIDIA_VISIBLE_DEVICES"], inv[2].uuid);
         assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
         assert_eq!(env["LANES_JOB_ID"], "7");
         assert_eq!(env["LANES_BOOKING_END"], "2027-01-15T08:00:00Z");
-        assert_eq!(env["WANDB_MODE"], "offline");
-        assert_eq!(env["USER"], "ada");
     }
 }

@@ -10,6 +10,7 @@ pub mod keeper;
 pub mod launch;
 pub mod mask;
 pub mod runner;
+pub mod wall;
 
 /// Gives back the rest of a queue job's booking (it ended before its time limit, or never
 /// ran), so its cards are free at once.

@@ -1,6 +1,6 @@
 //! The runner: starts each queued job when its booking becomes active, watches it, and stops
-//! it (SIGTERM to its whole process group, then SIGKILL after a grace period) when the booking
-//! ends, is released, or the job is cancelled. One task; it wakes on a timer and when a job is
+//! it (SIGTERM to its whole cgroup, or process group where the device wall is off, then SIGKILL
+//! after a grace period) when the booking ends, is released, or the job is cancelled. One task; it wakes on a timer and when a job is
 //! submitted or cancelled.
 //!
 //! Jobs outlive the server: they lead their own session and write to files. A restarted runner
@@ -8,7 +8,8 @@
 //! time, same boot) and goes on enforcing; a job whose process vanished meanwhile is marked lost.
 
 use super::launch::{self, Launch};
-use super::mask::{job_environment, DeviceMask, JobFacts};
+use super::mask::{fixed_environment, DeviceMask, JobFacts};
+use super::wall::{JobCgroup, Wall};
 use crate::events::Event;
 use crate::notify::{Notice, Notifier};
 use crate::store::{JobEnd, JobProcess, JobToRun, Store};
@@ -23,7 +24,7 @@ use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,10 @@ pub struct RunnerSettings {
     /// The `lanes` binary that keeps job logs (`lanes keep-log`).
     pub keeper: PathBuf,
     pub node: String,
+    /// The device wall jobs start behind (or why there is none).
+    pub wall: Arc<Wall>,
+    /// How long a user's login profile may take before their job fails.
+    pub profile_timeout: Duration,
 }
 
 pub struct Runner {
@@ -81,6 +86,8 @@ struct Watched {
     stopping: Option<(DateTime<Utc>, String)>,
     /// The job as it was when it started (for the notice when it ends).
     record: JobToRun,
+    /// Its cgroup, behind the device wall.
+    cgroup: Option<JobCgroup>,
 }
 
 impl Watched {
@@ -119,13 +126,13 @@ impl Runner {
                 let mut events = task.store.events().subscribe();
                 // A restarted task re-adopts the running jobs from their records.
                 let mut watched: HashMap<i64, Watched> = HashMap::new();
-                let mut leftovers: HashMap<i32, Leftover> = HashMap::new();
+                let mut leftovers: HashMap<i64, Leftover> = HashMap::new();
                 loop {
                     let now = Utc::now();
                     if let Err(e) = task.tick(&mut watched, &mut leftovers, now).await {
                         tracing::error!(error = %e, "the job runner could not check its jobs");
                     }
-                    task.sweep(&mut leftovers, now);
+                    task.sweep(&mut leftovers, now).await;
                     task.ticks.send_modify(|n| *n += 1);
                     tokio::select! {
                         _ = events.changed(Event::concerns_runner) => {}
@@ -153,34 +160,70 @@ impl Runner {
         plain.then(|| launch::log_files(&self.settings.jobs_dir.join(dir_name)))
     }
 
-    /// Signals what is left of the groups of jobs whose main process ended: SIGTERM once, then
-    /// SIGKILL after the grace period until nothing is left.
-    fn sweep(&self, leftovers: &mut HashMap<i32, Leftover>, now: DateTime<Utc>) {
+    /// Signals what is left of jobs whose main process ended (their cgroup, or their process
+    /// group where the wall is off): SIGTERM once, then SIGKILL after the grace period until
+    /// nothing is left; then records what the cgroup counted and removes it.
+    async fn sweep(&self, leftovers: &mut HashMap<i64, Leftover>, now: DateTime<Utc>) {
         let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
-        leftovers.retain(|pgid, left| {
-            let group = Pid::from_raw(-*pgid);
+        let mut done = Vec::new();
+        for (id, left) in leftovers.iter_mut() {
             // Signal 0 asks whether anyone is left.
-            if nix::sys::signal::kill(group, None).is_err() {
-                return false;
+            let group = left.group.map(|g| Pid::from_raw(g as i32));
+            let group_left = group.is_some_and(|g| killpg(g, None).is_ok());
+            let cgroup_left = left.cgroup.as_ref().is_some_and(|c| !c.is_empty());
+            if !group_left && !cgroup_left {
+                done.push(*id);
+                continue;
             }
+            let signal = |signal| {
+                if let Some(g) = group {
+                    let _ = killpg(g, signal);
+                }
+            };
             if now - left.since >= grace {
-                let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
+                signal(Signal::SIGKILL);
+                if let Some(cgroup) = &left.cgroup {
+                    cgroup.kill();
+                }
             } else if !left.termed {
-                tracing::info!(
-                    job = left.job,
-                    "stopping what a job left running after it ended"
-                );
-                let _ = killpg(Pid::from_raw(*pgid), Signal::SIGTERM);
+                tracing::info!(job = id, "stopping what a job left running after it ended");
+                signal(Signal::SIGTERM);
+                if let Some(cgroup) = &left.cgroup {
+                    cgroup.signal(Signal::SIGTERM);
+                }
                 left.termed = true;
             }
-            true
-        });
+        }
+        for id in done {
+            let Some(left) = leftovers.remove(&id) else {
+                continue;
+            };
+            if let Some(cgroup) = left.cgroup {
+                self.close_cgroup(id, &cgroup).await;
+            }
+        }
+    }
+
+    /// Records what an empty job cgroup counted and removes it.
+    async fn close_cgroup(&self, job: i64, cgroup: &JobCgroup) {
+        let usage = cgroup.usage();
+        let cpu_ms = usage.cpu_seconds.map(|s| (s * 1000.0).round() as u64);
+        if let Err(e) = self
+            .store
+            .job_usage(job, cpu_ms, usage.peak_memory_bytes)
+            .await
+        {
+            tracing::warn!(job, error = %e, "could not record a job's CPU time and memory");
+        }
+        if let Err(e) = cgroup.remove() {
+            tracing::warn!(job, cgroup = cgroup.path, error = %e, "could not remove a job's cgroup");
+        }
     }
 
     async fn tick(
         &self,
         watched: &mut HashMap<i64, Watched>,
-        leftovers: &mut HashMap<i32, Leftover>,
+        leftovers: &mut HashMap<i64, Leftover>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
         // Why each running job must stop, if it must: read once per tick with the job itself.
@@ -200,7 +243,17 @@ impl Runner {
             match (job.job.state, booking) {
                 (JobState::WaitingForSlot, Some(b)) if b.state == BookingState::Active => {
                     match self.launch(&job, &b).await {
-                        Ok(launch::Spawned { child, keepers }) => {
+                        Ok((
+                            launch::Spawned {
+                                child,
+                                keepers,
+                                environment,
+                            },
+                            cgroup,
+                        )) => {
+                            if let Err(e) = self.store.job_environment(id, &environment).await {
+                                tracing::warn!(job = id, error = %e, "could not record a job's environment");
+                            }
                             let process = JobProcess {
                                 pid: child.id(),
                                 start_ticks: procinfo::stat(child.id())
@@ -218,10 +271,24 @@ impl Runner {
                                     exited_at: None,
                                     stopping: None,
                                     record: job,
+                                    cgroup,
                                 },
                             );
                         }
-                        Err(message) => {
+                        Err((message, cgroup)) => {
+                            // Whatever its profile left running goes with the cgroup.
+                            if let Some(cgroup) = cgroup {
+                                cgroup.kill();
+                                leftovers.insert(
+                                    id,
+                                    Leftover {
+                                        group: None,
+                                        since: now,
+                                        termed: true,
+                                        cgroup: Some(cgroup),
+                                    },
+                                );
+                            }
                             let end = ended(JobState::Failed, None, None, message);
                             self.finish(&job, &end, now).await?;
                         }
@@ -238,12 +305,17 @@ impl Runner {
                     match self.adopt(&job) {
                         Some(handle) => {
                             tracing::info!(job = id, "re-adopted a job that outlived a restart");
+                            let cgroup = job
+                                .cgroup
+                                .as_deref()
+                                .and_then(|path| self.settings.wall.reopen(path));
                             let adopted = Watched {
                                 handle,
                                 keepers: Vec::new(),
                                 exited_at: None,
                                 stopping: job.stop_requested.clone(),
                                 record: job,
+                                cgroup,
                             };
                             if let Some(b) = &booking {
                                 self.attach(&adopted.record, b, adopted.pid());
@@ -341,7 +413,7 @@ impl Runner {
         &self,
         id: i64,
         watched: &mut HashMap<i64, Watched>,
-        leftovers: &mut HashMap<i32, Leftover>,
+        leftovers: &mut HashMap<i64, Leftover>,
         stop: Option<&'static str>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
@@ -355,11 +427,12 @@ impl Runner {
                 // The job is over when its main process is (as in Slurm); whatever it left
                 // behind in its group goes too, so nothing outlives the slot.
                 leftovers.insert(
-                    job.pid() as i32,
+                    id,
                     Leftover {
-                        job: id,
+                        group: Some(job.pid()),
                         since: now,
                         termed: false,
+                        cgroup: job.cgroup.clone(),
                     },
                 );
             }
@@ -383,6 +456,9 @@ impl Runner {
                 if let Some(reason) = stop {
                     tracing::info!(job = id, reason, "stopping a job");
                     let _ = killpg(pgid, Signal::SIGTERM);
+                    if let Some(cgroup) = &job.cgroup {
+                        cgroup.signal(Signal::SIGTERM);
+                    }
                     job.stopping = Some((now, reason.to_string()));
                     self.store.job_stopping(id, now, reason).await?;
                 }
@@ -391,50 +467,115 @@ impl Runner {
                 let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
                 if now - *since >= grace {
                     let _ = killpg(pgid, Signal::SIGKILL);
+                    if let Some(cgroup) = &job.cgroup {
+                        cgroup.kill();
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Starts a job under its booking's mask, as its user, with its logs in a directory made
-    /// for it alone.
-    async fn launch(&self, job: &JobToRun, booking: &Booking) -> Result<launch::Spawned, String> {
-        let who = launch::identity(&job.job.username, job.unix_user.as_deref())
-            .map_err(|e| e.to_string())?;
+    /// Starts a job under its booking's mask and behind the device wall, as its user, in the
+    /// environment it asked for (or the admin's default), with its logs in a directory made for
+    /// it alone. A job that cannot start gets one line saying why, and its cgroup if one was
+    /// made (its profile may have left something running in it).
+    async fn launch(
+        &self,
+        job: &JobToRun,
+        booking: &Booking,
+    ) -> Result<(launch::Spawned, Option<JobCgroup>), (String, Option<JobCgroup>)> {
+        let fail = |e: &dyn std::fmt::Display| (e.to_string(), None);
+        let who =
+            launch::identity(&job.job.username, job.unix_user.as_deref()).map_err(|e| fail(&e))?;
         let inventory: Vec<_> = self.hub.gpus().into_iter().map(|g| g.info).collect();
         let mask = DeviceMask::for_cards(&booking.gpus, &self.settings.node, &inventory)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| fail(&e))?;
         let facts = JobFacts {
             job_id: job.job.id,
             booking_end: booking.end,
-            user: who.name(),
-            home: who.home(),
         };
-        let env = job_environment(&mask, &facts, &job.env).map_err(|e| e.to_string())?;
+        let (base, base_by_admin) = match &job.env_base {
+            Some(base) => (base.clone(), false),
+            None => {
+                let portal = self.store.portal_settings().await.map_err(|e| fail(&e))?;
+                (portal.job_environment.into(), true)
+            }
+        };
         let dir_name = self
             .new_log_dir(job.job.id)
-            .map_err(|e| format!("cannot make the log directory: {e}"))?;
+            .map_err(|e| fail(&format!("cannot make the log directory: {e}")))?;
         self.store
             .set_job_log_dir(job.job.id, &dir_name)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| fail(&e))?;
+        let wall = &self.settings.wall;
+        let cgroup = wall
+            .create(job.job.id, mask.uuids())
+            .map_err(|e| fail(&e))?;
+        let wall_line = match &cgroup {
+            Some(c) => format!("{} (its cgroup: {})", wall.describe(), c.path),
+            None => wall.describe(),
+        };
+        let recorded = self
+            .store
+            .job_walled(
+                job.job.id,
+                &wall_line,
+                cgroup.as_ref().map(|c| c.path.as_str()),
+            )
+            .await;
+        if let Err(e) = recorded {
+            if let Some(c) = &cgroup {
+                let _ = c.remove();
+            }
+            return Err(fail(&e));
+        }
+        let cards: Vec<String> = inventory
+            .iter()
+            .filter(|i| mask.uuids().contains(&i.uuid))
+            .map(|i| format!("GPU {} ({})", i.index, i.uuid))
+            .collect();
         // No directory asked for: the home, or "/" when it has none (as login does).
         let (cwd, required) = match &job.job.cwd {
             Some(dir) => (dir.clone(), true),
             None => (who.home().to_string(), false),
         };
-        launch::spawn(&Launch {
-            argv: &job.job.argv,
-            cwd: Path::new(&cwd),
+        let plan = Launch {
+            argv: job.job.argv.clone(),
+            cwd: PathBuf::from(cwd),
             cwd_required: required,
-            env: &env,
-            identity: &who,
-            log_dir: &self.settings.jobs_dir.join(&dir_name),
+            base,
+            base_by_admin,
+            extra: job.env.clone(),
+            fixed: fixed_environment(&mask, &facts),
+            header: vec![
+                format!(
+                    "job {} of {} on node {}, as Unix user {}",
+                    job.job.id,
+                    job.job.username,
+                    self.settings.node,
+                    who.name()
+                ),
+                format!("cards: {}", cards.join(", ")),
+                format!("device wall: {wall_line}"),
+            ],
+            identity: who,
+            log_dir: self.settings.jobs_dir.join(&dir_name),
             log_limit: self.settings.log_limit,
-            keeper: &self.settings.keeper,
-        })
-        .map_err(|e| e.to_string())
+            keeper: self.settings.keeper.clone(),
+            cgroup: cgroup.clone(),
+            profile_timeout: self.settings.profile_timeout,
+        };
+        // The login profile may take seconds: off the async workers.
+        let spawned = tokio::task::spawn_blocking(move || launch::spawn(&plan))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        match spawned {
+            Ok(spawned) => Ok((spawned, cgroup)),
+            Err(message) => Err((message, cgroup)),
+        }
     }
 
     /// Makes `<jobs_dir>/<id>-<random>`, which must not exist yet (never reused, never a link
@@ -455,13 +596,16 @@ impl Runner {
     }
 }
 
-/// The group of a job whose main process ended, while anything of it is left.
+/// What is left of a job whose main process ended (or that failed to start), by job id.
 struct Leftover {
-    job: i64,
+    /// Its process group (led by its main process), if it had one.
+    group: Option<u32>,
     /// When the main process was seen to end (SIGKILL follows after the grace period).
     since: DateTime<Utc>,
     /// Whether SIGTERM went out (once).
     termed: bool,
+    /// Its cgroup: what is in it is what is left, wherever it moved its session or group.
+    cgroup: Option<JobCgroup>,
 }
 
 /// Whether `process` still runs: same pid, same start time, same boot, and not a zombie.

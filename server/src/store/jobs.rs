@@ -3,7 +3,7 @@
 use super::{insert_audit, AuditEntry, Store, StoreError};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
-use lanes_types::job::{Job, JobState, QueueRequest};
+use lanes_types::job::{EnvironmentBase, Job, JobState, QueueRequest};
 use std::collections::BTreeMap;
 
 /// A job as the runner needs it: the record and what it takes to start it.
@@ -11,6 +11,10 @@ use std::collections::BTreeMap;
 pub struct JobToRun {
     pub job: Job,
     pub env: BTreeMap<String, String>,
+    /// What its environment starts from; the admin's default when the request did not say.
+    pub env_base: Option<EnvironmentBase>,
+    /// Its cgroup, once made (behind the device wall).
+    pub cgroup: Option<String>,
     pub unix_user: Option<String>,
     /// A cancel was asked for while it ran.
     pub cancel_requested: bool,
@@ -30,6 +34,7 @@ pub struct NewJob<'a> {
     pub argv: &'a [String],
     pub cwd: Option<&'a str>,
     pub env: &'a BTreeMap<String, String>,
+    pub env_base: Option<&'a EnvironmentBase>,
     pub place: JobPlace,
 }
 
@@ -85,6 +90,12 @@ struct Row {
     gpus: Option<i64>,
     time_limit_s: Option<i64>,
     min_memory_bytes: Option<i64>,
+    env_base: Option<String>,
+    environment: Option<String>,
+    device_wall: Option<String>,
+    cgroup: Option<String>,
+    cpu_time_ms: Option<i64>,
+    peak_host_memory_bytes: Option<i64>,
 }
 
 impl Row {
@@ -92,6 +103,12 @@ impl Row {
         let bad = |e: String| super::unreadable(e);
         Ok(JobToRun {
             env: serde_json::from_str(&self.env).map_err(|e| bad(e.to_string()))?,
+            env_base: self
+                .env_base
+                .map(|b| serde_json::from_str(&b))
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+            cgroup: self.cgroup,
             unix_user: self.unix_user,
             cancel_requested: self.cancel_requested,
             pid_start: self.pid_start.map(|t| t as u64),
@@ -117,6 +134,10 @@ impl Row {
                 signal: self.signal,
                 message: self.message,
                 peak_memory_bytes: self.peak_memory_bytes.map(|b| b as u64),
+                environment: self.environment,
+                device_wall: self.device_wall,
+                cpu_time_ms: self.cpu_time_ms.map(|t| t as u64),
+                peak_host_memory_bytes: self.peak_host_memory_bytes.map(|b| b as u64),
                 queue: match (self.gpus, self.time_limit_s) {
                     (Some(gpus), Some(time_limit_s)) => Some(QueueRequest {
                         gpus: gpus as u32,
@@ -139,7 +160,8 @@ fn jobs_of(rows: Vec<Row>) -> Result<Vec<Job>, StoreError> {
 const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, j.argv, j.cwd,
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
-        j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes
+        j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes,
+        j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Store {
@@ -157,8 +179,8 @@ impl Store {
         let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
-                               time_limit_s, min_memory_bytes, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+                               time_limit_s, min_memory_bytes, created_at, env_base)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
         )
         .bind(booking_id)
         .bind(new.user_id)
@@ -171,6 +193,10 @@ impl Store {
         .bind(queue.map(|q| q.time_limit_s))
         .bind(queue.and_then(|q| q.min_memory_bytes).map(|b| b as i64))
         .bind(now)
+        .bind(
+            new.env_base
+                .map(|b| serde_json::to_string(b).unwrap_or_default()),
+        )
         .fetch_one(&mut *tx)
         .await?;
         let audit = AuditEntry {
@@ -295,6 +321,49 @@ impl Store {
         sqlx::query("UPDATE jobs SET log_dir = ?2 WHERE id = ?1")
             .bind(id)
             .bind(dir)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the device wall a job is about to start behind, and its cgroup (before its
+    /// process exists, so that a server that dies meanwhile can still find what is left).
+    pub async fn job_walled(
+        &self,
+        id: i64,
+        device_wall: &str,
+        cgroup: Option<&str>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET device_wall = ?2, cgroup = ?3 WHERE id = ?1")
+            .bind(id)
+            .bind(device_wall)
+            .bind(cgroup)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the environment a job started with, in words.
+    pub async fn job_environment(&self, id: i64, environment: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET environment = ?2 WHERE id = ?1")
+            .bind(id)
+            .bind(environment)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records what a job's cgroup counted, once all its processes are gone.
+    pub async fn job_usage(
+        &self,
+        id: i64,
+        cpu_time_ms: Option<u64>,
+        peak_host_memory_bytes: Option<u64>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET cpu_time_ms = ?2, peak_host_memory_bytes = ?3 WHERE id = ?1")
+            .bind(id)
+            .bind(cpu_time_ms.map(|t| t as i64))
+            .bind(peak_host_memory_bytes.map(|b| b as i64))
             .execute(&self.pool)
             .await?;
         Ok(())

@@ -91,6 +91,10 @@ pub struct SimOptions {
     /// Random jobs of made-up users come and go on the cards (off: cards idle unless a Lanes
     /// job or an injected process is on them).
     pub background: bool,
+    /// Device files standing for the simulated cards, in card order (cards beyond the list
+    /// have none): harmless character devices such as `/dev/null`, so that the device wall can
+    /// be tried without a GPU.
+    pub device_files: Vec<std::path::PathBuf>,
 }
 
 impl Default for SimOptions {
@@ -99,6 +103,7 @@ impl Default for SimOptions {
             seed: 0,
             faulty_gpu: None,
             background: true,
+            device_files: Vec::new(),
         }
     }
 }
@@ -155,6 +160,8 @@ pub struct Opened {
     /// Why `auto` fell back to a simulated fleet.
     pub fallback_reason: Option<String>,
     pub processes: Processes,
+    /// Each card's device file (`/dev/nvidiaN`), by UUID, for the device wall.
+    pub device_files: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 /// Why no source could be opened.
@@ -175,13 +182,21 @@ pub fn open(selection: GpuSelection, node: &str, sim: &SimOptions) -> Result<Ope
         let fleet = sim::SimulatedFleet::new(node, count, sim.seed)
             .with_faulty_card(sim.faulty_gpu.map(|g| g as usize))
             .with_background(sim.background);
+        let device_files = fleet
+            .inventory()
+            .iter()
+            .zip(&sim.device_files)
+            .map(|(card, file)| (card.uuid.clone(), file.clone()))
+            .collect();
         Opened {
             processes: Processes::Simulated(fleet.control()),
             source: Box::new(fleet),
             fallback_reason,
+            device_files,
         }
     };
     let real = |source: nvml::NvmlSource| Opened {
+        device_files: source.device_files(),
         source: Box::new(source),
         fallback_reason: None,
         processes: Processes::Host,

@@ -30,6 +30,12 @@ impl NvmlSource {
         })
     }
 
+    /// Each card's device file, `/dev/nvidia<minor>` (the minor number NVML reports), by UUID;
+    /// a card whose number cannot be read has none (the wall then leaves it alone).
+    pub fn device_files(&self) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+        device_files(&self.nvml, &self.inventory)
+    }
+
     /// The driver handle, for `lanes doctor` and the benchmarks.
     pub fn nvml(&self) -> &Nvml {
         &self.nvml
@@ -43,6 +49,21 @@ impl NvmlSource {
             .index;
         self.nvml.device_by_index(index).map_err(describe)
     }
+}
+
+/// Each card's device file, `/dev/nvidia<minor>`, by UUID (cards whose number NVML cannot
+/// tell are left out).
+pub fn device_files(
+    nvml: &Nvml,
+    inventory: &[GpuInfo],
+) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+    inventory
+        .iter()
+        .filter_map(|card| {
+            let minor = nvml.device_by_index(card.index).ok()?.minor_number().ok()?;
+            Some((card.uuid.clone(), format!("/dev/nvidia{minor}").into()))
+        })
+        .collect()
 }
 
 /// Every card NVML enumerates, in its index order (PCI bus order).

@@ -10,7 +10,7 @@ use crate::queue::Queue;
 use crate::store::{AuditEntry, JobPlace, NewJob, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
-use lanes_types::job::{CreateJob, Job, QueueRequest};
+use lanes_types::job::{CreateJob, EnvironmentBase, Job, QueueRequest};
 use lanes_types::queue::{QueueSettings, SubmitJob};
 use lanes_types::GpuState;
 use std::collections::BTreeMap;
@@ -24,8 +24,13 @@ struct Command {
     argv: Vec<String>,
     name: String,
     env: BTreeMap<String, String>,
+    environment: Option<EnvironmentBase>,
     cwd: Option<String>,
 }
+
+/// Most variables, and most bytes of them all, a job's environment may be given.
+const MAX_VARS: usize = 4096;
+const MAX_ENV_BYTES: usize = 1 << 20;
 
 impl Command {
     /// Checks what every job needs: a command, a short name, allowed extra variables, an
@@ -35,6 +40,7 @@ impl Command {
         argv: Vec<String>,
         name: Option<String>,
         env: Option<BTreeMap<String, String>>,
+        environment: Option<EnvironmentBase>,
         cwd: Option<String>,
     ) -> Result<Self, UseCaseError> {
         let invalid = |e: &dyn std::fmt::Display| UseCaseError::Unprocessable(e.to_string());
@@ -59,11 +65,28 @@ impl Command {
             return Err(invalid(&"the name is too long"));
         }
         let env = env.unwrap_or_default();
-        check_extra_env(&env).map_err(|e| invalid(&e))?;
+        let given = match &environment {
+            Some(EnvironmentBase::Given(vars)) => Some(vars),
+            _ => None,
+        };
+        for vars in std::iter::once(&env).chain(given) {
+            check_extra_env(vars).map_err(|e| invalid(&e))?;
+            let bytes: usize = vars.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+            if vars.len() > MAX_VARS
+                || bytes > MAX_ENV_BYTES
+                || vars.values().any(|v| v.contains('\0'))
+            {
+                return Err(invalid(&format!(
+                    "an environment may have at most {MAX_VARS} variables and {MAX_ENV_BYTES} \
+                     bytes, without NUL"
+                )));
+            }
+        }
         Ok(Self {
             argv,
             name,
             env,
+            environment,
             cwd,
         })
     }
@@ -82,6 +105,7 @@ impl Command {
             argv: &self.argv,
             cwd: self.cwd.as_deref(),
             env: &self.env,
+            env_base: self.environment.as_ref(),
             place,
         };
         Ok(store.create_job(&new, audit, now).await?)
@@ -102,7 +126,14 @@ pub async fn submit_to_booking(
             "jobs run as the booking's owner, so only they may submit to it".into(),
         ));
     }
-    let command = Command::check(user, request.argv, request.name, request.env, request.cwd)?;
+    let command = Command::check(
+        user,
+        request.argv,
+        request.name,
+        request.env,
+        request.environment,
+        request.cwd,
+    )?;
     if !booking.state.holds_cards() {
         return Err(UseCaseError::Unprocessable(format!(
             "the booking is {}; jobs go into upcoming or active bookings",
@@ -129,7 +160,14 @@ pub async fn submit_to_queue(
     cards: &[GpuState],
     now: DateTime<Utc>,
 ) -> Result<Job, UseCaseError> {
-    let command = Command::check(user, request.argv, request.name, request.env, request.cwd)?;
+    let command = Command::check(
+        user,
+        request.argv,
+        request.name,
+        request.env,
+        request.environment,
+        request.cwd,
+    )?;
     let limit = request
         .time_limit_s
         .or(settings.default_time_limit_s)
