@@ -492,6 +492,19 @@ impl Session<'_> {
             .text
     }
 
+    /// The job's whole standard error so far (Lanes' header lines first).
+    pub async fn stderr(&self, id: i64) -> String {
+        let query = lanes_types::query::LogQuery {
+            stream: Some("stderr".into()),
+            tail: None,
+        };
+        self.client()
+            .job_log(id, &query, None)
+            .await
+            .expect("the log is readable")
+            .text
+    }
+
     /// A job for booking `booking`, as the API takes it.
     pub fn job_request(booking: i64, argv: &[&str]) -> CreateJob {
         CreateJob {

@@ -3,11 +3,9 @@
 //! top of everything. When a job cannot start, it says why in one line. CI runs as root; the
 //! test makes a Unix account with a home, a shell and a profile.
 
-use lanes_client::Client;
 use lanes_server::accounts::Role;
 use lanes_tests::{cards, ensure_login_account, Session, TestApp};
 use lanes_types::job::{CreateJob, DefaultEnvironment, EnvironmentBase, Job, JobState};
-use lanes_types::query::LogQuery;
 use std::collections::BTreeMap;
 
 const ACCOUNT: &str = "lanes-test-login";
@@ -39,14 +37,6 @@ async fn member(app: &TestApp) -> Option<Session<'_>> {
         app,
         cookie: app.sign_up(ACCOUNT, Role::User).await,
     })
-}
-
-async fn stderr_of(client: &Client, id: i64) -> String {
-    let query = LogQuery {
-        stream: Some("stderr".into()),
-        tail: None,
-    };
-    client.job_log(id, &query, None).await.unwrap().text
 }
 
 /// Runs `request` and waits for it to end.
@@ -88,7 +78,7 @@ async fn a_job_runs_in_its_users_login_environment_with_the_argv_as_typed_and_th
         "the profile cannot widen the mask: {out}"
     );
     assert!(out.contains("<two words><$HOME>"), "argv unchanged: {out}");
-    let err = stderr_of(&ada.client(), done.id).await;
+    let err = ada.stderr(done.id).await;
     assert!(
         err.contains(&format!("profile of {ACCOUNT} was read")),
         "{err}"
@@ -160,7 +150,7 @@ async fn a_job_that_cannot_start_says_why_in_one_line() {
         "{}",
         done.message
     );
-    let err = stderr_of(&ada.client(), done.id).await;
+    let err = ada.stderr(done.id).await;
     assert!(
         err.contains("lanes: the job did not start: python3-not-installed: not found"),
         "{err}"

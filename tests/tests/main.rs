@@ -8,6 +8,7 @@ mod authorization;
 mod booking_sequences;
 mod bookings;
 mod cli;
+mod device_wall;
 mod enforcement;
 mod environment;
 mod events;
