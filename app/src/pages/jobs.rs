@@ -167,9 +167,25 @@ fn JobRow(
         _ => String::new(),
     };
     let live = !job.state.is_over();
+    // What it ran in, once started: its environment, its CPU time and host memory (from its
+    // cgroup), and its device wall on hover.
+    let ran_in = job.environment.clone().map(|env| {
+        let mut line = env;
+        if let Some(ms) = job.cpu_time_ms {
+            line.push_str(&format!(" · CPU {:.1} s", ms as f64 / 1000.0));
+        }
+        if let Some(peak) = job.peak_host_memory_bytes {
+            line.push_str(&format!(" · RAM {}", bytes(peak)));
+        }
+        line
+    });
+    let wall = job.device_wall.clone().unwrap_or_default();
     view! {
         <tr data-job=id.to_string()>
-            <td title=job.argv.join(" ")>{format!("#{id} ")}<code>{title}</code></td>
+            <td title=job.argv.join(" ")>
+                {format!("#{id} ")}<code>{title}</code>
+                {ran_in.map(|line| view! { <br /><small class="muted" title=format!("device wall: {wall}")>{line}</small> })}
+            </td>
             <td>{job.username.clone()}</td>
             <td>{match (job.booking_id, job.queue.is_some()) {
                 (Some(b), false) => format!("#{b}"),

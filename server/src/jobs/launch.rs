@@ -779,6 +779,52 @@ mod tests {
     }
 
     #[test]
+    fn a_captured_environment_keeps_the_profiles_variables_but_not_the_capturing_shells() {
+        let env = parse_environment(
+            b"PATH=/opt/venv/bin:/usr/bin\0LAB=a=b\0PWD=/home/ada\0SHLVL=1\0_=/usr/bin/env\0\
+              BASH_FUNC_x%%=() { :; }\0MULTI=one\ntwo\0",
+        );
+        assert_eq!(
+            env,
+            BTreeMap::from([
+                ("PATH".to_string(), "/opt/venv/bin:/usr/bin".to_string()),
+                ("LAB".to_string(), "a=b".to_string()),
+                ("MULTI".to_string(), "one\ntwo".to_string()),
+            ])
+        );
+    }
+
+    #[test]
+    fn accounts_that_refuse_logins_are_known_by_their_shell() {
+        for shell in ["/usr/sbin/nologin", "/sbin/nologin", "/bin/false", ""] {
+            assert!(refuses_login(shell), "{shell}");
+        }
+        for shell in ["/bin/bash", "/usr/bin/zsh", "/bin/sh"] {
+            assert!(!refuses_login(shell), "{shell}");
+        }
+    }
+
+    #[test]
+    fn commands_are_found_on_the_path_they_will_run_with() {
+        let dir = std::env::temp_dir().join(format!("lanes-resolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tool = dir.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::write(dir.join("notes"), "text").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", dir.display());
+        assert_eq!(resolve("tool", &path), Some(tool));
+        assert_eq!(resolve("notes", &path), None, "not executable");
+        assert_eq!(resolve("tool", "/usr/bin"), None);
+        assert_eq!(
+            resolve("./x", ""),
+            Some(PathBuf::from("./x")),
+            "a path is used as given"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn working_directories_must_be_absolute() {
         assert!(check_dir("/home/ada/runs").is_ok());
         for bad in ["runs", "../../../../root", "", "./x"] {
