@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the portal: dashboard, API and GPU poller.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Check the NVIDIA driver, NVML, the cards and what CUDA_VISIBLE_DEVICES selects.
     Doctor(DoctorArgs),
     /// Manage accounts directly in the database (no running server needed).

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Doctor(args) => ExitCode::from(lanes_server::doctor::run(args.json) as u8),
         Command::User {
             command: UserCommand::Add(args),

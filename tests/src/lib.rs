@@ -57,8 +57,36 @@ impl CgroupParent {
 }
 
 impl Drop for CgroupParent {
+    /// Kills what a test left running in its jobs' cgroups (a test may end before its jobs
+    /// do) and removes them, then the parent.
     fn drop(&mut self) {
         for dir in self.dirs() {
+            let jobs: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.is_dir())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for job in jobs {
+                for _ in 0..50 {
+                    let procs =
+                        std::fs::read_to_string(job.join("cgroup.procs")).unwrap_or_default();
+                    if procs.trim().is_empty() {
+                        break;
+                    }
+                    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let _ = std::fs::remove_dir(&job);
+            }
             let _ = std::fs::remove_dir(dir);
         }
     }

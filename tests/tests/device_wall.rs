@@ -98,10 +98,16 @@ async fn walled_jobs_stay_on_their_cards_and_end_whole(isolation: Isolation) {
         "the sleeper left the job's session"
     );
     let same = Wall::set_up(isolation, &app.cgroup_parent.0, &BTreeMap::new()).unwrap();
-    assert_eq!(
-        same.job_of(escaped),
-        Some(escape.id),
-        "attributed by cgroup"
+    let cgroup = same
+        .cgroup_of(escaped)
+        .expect("the sleeper is in a job cgroup");
+    let running = ada.job(escape.id).await;
+    assert!(
+        running
+            .device_wall
+            .as_deref()
+            .is_some_and(|w| w.ends_with(&format!("(its cgroup: {cgroup})"))),
+        "attributed to its job by cgroup: {cgroup} vs {running:?}"
     );
 
     // At the slot's end both go (they ignore SIGTERM: the cgroup is killed after the grace),
@@ -118,24 +124,22 @@ async fn walled_jobs_stay_on_their_cards_and_end_whole(isolation: Isolation) {
         || async { (!alive(escaped)).then_some(()) },
     )
     .await;
-    let job_dirs: Vec<_> = app
-        .cgroup_parent
-        .dirs()
-        .into_iter()
-        .flat_map(|d| {
-            [
-                d.join(format!("job-{}", probe.id)),
-                d.join(format!("job-{}", escape.id)),
-            ]
+    let parents = app.cgroup_parent.dirs();
+    assert!(!parents.is_empty());
+    let no_job_cgroups = || {
+        parents.iter().all(|p| {
+            std::fs::read_dir(p)
+                .unwrap()
+                .flatten()
+                .all(|e| !e.path().is_dir())
         })
-        .collect();
-    assert!(!job_dirs.is_empty());
+    };
     let recorded = wait_until(
         Duration::from_secs(10),
         "the cgroups are removed",
         || async {
             let job = ada.job(escape.id).await;
-            (job_dirs.iter().all(|d| !d.exists()) && job.cpu_time_ms.is_some()).then_some(job)
+            (no_job_cgroups() && job.cpu_time_ms.is_some()).then_some(job)
         },
     )
     .await;

@@ -144,8 +144,14 @@ impl Enforcer {
                     .then(|| procinfo::stat(process.pid).map(|s| s.session))
                     .flatten();
                 let exe = real.then(|| procinfo::exe(process.pid)).flatten();
-                let cgroup_job = real.then(|| self.wall.job_of(process.pid)).flatten();
-                let lane = facts.classify(&gpu.uuid, process, session, cgroup_job, exe.as_deref());
+                let cgroup = real.then(|| self.wall.cgroup_of(process.pid)).flatten();
+                let lane = facts.classify(
+                    &gpu.uuid,
+                    process,
+                    session,
+                    cgroup.as_deref(),
+                    exe.as_deref(),
+                );
                 card.lanes.insert(process.pid, lane);
                 match lane {
                     ProcessLane::Job { id } => {
@@ -232,6 +238,7 @@ impl Enforcer {
                 RunningJob {
                     id: job.job.id,
                     cards,
+                    cgroup: job.cgroup.clone(),
                 },
             );
         }
@@ -485,6 +492,7 @@ mod tests {
         let job = RunningJob {
             id: 7,
             cards: vec!["GPU-A".into()],
+            cgroup: None,
         };
         let mut recent = HashMap::new();
         let mut running = Facts::default();

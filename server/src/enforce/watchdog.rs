@@ -12,6 +12,8 @@ use std::collections::{HashMap, HashSet};
 pub struct RunningJob {
     pub id: i64,
     pub cards: Vec<String>,
+    /// Its cgroup behind the device wall, as `/proc/PID/cgroup` names it.
+    pub cgroup: Option<String>,
 }
 
 /// What the watchdog knows at one pass.
@@ -29,18 +31,22 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Whose process this is (`session`: its session id, `cgroup_job`: the job whose cgroup it
-    /// is in, `exe`: the path of its executable, when /proc shows them), as a lane.
+    /// Whose process this is (`session`: its session id, `cgroup`: its cgroup, `exe`: the path
+    /// of its executable, when /proc shows them), as a lane.
     pub fn classify(
         &self,
         card: &str,
         process: &GpuProcess,
         session: Option<u32>,
-        cgroup_job: Option<i64>,
+        cgroup: Option<&str>,
         exe: Option<&str>,
     ) -> ProcessLane {
-        let job = cgroup_job
-            .and_then(|id| self.jobs.values().find(|j| j.id == id))
+        let job = cgroup
+            .and_then(|path| {
+                self.jobs
+                    .values()
+                    .find(|j| j.cgroup.as_deref() == Some(path))
+            })
             .or_else(|| self.jobs.get(&process.pid))
             .or_else(|| session.and_then(|s| self.jobs.get(&s)));
         if let Some(job) = job.filter(|j| j.cards.iter().any(|c| c == card)) {
@@ -174,6 +180,7 @@ mod tests {
             RunningJob {
                 id: 9,
                 cards: vec!["GPU-A".into()],
+                cgroup: Some("/lanes/job-9-a1b2c3".into()),
             },
         );
         f.exempt_users.insert("monitor".into());
@@ -204,7 +211,13 @@ mod tests {
         // while it is in the job's cgroup.
         let escaped = process(777, "alice", "python");
         assert_eq!(
-            f.classify("GPU-A", &escaped, Some(777), Some(9), None),
+            f.classify(
+                "GPU-A",
+                &escaped,
+                Some(777),
+                Some("/lanes/job-9-a1b2c3"),
+                None
+            ),
             ProcessLane::Job { id: 9 }
         );
         assert_eq!(

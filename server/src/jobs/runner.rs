@@ -323,6 +323,23 @@ impl Runner {
                             watched.insert(id, adopted);
                         }
                         None => {
+                            // What it left in its cgroup goes, and the cgroup with it.
+                            let cgroup = job
+                                .cgroup
+                                .as_deref()
+                                .and_then(|path| self.settings.wall.reopen(path))
+                                .filter(JobCgroup::exists);
+                            if let Some(cgroup) = cgroup {
+                                leftovers.insert(
+                                    id,
+                                    Leftover {
+                                        group: None,
+                                        since: now,
+                                        termed: false,
+                                        cgroup: Some(cgroup),
+                                    },
+                                );
+                            }
                             let message =
                                 "its process vanished while the server was down".to_string();
                             let end = ended(JobState::Lost, None, None, message);

@@ -252,7 +252,7 @@ impl Wall {
     /// Walls a probe cgroup off one device, so that a wall that would fail is known at start,
     /// not at the first job.
     fn probe(&self) -> Result<(), WallError> {
-        let probe = self.create_named("probe", &[(1, 3)])?;
+        let probe = self.create_named(&format!("probe-{}", std::process::id()), &[(1, 3)])?;
         let removed = probe.remove();
         removed.map_err(|source| WallError::Create {
             path: probe.dirs[0].clone(),
@@ -306,13 +306,20 @@ impl Wall {
         refused
     }
 
-    /// Makes the cgroup of job `id`, walled off every card of this node but `cards`. `None`
-    /// when the wall is off.
+    /// Makes the cgroup of job `id`, walled off every card of this node but `cards`: named
+    /// `job-<id>-<random>`, so that a job id that comes back (a recreated database) or another
+    /// server under the same parent never meets it. `None` when the wall is off.
     pub fn create(&self, id: i64, cards: &[String]) -> Result<Option<JobCgroup>, WallError> {
         if !self.is_on() {
             return Ok(None);
         }
-        self.create_named(&format!("job-{id}"), &self.refused_for(cards))
+        let mut random = [0u8; 4];
+        getrandom::fill(&mut random).map_err(|e| WallError::Create {
+            path: self.parent.clone().into(),
+            source: std::io::Error::other(e),
+        })?;
+        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        self.create_named(&format!("job-{id}-{suffix}"), &self.refused_for(cards))
             .map(Some)
     }
 
@@ -375,13 +382,14 @@ impl Wall {
         })
     }
 
-    /// The job whose cgroup the process `pid` is in, read from `/proc/PID/cgroup`.
-    pub fn job_of(&self, pid: u32) -> Option<i64> {
+    /// The cgroup of process `pid` (in the hierarchy the wall uses), when it is one of the job
+    /// cgroups under this wall's parent; read from `/proc/PID/cgroup`.
+    pub fn cgroup_of(&self, pid: u32) -> Option<String> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-        self.job_in(&text)
+        self.cgroup_in(&text)
     }
 
-    fn job_in(&self, proc_cgroup: &str) -> Option<i64> {
+    fn cgroup_in(&self, proc_cgroup: &str) -> Option<String> {
         let path = proc_cgroup.lines().find_map(|line| {
             let mut parts = line.splitn(3, ':');
             let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -392,8 +400,9 @@ impl Wall {
             };
             ours.then_some(path)
         })?;
-        let name = path.strip_prefix(&self.parent)?.strip_prefix("/job-")?;
-        name.parse().ok()
+        path.strip_prefix(&self.parent)?
+            .strip_prefix("/job-")
+            .map(|_| path.to_string())
     }
 }
 
@@ -545,20 +554,24 @@ mod tests {
     }
 
     #[test]
-    fn processes_are_matched_to_jobs_by_their_cgroup_and_nothing_else() {
+    fn a_process_cgroup_is_read_from_the_hierarchy_the_wall_uses_and_only_under_its_parent() {
         let v2 = wall(Kind::V2 {
             mount: "/sys/fs/cgroup".into(),
             memory: true,
         });
-        assert_eq!(v2.job_in("0::/lanes/job-12\n"), Some(12));
-        assert_eq!(v2.job_in("0::/lanes/job-12x\n"), None);
-        assert_eq!(v2.job_in("0::/other/job-12\n"), None);
-        assert_eq!(v2.job_in("0::/lanesx/job-12\n"), None);
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(
+            v2.cgroup_in("0::/lanes/job-12-ab\n"),
+            some("/lanes/job-12-ab")
+        );
+        assert_eq!(v2.cgroup_in("0::/other/job-12-ab\n"), None);
+        assert_eq!(v2.cgroup_in("0::/lanesx/job-12-ab\n"), None);
+        assert_eq!(v2.cgroup_in("0::/lanes/probe-1\n"), None);
         let v1 = wall(Kind::V1 {
             hierarchies: vec![("devices", "/sys/fs/cgroup/devices".into())],
         });
-        let text = "5:devices:/lanes/job-7\n4:memory:/lanes/job-9\n0::/\n";
-        assert_eq!(v1.job_in(text), Some(7));
-        assert_eq!(Wall::off("x").job_in(text), None);
+        let text = "5:devices:/lanes/job-7-cd\n4:memory:/lanes/job-9-ef\n0::/\n";
+        assert_eq!(v1.cgroup_in(text), some("/lanes/job-7-cd"));
+        assert_eq!(Wall::off("x").cgroup_in(text), None);
     }
 }
