@@ -29,19 +29,25 @@ chown lanesuser: /home/lanesuser/.profile
   > "$OUT/wall-host.txt" 2>&1
 su - lanesuser -c 'command -v python3' > "$OUT/wall-login-python3.txt" 2>&1
 
-data=$(mktemp -d)
-printf 'ada passphrase\n' | ./lanes user add --username ada --unix-user lanesuser \
-  --password-stdin --data-dir "$data" > /dev/null
+# A fresh server (`lanes serve` with NAME's outputs and the extra flags), user ada (Unix account
+# lanesuser) logged in, and its cards in $OUT/wall-NAME-gpus.json.
+serve_as_ada() { # NAME FLAGS...
+  local name=$1; shift
+  data=$(mktemp -d)
+  printf 'ada passphrase\n' | ./lanes user add --username ada --unix-user lanesuser \
+    --password-stdin --data-dir "$data" > /dev/null
+  ./lanes serve "$@" --listen 127.0.0.1:$PORT --data-dir "$data" --site-root site \
+    --job-grace 5s > "$OUT/wall-$name-serve.out" 2> "$OUT/wall-$name-serve.err" &
+  SERVER=$!
+  sleep 3
+  curl -s -c "$data/c" -H 'content-type: application/json' \
+    -d '{"username":"ada","password":"ada passphrase"}' $URL/api/v1/auth/login > /dev/null
+  curl -s -b "$data/c" $URL/api/v1/gpus > "$OUT/wall-$name-gpus.json"
+}
 ./lanes doctor > "$OUT/wall-doctor.txt" 2>&1
-./lanes serve --gpus nvml --listen 127.0.0.1:$PORT --data-dir "$data" --site-root site \
-  --job-grace 5s > "$OUT/wall-serve.out" 2> "$OUT/wall-serve.err" &
-SERVER=$!
-sleep 3
-curl -s -c "$data/c" -H 'content-type: application/json' \
-  -d '{"username":"ada","password":"ada passphrase"}' $URL/api/v1/auth/login > /dev/null
-curl -s -b "$data/c" $URL/api/v1/gpus > "$OUT/wall-gpus.json"
-LAST=$($PY -c 'import json,sys; g=json.load(open(sys.argv[1])); print(max(c["index"] for c in g))' "$OUT/wall-gpus.json")
-CARD=$($PY -c 'import json,sys; g=json.load(open(sys.argv[1])); print([c["uuid"] for c in g if c["index"]==int(sys.argv[2])][0])' "$OUT/wall-gpus.json" "$LAST")
+serve_as_ada nvml --gpus nvml
+LAST=$($PY -c 'import json,sys; g=json.load(open(sys.argv[1])); print(max(c["index"] for c in g))' "$OUT/wall-nvml-gpus.json")
+CARD=$($PY -c 'import json,sys; g=json.load(open(sys.argv[1])); print([c["uuid"] for c in g if c["index"]==int(sys.argv[2])][0])' "$OUT/wall-nvml-gpus.json" "$LAST")
 echo "booked GPU $LAST = $CARD" > "$OUT/wall-booked.txt"
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 END=$(date -u -d "+$SLOT_SECONDS sec" +%Y-%m-%dT%H:%M:%SZ)
@@ -82,18 +88,8 @@ ls /sys/fs/cgroup/lanes > "$OUT/wall-cgroups-after.txt" 2>&1
 kill -TERM $SERVER; wait $SERVER
 
 if [ "$LAST" = 0 ]; then
-  data=$(mktemp -d)
-  printf 'ada passphrase\n' | ./lanes user add --username ada --unix-user lanesuser \
-    --password-stdin --data-dir "$data" > /dev/null
   PORT=$((PORT + 1)); URL=http://127.0.0.1:$PORT
-  ./lanes serve --gpus sim:2 --sim-background false --sim-device-files /dev/nvidia0,/dev/null \
-    --listen 127.0.0.1:$PORT --data-dir "$data" --site-root site --job-grace 5s \
-    > "$OUT/wall-sim-serve.out" 2> "$OUT/wall-sim-serve.err" &
-  SERVER=$!
-  sleep 3
-  curl -s -c "$data/c" -H 'content-type: application/json' \
-    -d '{"username":"ada","password":"ada passphrase"}' $URL/api/v1/auth/login > /dev/null
-  curl -s -b "$data/c" $URL/api/v1/gpus > "$OUT/wall-sim-gpus.json"
+  serve_as_ada sim --gpus sim:2 --sim-background false --sim-device-files /dev/nvidia0,/dev/null
   CARD=$($PY -c 'import json,sys; print([c["uuid"] for c in json.load(open(sys.argv[1])) if c["index"]==1][0])' "$OUT/wall-sim-gpus.json")
   START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   END=$(date -u -d "+60 sec" +%Y-%m-%dT%H:%M:%SZ)
