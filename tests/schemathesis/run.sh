@@ -27,7 +27,9 @@ token=$(curl -sf -b "lanes_session=$cookie" -H 'content-type: application/json' 
   -d '{"name":"schemathesis"}' "$base/api/v1/tokens" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')
 # The websocket routes are not HTTP request/response operations; the token routes would let the
-# fuzzer revoke its own token, and the password route would lock it out.
+# fuzzer revoke its own token, and the password route would lock it out. One worker: with two,
+# CPython 3.11's ast.parse, which Hypothesis calls to describe its filters, is not thread-safe and
+# once failed the run with "AST constructor recursion depth mismatch" (a tool error, not ours).
 status=0
 "$st" run "$base/api/v1/openapi.json" \
   --checks not_a_server_error,response_schema_conformance \
@@ -37,7 +39,7 @@ status=0
   --exclude-path '/api/v1/me/password' \
   --exclude-path '/api/v1/auth/logout' \
   --max-time "$seconds" \
-  --workers 2 \
+  --workers 1 \
   --no-color \
   --seed 1 || status=$?
 if grep -q "panicked" "$work/server.log"; then

@@ -163,6 +163,9 @@ impl Wall {
         }
         let tried = match isolation {
             Isolation::None => return Ok(Self::off("--isolation none")),
+            _ if !nix::unistd::Uid::effective().is_root() => Err(WallError::Unavailable(
+                "Lanes does not run as root, so it cannot make cgroups for jobs".into(),
+            )),
             Isolation::CgroupV2 => Self::set_up_v2(&parent),
             Isolation::CgroupV1 => Self::set_up_v1(&parent),
             Isolation::Cgroup => {
