@@ -126,7 +126,8 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
             <label>"Name " <input node_ref=name placeholder="optional" /></label>
             <button type="submit">"Run"</button>
             <p class="hint">
-                "The command runs as you, without a shell (write " <code>"sh -c '…'"</code>
+                "The command runs as you, in your login environment on the node (your profile's "
+                <code>"PATH"</code>", venv or conda), without a shell (write " <code>"sh -c '…'"</code>
                 " for one), with only the booking's cards visible. It starts when the booking does."
             </p>
             {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
