@@ -179,7 +179,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LANES_ISOLATION", value_enum, default_value_t = crate::jobs::wall::Isolation::Cgroup)]
     pub isolation: crate::jobs::wall::Isolation,
     /// The cgroup under which jobs' cgroups are made (in each cgroup v1 hierarchy alike).
-    #[arg(long, env = "LANES_CGROUP_PARENT", default_value = "/lanes")]
+    #[arg(long, env = "LANES_CGROUP_PARENT", default_value = crate::jobs::wall::DEFAULT_PARENT)]
     pub cgroup_parent: String,
     /// How long a user's login profile may take to set up a job's environment.
     #[arg(long, env = "LANES_PROFILE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]

@@ -1,7 +1,7 @@
 //! `lanes doctor`: what the driver says about this host, and what a job started here with the
 //! current environment would see. The mask rules are plain functions, tested below.
 
-use crate::jobs::wall::{Isolation, Wall};
+use crate::jobs::wall::{Isolation, Wall, DEFAULT_PARENT};
 use crate::telemetry::nvml::{device_files, read_inventory};
 use lanes_types::GpuInfo;
 use serde::Serialize;
@@ -186,9 +186,9 @@ pub struct WallCheck {
 }
 
 /// Sets the wall up the way `lanes serve` would (a probe cgroup walled off one device proves
-/// it), under `LANES_CGROUP_PARENT` or `/lanes`.
+/// it), under `LANES_CGROUP_PARENT` or the default parent.
 fn check_wall(device_files: &BTreeMap<String, PathBuf>) -> WallCheck {
-    let parent = std::env::var("LANES_CGROUP_PARENT").unwrap_or_else(|_| "/lanes".into());
+    let parent = std::env::var("LANES_CGROUP_PARENT").unwrap_or_else(|_| DEFAULT_PARENT.into());
     match Wall::set_up(Isolation::Cgroup, &parent, device_files) {
         Ok(wall) => WallCheck {
             on: wall.is_on(),

@@ -39,9 +39,7 @@ pub struct CgroupParent(pub String);
 
 impl CgroupParent {
     fn new() -> Self {
-        let mut random = [0u8; 6];
-        getrandom::fill(&mut random).expect("randomness");
-        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let suffix = lanes_server::jobs::random_hex(6).expect("randomness");
         Self(format!("/lanes-test-{suffix}"))
     }
 

@@ -1,6 +1,7 @@
 //! Who may be on a card (pure): every process a card lists is matched to a Lanes job (by its
 //! cgroup behind the device wall, which nothing inside can leave; else by its session: a job
-//! leads its own), to its owner's active booking of the card, or to the admins' exemptions. Anything else is unbooked use, and the tracker follows each such process from
+//! leads its own), to its owner's active booking of the card, or to the admins' exemptions.
+//! Anything else is unbooked use, and the tracker follows each such process from
 //! first sight to its end, deciding when `terminate` signals it.
 
 use lanes_types::enforcement::{Policy, ViolationAction, WatchdogMode};

@@ -12,12 +12,12 @@ use nix::unistd::{Gid, Pid, Uid, User};
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Whom a job runs as.
@@ -292,7 +292,7 @@ fn start_keeper(
     file: File,
     limit: u64,
     account: &Option<(Uid, Gid, Vec<Gid>)>,
-) -> std::io::Result<std::process::Child> {
+) -> std::io::Result<Child> {
     let mut command = Command::new(keeper);
     command
         .args(["keep-log", "--limit", &limit.to_string()])
@@ -361,14 +361,14 @@ fn refuses_login(shell: &str) -> bool {
     shell.is_empty() || shell.ends_with("/nologin") || shell.ends_with("/false")
 }
 
-/// What a job runs as, prepared before any fork: the account to switch to (none in
-/// single-user mode), the cgroup handles to join, and the directory to enter.
-struct Child {
+/// What a job's processes start as, prepared before any fork: the account to switch to (none
+/// in single-user mode) and the cgroup handles to join.
+struct StartAs {
     account: Option<(Uid, Gid, Vec<Gid>)>,
     join: Vec<OwnedFd>,
 }
 
-impl Child {
+impl StartAs {
     /// Makes `command` start as this child: in a session of its own, in the job's cgroup (as
     /// root, before anything else), as the account, in `dir` (or `/` when `dir` cannot be
     /// entered and is not `required`).
@@ -411,7 +411,7 @@ fn errno_text(e: &std::io::Error) -> String {
 /// Slurm's `--get-user-env` does the same with `su - USER -c env`.
 fn login_environment(
     launch: &Launch,
-    child: &Child,
+    start_as: &StartAs,
     base: &BTreeMap<String, String>,
     stderr: &OwnedFd,
 ) -> Result<BTreeMap<String, String>, LaunchError> {
@@ -433,10 +433,8 @@ fn login_environment(
         .open(&capture_path)
         .map_err(|e| failed(e.to_string()))?;
     let _ = std::fs::remove_file(&capture_path);
-    let reader = capture.try_clone().map_err(|e| failed(e.to_string()))?;
-    let mut random = [0u8; 8];
-    getrandom::fill(&mut random).map_err(|e| failed(e.to_string()))?;
-    let marker: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut reader = capture.try_clone().map_err(|e| failed(e.to_string()))?;
+    let marker = super::random_hex(8).map_err(|e| failed(e.to_string()))?;
     let env_program = if Path::new("/usr/bin/env").exists() {
         "/usr/bin/env"
     } else {
@@ -458,7 +456,7 @@ fn login_environment(
             stderr.try_clone().map_err(|e| failed(e.to_string()))?,
         ));
     let home = CString::new(launch.identity.home()).unwrap_or_else(|_| c"/".into());
-    child.prepare(&mut command, home, false);
+    start_as.prepare(&mut command, home, false);
     let mut process = command
         .spawn()
         .map_err(|e| failed(format!("could not start: {}", errno_text(&e))))?;
@@ -481,8 +479,6 @@ fn login_environment(
         }
     };
     let mut output = Vec::new();
-    use std::io::{Read, Seek};
-    let mut reader = reader;
     reader
         .seek(std::io::SeekFrom::Start(0))
         .and_then(|_| reader.take(MAX_PROFILE_OUTPUT).read_to_end(&mut output))
@@ -529,7 +525,7 @@ fn parse_environment(bytes: &[u8]) -> BTreeMap<String, String> {
 /// environment, or one given), its identity, its own variables, then the fixed ones.
 fn environment(
     launch: &Launch,
-    child: &Child,
+    start_as: &StartAs,
     stderr: &OwnedFd,
 ) -> Result<(BTreeMap<String, String>, String), LaunchError> {
     let user = launch.identity.name();
@@ -549,7 +545,7 @@ fn environment(
         ),
         EnvironmentBase::Login => {
             let mut env = identity.clone();
-            env.extend(login_environment(launch, child, &identity, stderr)?);
+            env.extend(login_environment(launch, start_as, &identity, stderr)?);
             (
                 env,
                 format!(
@@ -559,14 +555,10 @@ fn environment(
             )
         }
         EnvironmentBase::Clean => (identity.clone(), format!("a clean environment ({by})")),
-        EnvironmentBase::Given(vars) => {
-            let mut env = BTreeMap::new();
-            env.extend(vars.clone());
-            (
-                env,
-                format!("the environment the client gave ({} variables)", vars.len()),
-            )
-        }
+        EnvironmentBase::Given(vars) => (
+            vars.clone(),
+            format!("the environment the client gave ({} variables)", vars.len()),
+        ),
     };
     // The identity is the account's, whatever the base says.
     for name in ["HOME", "USER", "LOGNAME", "SHELL"] {
@@ -615,7 +607,7 @@ pub fn spawn(launch: &Launch) -> Result<Spawned, LaunchError> {
         Some(cgroup) => cgroup.join_handles().map_err(LaunchError::Cgroup)?,
         None => Vec::new(),
     };
-    let child = Child { account, join };
+    let start_as = StartAs { account, join };
     let (stdout_path, stderr_path) = log_files(&launch.log_dir);
     let mut writers = Vec::new();
     let mut keepers = Vec::new();
@@ -632,7 +624,7 @@ pub fn spawn(launch: &Launch) -> Result<Spawned, LaunchError> {
             read_end,
             file,
             launch.log_limit,
-            &child.account,
+            &start_as.account,
         )
         .map_err(log_err)?;
         keepers.push(keeper);
@@ -640,7 +632,7 @@ pub fn spawn(launch: &Launch) -> Result<Spawned, LaunchError> {
     }
     let stderr = writers.pop().expect("two pipes");
     let stdout = writers.pop().expect("two pipes");
-    let started = start_command(launch, &child, program, args, &c_cwd, stdout, stderr);
+    let started = start_command(launch, &start_as, program, args, &c_cwd, stdout, stderr);
     match started {
         Ok((child, environment)) => Ok(Spawned {
             child,
@@ -659,13 +651,13 @@ pub fn spawn(launch: &Launch) -> Result<Spawned, LaunchError> {
 /// the job's last process closes its own.
 fn start_command(
     launch: &Launch,
-    child: &Child,
+    start_as: &StartAs,
     program: &str,
     args: &[String],
     cwd: &CString,
     stdout: OwnedFd,
     stderr: OwnedFd,
-) -> Result<(std::process::Child, String), LaunchError> {
+) -> Result<(Child, String), LaunchError> {
     let header_err = |source| LaunchError::Log {
         path: launch.log_dir.join("stderr"),
         source,
@@ -674,21 +666,15 @@ fn start_command(
     for line in &launch.header {
         writeln!(header, "lanes: {line}").map_err(header_err)?;
     }
-    let (env, described) = match environment(launch, child, &stderr) {
-        Ok(built) => built,
-        Err(e) => {
-            let _ = writeln!(header, "lanes: the job did not start: {e}");
-            return Err(e);
-        }
-    };
-    writeln!(header, "lanes: environment: {described}").map_err(header_err)?;
-    let path = env.get("PATH").cloned().unwrap_or_default();
-    let not_found = || LaunchError::NotFound {
-        program: program.into(),
-        environment: described.clone(),
-        path: path.clone(),
-    };
-    let outcome = (|| {
+    let started = || {
+        let (env, described) = environment(launch, start_as, &stderr)?;
+        writeln!(header, "lanes: environment: {described}").map_err(header_err)?;
+        let path = env.get("PATH").cloned().unwrap_or_default();
+        let not_found = || LaunchError::NotFound {
+            program: program.into(),
+            environment: described.clone(),
+            path: path.clone(),
+        };
         let resolved = resolve(program, &path).ok_or_else(not_found)?;
         let mut command = Command::new(&resolved);
         command
@@ -699,8 +685,8 @@ fn start_command(
             .stdin(Stdio::null())
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
-        child.prepare(&mut command, cwd.clone(), launch.cwd_required);
-        command
+        start_as.prepare(&mut command, cwd.clone(), launch.cwd_required);
+        let process = command
             .spawn()
             .map_err(|source| match source.raw_os_error() {
                 Some(code) if code & ENTER_DIR_FAILED == ENTER_DIR_FAILED => {
@@ -722,28 +708,27 @@ fn start_command(
                     command: program.into(),
                     source,
                 },
-            })
-    })();
-    match outcome {
-        Ok(process) => Ok((process, described)),
-        Err(e) => {
-            let _ = writeln!(header, "lanes: the job did not start: {e}");
-            Err(e)
-        }
+            })?;
+        Ok((process, described))
+    };
+    let started = started();
+    if let Err(e) = &started {
+        let _ = writeln!(header, "lanes: the job did not start: {e}");
     }
+    started
 }
 
 /// A started job: its process, and the keepers of its two logs (which finish a moment after
 /// the job's last writer, once they have written everything).
 pub struct Spawned {
-    pub child: std::process::Child,
-    pub keepers: Vec<std::process::Child>,
+    pub child: Child,
+    pub keepers: Vec<Child>,
     /// The environment it got, in words.
     pub environment: String,
 }
 
 /// Waits for keepers in the background, so none is left a zombie.
-pub fn reap(keepers: Vec<std::process::Child>) {
+pub fn reap(keepers: Vec<Child>) {
     if keepers.is_empty() {
         return;
     }

@@ -12,6 +12,14 @@ pub mod mask;
 pub mod runner;
 pub mod wall;
 
+/// `bytes` random bytes in hex: the unguessable part of names a job's files, cgroup and login
+/// capture marker are made with.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
+    let mut random = vec![0u8; bytes];
+    getrandom::fill(&mut random).map_err(std::io::Error::other)?;
+    Ok(random.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Gives back the rest of a queue job's booking (it ended before its time limit, or never
 /// ran), so its cards are free at once.
 pub async fn release_booking_of(store: &crate::store::Store, booking: i64, job: i64) {

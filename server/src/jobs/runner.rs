@@ -1,7 +1,7 @@
 //! The runner: starts each queued job when its booking becomes active, watches it, and stops
 //! it (SIGTERM to its whole cgroup, or process group where the device wall is off, then SIGKILL
-//! after a grace period) when the booking ends, is released, or the job is cancelled. One task; it wakes on a timer and when a job is
-//! submitted or cancelled.
+//! after a grace period) when the booking ends, is released, or the job is cancelled. One task;
+//! it wakes on a timer and when a job is submitted or cancelled.
 //!
 //! Jobs outlive the server: they lead their own session and write to files. A restarted runner
 //! re-adopts each running job whose process is still the one it started (same pid, same start
@@ -175,22 +175,11 @@ impl Runner {
                 done.push(*id);
                 continue;
             }
-            let signal = |signal| {
-                if let Some(g) = group {
-                    let _ = killpg(g, signal);
-                }
-            };
             if now - left.since >= grace {
-                signal(Signal::SIGKILL);
-                if let Some(cgroup) = &left.cgroup {
-                    cgroup.kill();
-                }
+                signal_job(left.group, left.cgroup.as_ref(), Signal::SIGKILL);
             } else if !left.termed {
                 tracing::info!(job = id, "stopping what a job left running after it ended");
-                signal(Signal::SIGTERM);
-                if let Some(cgroup) = &left.cgroup {
-                    cgroup.signal(Signal::SIGTERM);
-                }
+                signal_job(left.group, left.cgroup.as_ref(), Signal::SIGTERM);
                 left.termed = true;
             }
         }
@@ -279,15 +268,7 @@ impl Runner {
                             // Whatever its profile left running goes with the cgroup.
                             if let Some(cgroup) = cgroup {
                                 cgroup.kill();
-                                leftovers.insert(
-                                    id,
-                                    Leftover {
-                                        group: None,
-                                        since: now,
-                                        termed: true,
-                                        cgroup: Some(cgroup),
-                                    },
-                                );
+                                leftovers.insert(id, Leftover::in_cgroup(cgroup, now));
                             }
                             let end = ended(JobState::Failed, None, None, message);
                             self.finish(&job, &end, now).await?;
@@ -305,10 +286,7 @@ impl Runner {
                     match self.adopt(&job) {
                         Some(handle) => {
                             tracing::info!(job = id, "re-adopted a job that outlived a restart");
-                            let cgroup = job
-                                .cgroup
-                                .as_deref()
-                                .and_then(|path| self.settings.wall.reopen(path));
+                            let cgroup = self.recorded_cgroup(&job);
                             let adopted = Watched {
                                 handle,
                                 keepers: Vec::new(),
@@ -324,21 +302,9 @@ impl Runner {
                         }
                         None => {
                             // What it left in its cgroup goes, and the cgroup with it.
-                            let cgroup = job
-                                .cgroup
-                                .as_deref()
-                                .and_then(|path| self.settings.wall.reopen(path))
-                                .filter(JobCgroup::exists);
+                            let cgroup = self.recorded_cgroup(&job).filter(JobCgroup::exists);
                             if let Some(cgroup) = cgroup {
-                                leftovers.insert(
-                                    id,
-                                    Leftover {
-                                        group: None,
-                                        since: now,
-                                        termed: false,
-                                        cgroup: Some(cgroup),
-                                    },
-                                );
+                                leftovers.insert(id, Leftover::in_cgroup(cgroup, now));
                             }
                             let message =
                                 "its process vanished while the server was down".to_string();
@@ -356,6 +322,13 @@ impl Runner {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The cgroup recorded with a job (started by this run or an earlier one).
+    fn recorded_cgroup(&self, job: &JobToRun) -> Option<JobCgroup> {
+        job.cgroup
+            .as_deref()
+            .and_then(|path| self.settings.wall.reopen(path))
     }
 
     /// The process of a job started by an earlier run, if it is still that process.
@@ -467,15 +440,11 @@ impl Runner {
             }
             return Ok(());
         }
-        let pgid = Pid::from_raw(job.pid() as i32);
         match &job.stopping {
             None => {
                 if let Some(reason) = stop {
                     tracing::info!(job = id, reason, "stopping a job");
-                    let _ = killpg(pgid, Signal::SIGTERM);
-                    if let Some(cgroup) = &job.cgroup {
-                        cgroup.signal(Signal::SIGTERM);
-                    }
+                    signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
                     job.stopping = Some((now, reason.to_string()));
                     self.store.job_stopping(id, now, reason).await?;
                 }
@@ -483,10 +452,7 @@ impl Runner {
             Some((since, _)) => {
                 let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
                 if now - *since >= grace {
-                    let _ = killpg(pgid, Signal::SIGKILL);
-                    if let Some(cgroup) = &job.cgroup {
-                        cgroup.kill();
-                    }
+                    signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGKILL);
                 }
             }
         }
@@ -602,10 +568,7 @@ impl Runner {
             .recursive(true)
             .mode(0o700)
             .create(&self.settings.jobs_dir)?;
-        let mut random = [0u8; 6];
-        getrandom::fill(&mut random).map_err(std::io::Error::other)?;
-        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let name = format!("{job_id}-{suffix}");
+        let name = format!("{job_id}-{}", super::random_hex(6)?);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(self.settings.jobs_dir.join(&name))?;
@@ -623,6 +586,33 @@ struct Leftover {
     termed: bool,
     /// Its cgroup: what is in it is what is left, wherever it moved its session or group.
     cgroup: Option<JobCgroup>,
+}
+
+impl Leftover {
+    /// What is left in the cgroup of a job with no main process (it failed to start, or it
+    /// vanished while the server was down), from `since`.
+    fn in_cgroup(cgroup: JobCgroup, since: DateTime<Utc>) -> Self {
+        Self {
+            group: None,
+            since,
+            termed: false,
+            cgroup: Some(cgroup),
+        }
+    }
+}
+
+/// Signals everything of a job: its process group (led by its main process, `group`), and its
+/// cgroup, which also holds what left the group. SIGKILL kills the cgroup whole
+/// (`cgroup.kill`, or frozen and then killed), so nothing forks its way out meanwhile.
+fn signal_job(group: Option<u32>, cgroup: Option<&JobCgroup>, signal: Signal) {
+    if let Some(g) = group {
+        let _ = killpg(Pid::from_raw(g as i32), signal);
+    }
+    match cgroup {
+        Some(c) if signal == Signal::SIGKILL => c.kill(),
+        Some(c) => c.signal(signal),
+        None => {}
+    }
 }
 
 /// Whether `process` still runs: same pid, same start time, same boot, and not a zombie.

@@ -18,6 +18,9 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The cgroup job cgroups go under unless `--cgroup-parent` (`LANES_CGROUP_PARENT`) says.
+pub const DEFAULT_PARENT: &str = "/lanes";
+
 /// What `--isolation` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -89,7 +92,10 @@ pub struct Usage {
     pub peak_memory_bytes: Option<u64>,
 }
 
-fn mountinfo() -> Vec<(PathBuf, String, String)> {
+/// A mounted file system: mount point, type, super options.
+type Mount = (PathBuf, String, String);
+
+fn mountinfo() -> Vec<Mount> {
     // Fields: id parent major:minor root mountpoint options [optional...] - fstype source super
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
@@ -161,22 +167,23 @@ impl Wall {
                 .map_err(|e| WallError::Unavailable(format!("card {uuid}'s device file: {e}")))?;
             devices.insert(uuid.clone(), number);
         }
+        let mounts = mountinfo();
         let tried = match isolation {
             Isolation::None => return Ok(Self::off("--isolation none")),
             _ if !nix::unistd::Uid::effective().is_root() => Err(WallError::Unavailable(
                 "Lanes does not run as root, so it cannot make cgroups for jobs".into(),
             )),
-            Isolation::CgroupV2 => Self::set_up_v2(&parent),
-            Isolation::CgroupV1 => Self::set_up_v1(&parent),
+            Isolation::CgroupV2 => Self::set_up_v2(&mounts, &parent),
+            Isolation::CgroupV1 => Self::set_up_v1(&mounts, &parent),
             Isolation::Cgroup => {
-                let unified = mountinfo()
+                let unified = mounts
                     .iter()
                     .any(|(m, t, _)| t == "cgroup2" && m == Path::new("/sys/fs/cgroup"));
                 if unified {
-                    Self::set_up_v2(&parent)
+                    Self::set_up_v2(&mounts, &parent)
                 } else {
-                    Self::set_up_v1(&parent).or_else(|v1| {
-                        Self::set_up_v2(&parent)
+                    Self::set_up_v1(&mounts, &parent).or_else(|v1| {
+                        Self::set_up_v2(&mounts, &parent)
                             .map_err(|v2| WallError::Unavailable(format!("{v1}; {v2}")))
                     })
                 }
@@ -196,12 +203,12 @@ impl Wall {
         }
     }
 
-    fn set_up_v2(parent: &str) -> Result<Kind, WallError> {
+    fn set_up_v2(mounts: &[Mount], parent: &str) -> Result<Kind, WallError> {
         let unavailable = |why: String| WallError::Unavailable(format!("cgroup v2: {why}"));
-        let mount = mountinfo()
-            .into_iter()
+        let mount = mounts
+            .iter()
             .find(|(_, t, _)| t == "cgroup2")
-            .map(|(m, _, _)| m)
+            .map(|(m, _, _)| m.clone())
             .ok_or_else(|| unavailable("no cgroup2 file system is mounted".into()))?;
         let dir = mount.join(parent.trim_start_matches('/'));
         make_dir(&dir).map_err(|e| unavailable(format!("cannot make {}: {e}", dir.display())))?;
@@ -213,8 +220,7 @@ impl Wall {
         Ok(Kind::V2 { mount, memory })
     }
 
-    fn set_up_v1(parent: &str) -> Result<Kind, WallError> {
-        let mounts = mountinfo();
+    fn set_up_v1(mounts: &[Mount], parent: &str) -> Result<Kind, WallError> {
         let find = |controller: &str| {
             mounts
                 .iter()
@@ -316,12 +322,10 @@ impl Wall {
         if !self.is_on() {
             return Ok(None);
         }
-        let mut random = [0u8; 4];
-        getrandom::fill(&mut random).map_err(|e| WallError::Create {
+        let suffix = super::random_hex(4).map_err(|source| WallError::Create {
             path: self.parent.clone().into(),
-            source: std::io::Error::other(e),
+            source,
         })?;
-        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
         self.create_named(&format!("job-{id}-{suffix}"), &self.refused_for(cards))
             .map(Some)
     }
