@@ -20,7 +20,7 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build test tools tools-test fmt-check clippy dev-build unit api-fuzz browser bench screenshot clean
+.PHONY: run build test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -29,7 +29,7 @@ run: build
 build: tools
 	cargo leptos build --release
 
-test: tools tools-test fmt-check clippy unit api-fuzz browser
+test: tools tools-test fmt-check clippy unit postgres api-fuzz browser
 	@echo "All checks passed."
 
 tools:
@@ -70,6 +70,14 @@ dev-build:
 
 unit: dev-build
 	cargo test --workspace
+
+# The same integration suite again, every test on a fresh database of the PostgreSQL server at
+# $(TEST_POSTGRES) (made and dropped by each test).
+TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
+postgres: dev-build
+	@psql "$(TEST_POSTGRES)" -tAc 'SELECT 1' >/dev/null \
+		|| (echo "make test needs PostgreSQL at $(TEST_POSTGRES) (set TEST_POSTGRES)"; exit 1)
+	LANES_TEST_POSTGRES=$(TEST_POSTGRES) cargo test -p lanes-tests --test integration
 
 # Schemathesis against the OpenAPI description: no 5xx, no answer outside the schema.
 api-fuzz: dev-build

@@ -29,6 +29,15 @@ pub enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// The database: migrations, and moving a lab to another database.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// Write a consistent copy of the SQLite database while Lanes serves (PostgreSQL: pg_dump).
+    Backup(BackupArgs),
+    /// Put a backup made by `lanes backup` in place of the database (stop `lanes serve` first).
+    Restore(RestoreArgs),
     /// Replay job traces through the scheduler with a virtual clock and compare policies.
     Simulate(SimulateArgs),
     /// (Internal) Keep one of a job's output streams: stdin to stdout, capped.
@@ -86,6 +95,47 @@ pub struct SimulateArgs {
     /// Also draw utilization over time per policy as SVG here.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// List this Lanes' migrations and whether the database has each.
+    Status(DbArgs),
+    /// Apply the migrations the database lacks (`lanes serve` also does at start).
+    Migrate(DbArgs),
+    /// Copy everything from one database into a new, empty one, checked table by table.
+    Copy(CopyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The database to copy (sqlite://PATH or postgres://…); read in one snapshot, unchanged.
+    #[arg(long)]
+    pub from: String,
+    /// The database to fill: migrated first, refused unless it is empty.
+    #[arg(long)]
+    pub to: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The file to write; never overwritten.
+    #[arg(long)]
+    pub to: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// A file `lanes backup` wrote.
+    #[arg(long)]
+    pub from: PathBuf,
+    /// Replace a database that exists (the one replaced is kept beside it, renamed).
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Debug, Subcommand)]

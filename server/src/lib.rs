@@ -6,6 +6,7 @@ pub mod audit;
 pub mod bookings;
 pub mod cli;
 pub mod data_dir;
+pub mod db_command;
 pub mod doctor;
 pub mod enforce;
 pub mod events;

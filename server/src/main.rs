@@ -4,7 +4,8 @@
 //! unwritable data dir, unusable database), 1 when a running server fails.
 
 use clap::Parser;
-use lanes_server::cli::{Cli, Command, UserCommand};
+use lanes_server::cli::{Cli, Command, DbCommand, UserCommand};
+use lanes_server::db_command;
 use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
 use lanes_server::user_command as commands;
 use std::process::ExitCode;
@@ -17,6 +18,15 @@ fn main() -> ExitCode {
         Command::User {
             command: UserCommand::Add(args),
         } => user_add(args),
+        Command::Db { command } => chore(async move {
+            match command {
+                DbCommand::Status(args) => db_command::status(args).await,
+                DbCommand::Migrate(args) => db_command::migrate(args).await,
+                DbCommand::Copy(args) => db_command::copy(args).await,
+            }
+        }),
+        Command::Backup(args) => chore(db_command::backup(args)),
+        Command::Restore(args) => chore(db_command::restore(args)),
         Command::Simulate(args) => simulate(args),
         Command::KeepLog(args) => ExitCode::from(lanes_server::jobs::keeper::run(
             args.limit, args.uid, args.gid,
@@ -109,6 +119,25 @@ fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
         Err(e) => {
             eprintln!("lanes: error: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs a database chore: its report on stdout, or one line on stderr and its exit status.
+fn chore(
+    work: impl std::future::Future<Output = Result<String, commands::CommandError>>,
+) -> ExitCode {
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|e| commands::CommandError::Failed(e.to_string()))
+        .and_then(|runtime| runtime.block_on(work));
+    match result {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lanes: error: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }

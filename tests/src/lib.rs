@@ -1,5 +1,11 @@
 //! Helpers for end-to-end tests: the real server, in-process, on a random port with a fresh
-//! data dir and a simulated fleet; and the path of the built `lanes` binary for CLI tests.
+//! data dir, a fresh database and a simulated fleet; and the path of the built `lanes` binary
+//! for CLI tests.
+//!
+//! The database is SQLite in the data dir, or, when `LANES_TEST_POSTGRES` names a PostgreSQL
+//! server (`postgres://postgres@127.0.0.1:5432`), a database made on it for the one test and
+//! dropped after (kept with `LANES_TEST_KEEP_DB=1`, to look at after a failure): `make test`
+//! runs the whole suite once each way.
 
 use chrono::Utc;
 use lanes_server::accounts::{NewUser, Role, User};
@@ -16,12 +22,117 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// The PostgreSQL server the suite runs against, if it was asked to.
+pub fn postgres_server() -> Option<String> {
+    std::env::var("LANES_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+}
+
+/// Whether this run of the suite is the PostgreSQL one.
+pub fn on_postgres() -> bool {
+    postgres_server().is_some()
+}
+
+/// True (and says so) when a test is about SQLite's file alone and this is the PostgreSQL run:
+/// the SQLite run covers it.
+pub fn sqlite_only(what: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        eprintln!("SQLite only, covered by the SQLite run: {what}");
+    }
+    skip
+}
+
+/// A database for one test: SQLite in `dir`, or a fresh PostgreSQL database dropped with this.
+pub struct TestDb {
+    pub url: String,
+    /// The server's URL and the database's name, on PostgreSQL.
+    postgres: Option<(String, String)>,
+}
+
+impl TestDb {
+    pub async fn fresh(dir: &std::path::Path) -> Self {
+        let Some(server) = postgres_server() else {
+            return Self {
+                url: format!("sqlite://{}", dir.join("lanes.db").display()),
+                postgres: None,
+            };
+        };
+        let name = format!(
+            "lanes_test_{}",
+            lanes_server::jobs::random_hex(8).expect("randomness")
+        );
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&server)
+            .await
+            .expect("the test PostgreSQL server answers");
+        sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str())
+            .await
+            .expect("a test database is created");
+        let _ = conn.close().await;
+        Self {
+            url: database_on(&server, &name),
+            postgres: Some((server, name)),
+        }
+    }
+}
+
+/// The URL of database `name` on the server at `server` (whose URL may name another).
+pub fn database_on(server: &str, name: &str) -> String {
+    let (base, query) = match server.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (server, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    format!("{}/{name}{query}", &base[..host_end])
+}
+
+impl Drop for TestDb {
+    /// Drops the test's PostgreSQL database (connections still open are ended with it).
+    fn drop(&mut self) {
+        let Some((server, name)) = self.postgres.take() else {
+            return;
+        };
+        if std::env::var_os("LANES_TEST_KEEP_DB").is_some() {
+            eprintln!("kept the test database {name}");
+            return;
+        }
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                use sqlx::Connection;
+                let mut conn = sqlx::PgConnection::connect(&server).await.ok()?;
+                sqlx::Executor::execute(
+                    &mut conn,
+                    format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str(),
+                )
+                .await
+                .ok()?;
+                conn.close().await.ok()
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Some(()))) {
+            eprintln!("could not drop a test database");
+        }
+    }
+}
+
 /// A running server. Dropping it without [`TestApp::stop`] leaves the server to die with the
 /// test's runtime.
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// The database the server uses (declared before the data dir: dropped first).
+    pub db: TestDb,
     pub data_dir: tempfile::TempDir,
-    /// The database the server uses (in `data_dir` unless the test moved it).
+    /// The database the server uses (the test's own unless the test moved it).
     database_url: String,
     pub client: reqwest::Client,
     viewer: tokio::sync::OnceCell<String>,
@@ -126,10 +237,11 @@ impl TestApp {
     /// A server with `gpus` simulated cards and the test configuration as `adjust` leaves it.
     pub async fn spawn_configured(gpus: u32, adjust: impl FnOnce(&mut ServeConfig)) -> Self {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
+        let db = TestDb::fresh(data_dir.path()).await;
         let cgroup_parent = CgroupParent::new();
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            database_url: format!("sqlite://{}", data_dir.path().join("lanes.db").display()),
+            database_url: db.url.clone(),
             data_dir: data_dir.path().to_path_buf(),
             gpus: GpuSelection::Simulated(gpus),
             poll: PollSettings {
@@ -176,6 +288,7 @@ impl TestApp {
         }));
         Self {
             addr,
+            db,
             data_dir,
             database_url,
             client: reqwest::Client::new(),
@@ -362,6 +475,60 @@ impl TestApp {
             .expect("the server stops within 10 s")
             .expect("the server task did not panic")
             .expect("the server ran without error");
+    }
+}
+
+/// A `lanes serve` process of the built binary on a free port, killed when dropped.
+pub struct ServerProcess {
+    pub child: std::process::Child,
+    pub base: String,
+}
+
+impl ServerProcess {
+    /// Starts `lanes serve` on `data` and database `url` (simulated cards without background
+    /// load, fast polls) with `extra` arguments, and waits until it answers.
+    pub async fn start(data: &std::path::Path, url: &str, extra: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(lanes_bin())
+            .args(["serve", "--sim-background", "false"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--data-dir", data.to_str().unwrap()])
+            .args(["--database-url", url])
+            .args(["--poll-interval", "100ms", "--job-grace", "1s"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("lanes serve starts");
+        let server = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        wait_until(Duration::from_secs(15), "the server comes up", || async {
+            reqwest::get(format!("{}/healthz", server.base))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+                .then_some(())
+        })
+        .await;
+        server
+    }
+
+    pub fn kill_9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -120,11 +120,9 @@ async fn an_unknown_page_is_a_404() {
 #[tokio::test]
 async fn the_cards_seen_are_recorded_in_the_database() {
     let app = TestApp::spawn(3).await;
-    let url = format!(
-        "sqlite://{}",
-        app.data_dir.path().join("lanes.db").display()
-    );
-    let store = lanes_server::store::Store::open(&url).await.unwrap();
+    let store = lanes_server::store::Store::open(&app.database_url())
+        .await
+        .unwrap();
     let known = store.known_gpus().await.unwrap();
     assert_eq!(known.len(), 3);
     assert!(known.iter().all(|g| g.node == "testnode"));

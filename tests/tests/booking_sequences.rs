@@ -6,6 +6,7 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::bookings::{CardChoice, NewBooking};
 use lanes_server::store::{AuditEntry, BookingFilter, Store};
+use lanes_tests::TestDb;
 use lanes_types::booking::{Booking, BookingState, Quota, Quotas};
 use lanes_types::GpuInfo;
 use proptest::prelude::*;
@@ -51,10 +52,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-async fn setup(dir: &std::path::Path, base: DateTime<Utc>) -> (Store, Vec<User>, Vec<String>) {
-    let store = Store::open(&format!("sqlite://{}", dir.join("lanes.db").display()))
-        .await
-        .unwrap();
+async fn setup(db: &TestDb, base: DateTime<Utc>) -> (Store, Vec<User>, Vec<String>) {
+    let store = Store::open(&db.url).await.unwrap();
     let gpus: Vec<GpuInfo> = (0..CARDS)
         .map(|i| GpuInfo {
             node: "n1".into(),
@@ -149,8 +148,9 @@ fn check(bookings: &[Booking], base: DateTime<Utc>) -> Result<(), String> {
 
 async fn run(ops: Vec<Op>) -> Result<usize, String> {
     let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::fresh(dir.path()).await;
     let base = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(1);
-    let (store, users, uuids) = setup(dir.path(), base).await;
+    let (store, users, uuids) = setup(&db, base).await;
     let mut now = base;
     let mut made: Vec<i64> = Vec::new();
     for op in ops {

@@ -79,18 +79,49 @@ fn a_database_file_that_cannot_be_opened_is_refused() {
 }
 
 #[test]
-fn a_postgres_url_is_refused_until_that_backend_exists() {
+fn a_database_url_of_another_kind_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let out = serve(
         &[
             "--listen",
             "127.0.0.1:0",
             "--database-url",
-            "postgres://localhost/lanes",
+            "mysql://localhost/lanes",
         ],
         &tmp.path().join("data"),
     );
-    assert_refused(&out, "expected sqlite://PATH");
+    assert_refused(&out, "expected sqlite://PATH or postgres://");
+}
+
+#[test]
+fn an_unreachable_postgres_server_is_refused_in_one_line_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = "postgres://lanes:hunter2hunter2@127.0.0.1:1/lanes";
+    let out = serve(
+        &["--listen", "127.0.0.1:0", "--database-url", url],
+        &tmp.path().join("data"),
+    );
+    assert_refused(
+        &out,
+        "cannot open database postgres://lanes:***@127.0.0.1:1/lanes",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("hunter2"), "the password leaked: {stderr}");
+}
+
+#[test]
+fn a_missing_postgres_database_is_refused_in_one_line() {
+    let Some(server) = lanes_tests::postgres_server() else {
+        return; // the PostgreSQL run covers it
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = lanes_tests::database_on(&server, "lanes_no_such_database");
+    let out = serve(
+        &["--listen", "127.0.0.1:0", "--database-url", &url],
+        &tmp.path().join("data"),
+    );
+    assert_refused(&out, "lanes_no_such_database");
+    assert_refused(&out, "does not exist");
 }
 
 #[test]

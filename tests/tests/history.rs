@@ -4,15 +4,13 @@
 
 use lanes_server::history::{plan, Metric, Plan, Reading, Resolution, Retention};
 use lanes_server::store::Store;
-use lanes_tests::TestApp;
+use lanes_tests::{TestApp, TestDb};
 use lanes_types::query::HistoryQuery;
 use lanes_types::GpuInfo;
 use std::time::Duration;
 
-async fn store_with_card(dir: &tempfile::TempDir) -> (Store, i64) {
-    let store = Store::open(&format!("sqlite://{}", dir.path().join("h.db").display()))
-        .await
-        .unwrap();
+async fn store_with_card(db: &TestDb) -> (Store, i64) {
+    let store = Store::open(&db.url).await.unwrap();
     let card = GpuInfo {
         node: "n1".into(),
         uuid: "GPU-A".into(),
@@ -90,7 +88,8 @@ async fn buckets(
 #[tokio::test]
 async fn minute_and_hour_rollups_keep_exact_min_mean_and_max_across_bucket_edges() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, id) = store_with_card(&dir).await;
+    let db = TestDb::fresh(dir.path()).await;
+    let (store, id) = store_with_card(&db).await;
     // Seconds 3,530 to 3,729 with every seventh missing: a minute edge every 60 s and the hour
     // edge at 3,600 fall inside.
     let ts: Vec<i64> = (3530..3730).filter(|t| t % 7 != 0).collect();
@@ -173,7 +172,8 @@ async fn minute_and_hour_rollups_keep_exact_min_mean_and_max_across_bucket_edges
 #[tokio::test]
 async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, id) = store_with_card(&dir).await;
+    let db = TestDb::fresh(dir.path()).await;
+    let (store, id) = store_with_card(&db).await;
     let now = 10 * 86_400;
     let ts = [
         now - 3 * 86_400,
@@ -305,9 +305,10 @@ async fn a_query_answers_from_the_resolution_its_range_needs() {
 #[tokio::test]
 async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     let data = tempfile::tempdir().unwrap();
+    let db = TestDb::fresh(data.path()).await;
     let on = |config: &mut lanes_server::startup::ServeConfig| {
         config.data_dir = data.path().to_path_buf();
-        config.database_url = format!("sqlite://{}", data.path().join("lanes.db").display());
+        config.database_url = db.url.clone();
     };
     let first = TestApp::spawn_configured(1, on).await;
     let started = chrono::Utc::now();
@@ -363,7 +364,8 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
     use lanes_server::bookings::{CardChoice, NewBooking};
     use lanes_server::store::AuditEntry;
     let dir = tempfile::tempdir().unwrap();
-    let (store, a) = store_with_card(&dir).await;
+    let db = TestDb::fresh(dir.path()).await;
+    let (store, a) = store_with_card(&db).await;
     let second = GpuInfo {
         node: "n1".into(),
         uuid: "GPU-B".into(),
@@ -454,5 +456,34 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
         .unwrap()[&booking.id];
     assert!((half.used_hours - 1.0).abs() < 1e-9, "{half:?}");
     assert!(half.idle_hours.abs() < 1e-9, "{half:?}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn the_last_reading_of_a_second_is_kept_whether_it_came_in_the_same_batch_or_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::fresh(dir.path()).await;
+    let (store, id) = store_with_card(&db).await;
+    // Polls faster than once a second give several readings of one second in one batch.
+    store
+        .insert_readings(&[
+            (id, reading(100, 10)),
+            (id, reading(100, 90)),
+            (id, reading(101, 5)),
+        ])
+        .await
+        .unwrap();
+    let raw = Plan {
+        resolution: Resolution::Raw,
+        bucket_s: 1,
+    };
+    let got = buckets(&store, id, Metric::Utilization, 100, 102, raw).await;
+    assert_eq!(got, vec![(100, 90.0, 90.0, 90.0), (101, 5.0, 5.0, 5.0)]);
+    store
+        .insert_readings(&[(id, reading(100, 40))])
+        .await
+        .unwrap();
+    let got = buckets(&store, id, Metric::Utilization, 100, 101, raw).await;
+    assert_eq!(got, vec![(100, 40.0, 40.0, 40.0)]);
     store.close().await;
 }

@@ -17,6 +17,7 @@ mod job_launch;
 mod jobs;
 mod logging;
 mod openapi;
+mod postgres;
 mod queue;
 mod restart;
 mod security;

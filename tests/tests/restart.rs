@@ -5,59 +5,16 @@
 use chrono::Utc;
 use lanes_client::Client;
 use lanes_server::telemetry::procinfo;
-use lanes_tests::{ensure_unix_account, lanes_bin, wait_until};
+use lanes_tests::{ensure_unix_account, lanes_bin, wait_until, ServerProcess as Server, TestDb};
 use lanes_types::booking::Booking;
 use lanes_types::job::{Job, JobState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::Write;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const ACCOUNT: &str = "lanes-test-job";
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    async fn start(data: &Path) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(lanes_bin())
-            .args(["serve", "--gpus", "sim:2", "--sim-background", "false"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--data-dir", data.to_str().unwrap()])
-            .args(["--poll-interval", "100ms", "--job-grace", "1s"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("lanes serve starts");
-        let server = Server {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        wait_until(Duration::from_secs(10), "the server comes up", || async {
-            reqwest::get(format!("{}/healthz", server.base))
-                .await
-                .is_ok_and(|r| r.status().is_success())
-                .then_some(())
-        })
-        .await;
-        server
-    }
-
-    fn kill_9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
 
 /// A client of `server` carrying the test user's session (sessions outlive restarts).
 async fn log_in(server: &Server) -> Client {
@@ -106,9 +63,11 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
     ensure_unix_account(ACCOUNT);
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
+    let db = TestDb::fresh(tmp.path()).await;
     let mut add = Command::new(lanes_bin())
         .args(["user", "add", "--username", ACCOUNT, "--unix-user", ACCOUNT])
         .args(["--password-stdin", "--data-dir", data.to_str().unwrap()])
+        .args(["--database-url", &db.url])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -120,7 +79,7 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
         .unwrap();
     assert!(add.wait().unwrap().success());
 
-    let first = Server::start(&data).await;
+    let first = Server::start(&data, &db.url, &["--gpus", "sim:2"]).await;
     let client = log_in(&first).await;
     let gpus = client.gpus().await.unwrap();
     let long = book(&client, &gpus[0].info.uuid, 12).await;
@@ -145,7 +104,7 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
     assert!(!gone(pids[0]) && !gone(pids[2]), "jobs outlive the server");
 
     let restarted_at = Utc::now();
-    let second = Server::start(&data).await;
+    let second = Server::start(&data, &db.url, &["--gpus", "sim:2"]).await;
     let client = against(&client, &second);
     let settle = |id: i64| {
         let client = &client;

@@ -108,7 +108,7 @@ async fn a_jobs_directory_is_entered_as_its_user_and_relative_directories_are_re
 // 2 ─ A full disk does not break the database pool; job logs are capped.
 #[tokio::test]
 async fn after_a_full_disk_is_freed_every_request_works_again_without_a_restart() {
-    if !root() {
+    if !root() || lanes_tests::sqlite_only("a full disk under the SQLite file") {
         return;
     }
     let mount = tempfile::tempdir().unwrap();
@@ -236,6 +236,9 @@ async fn a_jobs_log_ends_with_a_marker_at_its_limit_and_the_job_goes_on() {
 // 3 ─ The database and the data dir are private.
 #[tokio::test]
 async fn the_data_dir_and_the_database_are_readable_by_the_server_only_even_when_they_were_not() {
+    if lanes_tests::sqlite_only("the SQLite file's mode") {
+        return;
+    }
     let parent = tempfile::tempdir().unwrap();
     let data = parent.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -853,6 +856,9 @@ async fn a_jobs_children_are_stopped_when_its_main_process_exits() {
 // 18 ─ A vanished or corrupt database is noticed; job logs are never reused.
 #[tokio::test]
 async fn a_deleted_database_stops_writes_and_fails_the_health_check() {
+    if lanes_tests::sqlite_only("the SQLite file removed") {
+        return;
+    }
     let app = TestApp::spawn(1).await;
     let ada = member(&app).await;
     let gpus = cards(&app).await;
@@ -878,6 +884,9 @@ async fn a_deleted_database_stops_writes_and_fails_the_health_check() {
 
 #[tokio::test]
 async fn a_corrupt_database_fails_the_health_check() {
+    if lanes_tests::sqlite_only("the SQLite file overwritten") {
+        return;
+    }
     let app = TestApp::spawn(1).await;
     let db = app.data_dir.path().join("lanes.db");
     let mut file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();

@@ -669,21 +669,22 @@ fn exited(job: &mut Watched) -> Option<JobEnd> {
 const TIMED_OUT: &str = "stopped at its time limit";
 const CANCELLED: &str = "cancelled";
 
-/// Why a running job must stop now: its booking (for a queue job: its time limit) is over, or
-/// it was cancelled.
+/// Why a running job must stop now: it was cancelled, or its booking (for a queue job: its
+/// time limit) is over. A cancel comes first: a queue job cancelled as it started has its
+/// booking given back at once, and it was still cancelled, not timed out.
 fn stop_reason(
     booking: Option<&Booking>,
     cancel_requested: bool,
     queued: bool,
 ) -> Option<&'static str> {
-    if booking.is_none_or(|b| b.state != BookingState::Active) {
+    if cancel_requested {
+        Some(CANCELLED)
+    } else if booking.is_none_or(|b| b.state != BookingState::Active) {
         Some(if queued {
             TIMED_OUT
         } else {
             "stopped at the end of its booking"
         })
-    } else if cancel_requested {
-        Some(CANCELLED)
     } else {
         None
     }

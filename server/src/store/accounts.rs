@@ -10,7 +10,7 @@ pub(super) struct UserRow {
     email: Option<String>,
     unix_user: Option<String>,
     role: String,
-    enabled: bool,
+    enabled: i64,
 }
 
 impl TryFrom<UserRow> for User {
@@ -24,7 +24,7 @@ impl TryFrom<UserRow> for User {
             email: row.email,
             unix_user: row.unix_user,
             role,
-            enabled: row.enabled,
+            enabled: row.enabled != 0,
         })
     }
 }
@@ -44,7 +44,7 @@ impl Store {
         let inserted = sqlx::query_as::<_, UserRow>(&format!(
             "INSERT INTO users (username, display_name, email, unix_user, role, password_hash,
                                 password_changed_at, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
              RETURNING {USER_COLUMNS}"
         ))
         .bind(&new.username)
@@ -53,7 +53,7 @@ impl Store {
         .bind(&new.unix_user)
         .bind(new.role.as_str())
         .bind(password_hash)
-        .bind(now)
+        .bind(Stamp(now))
         .fetch_one(&mut *tx)
         .await;
         let row = match inserted {
@@ -72,7 +72,7 @@ impl Store {
 
     pub async fn user_by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
         sqlx::query_as::<_, UserRow>(&format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE username = ?1"
+            "SELECT {USER_COLUMNS} FROM users WHERE username = $1"
         ))
         .bind(username)
         .fetch_optional(&self.pool)
@@ -99,7 +99,7 @@ impl Store {
             password_hash: String,
         }
         sqlx::query_as::<_, Row>(&format!(
-            "SELECT {USER_COLUMNS}, password_hash FROM users WHERE username = ?1"
+            "SELECT {USER_COLUMNS}, password_hash FROM users WHERE username = $1"
         ))
         .bind(username)
         .fetch_optional(&self.pool)
@@ -110,7 +110,7 @@ impl Store {
 
     pub(super) async fn enabled_user(&self, user_id: i64) -> Result<Option<User>, StoreError> {
         sqlx::query_as::<_, UserRow>(&format!(
-            "SELECT {USER_COLUMNS} FROM users WHERE id = ?1 AND enabled = 1"
+            "SELECT {USER_COLUMNS} FROM users WHERE id = $1 AND enabled = 1"
         ))
         .bind(user_id)
         .fetch_optional(&self.pool)
@@ -132,7 +132,7 @@ impl Store {
     }
 
     pub async fn user(&self, id: i64) -> Result<Option<User>, StoreError> {
-        sqlx::query_as::<_, UserRow>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = ?1"))
+        sqlx::query_as::<_, UserRow>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?
@@ -163,7 +163,7 @@ impl Store {
     ) -> Result<Option<User>, StoreError> {
         // Reads, then writes: IMMEDIATE, so no commit elsewhere can stale its snapshot.
         let mut tx = self.begin_immediate().await?;
-        let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE id = ?1")
+        let exists: Option<(i64,)> = sqlx::query_as("SELECT id FROM users WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -173,14 +173,14 @@ impl Store {
         let clearable = |v: &Option<String>| v.as_ref().map(|s| (!s.is_empty()).then(|| s.clone()));
         sqlx::query(
             "UPDATE users SET
-                display_name = COALESCE(?2, display_name),
-                email = CASE WHEN ?3 THEN ?4 ELSE email END,
-                unix_user = CASE WHEN ?5 THEN ?6 ELSE unix_user END,
-                role = COALESCE(?7, role),
-                enabled = COALESCE(?8, enabled),
-                password_hash = COALESCE(?9, password_hash),
-                password_changed_at = CASE WHEN ?9 IS NULL THEN password_changed_at ELSE ?10 END
-             WHERE id = ?1",
+                display_name = COALESCE($2, display_name),
+                email = CASE WHEN $3 THEN $4 ELSE email END,
+                unix_user = CASE WHEN $5 THEN $6 ELSE unix_user END,
+                role = COALESCE($7, role),
+                enabled = COALESCE($8, enabled),
+                password_hash = COALESCE($9, password_hash),
+                password_changed_at = CASE WHEN $9 IS NULL THEN password_changed_at ELSE $10 END
+             WHERE id = $1",
         )
         .bind(id)
         .bind(&patch.display_name)
@@ -189,19 +189,19 @@ impl Store {
         .bind(patch.unix_user.is_some())
         .bind(clearable(&patch.unix_user).flatten())
         .bind(patch.role.map(Role::as_str))
-        .bind(patch.enabled)
+        .bind(patch.enabled.map(flag))
         .bind(password_hash)
-        .bind(now)
+        .bind(Stamp(now))
         .execute(&mut *tx)
         .await?;
         if let Some(groups) = &patch.groups {
-            sqlx::query("DELETE FROM group_members WHERE user_id = ?1")
+            sqlx::query("DELETE FROM group_members WHERE user_id = $1")
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
             for name in groups {
                 let group_id: Option<i64> =
-                    sqlx::query_scalar("SELECT id FROM groups WHERE name = ?1")
+                    sqlx::query_scalar("SELECT id FROM groups WHERE name = $1")
                         .bind(name)
                         .fetch_optional(&mut *tx)
                         .await?;
@@ -209,7 +209,8 @@ impl Store {
                     return Err(StoreError::Invalid(format!("no group named {name:?}")));
                 };
                 sqlx::query(
-                    "INSERT OR IGNORE INTO group_members (group_id, user_id) VALUES (?1, ?2)",
+                    "INSERT INTO group_members (group_id, user_id) VALUES ($1, $2)
+                     ON CONFLICT DO NOTHING",
                 )
                 .bind(group_id)
                 .bind(id)
@@ -251,10 +252,10 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        sqlx::query("UPDATE users SET password_hash = ?2, password_changed_at = ?3 WHERE id = ?1")
+        sqlx::query("UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1")
             .bind(user_id)
             .bind(password_hash)
-            .bind(now)
+            .bind(Stamp(now))
             .execute(&mut *tx)
             .await?;
         end_sessions_of(&mut tx, user_id).await?;
@@ -275,11 +276,11 @@ impl Store {
     ) -> Result<Group, StoreError> {
         let mut tx = self.begin().await?;
         let inserted: Result<(i64,), sqlx::Error> = sqlx::query_as(
-            "INSERT INTO groups (name, description, created_at) VALUES (?1, ?2, ?3) RETURNING id",
+            "INSERT INTO groups (name, description, created_at) VALUES ($1, $2, $3) RETURNING id",
         )
         .bind(name)
         .bind(description)
-        .bind(now)
+        .bind(Stamp(now))
         .fetch_one(&mut *tx)
         .await;
         let (id,) = match inserted {

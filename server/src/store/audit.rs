@@ -41,7 +41,7 @@ impl AuditEntry {
 #[derive(sqlx::FromRow)]
 struct AuditRow {
     id: i64,
-    at: DateTime<Utc>,
+    at: Stamp,
     actor: Option<String>,
     action: String,
     target: String,
@@ -53,7 +53,7 @@ impl From<AuditRow> for AuditRecord {
     fn from(row: AuditRow) -> Self {
         AuditRecord {
             id: row.id,
-            at: row.at,
+            at: row.at.0,
             actor: row.actor,
             action: row.action,
             target: row.target,
@@ -64,15 +64,15 @@ impl From<AuditRow> for AuditRecord {
 }
 
 pub(super) async fn insert_audit(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut Tx<'_>,
     entry: &AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO audit_log (at, actor_user_id, action, target, detail, remote_addr)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+         VALUES ($1, $2, $3, $4, $5, $6)",
     )
-    .bind(now)
+    .bind(Stamp(now))
     .bind(entry.actor_user_id)
     .bind(entry.action.as_str())
     .bind(&entry.target)
@@ -96,7 +96,7 @@ impl Store {
         let rows: Vec<AuditRow> = sqlx::query_as(
             "SELECT a.id, a.at, u.username AS actor, a.action, a.target, a.detail, a.remote_addr
              FROM audit_log a LEFT JOIN users u ON u.id = a.actor_user_id
-             ORDER BY a.id DESC LIMIT ?1",
+             ORDER BY a.id DESC LIMIT $1",
         )
         .bind(limit)
         .fetch_all(&self.pool)

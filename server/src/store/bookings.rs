@@ -1,10 +1,14 @@
-//! SQL of bookings. Every write that could make two holds
-//! overlap runs in one `BEGIN IMMEDIATE` transaction: SQLite then admits one writer at a
-//! time, so the overlap check and the insert cannot interleave with another booking's.
+//! SQL of bookings. Every write that could make two holds overlap checks and writes in one
+//! transaction. On SQLite it is `BEGIN IMMEDIATE`: one writer at a time, so the check and the
+//! insert cannot interleave with another booking's. On PostgreSQL bookings of different users
+//! run side by side and the database's exclusion constraint refuses overlapping holds, whatever
+//! any process's code does; a request that loses such a race checks again and answers as if it
+//! had come second (see [`Store::create_booking`]).
 
 use super::quotas::check_quota;
 use super::slots::*;
-use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
+use super::sql::{flag, lock, placeholders, Stamp, Tx};
+use super::{at, insert_audit, ms, AuditEntry, Lock, Store, StoreError};
 use crate::audit::AuditAction;
 use crate::bookings::pick::{self, FreeGpu};
 use crate::bookings::quota::BookedSlot;
@@ -13,7 +17,6 @@ use crate::bookings::{BookingError, CardChoice, NewBooking};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, GpuRef};
-use sqlx::Sqlite;
 use std::collections::BTreeMap;
 
 /// Which bookings to list.
@@ -29,17 +32,53 @@ pub struct BookingFilter {
     pub include_cancelled: bool,
 }
 
+/// How often a booking write that lost a race to the exclusion constraint checks again. Each
+/// loss means another booking committed on one of its cards, so the next check sees it: a
+/// named card is then refused as taken, an any-N request picks among the cards left.
+const OVERLAP_RETRIES: usize = 16;
+
 impl Store {
     /// Books cards for a slot: checks the slot is free on every card (and, if asked, the
-    /// owner's quotas), then inserts, all in one immediate transaction.
+    /// owner's quotas), then inserts, all in one transaction.
     pub async fn create_booking(
         &self,
         new: &NewBooking,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
-        let _turn = self.writer.lock().await;
-        let mut tx = self.begin_immediate().await?;
+        let mut tries = 0;
+        loop {
+            match self.try_create_booking(new, audit.clone(), now).await {
+                Err(StoreError::Overlap(_)) if tries < OVERLAP_RETRIES => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// This process's write turn (SQLite only: see [`Store::writer`]).
+    pub(super) async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.backend {
+            super::Backend::Sqlite => Some(self.writer.lock().await),
+            super::Backend::Postgres => None,
+        }
+    }
+
+    /// A transaction for changing `user_id`'s bookings: shares the cards with other bookings
+    /// (maintenance waits) and takes the user's turn (their quota check sees their last
+    /// booking).
+    async fn begin_booking_write(&self, user_id: i64) -> Result<Tx<'static>, StoreError> {
+        self.begin_serial(&[Lock::Shared(lock::CARDS), Lock::User(user_id)])
+            .await
+    }
+
+    async fn try_create_booking(
+        &self,
+        new: &NewBooking,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, StoreError> {
+        let _turn = self.write_turn().await;
+        let mut tx = self.begin_booking_write(new.owner.id).await?;
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {
                 let slot = cards_in_slot(&mut tx, uuids, (new.start, new.end), None).await?;
@@ -98,13 +137,13 @@ impl Store {
         };
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(new.owner.id)
         .bind(ms(new.start))
         .bind(ms(new.end))
         .bind(&new.note)
-        .bind(now)
+        .bind(Stamp(now))
         .bind(audit.actor_user_id)
         .fetch_one(&mut *tx)
         .await?;
@@ -177,56 +216,73 @@ impl Store {
             end_ms: i64,
             note: String,
             status: String,
-            created_at: DateTime<Utc>,
+            created_at: Stamp,
             idle_since_ms: Option<i64>,
             queue_job: Option<i64>,
         }
         // Built per call, so that each filter present can use its index.
-        let mut sql = sqlx::QueryBuilder::<Sqlite>::new(
+        let mut sql = String::from(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
                     b.status, b.created_at, b.idle_since_ms,
                     (SELECT j.id FROM jobs j WHERE j.booking_id = b.id AND j.gpus IS NOT NULL
-                     LIMIT 1) AS queue_job
+                     ORDER BY j.id LIMIT 1) AS queue_job
              FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
         );
+        let mut ints: Vec<i64> = Vec::new();
+        let mut int_filter = |sql: &mut String, clause: &str, value: i64| {
+            ints.push(value);
+            sql.push_str(&format!(" AND {clause} ${}", ints.len()));
+        };
         if let Some(id) = id {
-            sql.push(" AND b.id = ").push_bind(id);
+            int_filter(&mut sql, "b.id =", id);
         }
         if let Some(from) = filter.from {
-            sql.push(" AND b.end_ms > ").push_bind(ms(from));
+            int_filter(&mut sql, "b.end_ms >", ms(from));
         }
         if let Some(to) = filter.to {
-            sql.push(" AND b.start_ms < ").push_bind(ms(to));
+            int_filter(&mut sql, "b.start_ms <", ms(to));
         }
         if let Some(user_id) = filter.user_id {
-            sql.push(" AND b.user_id = ").push_bind(user_id);
+            int_filter(&mut sql, "b.user_id =", user_id);
         }
         if !filter.include_cancelled {
-            sql.push(" AND b.status != 'cancelled'");
+            sql.push_str(" AND b.status != 'cancelled'");
+        }
+        if filter.gpu_uuid.is_some() {
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id
+                   WHERE bg.booking_id = b.id AND g.uuid = ${})",
+                ints.len() + 1
+            ));
+        }
+        sql.push_str(" ORDER BY b.start_ms, b.id");
+        let mut query = sqlx::query_as::<_, Row>(&sql);
+        for value in &ints {
+            query = query.bind(*value);
         }
         if let Some(uuid) = &filter.gpu_uuid {
-            sql.push(
-                " AND EXISTS (SELECT 1 FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id
-                   WHERE bg.booking_id = b.id AND g.uuid = ",
-            )
-            .push_bind(uuid.clone())
-            .push(")");
+            query = query.bind(uuid.as_str());
         }
-        sql.push(" ORDER BY b.start_ms, b.id");
-        let rows: Vec<Row> = sql.build_query_as().fetch_all(&self.pool).await?;
+        let rows: Vec<Row> = query.fetch_all(&self.pool).await?;
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let cards: Vec<(i64, String, String)> = sqlx::query_as(
-            "SELECT bg.booking_id, n.name, g.uuid
-             FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
-             WHERE bg.booking_id IN (SELECT value FROM json_each(?1))
-             ORDER BY n.name, g.idx",
-        )
-        .bind(serde_json::to_string(&ids).unwrap_or_default())
-        .fetch_all(&self.pool)
-        .await?;
+        let mut cards: Vec<(i64, String, String)> = Vec::new();
+        // A bounded list per statement (PostgreSQL takes at most 65,535 parameters).
+        for ids in rows.chunks(10_000) {
+            let sql = format!(
+                "SELECT bg.booking_id, n.name, g.uuid
+                 FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
+                 WHERE bg.booking_id IN ({})
+                 ORDER BY n.name, g.idx",
+                placeholders(1, ids.len())
+            );
+            let mut query = sqlx::query_as(&sql);
+            for r in ids {
+                query = query.bind(r.id);
+            }
+            cards.extend(query.fetch_all(&self.pool).await?);
+        }
         let mut by_booking: BTreeMap<i64, Vec<GpuRef>> = BTreeMap::new();
         for (booking, node, uuid) in cards {
             by_booking
@@ -254,7 +310,7 @@ impl Store {
                     start,
                     end,
                     note: r.note,
-                    created_at: r.created_at,
+                    created_at: r.created_at.0,
                     idle_since: r.idle_since_ms.map(at),
                     queue_job: r.queue_job,
                 }
@@ -262,22 +318,29 @@ impl Store {
             .collect())
     }
 
-    /// Starts a change of booking `id`: this store's write turn, an IMMEDIATE transaction, and
-    /// the booking as it is now ("no such booking" when there is none).
+    /// Starts a change of booking `id`: this store's write turn, a transaction serialized
+    /// with the owner's other booking writes, and the booking as it is now ("no such booking"
+    /// when there is none).
     async fn change_booking(
         &self,
         id: i64,
         now: DateTime<Utc>,
     ) -> Result<
         (
-            tokio::sync::MutexGuard<'_, ()>,
-            sqlx::Transaction<'static, sqlx::Sqlite>,
+            Option<tokio::sync::MutexGuard<'_, ()>>,
+            Tx<'static>,
             Booking,
         ),
         StoreError,
     > {
-        let turn = self.writer.lock().await;
-        let tx = self.begin_immediate().await?;
+        let turn = self.write_turn().await;
+        let owner: Option<i64> = sqlx::query_scalar("SELECT user_id FROM bookings WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let owner = owner.ok_or(StoreError::from(BookingError::NotFound))?;
+        let tx = self.begin_booking_write(owner).await?;
+        // Read under the owner's turn, so that no other change of it interleaves.
         let booking = self
             .booking(id, now)
             .await?
@@ -313,15 +376,15 @@ impl Store {
                 AuditAction::BookingRelease,
             ),
         };
-        sqlx::query("UPDATE bookings SET status = ?2, end_ms = ?3 WHERE id = ?1")
+        sqlx::query("UPDATE bookings SET status = $2, end_ms = $3 WHERE id = $1")
             .bind(id)
             .bind(status)
             .bind(ms(end))
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE booking_gpus SET live = ?2, end_ms = ?3 WHERE booking_id = ?1")
+        sqlx::query("UPDATE booking_gpus SET live = $2, end_ms = $3 WHERE booking_id = $1")
             .bind(id)
-            .bind(withdrawal == Withdrawal::Release)
+            .bind(flag(withdrawal == Withdrawal::Release))
             .bind(ms(end))
             .execute(&mut *tx)
             .await?;
@@ -347,6 +410,26 @@ impl Store {
 
     /// Moves a booking's end later, if its cards are free until then and quotas allow.
     pub async fn extend_booking(
+        &self,
+        id: i64,
+        new_end: DateTime<Utc>,
+        enforce_quota: bool,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, StoreError> {
+        let mut tries = 0;
+        loop {
+            let attempt = self
+                .try_extend_booking(id, new_end, enforce_quota, audit.clone(), now)
+                .await;
+            match attempt {
+                Err(StoreError::Overlap(_)) if tries < OVERLAP_RETRIES => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_extend_booking(
         &self,
         id: i64,
         new_end: DateTime<Utc>,
@@ -380,16 +463,17 @@ impl Store {
             Err(refusal) => detail.push_str(&format!("; beyond quota: {refusal}")),
             Ok(()) => {}
         }
-        sqlx::query("UPDATE bookings SET end_ms = ?2 WHERE id = ?1")
+        sqlx::query("UPDATE bookings SET end_ms = $2 WHERE id = $1")
             .bind(id)
             .bind(ms(new_end))
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE booking_gpus SET end_ms = ?2 WHERE booking_id = ?1")
+        sqlx::query("UPDATE booking_gpus SET end_ms = $2 WHERE booking_id = $1")
             .bind(id)
             .bind(ms(new_end))
             .execute(&mut *tx)
-            .await?;
+            .await
+            .map_err(super::slots::overlap_or)?;
         let audit = AuditEntry {
             action: AuditAction::BookingExtend,
             target: format!("booking {id}"),

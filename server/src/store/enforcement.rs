@@ -74,7 +74,7 @@ impl Store {
         Ok(sqlx::query_scalar(
             "INSERT INTO violations (node, gpu_uuid, pid, unix_user, user_id, command,
                                      memory_bytes, first_seen_ms, last_seen_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING id",
         )
         .bind(&v.node)
         .bind(&v.gpu_uuid)
@@ -90,22 +90,22 @@ impl Store {
 
     /// Marks violations `ids` as seen at `seen_ms`, in one statement.
     pub async fn touch_violations(&self, ids: &[i64], seen_ms: i64) -> Result<(), StoreError> {
-        if ids.is_empty() {
-            return Ok(());
+        for ids in ids.chunks(10_000) {
+            let sql = format!(
+                "UPDATE violations SET last_seen_ms = $1 WHERE id IN ({})",
+                super::sql::placeholders(2, ids.len())
+            );
+            let mut query = sqlx::query(&sql).bind(seen_ms);
+            for id in ids {
+                query = query.bind(*id);
+            }
+            query.execute(&self.pool).await?;
         }
-        sqlx::query(
-            "UPDATE violations SET last_seen_ms = ?2
-             WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(serde_json::to_string(ids).unwrap_or_default())
-        .bind(seen_ms)
-        .execute(&self.pool)
-        .await?;
         Ok(())
     }
 
     pub async fn end_violation(&self, id: i64, ended_ms: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE violations SET ended_ms = ?2 WHERE id = ?1")
+        sqlx::query("UPDATE violations SET ended_ms = $2 WHERE id = $1")
             .bind(id)
             .bind(ended_ms)
             .execute(&self.pool)
@@ -118,7 +118,7 @@ impl Store {
         id: i64,
         action: ViolationAction,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE violations SET action = ?2 WHERE id = ?1")
+        sqlx::query("UPDATE violations SET action = $2 WHERE id = $1")
             .bind(id)
             .bind(action.as_str())
             .execute(&self.pool)
@@ -135,13 +135,13 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Violation>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(&format!(
-            "{SELECT} WHERE (?1 IS NULL OR v.node = ?1) AND (?2 IS NULL OR v.user_id = ?2)
-               AND (?3 = 0 OR v.ended_ms IS NULL)
-             ORDER BY v.id DESC LIMIT ?4"
+            "{SELECT} WHERE ($1 IS NULL OR v.node = $1) AND ($2 IS NULL OR v.user_id = $2)
+               AND ($3 = 0 OR v.ended_ms IS NULL)
+             ORDER BY v.id DESC LIMIT $4"
         ))
         .bind(node)
         .bind(user_id)
-        .bind(open_only)
+        .bind(super::sql::flag(open_only))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
@@ -154,7 +154,7 @@ impl Store {
         booking_id: i64,
         since_ms: Option<i64>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE bookings SET idle_since_ms = ?2 WHERE id = ?1")
+        sqlx::query("UPDATE bookings SET idle_since_ms = $2 WHERE id = $1")
             .bind(booking_id)
             .bind(since_ms)
             .execute(&self.pool)

@@ -3,8 +3,8 @@
 //! next start), checking its header, and keeping connections that a failed transaction left
 //! behind out of the pool.
 
-use sqlx::sqlite::SqliteConnection;
-use sqlx::Connection;
+use sqlx::AnyConnection;
+use sqlx::Executor;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,22 +98,19 @@ pub fn make_private(db: &Path) -> std::io::Result<()> {
 }
 
 /// Whether a connection coming back to the pool is outside any transaction, by sqlx's count
-/// and by SQLite's own.
-pub async fn outside_transaction(conn: &mut SqliteConnection) -> bool {
-    if conn.is_in_transaction() {
+/// and by SQLite's own. SQLite's own is asked with a `ROLLBACK`: outside a transaction it fails
+/// at once and changes nothing; inside one (a COMMIT that failed on a full disk but left SQLite
+/// holding the transaction) it ends it, and the connection is closed all the same.
+pub async fn outside_transaction(conn: &mut AnyConnection) -> bool {
+    if super::sqlx_depth(conn) > 0 {
         tracing::warn!("closing a database connection left inside a transaction");
         return false;
     }
-    match conn.lock_handle().await {
-        Ok(mut handle) => {
-            // SAFETY: the handle is locked for this call; sqlite3_get_autocommit only reads it.
-            let autocommit =
-                unsafe { libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr()) };
-            if autocommit == 0 {
-                tracing::warn!("closing a database connection SQLite still holds in a transaction");
-            }
-            autocommit != 0
+    match conn.execute(sqlx::raw_sql("ROLLBACK")).await {
+        Err(_) => true,
+        Ok(_) => {
+            tracing::warn!("closing a database connection SQLite still held in a transaction");
+            false
         }
-        Err(_) => false,
     }
 }

@@ -3,7 +3,6 @@
 
 use super::{Store, StoreError};
 use crate::history::{Metric, Plan, Reading, Resolution};
-use sqlx::{QueryBuilder, Sqlite};
 use std::collections::HashMap;
 
 /// One output bucket of a query: its start (Unix seconds) and the metric's min, mean and max,
@@ -45,6 +44,39 @@ fn rollup_columns(from_raw: bool) -> String {
     cols.join(", ")
 }
 
+/// Columns of every rollup table after `gpu_id, t`, in order.
+const ROLLUP_COLUMNS: [&str; 19] = [
+    "n",
+    "util_min",
+    "util_sum",
+    "util_max",
+    "mem_min",
+    "mem_sum",
+    "mem_max",
+    "temp_n",
+    "temp_min",
+    "temp_sum",
+    "temp_max",
+    "power_n",
+    "power_min",
+    "power_sum",
+    "power_max",
+    "clock_n",
+    "clock_min",
+    "clock_sum",
+    "clock_max",
+];
+
+/// `ON CONFLICT … DO UPDATE` that replaces every column but the key (what SQLite's
+/// `INSERT OR REPLACE` did, in the form both backends take).
+fn replace_on_conflict(columns: &[&str]) -> String {
+    let set: Vec<String> = columns
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!("ON CONFLICT (gpu_id, t) DO UPDATE SET {}", set.join(", "))
+}
+
 /// bucket start, min, mean, max.
 type BucketRow = (i64, Option<f64>, Option<f64>, Option<f64>);
 
@@ -52,24 +84,43 @@ impl Store {
     /// Writes readings (card id, reading) in one transaction. A second reading of the same card
     /// in the same second replaces the first.
     pub async fn insert_readings(&self, readings: &[(i64, Reading)]) -> Result<(), StoreError> {
-        // SQLite allows 32,766 bound values per statement: 7 a row.
+        // SQLite allows 32,766 bound values per statement, PostgreSQL 65,535: 7 a row.
         const ROWS: usize = 4_000;
+        // The last reading of each card and second (PostgreSQL refuses a statement whose
+        // `ON CONFLICT DO UPDATE` would change one row twice).
+        let mut last: HashMap<(i64, i64), usize> = HashMap::with_capacity(readings.len());
+        for (i, (gpu, r)) in readings.iter().enumerate() {
+            last.insert((*gpu, r.t), i);
+        }
+        let readings: Vec<&(i64, Reading)> = readings
+            .iter()
+            .enumerate()
+            .filter(|(i, (gpu, r))| last.get(&(*gpu, r.t)) == Some(i))
+            .map(|(_, reading)| reading)
+            .collect();
         let mut tx = self.begin().await?;
         for chunk in readings.chunks(ROWS) {
-            let mut sql = QueryBuilder::<Sqlite>::new(
-                "INSERT OR REPLACE INTO samples_raw
-                    (gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz) ",
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| format!("({})", super::sql::placeholders(i * 7 + 1, 7)))
+                .collect();
+            let sql = format!(
+                "INSERT INTO samples_raw (gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz)
+                 VALUES {} {}",
+                rows.join(", "),
+                replace_on_conflict(&["util", "mem_mib", "temp_c", "power_dw", "clock_mhz"])
             );
-            sql.push_values(chunk, |mut row, (gpu, r)| {
-                row.push_bind(gpu)
-                    .push_bind(r.t)
-                    .push_bind(r.util)
-                    .push_bind(r.mem_mib)
-                    .push_bind(r.temp_c)
-                    .push_bind(r.power_dw)
-                    .push_bind(r.clock_mhz);
-            });
-            sql.build().execute(&mut *tx).await?;
+            let mut query = sqlx::query(&sql);
+            for (gpu, r) in chunk.iter().copied() {
+                query = query
+                    .bind(*gpu)
+                    .bind(r.t)
+                    .bind(r.util)
+                    .bind(r.mem_mib)
+                    .bind(r.temp_c)
+                    .bind(r.power_dw)
+                    .bind(r.clock_mhz);
+            }
+            query.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -104,7 +155,7 @@ impl Store {
             ("1h", "samples_10m", 3600, false),
         ] {
             let previous: Option<i64> =
-                sqlx::query_scalar("SELECT done_until FROM history_progress WHERE level = ?1")
+                sqlx::query_scalar("SELECT done_until FROM history_progress WHERE level = $1")
                     .bind(level)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -133,11 +184,14 @@ impl Store {
                     _ => "samples_1h",
                 };
                 sqlx::query(&format!(
-                    "INSERT OR REPLACE INTO {into}
+                    "INSERT INTO {into} (gpu_id, t, {})
                      SELECT gpu_id, (t / {bucket}) * {bucket}, {}
-                     FROM {from} WHERE gpu_id IN (SELECT id FROM gpus) AND t >= ?1 AND t < ?2
-                     GROUP BY gpu_id, t / {bucket}",
-                    rollup_columns(from_raw)
+                     FROM {from} WHERE gpu_id IN (SELECT id FROM gpus) AND t >= $1 AND t < $2
+                     GROUP BY gpu_id, t / {bucket}
+                     {}",
+                    ROLLUP_COLUMNS.join(", "),
+                    rollup_columns(from_raw),
+                    replace_on_conflict(&ROLLUP_COLUMNS)
                 ))
                 .bind(start)
                 .bind(end)
@@ -147,7 +201,7 @@ impl Store {
             // Progress never moves back: a late batch re-rolls old buckets, nothing more.
             let progress = previous.map_or(end, |p| p.max(end));
             sqlx::query(
-                "INSERT INTO history_progress (level, done_until) VALUES (?1, ?2)
+                "INSERT INTO history_progress (level, done_until) VALUES ($1, $2)
                  ON CONFLICT (level) DO UPDATE SET done_until = excluded.done_until",
             )
             .bind(level)
@@ -171,7 +225,7 @@ impl Store {
         // Reads, then writes: see `roll_up`.
         let mut tx = self.begin_immediate().await?;
         let progress = |level: &'static str| {
-            sqlx::query_scalar::<_, i64>("SELECT done_until FROM history_progress WHERE level = ?1")
+            sqlx::query_scalar::<_, i64>("SELECT done_until FROM history_progress WHERE level = $1")
                 .bind(level)
         };
         let minutes_done = progress("1m")
@@ -195,7 +249,7 @@ impl Store {
         ] {
             let Some(before) = before else { continue };
             removed += sqlx::query(&format!(
-                "DELETE FROM {table} WHERE gpu_id IN (SELECT id FROM gpus) AND t < ?1"
+                "DELETE FROM {table} WHERE gpu_id IN (SELECT id FROM gpus) AND t < $1"
             ))
             .bind(before)
             .execute(&mut *tx)
@@ -219,7 +273,10 @@ impl Store {
         let (raw, prefix) = metric.column();
         let width = plan.bucket_s;
         let aggregates = match plan.resolution {
-            Resolution::Raw => format!("MIN({raw}) * 1.0, AVG({raw}), MAX({raw}) * 1.0"),
+            Resolution::Raw => format!(
+                "CAST(MIN({raw}) AS DOUBLE PRECISION), CAST(AVG({raw}) AS DOUBLE PRECISION),
+                 CAST(MAX({raw}) AS DOUBLE PRECISION)"
+            ),
             _ => {
                 let count = if metric.always_present() {
                     "n".to_string()
@@ -227,14 +284,15 @@ impl Store {
                     format!("{prefix}_n")
                 };
                 format!(
-                    "MIN({prefix}_min) * 1.0, SUM({prefix}_sum) * 1.0 / NULLIF(SUM({count}), 0),
-                     MAX({prefix}_max) * 1.0"
+                    "CAST(MIN({prefix}_min) AS DOUBLE PRECISION),
+                     CAST(SUM({prefix}_sum) AS DOUBLE PRECISION) / NULLIF(SUM({count}), 0),
+                     CAST(MAX({prefix}_max) AS DOUBLE PRECISION)"
                 )
             }
         };
         let sql = format!(
-            "SELECT ?1 + ((t - ?1) / {width}) * {width} AS b, {aggregates}
-             FROM {} WHERE gpu_id = ?3 AND t >= ?1 AND t < ?2
+            "SELECT $1 + ((t - $1) / {width}) * {width} AS b, {aggregates}
+             FROM {} WHERE gpu_id = $3 AND t >= $1 AND t < $2
              GROUP BY b ORDER BY b",
             plan.resolution.table()
         );

@@ -11,7 +11,9 @@ pub struct KnownGpu {
     pub name: String,
     pub pci_bus_id: String,
     pub memory_total_bytes: i64,
+    #[sqlx(try_from = "Stamp")]
     pub first_seen: DateTime<Utc>,
+    #[sqlx(try_from = "Stamp")]
     pub last_seen: DateTime<Utc>,
 }
 
@@ -25,18 +27,18 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         let node_id: i64 = sqlx::query_scalar(
-            "INSERT INTO nodes (name, first_seen, last_seen) VALUES (?1, ?2, ?2)
+            "INSERT INTO nodes (name, first_seen, last_seen) VALUES ($1, $2, $2)
              ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen
              RETURNING id",
         )
         .bind(node)
-        .bind(now)
+        .bind(Stamp(now))
         .fetch_one(&mut *tx)
         .await?;
         for gpu in gpus {
             sqlx::query(
                 "INSERT INTO gpus (node_id, uuid, idx, name, pci_bus_id, memory_total_bytes, first_seen, last_seen)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
                  ON CONFLICT (node_id, uuid) DO UPDATE SET
                     idx = excluded.idx, name = excluded.name, pci_bus_id = excluded.pci_bus_id,
                     memory_total_bytes = excluded.memory_total_bytes, last_seen = excluded.last_seen",
@@ -47,7 +49,7 @@ impl Store {
             .bind(&gpu.name)
             .bind(&gpu.pci_bus_id)
             .bind(gpu.memory_total_bytes as i64)
-            .bind(now)
+            .bind(Stamp(now))
             .execute(&mut *tx)
             .await?;
         }

@@ -1,5 +1,6 @@
 //! SQL of jobs.
 
+use super::sql::Stamp;
 use super::{insert_audit, AuditEntry, Store, StoreError};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
@@ -74,14 +75,14 @@ struct Row {
     env: String,
     state: String,
     pid: Option<i64>,
-    created_at: DateTime<Utc>,
-    started_at: Option<DateTime<Utc>>,
-    ended_at: Option<DateTime<Utc>>,
+    created_at: Stamp,
+    started_at: Option<Stamp>,
+    ended_at: Option<Stamp>,
     exit_code: Option<i64>,
     signal: Option<i64>,
     message: String,
     unix_user: Option<String>,
-    cancel_requested: bool,
+    cancel_requested: i64,
     pid_start: Option<i64>,
     boot_id: Option<String>,
     stop_requested_ms: Option<i64>,
@@ -110,7 +111,7 @@ impl Row {
                 .map_err(|e| bad(e.to_string()))?,
             cgroup: self.cgroup,
             unix_user: self.unix_user,
-            cancel_requested: self.cancel_requested,
+            cancel_requested: self.cancel_requested != 0,
             pid_start: self.pid_start.map(|t| t as u64),
             boot_id: self.boot_id,
             stop_requested: self
@@ -127,9 +128,9 @@ impl Row {
                 cwd: self.cwd,
                 state: self.state.parse().map_err(bad)?,
                 pid: self.pid,
-                created_at: self.created_at,
-                started_at: self.started_at,
-                ended_at: self.ended_at,
+                created_at: self.created_at.0,
+                started_at: self.started_at.map(|s| s.0),
+                ended_at: self.ended_at.map(|s| s.0),
                 exit_code: self.exit_code,
                 signal: self.signal,
                 message: self.message,
@@ -180,7 +181,7 @@ impl Store {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
                                time_limit_s, min_memory_bytes, created_at, env_base)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
         )
         .bind(booking_id)
         .bind(new.user_id)
@@ -192,7 +193,7 @@ impl Store {
         .bind(queue.map(|q| i64::from(q.gpus)))
         .bind(queue.map(|q| q.time_limit_s))
         .bind(queue.and_then(|q| q.min_memory_bytes).map(|b| b as i64))
-        .bind(now)
+        .bind(Stamp(now))
         .bind(
             new.env_base
                 .map(|b| serde_json::to_string(b).unwrap_or_default()),
@@ -234,7 +235,7 @@ impl Store {
              UNION ALL
              SELECT * FROM ({SELECT} WHERE j.gpus IS NOT NULL
                  AND j.state NOT IN ('pending', 'queued', 'running')
-                 ORDER BY j.id DESC LIMIT ?1)"
+                 ORDER BY j.id DESC LIMIT $1) AS ended"
         ))
         .bind(ended)
         .fetch_all(&self.pool)
@@ -246,7 +247,7 @@ impl Store {
     /// no longer pending (cancelled meanwhile).
     pub async fn start_queue_job(&self, id: i64, booking_id: i64) -> Result<bool, StoreError> {
         let started = sqlx::query(
-            "UPDATE jobs SET booking_id = ?2, state = 'queued' WHERE id = ?1 AND state = 'pending'",
+            "UPDATE jobs SET booking_id = $2, state = 'queued' WHERE id = $1 AND state = 'pending'",
         )
         .bind(id)
         .bind(booking_id)
@@ -261,7 +262,7 @@ impl Store {
     }
 
     pub async fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
-        let row: Option<Row> = sqlx::query_as(&format!("{SELECT} WHERE j.id = ?1"))
+        let row: Option<Row> = sqlx::query_as(&format!("{SELECT} WHERE j.id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -275,7 +276,7 @@ impl Store {
         user_id: Option<i64>,
     ) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(&format!(
-            "{SELECT} WHERE (?1 IS NULL OR j.booking_id = ?1) AND (?2 IS NULL OR j.user_id = ?2)
+            "{SELECT} WHERE ($1 IS NULL OR j.booking_id = $1) AND ($2 IS NULL OR j.user_id = $2)
              ORDER BY j.id DESC LIMIT 500"
         ))
         .bind(booking_id)
@@ -301,16 +302,19 @@ impl Store {
         process: &JobProcess,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        // A job cancelled between the runner's read and its start (`cancelled`, with the cancel
+        // asked) runs now all the same: it is recorded as running, with the cancel still asked,
+        // so that the runner stops it as it stops any cancelled job, and nothing runs unseen.
         sqlx::query(
-            "UPDATE jobs SET state = 'running', pid = ?2, pid_start = ?3, boot_id = ?4,
-                started_at = ?5
-             WHERE id = ?1",
+            "UPDATE jobs SET state = 'running', pid = $2, pid_start = $3, boot_id = $4,
+                started_at = $5, ended_at = NULL, message = ''
+             WHERE id = $1 AND state IN ('queued', 'cancelled')",
         )
         .bind(id)
         .bind(i64::from(process.pid))
         .bind(process.start_ticks as i64)
         .bind(&process.boot_id)
-        .bind(now)
+        .bind(Stamp(now))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -318,7 +322,7 @@ impl Store {
 
     /// Names the directory made for a job's logs (under the jobs dir), before it starts.
     pub async fn set_job_log_dir(&self, id: i64, dir: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET log_dir = ?2 WHERE id = ?1")
+        sqlx::query("UPDATE jobs SET log_dir = $2 WHERE id = $1")
             .bind(id)
             .bind(dir)
             .execute(&self.pool)
@@ -334,7 +338,7 @@ impl Store {
         device_wall: &str,
         cgroup: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET device_wall = ?2, cgroup = ?3 WHERE id = ?1")
+        sqlx::query("UPDATE jobs SET device_wall = $2, cgroup = $3 WHERE id = $1")
             .bind(id)
             .bind(device_wall)
             .bind(cgroup)
@@ -345,7 +349,7 @@ impl Store {
 
     /// Records the environment a job started with, in words.
     pub async fn job_environment(&self, id: i64, environment: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET environment = ?2 WHERE id = ?1")
+        sqlx::query("UPDATE jobs SET environment = $2 WHERE id = $1")
             .bind(id)
             .bind(environment)
             .execute(&self.pool)
@@ -360,7 +364,7 @@ impl Store {
         cpu_time_ms: Option<u64>,
         peak_host_memory_bytes: Option<u64>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET cpu_time_ms = ?2, peak_host_memory_bytes = ?3 WHERE id = ?1")
+        sqlx::query("UPDATE jobs SET cpu_time_ms = $2, peak_host_memory_bytes = $3 WHERE id = $1")
             .bind(id)
             .bind(cpu_time_ms.map(|t| t as i64))
             .bind(peak_host_memory_bytes.map(|b| b as i64))
@@ -372,7 +376,7 @@ impl Store {
     /// The directory of a job's logs, under the jobs dir; `None` before it started.
     pub async fn job_log_dir(&self, id: i64) -> Result<Option<String>, StoreError> {
         Ok(
-            sqlx::query_scalar::<_, Option<String>>("SELECT log_dir FROM jobs WHERE id = ?1")
+            sqlx::query_scalar::<_, Option<String>>("SELECT log_dir FROM jobs WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await?
@@ -383,7 +387,7 @@ impl Store {
     /// The queue job whose cards a booking holds, if it is one's.
     pub async fn queue_job_of_booking(&self, booking_id: i64) -> Result<Option<i64>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT id FROM jobs WHERE booking_id = ?1 AND gpus IS NOT NULL ORDER BY id LIMIT 1",
+            "SELECT id FROM jobs WHERE booking_id = $1 AND gpus IS NOT NULL ORDER BY id LIMIT 1",
         )
         .bind(booking_id)
         .fetch_optional(&self.pool)
@@ -398,7 +402,7 @@ impl Store {
         at: DateTime<Utc>,
         reason: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET stop_requested_ms = ?2, stop_reason = ?3 WHERE id = ?1")
+        sqlx::query("UPDATE jobs SET stop_requested_ms = $2, stop_reason = $3 WHERE id = $1")
             .bind(id)
             .bind(at.timestamp_millis())
             .bind(reason)
@@ -410,8 +414,8 @@ impl Store {
     /// Raises a job's recorded peak GPU memory to `bytes` if that is more.
     pub async fn job_peak_memory(&self, id: i64, bytes: u64) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET peak_memory_bytes = ?2
-             WHERE id = ?1 AND (peak_memory_bytes IS NULL OR peak_memory_bytes < ?2)",
+            "UPDATE jobs SET peak_memory_bytes = $2
+             WHERE id = $1 AND (peak_memory_bytes IS NULL OR peak_memory_bytes < $2)",
         )
         .bind(id)
         .bind(bytes as i64)
@@ -427,15 +431,15 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET state = ?2, exit_code = ?3, signal = ?4, message = ?5, ended_at = ?6
-             WHERE id = ?1",
+            "UPDATE jobs SET state = $2, exit_code = $3, signal = $4, message = $5, ended_at = $6
+             WHERE id = $1",
         )
         .bind(id)
         .bind(end.state.as_str())
         .bind(end.exit_code)
         .bind(end.signal)
         .bind(&end.message)
-        .bind(now)
+        .bind(Stamp(now))
         .execute(&self.pool)
         .await?;
         self.emit(Event::CardsChanged(Change::JobEnded));
@@ -455,13 +459,13 @@ impl Store {
             "UPDATE jobs SET
                 cancel_requested = 1,
                 state = CASE WHEN state IN ('pending', 'queued') THEN 'cancelled' ELSE state END,
-                ended_at = CASE WHEN state IN ('pending', 'queued') THEN ?2 ELSE ended_at END,
+                ended_at = CASE WHEN state IN ('pending', 'queued') THEN $2 ELSE ended_at END,
                 message = CASE WHEN state IN ('pending', 'queued') THEN 'cancelled before it started'
                                ELSE message END
-             WHERE id = ?1 AND state IN ('pending', 'queued', 'running')",
+             WHERE id = $1 AND state IN ('pending', 'queued', 'running')",
         )
         .bind(id)
-        .bind(now)
+        .bind(Stamp(now))
         .execute(&mut *tx)
         .await?
         .rows_affected()

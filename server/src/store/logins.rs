@@ -29,7 +29,7 @@ impl Store {
         // Failures and attempts still being checked (`ok IS NULL`) count alike.
         let rows: Vec<(i64, String)> = sqlx::query_as(
             "SELECT at_ms, remote_addr FROM login_attempts
-             WHERE username = ?1 AND at_ms > ?2 AND (ok IS NULL OR ok = 0)",
+             WHERE username = $1 AND at_ms > $2 AND (ok IS NULL OR ok = 0)",
         )
         .bind(username)
         .bind(since)
@@ -59,14 +59,14 @@ impl Store {
             return Ok(AttemptStart::Locked(wait));
         }
         let address_failures: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM login_attempts WHERE remote_addr = ?1 AND at_ms > ?2 AND ok = 0",
+            "SELECT COUNT(*) FROM login_attempts WHERE remote_addr = $1 AND at_ms > $2 AND ok = 0",
         )
         .bind(address)
         .bind(since)
         .fetch_one(&mut *tx)
         .await?;
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO login_attempts (username, remote_addr, at_ms) VALUES (?1, ?2, ?3)
+            "INSERT INTO login_attempts (username, remote_addr, at_ms) VALUES ($1, $2, $3)
              RETURNING id",
         )
         .bind(username)
@@ -75,7 +75,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         // Attempts older than a day matter to no rule.
-        sqlx::query("DELETE FROM login_attempts WHERE at_ms < ?1")
+        sqlx::query("DELETE FROM login_attempts WHERE at_ms < $1")
             .bind(ms(now - Duration::days(1)))
             .execute(&mut *tx)
             .await?;
@@ -91,14 +91,14 @@ impl Store {
     pub async fn end_login_attempt(&self, id: i64, ok: Option<bool>) -> Result<(), StoreError> {
         match ok {
             Some(ok) => {
-                sqlx::query("UPDATE login_attempts SET ok = ?2 WHERE id = ?1")
+                sqlx::query("UPDATE login_attempts SET ok = $2 WHERE id = $1")
                     .bind(id)
-                    .bind(ok)
+                    .bind(super::sql::flag(ok))
                     .execute(&self.pool)
                     .await?
             }
             None => {
-                sqlx::query("DELETE FROM login_attempts WHERE id = ?1")
+                sqlx::query("DELETE FROM login_attempts WHERE id = $1")
                     .bind(id)
                     .execute(&self.pool)
                     .await?

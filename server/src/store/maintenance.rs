@@ -1,7 +1,8 @@
 //! SQL of maintenance blocks: admins take cards out of service for a slot.
 
 use super::slots::*;
-use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
+use super::sql::{lock, Stamp};
+use super::{at, insert_audit, ms, AuditEntry, Lock, Store, StoreError};
 use crate::bookings::rules::{self};
 use crate::bookings::BookingError;
 use crate::events::{Change, Event};
@@ -23,8 +24,8 @@ impl Store {
         if request.end <= request.start {
             return Err(BookingError::from(rules::InvalidSlot::EndNotAfterStart).into());
         }
-        let _turn = self.writer.lock().await;
-        let mut tx = self.begin_immediate().await?;
+        let _turn = self.write_turn().await;
+        let mut tx = self.begin_serial(&[Lock::Exclusive(lock::CARDS)]).await?;
         let slot =
             cards_in_slot(&mut tx, &request.gpus, (request.start, request.end), None).await?;
         if !slot.bookings.is_empty() {
@@ -37,12 +38,12 @@ impl Store {
         let cards = slot.cards;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO maintenance (start_ms, end_ms, reason, created_at, created_by)
-             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
         )
         .bind(ms(request.start))
         .bind(ms(request.end))
         .bind(&request.reason)
-        .bind(now)
+        .bind(Stamp(now))
         .bind(audit.actor_user_id)
         .fetch_one(&mut *tx)
         .await?;
@@ -66,9 +67,9 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let _turn = self.writer.lock().await;
-        let mut tx = self.begin_immediate().await?;
-        let deleted = sqlx::query("DELETE FROM maintenance WHERE id = ?1")
+        let _turn = self.write_turn().await;
+        let mut tx = self.begin_serial(&[Lock::Exclusive(lock::CARDS)]).await?;
+        let deleted = sqlx::query("DELETE FROM maintenance WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?
@@ -94,7 +95,7 @@ impl Store {
              FROM maintenance m
              JOIN maintenance_gpus mg ON mg.maintenance_id = m.id
              JOIN gpus g ON g.id = mg.gpu_id JOIN nodes n ON n.id = g.node_id
-             WHERE m.end_ms > ?1 ORDER BY m.start_ms, m.id, n.name, g.idx",
+             WHERE m.end_ms > $1 ORDER BY m.start_ms, m.id, n.name, g.idx",
         )
         .bind(ms(from))
         .fetch_all(&self.pool)

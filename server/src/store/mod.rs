@@ -1,9 +1,10 @@
-//! All SQL lives here. Callers see domain types and [`StoreError`], never a driver type, so a
-//! PostgreSQL backend (planned for multi-node) can be added inside this module alone.
+//! All SQL lives here, for both backends (SQLite embedded, PostgreSQL shared; see `sql.rs` for
+//! how one text serves both). Callers see domain types and [`StoreError`], never a driver type.
 
 mod accounts;
 mod audit;
 mod bookings;
+mod copy;
 mod enforcement;
 mod file;
 mod history;
@@ -17,13 +18,16 @@ mod reports;
 mod sessions;
 mod settings;
 mod slots;
+mod sql;
 mod tokens;
 
 use accounts::{UserRow, USER_COLUMNS};
 use audit::insert_audit;
 pub use audit::AuditEntry;
 pub use bookings::BookingFilter;
+pub use copy::{TableCopy, TABLES};
 pub use enforcement::NewViolation;
+pub use file::make_private;
 pub use history::Bucket;
 pub use inventory::KnownGpu;
 pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
@@ -40,9 +44,12 @@ use crate::events::{Change, Event, Events};
 use chrono::{DateTime, Utc};
 use lanes_types::account::{ApiToken, AuditRecord, Group, PortalSettings};
 use lanes_types::GpuInfo;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+pub use sql::Backend;
+use sql::{flag, lock, Stamp, Tx};
+use sqlx::any::AnyPoolOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::Executor;
+use sqlx::{AnyConnection, AnyPool};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -56,11 +63,12 @@ fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
+/// The oldest PostgreSQL this schema is written for (`server_version_num`).
+const MIN_POSTGRES: i64 = 140000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error(
-        "unsupported database URL {0:?}: expected sqlite://PATH (PostgreSQL support is planned)"
-    )]
+    #[error("unsupported database URL {0:?}: expected sqlite://PATH or postgres://HOST/DATABASE")]
     UnsupportedUrl(String),
     #[error("cannot open database {url}: {reason}")]
     Open { url: String, reason: String },
@@ -71,13 +79,19 @@ pub enum StoreError {
     /// The request names something that does not exist (a group, a user).
     #[error("{0}")]
     Invalid(String),
-    /// The database cannot take writes now (its file vanished or was replaced).
+    /// The database cannot take writes now (its file vanished or was replaced, or the server
+    /// does not answer).
     #[error("{0}")]
     Unavailable(String),
     /// The database failed a statement, or holds something this version cannot read. The
     /// driver's error, as text: no driver type leaves the store.
     #[error("database error: {0}")]
     Database(String),
+    /// PostgreSQL's exclusion constraint refused a hold: another process booked one of the
+    /// cards between this write's check and its insert. The store checks again (and then
+    /// answers with the usual conflict); it leaves the store only if that keeps happening.
+    #[error("another booking took one of these cards at the same moment; try again")]
+    Overlap(String),
     /// A booking write the domain's rules refused (inside the write's transaction).
     #[error(transparent)]
     Refused(#[from] crate::bookings::BookingError),
@@ -85,8 +99,27 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        StoreError::Database(e.to_string())
+        match e {
+            // The server went away or the pool could not reach it in time: the request may be
+            // retried, nothing was half-written (the transaction did not commit).
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_) => {
+                StoreError::Unavailable(format!("the database is unavailable: {e}"))
+            }
+            sqlx::Error::Database(d) if d.code().as_deref().is_some_and(is_gone) => {
+                StoreError::Unavailable(format!("the database is unavailable: {d}"))
+            }
+            e => StoreError::Database(e.to_string()),
+        }
     }
+}
+
+/// PostgreSQL error classes that mean "the server is going or gone", not "the statement is
+/// wrong": admin shutdown, crash, cannot connect now, connection failures.
+fn is_gone(code: &str) -> bool {
+    code.starts_with("57P") || code.starts_with("08")
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
@@ -102,12 +135,14 @@ fn unreadable(what: impl std::fmt::Display) -> StoreError {
 
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
-    /// Booking writes of this process take turns here before `BEGIN IMMEDIATE`. SQLite makes
-    /// a writer that finds the database locked sleep and retry (1, 2, 5… up to 100 ms), which
-    /// under concurrent load costs far more than the write; queueing in-process wakes the next
-    /// writer the moment the last one commits. `BEGIN IMMEDIATE` still guards against other
-    /// processes (`lanes user add`, later a second node).
+    pool: AnyPool,
+    backend: Backend,
+    /// SQLite only: booking writes of this process take turns here before `BEGIN IMMEDIATE`.
+    /// SQLite makes a writer that finds the database locked sleep and retry (1, 2, 5… up to
+    /// 100 ms), which under concurrent load costs far more than the write; queueing in-process
+    /// wakes the next writer the moment the last one commits. `BEGIN IMMEDIATE` still guards
+    /// against other processes (`lanes user add`). PostgreSQL needs no such turn: its locks
+    /// queue waiters themselves.
     writer: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// The database file this store opened, to notice it vanishing or being replaced.
     file: Option<std::sync::Arc<file::DbFile>>,
@@ -115,33 +150,75 @@ pub struct Store {
     events: Events,
 }
 
+/// Migrations of each backend, applied at start.
+fn migrator(backend: Backend) -> sqlx::migrate::Migrator {
+    match backend {
+        Backend::Sqlite => sqlx::migrate!("../migrations/sqlite"),
+        Backend::Postgres => sqlx::migrate!("../migrations/postgres"),
+    }
+}
+
+/// A migration and whether this database has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationState {
+    pub version: i64,
+    pub description: String,
+    pub applied: bool,
+}
+
 impl Store {
     /// Opens (creating if needed) the database and brings its schema up to date.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
-        if !url.starts_with("sqlite:") {
-            return Err(StoreError::UnsupportedUrl(url.to_string()));
-        }
-        let open_err = |e: sqlx::Error| StoreError::Open {
-            url: url.to_string(),
-            reason: e.to_string(),
+        let store = Self::connect(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens the database without touching its schema (for `lanes db status`).
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend =
+            Backend::of_url(url).ok_or_else(|| StoreError::UnsupportedUrl(url.to_string()))?;
+        let open_err = |reason: String| StoreError::Open {
+            url: redact(url),
+            reason,
         };
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(open_err)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
+        let (pool, file) = match backend {
+            Backend::Sqlite => Self::connect_sqlite(url).await.map_err(open_err)?,
+            Backend::Postgres => (Self::connect_postgres(url).await.map_err(open_err)?, None),
+        };
+        Ok(Self {
+            pool,
+            backend,
+            writer: Default::default(),
+            file,
+            events: Events::default(),
+        })
+    }
+
+    async fn connect_sqlite(
+        url: &str,
+    ) -> Result<(AnyPool, Option<std::sync::Arc<file::DbFile>>), String> {
+        let options = SqliteConnectOptions::from_str(url).map_err(|e| e.to_string())?;
         let path = options.get_filename().to_path_buf();
         let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
         if !in_memory {
-            file::make_private(&path).map_err(|e| StoreError::Open {
-                url: url.to_string(),
-                reason: format!("cannot make the database private: {e}"),
-            })?;
+            // Also creates the file (owner-only) so that the driver opens it read-write.
+            file::make_private(&path)
+                .map_err(|e| format!("cannot make the database private: {e}"))?;
         }
-        let pool = SqlitePoolOptions::new()
+        let pool = AnyPoolOptions::new()
             .max_connections(8)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute(sqlx::raw_sql(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+                         PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
+                    ))
+                    .await?;
+                    Ok(())
+                })
+            })
             // A connection whose COMMIT or ROLLBACK failed (a full disk) may still be inside a
             // transaction, by sqlx's count or SQLite's own: back in the pool it would run the
             // next request inside that transaction (writes never committed, stale reads) or
@@ -149,17 +226,101 @@ impl Store {
             .after_release(|conn, _| {
                 Box::pin(async move { Ok(file::outside_transaction(conn).await) })
             })
-            .connect_with(options)
+            .connect(url)
             .await
-            .map_err(open_err)?;
-        sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
-        let file = file::DbFile::watch(&path).map(std::sync::Arc::new);
-        Ok(Self {
-            pool,
-            writer: Default::default(),
-            file,
-            events: Events::default(),
-        })
+            .map_err(|e| e.to_string())?;
+        let file = (!in_memory)
+            .then(|| file::DbFile::watch(&path).map(std::sync::Arc::new))
+            .flatten();
+        Ok((pool, file))
+    }
+
+    async fn connect_postgres(url: &str) -> Result<AnyPool, String> {
+        let pool = AnyPoolOptions::new()
+            .max_connections(16)
+            // A server that went away answers requests with 503 in seconds, not minutes.
+            .acquire_timeout(Duration::from_secs(5))
+            .after_release(|conn, _| Box::pin(async move { Ok(sqlx_depth(conn) == 0) }))
+            .connect(url)
+            .await
+            .map_err(|e| one_line(&e.to_string()))?;
+        let version: String = sqlx::query_scalar("SHOW server_version_num")
+            .fetch_one(&pool)
+            .await
+            .map_err(|e| one_line(&e.to_string()))?;
+        let version: i64 = version.trim().parse().unwrap_or(0);
+        if version < MIN_POSTGRES {
+            pool.close().await;
+            return Err(format!(
+                "PostgreSQL {}.{} is too old: Lanes needs {} or newer",
+                version / 10000,
+                version % 10000,
+                MIN_POSTGRES / 10000
+            ));
+        }
+        Ok(pool)
+    }
+
+    /// Applies the migrations this database lacks. Refuses a database migrated by a newer
+    /// Lanes (one that knows migrations this one does not).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let known = migrator(self.backend);
+        if let Some(newer) = self
+            .applied_migrations()
+            .await?
+            .into_iter()
+            .find(|v| !known.iter().any(|m| m.version == *v))
+        {
+            return Err(StoreError::Migrate(format!(
+                "the database has migration {newer}, which this Lanes ({}) does not know: \
+                 it was upgraded by a newer Lanes; upgrade this one",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        known.run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Every migration this Lanes knows, and whether the database has it.
+    pub async fn migration_status(&self) -> Result<Vec<MigrationState>, StoreError> {
+        let applied = self.applied_migrations().await?;
+        Ok(migrator(self.backend)
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration())
+            .map(|m| MigrationState {
+                version: m.version,
+                description: m.description.to_string(),
+                applied: applied.contains(&m.version),
+            })
+            .collect())
+    }
+
+    /// Versions recorded as applied (none in a fresh database).
+    async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
+        let exists: Option<i64> = match self.backend {
+            Backend::Sqlite => sqlx::query_scalar(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+            ),
+            Backend::Postgres => {
+                sqlx::query_scalar("SELECT 1 WHERE to_regclass('_sqlx_migrations') IS NOT NULL")
+            }
+        }
+        .fetch_optional(&self.pool)
+        .await?;
+        if exists.is_none() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE success = $1 ORDER BY version",
+        )
+        .bind(true)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Which database this store runs on.
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// The bus this store's writes are announced on, once committed.
@@ -172,18 +333,32 @@ impl Store {
     }
 
     /// A transaction for writing, refused while the database file is gone.
-    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    async fn begin(&self) -> Result<Tx<'static>, StoreError> {
         self.check_file()?;
         Ok(self.pool.begin().await?)
     }
 
-    /// A transaction that reads, then writes: `BEGIN IMMEDIATE` takes the write lock first, so
-    /// no commit elsewhere can stale its snapshot.
-    async fn begin_immediate(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    /// A transaction that reads, then writes, and must not interleave with another such: on
+    /// SQLite `BEGIN IMMEDIATE` (the write lock first, so no commit elsewhere can stale its
+    /// snapshot); on PostgreSQL an advisory lock held to the end of the transaction.
+    async fn begin_immediate(&self) -> Result<Tx<'static>, StoreError> {
+        self.begin_serial(&[Lock::Exclusive(lock::WRITES)]).await
+    }
+
+    /// A transaction serialized by `locks` (PostgreSQL, taken in order) or by SQLite's write
+    /// lock.
+    async fn begin_serial(&self, locks: &[Lock]) -> Result<Tx<'static>, StoreError> {
         self.check_file()?;
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        match self.backend {
+            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Postgres => {
+                let mut tx = self.pool.begin().await?;
+                for l in locks {
+                    take_lock(&mut tx, *l).await?;
+                }
+                Ok(tx)
+            }
+        }
     }
 
     /// Refuses when the database file this store opened was removed or replaced: writes would
@@ -202,15 +377,63 @@ impl Store {
             file.check()?;
             file.check_header()?;
         }
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sqlite_schema")
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations")
             .fetch_one(&self.pool)
             .await
             .map(|_| ())
-            .map_err(|e| format!("the database does not answer: {e}"))
+            .map_err(|e| format!("the database does not answer: {}", one_line(&e.to_string())))
     }
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// A PostgreSQL advisory lock to hold until the transaction ends.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Lock {
+    Exclusive(i64),
+    Shared(i64),
+    /// One user's: their bookings take turns for the quota check.
+    User(i64),
+}
+
+pub(super) async fn take_lock(tx: &mut Tx<'_>, l: Lock) -> Result<(), StoreError> {
+    let q = match l {
+        Lock::Exclusive(key) => sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(key),
+        Lock::Shared(key) => sqlx::query("SELECT pg_advisory_xact_lock_shared($1)").bind(key),
+        // The two-key form takes int4 keys; user ids past 2^31 share a key, which only makes
+        // them wait for each other.
+        Lock::User(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+            .bind(lock::USER)
+            .bind((id & 0x7fff_ffff) as i32),
+    };
+    q.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// How many transactions sqlx counts open on a connection.
+fn sqlx_depth(conn: &AnyConnection) -> usize {
+    <<sqlx::Any as sqlx::Database>::TransactionManager as sqlx::TransactionManager>::get_transaction_depth(conn)
+}
+
+/// A driver message on one line (PostgreSQL's can span several).
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A database URL without its password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
     }
 }
 
@@ -313,8 +536,25 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_non_sqlite_url_is_refused_with_a_clear_message() {
-        let err = Store::open("postgres://localhost/lanes").await.unwrap_err();
-        assert!(err.to_string().contains("expected sqlite://PATH"), "{err}");
+    async fn an_unknown_url_is_refused_with_a_clear_message() {
+        let err = Store::open("mysql://localhost/lanes").await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("expected sqlite://PATH or postgres://"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_url_shown_in_a_message_hides_its_password() {
+        assert_eq!(
+            redact("postgres://lanes:s3cret@db.lab:5432/lanes"),
+            "postgres://lanes:***@db.lab:5432/lanes"
+        );
+        assert_eq!(redact("postgres://db.lab/lanes"), "postgres://db.lab/lanes");
+        assert_eq!(
+            redact("sqlite:///var/lib/lanes/lanes.db"),
+            "sqlite:///var/lib/lanes/lanes.db"
+        );
     }
 }

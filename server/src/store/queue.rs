@@ -38,12 +38,12 @@ impl Store {
              FROM booking_gpus bg
              JOIN bookings b ON b.id = bg.booking_id
              JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
-             WHERE bg.live = 1 AND bg.end_ms > ?1
+             WHERE bg.live = 1 AND bg.end_ms > $1
              UNION ALL
              SELECT n.name, g.uuid, mg.start_ms, mg.end_ms, NULL
              FROM maintenance_gpus mg
              JOIN gpus g ON g.id = mg.gpu_id JOIN nodes n ON n.id = g.node_id
-             WHERE mg.end_ms > ?1",
+             WHERE mg.end_ms > $1",
         )
         .bind(from.timestamp_millis())
         .fetch_all(&self.pool)
@@ -56,7 +56,7 @@ impl Store {
         Ok(sqlx::query_as(
             "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*) AS gpus
              FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
-             WHERE b.status != 'cancelled' AND b.end_ms > ?1
+             WHERE b.status != 'cancelled' AND b.end_ms > $1
              GROUP BY b.id",
         )
         .bind(since.timestamp_millis())

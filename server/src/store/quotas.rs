@@ -2,6 +2,7 @@
 //! must pass inside its own write transaction.
 
 use super::slots::*;
+use super::sql::placeholders;
 use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
 use crate::bookings::quota::{self, BookedSlot, GroupUse};
 use chrono::{DateTime, Utc};
@@ -31,8 +32,8 @@ pub(super) async fn check_quota(
                 q.max_booking_hours, q.max_days_ahead, q.max_upcoming
          FROM quotas q LEFT JOIN groups g ON q.scope = 'group' AND g.name = q.name
          WHERE q.scope = 'default'
-            OR (q.scope = 'user' AND q.name = (SELECT username FROM users WHERE id = ?1))
-            OR (q.scope = 'group' AND g.id IN (SELECT group_id FROM group_members WHERE user_id = ?1))",
+            OR (q.scope = 'user' AND q.name = (SELECT username FROM users WHERE id = $1))
+            OR (q.scope = 'group' AND g.id IN (SELECT group_id FROM group_members WHERE user_id = $1))",
     )
     .bind(user_id)
     .fetch_all(&mut **tx)
@@ -72,7 +73,7 @@ pub(super) async fn check_quota(
     let mut group_holds = Vec::new();
     for (group_id, name, group_limits) in group_limits {
         let members: Vec<i64> =
-            sqlx::query_scalar("SELECT user_id FROM group_members WHERE group_id = ?1")
+            sqlx::query_scalar("SELECT user_id FROM group_members WHERE group_id = $1")
                 .bind(group_id)
                 .fetch_all(&mut **tx)
                 .await?;
@@ -99,21 +100,27 @@ async fn holds(
     except: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<Vec<BookedSlot>, StoreError> {
-    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+    if members.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
         "SELECT b.start_ms, b.end_ms, COUNT(*)
          FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
-         WHERE b.user_id IN (SELECT value FROM json_each(?1)) AND b.status != 'cancelled'
-           AND ((b.end_ms > ?2 AND b.start_ms < ?3) OR b.start_ms > ?5)
-           AND (?4 IS NULL OR b.id != ?4)
-         GROUP BY b.id",
-    )
-    .bind(serde_json::to_string(members).unwrap_or_default())
-    .bind(ms(window.0))
-    .bind(ms(window.1))
-    .bind(except)
-    .bind(ms(now))
-    .fetch_all(&mut **tx)
-    .await?;
+         WHERE b.user_id IN ({}) AND b.status != 'cancelled'
+           AND ((b.end_ms > $1 AND b.start_ms < $2) OR b.start_ms > $4)
+           AND ($3 IS NULL OR b.id != $3)
+         GROUP BY b.id, b.start_ms, b.end_ms",
+        placeholders(5, members.len())
+    );
+    let mut query = sqlx::query_as(&sql)
+        .bind(ms(window.0))
+        .bind(ms(window.1))
+        .bind(except)
+        .bind(ms(now));
+    for member in members {
+        query = query.bind(*member);
+    }
+    let rows: Vec<(i64, i64, i64)> = query.fetch_all(&mut **tx).await?;
     Ok(rows
         .into_iter()
         .map(|(s, e, n)| BookedSlot {
@@ -127,26 +134,26 @@ async fn holds(
 /// A quota's limits as stored.
 #[derive(sqlx::FromRow)]
 struct QuotaRow {
-    max_gpus: Option<u32>,
+    max_gpus: Option<i64>,
     gpu_hours_per_week: Option<f64>,
     max_booking_hours: Option<f64>,
     max_days_ahead: Option<f64>,
-    max_upcoming: Option<u32>,
+    max_upcoming: Option<i64>,
 }
 
 impl From<QuotaRow> for Quota {
     fn from(r: QuotaRow) -> Self {
         Quota {
-            max_gpus: r.max_gpus,
+            max_gpus: r.max_gpus.and_then(|n| u32::try_from(n).ok()),
             gpu_hours_per_week: r.gpu_hours_per_week,
             max_booking_hours: r.max_booking_hours,
             max_days_ahead: r.max_days_ahead,
-            max_upcoming: r.max_upcoming,
+            max_upcoming: r.max_upcoming.and_then(|n| u32::try_from(n).ok()),
         }
     }
 }
 
-async fn read_quotas(conn: &mut sqlx::SqliteConnection) -> Result<Quotas, StoreError> {
+async fn read_quotas(conn: &mut sqlx::AnyConnection) -> Result<Quotas, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Row {
         scope: String,
@@ -190,7 +197,7 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let _turn = self.writer.lock().await;
+        let _turn = self.write_turn().await;
         let mut tx = self.begin_immediate().await?;
         sqlx::query("DELETE FROM quotas").execute(&mut *tx).await?;
         let mut rows = vec![("default", String::new(), &quotas.default)];
@@ -198,8 +205,8 @@ impl Store {
         rows.extend(quotas.users.iter().map(|(u, q)| ("user", u.clone(), q)));
         for (scope, name, quota) in rows {
             let table = match scope {
-                "group" => Some("groups WHERE name = ?1"),
-                "user" => Some("users WHERE username = ?1"),
+                "group" => Some("groups WHERE name = $1"),
+                "user" => Some("users WHERE username = $1"),
                 _ => None,
             };
             if let Some(table) = table {
@@ -214,15 +221,15 @@ impl Store {
             sqlx::query(
                 "INSERT INTO quotas (scope, name, max_gpus, gpu_hours_per_week, max_booking_hours,
                                      max_days_ahead, max_upcoming)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(scope)
             .bind(&name)
-            .bind(quota.max_gpus)
+            .bind(quota.max_gpus.map(i64::from))
             .bind(quota.gpu_hours_per_week)
             .bind(quota.max_booking_hours)
             .bind(quota.max_days_ahead)
-            .bind(quota.max_upcoming)
+            .bind(quota.max_upcoming.map(i64::from))
             .execute(&mut *tx)
             .await?;
         }
@@ -238,8 +245,8 @@ impl Store {
         let holds: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
             "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*)
              FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
-             WHERE b.status != 'cancelled' AND b.end_ms > ?1
-             GROUP BY b.id",
+             WHERE b.status != 'cancelled' AND b.end_ms > $1
+             GROUP BY b.id, b.user_id, b.start_ms, b.end_ms",
         )
         .bind(ms(now))
         .fetch_all(&mut *conn)

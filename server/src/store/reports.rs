@@ -39,19 +39,23 @@ impl Store {
         let hours = bucket_s as f64 / 3600.0;
         // A bucket counts for the share of it that readings cover (a card read for half an hour
         // of an hour bucket counts half an hour), so that gaps are neither use nor idleness.
-        let covered = format!("MIN(1.0, s.n * ?4 / {bucket_s}.0)");
+        // Arithmetic in double precision (PostgreSQL would otherwise compute in `numeric`).
+        let (least, greatest) = (self.backend.least(), self.backend.greatest());
+        let real = "DOUBLE PRECISION";
+        let covered = format!("{least}(CAST(1 AS {real}), s.n * $4 / CAST({bucket_s} AS {real}))");
+        let mean = format!("CAST(s.util_sum AS {real}) / s.n");
         let rows: Vec<UseRow> = sqlx::query_as(&format!(
             "SELECT bg.booking_id,
-                    COALESCE(SUM(s.util_sum * 1.0 / s.n * {covered}), 0) / 100.0 * {hours:.12},
-                    COALESCE(SUM(CASE WHEN s.util_sum * 1.0 / s.n < ?3 THEN {covered} ELSE 0 END), 0)
-                        * {hours:.12},
-                    SUM(s.util_sum) * 1.0 / NULLIF(SUM(s.n), 0),
+                    COALESCE(SUM({mean} * {covered}), 0) / 100 * CAST({hours:.12} AS {real}),
+                    COALESCE(SUM(CASE WHEN {mean} < $3 THEN {covered} ELSE 0 END), 0)
+                        * CAST({hours:.12} AS {real}),
+                    CAST(SUM(s.util_sum) AS {real}) / NULLIF(SUM(s.n), 0),
                     MAX(s.mem_max)
              FROM booking_gpus bg
              JOIN bookings b ON b.id = bg.booking_id
              JOIN {table} s ON s.gpu_id = bg.gpu_id
-                 AND s.t >= MAX(bg.start_ms / 1000, ?1) AND s.t < MIN(bg.end_ms / 1000, ?2)
-             WHERE b.status != 'cancelled' AND bg.end_ms > ?1 * 1000 AND bg.start_ms < ?2 * 1000
+                 AND s.t >= {greatest}(bg.start_ms / 1000, $1) AND s.t < {least}(bg.end_ms / 1000, $2)
+             WHERE b.status != 'cancelled' AND bg.end_ms > $1 * 1000 AND bg.start_ms < $2 * 1000
              GROUP BY bg.booking_id"
         ))
         .bind(from)
@@ -84,7 +88,7 @@ impl Store {
     ) -> Result<HashMap<i64, i64>, StoreError> {
         let rows: Vec<(i64, i64)> = sqlx::query_as(
             "SELECT user_id, COUNT(*) FROM violations
-             WHERE user_id IS NOT NULL AND first_seen_ms >= ?1 AND first_seen_ms < ?2
+             WHERE user_id IS NOT NULL AND first_seen_ms >= $1 AND first_seen_ms < $2
              GROUP BY user_id",
         )
         .bind(from.timestamp_millis())
@@ -100,13 +104,13 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<HashMap<i64, i64>, StoreError> {
-        let rows: Vec<(i64, DateTime<Utc>)> =
+        let rows: Vec<(i64, super::sql::Stamp)> =
             sqlx::query_as("SELECT user_id, started_at FROM jobs WHERE started_at IS NOT NULL")
                 .fetch_all(&self.pool)
                 .await?;
         let mut counts = HashMap::new();
         for (user, started) in rows {
-            if (from..to).contains(&started) {
+            if (from..to).contains(&started.0) {
                 *counts.entry(user).or_default() += 1;
             }
         }

@@ -3,11 +3,8 @@
 use super::*;
 
 /// Ends every session of a user: disabled, or with a reset or changed password.
-pub(super) async fn end_sessions_of(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    user_id: i64,
-) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM sessions WHERE user_id = ?1")
+pub(super) async fn end_sessions_of(tx: &mut Tx<'_>, user_id: i64) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM sessions WHERE user_id = $1")
         .bind(user_id)
         .execute(&mut **tx)
         .await?;
@@ -26,11 +23,11 @@ impl Store {
         let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO sessions (id_hash, user_id, created_at, last_seen_at, remote_addr)
-             VALUES (?1, ?2, ?3, ?3, ?4)",
+             VALUES ($1, $2, $3, $3, $4)",
         )
         .bind(id_hash)
         .bind(user_id)
-        .bind(now)
+        .bind(Stamp(now))
         .bind(&audit.remote_addr)
         .execute(&mut *tx)
         .await?;
@@ -47,13 +44,13 @@ impl Store {
         policy: &SessionPolicy,
         now: DateTime<Utc>,
     ) -> Result<Option<User>, StoreError> {
-        let row: Option<(i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT user_id, created_at, last_seen_at FROM sessions WHERE id_hash = ?1",
+        let row: Option<(i64, Stamp, Stamp)> = sqlx::query_as(
+            "SELECT user_id, created_at, last_seen_at FROM sessions WHERE id_hash = $1",
         )
         .bind(id_hash)
         .fetch_optional(&self.pool)
         .await?;
-        let Some((user_id, created, last_seen)) = row else {
+        let Some((user_id, Stamp(created), Stamp(last_seen))) = row else {
             return Ok(None);
         };
         if !policy.is_live(created, last_seen, now) {
@@ -62,9 +59,9 @@ impl Store {
         }
         // Writing on every request would serialize readers; a minute's precision is plenty.
         if now - last_seen > chrono::Duration::minutes(1) {
-            sqlx::query("UPDATE sessions SET last_seen_at = ?2 WHERE id_hash = ?1")
+            sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE id_hash = $1")
                 .bind(id_hash)
-                .bind(now)
+                .bind(Stamp(now))
                 .execute(&self.pool)
                 .await?;
         }
@@ -72,7 +69,7 @@ impl Store {
     }
 
     pub async fn end_session(&self, id_hash: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM sessions WHERE id_hash = ?1")
+        sqlx::query("DELETE FROM sessions WHERE id_hash = $1")
             .bind(id_hash)
             .execute(&self.pool)
             .await?;

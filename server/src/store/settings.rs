@@ -24,7 +24,7 @@ impl Store {
         &self,
         key: &str,
     ) -> Result<T, StoreError> {
-        let value: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = ?1")
+        let value: Option<String> = sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
@@ -46,7 +46,7 @@ impl Store {
             .map_err(|e| StoreError::Database(format!("cannot store a value: {e}")))?;
         let mut tx = self.begin().await?;
         sqlx::query(
-            "INSERT INTO settings (key, value) VALUES (?1, ?2)
+            "INSERT INTO settings (key, value) VALUES ($1, $2)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         )
         .bind(key)

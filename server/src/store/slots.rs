@@ -1,15 +1,24 @@
 //! Which cards a slot may take, and taking them: the machinery bookings and maintenance share.
-//! Card rows are locked by the write transaction (`BEGIN IMMEDIATE`), so two writers never
-//! both find a card free.
+//! On SQLite the write transaction (`BEGIN IMMEDIATE`) admits one writer, so two never both
+//! find a card free; on PostgreSQL the exclusion constraint on `booking_gpus` refuses the
+//! second hold (see `bookings.rs`).
 
+pub(super) use super::sql::Tx;
+use super::sql::{placeholders, Backend};
 use super::StoreError;
 use super::{insert_audit, ms, AuditEntry};
 use crate::bookings::BookingError;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::GpuRef;
-use sqlx::{Sqlite, Transaction};
 
-pub(super) type Tx<'a> = Transaction<'a, Sqlite>;
+/// A database error, or the exclusion constraint's refusal as [`StoreError::Overlap`].
+pub(super) fn overlap_or(e: sqlx::Error) -> StoreError {
+    if super::sql::is_overlap_violation(&e) {
+        StoreError::Overlap(e.to_string())
+    } else {
+        e.into()
+    }
+}
 
 /// A card as the booking tables know it.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -48,22 +57,31 @@ pub(super) async fn cards_in_slot(
         bookings: Option<String>,
         maintenance: Option<String>,
     }
-    let rows: Vec<Row> = sqlx::query_as(&format!(
+    if uuids.is_empty() {
+        return Ok(SlotCards::default());
+    }
+    let backend = Backend::of(tx);
+    let sql = format!(
         "SELECT {CARD_COLUMNS},
-                (SELECT group_concat(bg.booking_id) FROM booking_gpus bg
-                 WHERE bg.gpu_id = g.id AND bg.live = 1 AND bg.end_ms > ?2 AND bg.start_ms < ?3
-                   AND (?4 IS NULL OR bg.booking_id != ?4)) AS bookings,
-                (SELECT group_concat(mg.maintenance_id) FROM maintenance_gpus mg
-                 WHERE mg.gpu_id = g.id AND mg.end_ms > ?2 AND mg.start_ms < ?3) AS maintenance
+                (SELECT {} FROM booking_gpus bg
+                 WHERE bg.gpu_id = g.id AND bg.live = 1 AND bg.end_ms > $1 AND bg.start_ms < $2
+                   AND ($3 IS NULL OR bg.booking_id != $3)) AS bookings,
+                (SELECT {} FROM maintenance_gpus mg
+                 WHERE mg.gpu_id = g.id AND mg.end_ms > $1 AND mg.start_ms < $2) AS maintenance
          FROM gpus g JOIN nodes n ON n.id = g.node_id
-         WHERE g.uuid IN (SELECT value FROM json_each(?1)) ORDER BY n.name, g.idx"
-    ))
-    .bind(serde_json::to_string(uuids).unwrap_or_default())
-    .bind(ms(start))
-    .bind(ms(end))
-    .bind(except)
-    .fetch_all(&mut **tx)
-    .await?;
+         WHERE g.uuid IN ({}) ORDER BY n.name, g.idx",
+        backend.list_agg("bg.booking_id"),
+        backend.list_agg("mg.maintenance_id"),
+        placeholders(4, uuids.len())
+    );
+    let mut query = sqlx::query_as(&sql)
+        .bind(ms(start))
+        .bind(ms(end))
+        .bind(except);
+    for uuid in uuids {
+        query = query.bind(uuid.as_str());
+    }
+    let rows: Vec<Row> = query.fetch_all(&mut **tx).await?;
     if let Some(unknown) = uuids
         .iter()
         .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
@@ -139,28 +157,28 @@ pub(super) async fn hold_cards(
     audit: AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let (sql, id, target) = match holder {
-        Holder::Booking(id) => (
-            "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
-             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
-            id,
-            format!("booking {id}"),
-        ),
+    let (table, id, target) = match holder {
+        Holder::Booking(id) => ("booking_gpus (booking_id", id, format!("booking {id}")),
         Holder::Maintenance(id) => (
-            "INSERT INTO maintenance_gpus (maintenance_id, gpu_id, start_ms, end_ms)
-             SELECT ?1, value, ?2, ?3 FROM json_each(?4)",
+            "maintenance_gpus (maintenance_id",
             id,
             format!("maintenance {id}"),
         ),
     };
-    let card_ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
-    sqlx::query(sql)
-        .bind(id)
-        .bind(ms(start))
-        .bind(ms(end))
-        .bind(serde_json::to_string(&card_ids).unwrap_or_default())
-        .execute(&mut **tx)
-        .await?;
+    if !cards.is_empty() {
+        let rows: Vec<String> = (0..cards.len())
+            .map(|i| format!("($1, ${}, $2, $3)", i + 4))
+            .collect();
+        let sql = format!(
+            "INSERT INTO {table}, gpu_id, start_ms, end_ms) VALUES {}",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(id).bind(ms(start)).bind(ms(end));
+        for card in cards {
+            query = query.bind(card.id);
+        }
+        query.execute(&mut **tx).await.map_err(overlap_or)?;
+    }
     insert_audit(tx, &AuditEntry { target, ..audit }, now).await?;
     Ok(())
 }
@@ -180,12 +198,12 @@ pub(super) async fn free_cards(
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {CARD_COLUMNS},
                 (SELECT MAX(bg.end_ms) FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
-                 WHERE bg.gpu_id = g.id AND b.status != 'cancelled' AND bg.start_ms < ?1) AS last_end
+                 WHERE bg.gpu_id = g.id AND b.status != 'cancelled' AND bg.start_ms < $1) AS last_end
          FROM gpus g JOIN nodes n ON n.id = g.node_id
          WHERE NOT EXISTS (SELECT 1 FROM booking_gpus bg WHERE bg.gpu_id = g.id AND bg.live = 1
-                           AND bg.start_ms < ?2 AND bg.end_ms > ?1)
+                           AND bg.start_ms < $2 AND bg.end_ms > $1)
            AND NOT EXISTS (SELECT 1 FROM maintenance_gpus mg WHERE mg.gpu_id = g.id
-                           AND mg.start_ms < ?2 AND mg.end_ms > ?1)
+                           AND mg.start_ms < $2 AND mg.end_ms > $1)
          ORDER BY n.name, g.idx"
     ))
     .bind(ms(start))

@@ -6,8 +6,8 @@ use super::*;
 struct TokenRow {
     id: i64,
     name: String,
-    created_at: DateTime<Utc>,
-    last_used_at: Option<DateTime<Utc>>,
+    created_at: Stamp,
+    last_used_at: Option<Stamp>,
 }
 
 impl From<TokenRow> for ApiToken {
@@ -15,21 +15,21 @@ impl From<TokenRow> for ApiToken {
         ApiToken {
             id: row.id,
             name: row.name,
-            created_at: row.created_at,
-            last_used_at: row.last_used_at,
+            created_at: row.created_at.0,
+            last_used_at: row.last_used_at.map(|s| s.0),
         }
     }
 }
 
 /// Revokes every live API token of a user: disabled, or with a reset or changed password.
 pub(super) async fn revoke_tokens_of(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut Tx<'_>,
     user_id: i64,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE api_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL")
+    sqlx::query("UPDATE api_tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
         .bind(user_id)
-        .bind(now)
+        .bind(Stamp(now))
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -47,13 +47,13 @@ impl Store {
     ) -> Result<ApiToken, StoreError> {
         let mut tx = self.begin().await?;
         let token = sqlx::query_as::<_, TokenRow>(
-            "INSERT INTO api_tokens (user_id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)
+            "INSERT INTO api_tokens (user_id, name, token_hash, created_at) VALUES ($1, $2, $3, $4)
              RETURNING id, name, created_at, last_used_at",
         )
         .bind(user_id)
         .bind(name)
         .bind(token_hash)
-        .bind(now)
+        .bind(Stamp(now))
         .fetch_one(&mut *tx)
         .await?;
         insert_audit(&mut tx, audit, now).await?;
@@ -65,7 +65,7 @@ impl Store {
     pub async fn tokens_of(&self, user_id: i64) -> Result<Vec<ApiToken>, StoreError> {
         let rows: Vec<TokenRow> = sqlx::query_as(
             "SELECT id, name, created_at, last_used_at FROM api_tokens
-             WHERE user_id = ?1 AND revoked_at IS NULL ORDER BY id DESC",
+             WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id DESC",
         )
         .bind(user_id)
         .fetch_all(&self.pool)
@@ -83,12 +83,12 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin().await?;
         let revoked = sqlx::query(
-            "UPDATE api_tokens SET revoked_at = ?3
-             WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
+            "UPDATE api_tokens SET revoked_at = $3
+             WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
         )
         .bind(token_id)
         .bind(user_id)
-        .bind(now)
+        .bind(Stamp(now))
         .execute(&mut *tx)
         .await?
         .rows_affected()
@@ -109,7 +109,7 @@ impl Store {
         #[derive(sqlx::FromRow)]
         struct Row {
             token_id: i64,
-            last_used_at: Option<DateTime<Utc>>,
+            last_used_at: Option<Stamp>,
             #[sqlx(flatten)]
             user: UserRow,
         }
@@ -117,7 +117,7 @@ impl Store {
         let row: Option<Row> = sqlx::query_as(&format!(
             "SELECT t.id AS token_id, t.last_used_at, {}
              FROM api_tokens t JOIN users u ON u.id = t.user_id
-             WHERE t.token_hash = ?1 AND t.revoked_at IS NULL AND u.enabled = 1",
+             WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.enabled = 1",
             USER_COLUMNS
                 .split(", ")
                 .map(|c| format!("u.{c}"))
@@ -134,11 +134,11 @@ impl Store {
         // which bookings contend for) on every request.
         if row
             .last_used_at
-            .is_none_or(|t| now - t > chrono::Duration::minutes(1))
+            .is_none_or(|t| now - t.0 > chrono::Duration::minutes(1))
         {
-            sqlx::query("UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1")
+            sqlx::query("UPDATE api_tokens SET last_used_at = $2 WHERE id = $1")
                 .bind(row.token_id)
-                .bind(now)
+                .bind(Stamp(now))
                 .execute(&self.pool)
                 .await?;
         }
