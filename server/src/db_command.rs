@@ -131,7 +131,9 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
         copy.close().await;
         verdict
     };
-    check.await?;
+    check.await.map_err(|e| {
+        CommandError::Invalid(format!("{backup} is not a usable Lanes backup: {e}"))
+    })?;
     let exists = path.exists();
     if exists && !args.replace {
         return Err(CommandError::Invalid(format!(

@@ -782,3 +782,115 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Where Debian keeps PostgreSQL's server programs.
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A PostgreSQL server of one test's own (a fresh cluster with password logins), for what
+/// cannot be done to the shared one: a wrong password, the server stopped and started.
+/// Needs root (to run it as `postgres`) and Debian's server binaries; stopped when dropped.
+pub struct PrivatePostgres {
+    dir: tempfile::TempDir,
+    pub port: u16,
+    pub password: String,
+}
+
+impl PrivatePostgres {
+    /// Starts one, or says why not (and the test passes it by).
+    pub fn start() -> Option<Self> {
+        let postgres = nix::unistd::User::from_name("postgres").ok().flatten();
+        let (true, Some(postgres)) = (
+            nix::unistd::geteuid().is_root() && std::path::Path::new(PG_BIN).is_dir(),
+            postgres,
+        ) else {
+            eprintln!("no root or no PostgreSQL server binaries: a private PostgreSQL is skipped");
+            return None;
+        };
+        let dir = tempfile::tempdir().ok()?;
+        let chown = |p: &std::path::Path| {
+            nix::unistd::chown(p, Some(postgres.uid), Some(postgres.gid)).expect("chown")
+        };
+        chown(dir.path());
+        let password = format!("pw-{}", lanes_server::jobs::random_hex(8).ok()?);
+        let pwfile = dir.path().join("pwfile");
+        std::fs::write(&pwfile, format!("{password}\n")).ok()?;
+        chown(&pwfile);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let server = Self {
+            dir,
+            port,
+            password,
+        };
+        let data = server.data();
+        let ok = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", &format!("{PG_BIN}/initdb")])
+            .args([
+                "-D",
+                data.to_str()?,
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "initdb of a private PostgreSQL");
+        server.up();
+        Some(server)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> bool {
+        std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", &format!("{PG_BIN}/pg_ctl")])
+            .args(["-D", self.data().to_str().unwrap_or_default(), "-w"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Starts (again) the server, and waits until it takes connections.
+    pub fn up(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        assert!(
+            self.pg_ctl(&["-o", &options, "-l", "/dev/null", "start"]),
+            "the private PostgreSQL starts"
+        );
+    }
+
+    /// Stops the server (fast: open connections are ended).
+    pub fn down(&self) {
+        assert!(
+            self.pg_ctl(&["-m", "fast", "stop"]),
+            "the private PostgreSQL stops"
+        );
+    }
+
+    /// The URL of database `name` with the right password (`postgres` always exists).
+    pub fn url(&self, name: &str) -> String {
+        format!(
+            "postgres://postgres:{}@127.0.0.1:{}/{name}",
+            self.password, self.port
+        )
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        self.pg_ctl(&["-m", "immediate", "stop"]);
+    }
+}

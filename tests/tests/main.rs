@@ -5,6 +5,7 @@ mod admin;
 mod api;
 mod auth;
 mod authorization;
+mod backup;
 mod booking_sequences;
 mod bookings;
 mod cli;

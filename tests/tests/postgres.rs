@@ -135,7 +135,12 @@ async fn sixty_four_clients_on_two_servers_get_exactly_one_booking_per_round() {
         let codes: Vec<u16> = answers.iter().map(status).collect();
         let won = codes.iter().filter(|c| **c == 201).count();
         let lost = codes.iter().filter(|c| **c == 409).count();
-        assert_eq!((won, lost), (1, 63), "round {round}: {codes:?}");
+        assert_eq!(
+            (won, lost),
+            (1, 63),
+            "round {round}: {codes:?} {:?}",
+            answers.iter().find(|a| !matches!(status(a), 201 | 409))
+        );
     }
     let held = pool.clients[1]
         .bookings(&BookingQuery {
@@ -397,10 +402,7 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         serde_json::to_value(&report_before.users).unwrap()
     );
     let audit_after = admin
-        .audit(&AuditQuery {
-            limit: Some(1_000),
-            ..AuditQuery::default()
-        })
+        .audit(&AuditQuery { limit: Some(1_000) })
         .await
         .unwrap();
     let old_lines: Vec<_> = audit_after
@@ -420,4 +422,126 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         .unwrap();
     assert!(next.id > booked.id.max(cancelled.id), "{next:?}");
     new.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_postgres_is_away_requests_get_503_the_poller_runs_on_and_lanes_comes_back() {
+    if !postgres_run("PostgreSQL going away while serving") {
+        return;
+    }
+    let Some(pg) = lanes_tests::PrivatePostgres::start() else {
+        return;
+    };
+    let url = pg.url("postgres");
+    let on = url.clone();
+    let app = TestApp::spawn_configured(2, move |c| c.database_url = on).await;
+    let member = app.client_with(&app.sign_up("ada", Role::User).await);
+    let card = lanes_tests::cards(&app).await[0].info.uuid.clone();
+    let base = (Utc::now() + Duration::days(1))
+        .duration_trunc(Duration::hours(1))
+        .unwrap();
+    let book = |hour: i64| {
+        let (start, end) = slot(base, hour);
+        let request = lanes_tests::booking_of(std::slice::from_ref(&card), start, end);
+        let member = member.clone();
+        async move { member.book(&request).await }
+    };
+    let mut accepted = vec![book(0).await.unwrap().id, book(1).await.unwrap().id];
+    // A dashboard connected before anything happens.
+    let mut live = member.telemetry().await.unwrap();
+
+    // An admin ends every connection of Lanes: the pool opens new ones, nobody notices.
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE pid <> pg_backend_pid() AND datname = current_database()",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!ended.is_empty(), "Lanes had connections to end");
+    admin.close().await.unwrap();
+    accepted.push(
+        lanes_tests::wait_until(
+            std::time::Duration::from_secs(10),
+            "a booking after",
+            || async { book(2).await.ok().map(|b| b.id) },
+        )
+        .await,
+    );
+
+    // The server stops: a clear 503 with a JSON body, soon, and nothing half-done.
+    pg.down();
+    let asked = std::time::Instant::now();
+    let (status, body) = lanes_tests::refusal(book(3).await);
+    assert_eq!(status, 503, "{body:?}");
+    assert_eq!(body.code, "unavailable", "{body:?}");
+    assert!(asked.elapsed() < std::time::Duration::from_secs(10));
+    let health = app.get_anonymous("/healthz").await;
+    assert_eq!(health.status(), 503);
+    // The poller and the live channel run on without the database.
+    for _ in 0..3 {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(5), live.next())
+            .await
+            .expect("a tick within 5 s while the database is away");
+        assert!(message.is_some_and(|m| m.is_ok()));
+    }
+
+    // The server is back: Lanes reconnects by itself.
+    pg.up();
+    accepted.push(
+        lanes_tests::wait_until(
+            std::time::Duration::from_secs(20),
+            "bookings work again",
+            || async { book(4).await.ok().map(|b| b.id) },
+        )
+        .await,
+    );
+    let held: Vec<i64> = member
+        .bookings(&BookingQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.id)
+        .collect();
+    assert_eq!(
+        held, accepted,
+        "every booking answered 201 is there, and only those"
+    );
+    app.stop().await;
+}
+
+#[test]
+fn a_wrong_postgres_password_is_refused_in_one_line_without_the_password() {
+    if !postgres_run("a wrong PostgreSQL password") {
+        return;
+    }
+    let Some(pg) = lanes_tests::PrivatePostgres::start() else {
+        return;
+    };
+    let url = format!(
+        "postgres://postgres:not-{}@127.0.0.1:{}/postgres",
+        pg.password, pg.port
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = lanes(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--database-url",
+        &url,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("password authentication failed"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&pg.password), "{stderr}");
+    assert!(!data.exists(), "nothing was left behind");
 }

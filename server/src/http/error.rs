@@ -88,6 +88,8 @@ impl From<crate::store::StoreError> for ApiError {
         use crate::store::StoreError;
         match e {
             StoreError::Conflict(m) => ApiError::Conflict(m),
+            // Lost to other processes' bookings of the same cards again and again.
+            e @ StoreError::Overlap(_) => ApiError::Conflict(e.to_string()),
             StoreError::Invalid(m) => ApiError::Unprocessable(m),
             StoreError::Unavailable(m) => ApiError::Unavailable {
                 message: m,

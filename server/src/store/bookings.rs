@@ -115,10 +115,23 @@ impl Store {
                     }
                     .into());
                 };
-                free.into_iter()
+                let cards: Vec<CardRow> = free
+                    .into_iter()
                     .map(|(card, _)| card)
                     .filter(|card| chosen.contains(&card.gpu()))
-                    .collect()
+                    .collect();
+                if self.backend == super::Backend::Postgres {
+                    // The cards were free when read; under their turns, are they still?
+                    let uuids: Vec<String> = cards.iter().map(|c| c.uuid.clone()).collect();
+                    let slot = cards_in_slot(&mut tx, &uuids, (new.start, new.end), None).await?;
+                    if !slot.taken.is_empty() {
+                        return Err(StoreError::Overlap(format!(
+                            "{} was taken while this booking chose it",
+                            slot.taken[0].uuid
+                        )));
+                    }
+                }
+                cards
             }
         };
         let request = BookedSlot {

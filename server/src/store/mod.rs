@@ -116,10 +116,11 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// PostgreSQL error classes that mean "the server is going or gone", not "the statement is
-/// wrong": admin shutdown, crash, cannot connect now, connection failures.
+/// PostgreSQL error classes that mean "the server is going, gone or full", not "the statement
+/// is wrong": admin shutdown, crash, cannot connect now, connection failures.
 fn is_gone(code: &str) -> bool {
-    code.starts_with("57P") || code.starts_with("08")
+    // 53: insufficient resources (too many connections, disk full) passes too.
+    code.starts_with("57P") || code.starts_with("08") || code.starts_with("53")
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
@@ -248,15 +249,9 @@ impl Store {
             .fetch_one(&pool)
             .await
             .map_err(|e| one_line(&e.to_string()))?;
-        let version: i64 = version.trim().parse().unwrap_or(0);
-        if version < MIN_POSTGRES {
+        if let Some(refusal) = postgres_too_old(&version) {
             pool.close().await;
-            return Err(format!(
-                "PostgreSQL {}.{} is too old: Lanes needs {} or newer",
-                version / 10000,
-                version % 10000,
-                MIN_POSTGRES / 10000
-            ));
+            return Err(refusal);
         }
         Ok(pool)
     }
@@ -396,6 +391,8 @@ pub(super) enum Lock {
     Shared(i64),
     /// One user's: their bookings take turns for the quota check.
     User(i64),
+    /// One card's (by id): writers of holds on it take turns.
+    Card(i64),
 }
 
 pub(super) async fn take_lock(tx: &mut Tx<'_>, l: Lock) -> Result<(), StoreError> {
@@ -407,9 +404,28 @@ pub(super) async fn take_lock(tx: &mut Tx<'_>, l: Lock) -> Result<(), StoreError
         Lock::User(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(lock::USER)
             .bind((id & 0x7fff_ffff) as i32),
+        Lock::Card(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+            .bind(lock::CARD)
+            .bind((id & 0x7fff_ffff) as i32),
     };
     q.execute(&mut **tx).await?;
     Ok(())
+}
+
+/// Why a PostgreSQL server of this `server_version_num` cannot hold Lanes, if it cannot.
+fn postgres_too_old(version_num: &str) -> Option<String> {
+    let version: i64 = version_num.trim().parse().unwrap_or(0);
+    (version < MIN_POSTGRES).then(|| {
+        format!(
+            "PostgreSQL {} is too old: Lanes needs {} or newer",
+            if version >= 100000 {
+                format!("{}.{}", version / 10000, version % 10000)
+            } else {
+                format!("{}.{}", version / 10000, (version / 100) % 100)
+            },
+            MIN_POSTGRES / 10000
+        )
+    })
 }
 
 /// How many transactions sqlx counts open on a connection.
@@ -543,6 +559,20 @@ mod tests {
                 .contains("expected sqlite://PATH or postgres://"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_postgres_older_than_fourteen_is_refused_by_name() {
+        assert_eq!(
+            postgres_too_old("130012").as_deref(),
+            Some("PostgreSQL 13.12 is too old: Lanes needs 14 or newer")
+        );
+        assert_eq!(
+            postgres_too_old("90624").as_deref(),
+            Some("PostgreSQL 9.6 is too old: Lanes needs 14 or newer")
+        );
+        assert_eq!(postgres_too_old("140000"), None);
+        assert_eq!(postgres_too_old("170002"), None);
     }
 
     #[test]

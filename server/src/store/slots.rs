@@ -61,6 +61,9 @@ pub(super) async fn cards_in_slot(
         return Ok(SlotCards::default());
     }
     let backend = Backend::of(tx);
+    if backend == Backend::Postgres {
+        take_card_turns(tx, uuids).await?;
+    }
     let sql = format!(
         "SELECT {CARD_COLUMNS},
                 (SELECT {} FROM booking_gpus bg
@@ -119,6 +122,24 @@ pub(super) async fn cards_in_slot(
         list.dedup();
     }
     Ok(slot)
+}
+
+/// PostgreSQL: this transaction's turn on each of these cards, in card id order (see
+/// `sql::lock`), held to its end.
+async fn take_card_turns(tx: &mut Tx<'_>, uuids: &[String]) -> Result<(), StoreError> {
+    let sql = format!(
+        "SELECT id FROM gpus WHERE uuid IN ({}) ORDER BY id",
+        placeholders(1, uuids.len())
+    );
+    let mut query = sqlx::query_scalar(&sql);
+    for uuid in uuids {
+        query = query.bind(uuid.as_str());
+    }
+    let ids: Vec<i64> = query.fetch_all(&mut **tx).await?;
+    for id in ids {
+        super::take_lock(tx, super::Lock::Card(id)).await?;
+    }
+    Ok(())
 }
 
 #[derive(Default)]

@@ -145,17 +145,26 @@ pub(super) fn flag(b: bool) -> i64 {
 /// Whether a statement broke the PostgreSQL exclusion constraint that keeps holds of one card
 /// apart (SQLITE never raises it: there the store's own check runs under the write lock).
 pub(super) fn is_overlap_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("23P01"))
+    // 23P01: exclusion violation; 40P01 and 40001: a deadlock or serialization failure the
+    // server resolved by aborting this transaction (the card turns should leave none).
+    matches!(e, sqlx::Error::Database(d)
+        if matches!(d.code().as_deref(), Some("23P01" | "40P01" | "40001")))
 }
 
-/// Advisory lock keys (PostgreSQL): who waits for whom. Bookings hold `CARDS` shared and their
-/// owner's key exclusively, so bookings of different users run side by side (the exclusion
-/// constraint keeps their cards apart) while one user's bookings take turns for the quota
-/// check. Maintenance holds `CARDS` exclusively: it checks against bookings, which no
-/// constraint spans. Other read-then-write changes take `WRITES`, as SQLite's single writer.
+/// Advisory lock keys (PostgreSQL): who waits for whom. A booking write holds `CARDS` shared,
+/// then its owner's key (one user's bookings take turns for the quota check), then the key of
+/// each card it holds, in card id order: bookings of other cards run side by side, two of one
+/// card take turns (without it, two inserts that overlap can each wait for the other inside
+/// the exclusion constraint's check, and one is aborted as a deadlock a second later). The
+/// constraint stays what makes an overlap impossible. Maintenance holds `CARDS` exclusively: it
+/// checks against bookings, which no constraint spans. Other read-then-write changes take
+/// `WRITES`, as SQLite's single writer. Every transaction takes its locks in this one order,
+/// so none waits for another in a circle.
 pub(super) mod lock {
     /// Namespace of the two-key form for per-user locks.
     pub const USER: i32 = 0x4c61_6e01;
+    /// Namespace of the two-key form for per-card locks.
+    pub const CARD: i32 = 0x4c61_6e02;
     /// One-key locks.
     pub const CARDS: i64 = 0x4c61_6e65_7300_0001;
     pub const WRITES: i64 = 0x4c61_6e65_7300_0002;
