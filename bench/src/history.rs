@@ -1,7 +1,8 @@
 //! History benchmark: 30 days × 8 simulated cards at one reading a second, written through the
 //! store's real write, rollup and pruning functions (in one-minute batches instead of the
 //! server's five seconds, so that loading takes minutes, not an hour), then the database size on
-//! disk and query latency for 1 h, 24 h, 7 d and 30 d ranges at 1,000 points.
+//! disk and query latency for 1 h, 24 h, 7 d and 30 d ranges at 1,000 points. On SQLite in a
+//! scratch file, or on an empty PostgreSQL database given by URL.
 
 use lanes_server::history::{plan, Metric, Reading, Retention};
 use lanes_server::store::Store;
@@ -12,11 +13,11 @@ use std::time::Instant;
 const GPUS: u32 = 8;
 const BATCH_S: i64 = 60;
 
-pub async fn run(days: i64, queries: usize) {
+pub async fn run(days: i64, queries: usize, database_url: Option<String>) {
     let dir = std::env::temp_dir().join(format!("lanes-history-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch dir");
     let db = dir.join("lanes.db");
-    let url = format!("sqlite://{}", db.display());
+    let url = database_url.unwrap_or_else(|| format!("sqlite://{}", db.display()));
     let store = Store::open(&url).await.expect("the store opens");
     let mut fleet = SimulatedFleet::new("bench", GPUS, 7);
     store
@@ -57,12 +58,21 @@ pub async fn run(days: i64, queries: usize) {
         }
     }
     let load_s = loading.elapsed().as_secs_f64();
-    store.close().await;
-    let bytes: u64 = std::fs::read_dir(&dir)
-        .expect("the scratch dir")
-        .filter_map(|e| e.ok()?.metadata().ok())
-        .map(|m| m.len())
-        .sum();
+    let bytes: u64 = match store.backend() {
+        lanes_server::store::Backend::Sqlite => {
+            store.close().await;
+            std::fs::read_dir(&dir)
+                .expect("the scratch dir")
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        }
+        lanes_server::store::Backend::Postgres => {
+            let size = store.database_bytes().await.expect("the database size");
+            store.close().await;
+            size
+        }
+    };
     println!("| readings written | {written} ({days} days × {GPUS} cards × 1 s) |");
     println!(
         "| load time | {load_s:.0} s ({:.0} readings/s, with rollups and pruning) |",

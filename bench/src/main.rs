@@ -57,13 +57,17 @@ enum Command {
         /// Server address (a running `lanes serve`, no quotas set).
         #[arg(long)]
         addr: String,
-        /// API token of the booking user.
-        #[arg(long, env = "LANES_TOKEN")]
-        token: String,
+        /// API tokens of the booking users, comma-separated: client `i` uses token `i % n`.
+        #[arg(long, env = "LANES_TOKEN", value_delimiter = ',')]
+        token: Vec<String>,
         #[arg(long, default_value_t = 4000)]
         requests: usize,
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
+        /// The reference for a server on PostgreSQL: a database where the bare handler's one
+        /// insert goes (its table is made there).
+        #[arg(long)]
+        postgres: Option<String>,
     },
     /// One scheduling pass over a deep queue.
     Schedule {
@@ -81,6 +85,9 @@ enum Command {
         /// Timed queries per range.
         #[arg(long, default_value_t = 200)]
         queries: usize,
+        /// An empty PostgreSQL database to load instead of a scratch SQLite file.
+        #[arg(long)]
+        database_url: Option<String>,
     },
 }
 
@@ -101,17 +108,28 @@ fn main() {
             token,
             requests,
             concurrency,
+            postgres,
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(bookings::run(&addr, &token, requests, concurrency)),
+            .block_on(bookings::run(
+                &addr,
+                &token,
+                requests,
+                concurrency,
+                postgres.as_deref(),
+            )),
         Command::Schedule {
             pending,
             gpus,
             runs,
         } => schedule::run(pending, gpus, runs),
-        Command::History { days, queries } => tokio::runtime::Runtime::new()
+        Command::History {
+            days,
+            queries,
+            database_url,
+        } => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(history::run(days, queries)),
+            .block_on(history::run(days, queries, database_url)),
     }
 }
 

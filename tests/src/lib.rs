@@ -478,6 +478,14 @@ impl TestApp {
     }
 }
 
+/// What the built `lanes` binary printed and how it exited, run with `args`.
+pub fn run_lanes(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(lanes_bin())
+        .args(args)
+        .output()
+        .expect("lanes runs")
+}
+
 /// A `lanes serve` process of the built binary on a free port, killed when dropped.
 pub struct ServerProcess {
     pub child: std::process::Child,

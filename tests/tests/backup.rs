@@ -2,18 +2,11 @@
 //! under write load, and put back in place of a lost one.
 
 use lanes_server::accounts::Role;
-use lanes_tests::{lanes_bin, sqlite_only, TestApp};
+use lanes_tests::{run_lanes, sqlite_only, TestApp};
 use lanes_types::booking::Booking;
 use lanes_types::query::BookingQuery;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-fn lanes(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(lanes_bin())
-        .args(args)
-        .output()
-        .expect("lanes runs")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
@@ -50,7 +43,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("lanes-backup.db");
     let url = app.database_url();
-    let out = lanes(&[
+    let out = run_lanes(&[
         "backup",
         "--database-url",
         &url,
@@ -67,7 +60,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
     let made = writer.await.unwrap();
     app.stop().await;
     // A backup never overwrites.
-    let again = lanes(&[
+    let again = run_lanes(&[
         "backup",
         "--database-url",
         &url,
@@ -78,7 +71,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
 
     // Restored into a new data dir and served.
     let data = tmp.path().join("restored");
-    let out = lanes(&[
+    let out = run_lanes(&[
         "restore",
         "--from",
         file.to_str().unwrap(),
@@ -90,7 +83,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let refused = lanes(&[
+    let refused = run_lanes(&[
         "restore",
         "--from",
         file.to_str().unwrap(),
@@ -149,7 +142,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
     // Not a Lanes database: refused, and nothing is replaced.
     let junk = tmp.path().join("junk.db");
     std::fs::write(&junk, b"not a database").unwrap();
-    let out = lanes(&[
+    let out = run_lanes(&[
         "restore",
         "--from",
         junk.to_str().unwrap(),

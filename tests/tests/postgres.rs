@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use lanes_client::Client;
 use lanes_server::accounts::Role;
-use lanes_tests::{lanes_bin, on_postgres, ServerProcess, TestApp, TestDb};
+use lanes_tests::{on_postgres, run_lanes, ServerProcess, TestApp, TestDb};
 use lanes_types::account::NewToken;
 use lanes_types::booking::{Booking, CreateBooking};
 use lanes_types::query::{AuditQuery, BookingQuery, HistoryQuery, ReportQuery};
@@ -257,14 +257,6 @@ async fn the_database_itself_refuses_overlapping_holds_of_one_card() {
     app.stop().await;
 }
 
-/// The `lanes` binary's output for `args`.
-fn lanes(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(lanes_bin())
-        .args(args)
-        .output()
-        .expect("lanes runs")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_still_work() {
     if !postgres_run("lanes db copy into PostgreSQL") {
@@ -340,7 +332,7 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
     };
 
     let target = TestDb::fresh(tmp.path()).await;
-    let out = lanes(&["db", "copy", "--from", &sqlite, "--to", &target.url]);
+    let out = run_lanes(&["db", "copy", "--from", &sqlite, "--to", &target.url]);
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -362,7 +354,7 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         assert!(rows > 0, "{line}");
     }
     // A second copy into the now full database is refused and changes nothing.
-    let again = lanes(&["db", "copy", "--from", &sqlite, "--to", &target.url]);
+    let again = run_lanes(&["db", "copy", "--from", &sqlite, "--to", &target.url]);
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
 
@@ -526,7 +518,7 @@ fn a_wrong_postgres_password_is_refused_in_one_line_without_the_password() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let out = lanes(&[
+    let out = run_lanes(&[
         "serve",
         "--listen",
         "127.0.0.1:0",

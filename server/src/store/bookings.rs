@@ -37,6 +37,22 @@ pub struct BookingFilter {
 /// named card is then refused as taken, an any-N request picks among the cards left.
 const OVERLAP_RETRIES: usize = 16;
 
+/// Runs a booking write, again while it loses races to other processes (see
+/// [`OVERLAP_RETRIES`]).
+async fn again_after_overlaps<F, Fut>(mut write: F) -> Result<Booking, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Booking, StoreError>>,
+{
+    let mut tries = 0;
+    loop {
+        match write().await {
+            Err(StoreError::Overlap(_)) if tries < OVERLAP_RETRIES => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 impl Store {
     /// Books cards for a slot: checks the slot is free on every card (and, if asked, the
     /// owner's quotas), then inserts, all in one transaction.
@@ -46,13 +62,7 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
-        let mut tries = 0;
-        loop {
-            match self.try_create_booking(new, audit.clone(), now).await {
-                Err(StoreError::Overlap(_)) if tries < OVERLAP_RETRIES => tries += 1,
-                other => return other,
-            }
-        }
+        again_after_overlaps(|| self.try_create_booking(new, audit.clone(), now)).await
     }
 
     /// This process's write turn (SQLite only: see [`Store::writer`]).
@@ -430,16 +440,10 @@ impl Store {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
-        let mut tries = 0;
-        loop {
-            let attempt = self
-                .try_extend_booking(id, new_end, enforce_quota, audit.clone(), now)
-                .await;
-            match attempt {
-                Err(StoreError::Overlap(_)) if tries < OVERLAP_RETRIES => tries += 1,
-                other => return other,
-            }
-        }
+        again_after_overlaps(|| {
+            self.try_extend_booking(id, new_end, enforce_quota, audit.clone(), now)
+        })
+        .await
     }
 
     async fn try_extend_booking(

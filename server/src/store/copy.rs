@@ -59,6 +59,11 @@ enum Value {
 }
 
 impl Value {
+    /// Every value of a row, in column order.
+    fn row(row: &AnyRow) -> Result<Vec<Self>, StoreError> {
+        (0..row.len()).map(|i| Value::read(row, i)).collect()
+    }
+
     fn read(row: &AnyRow, i: usize) -> Result<Self, StoreError> {
         let raw = row.try_get_raw(i)?;
         if raw.is_null() {
@@ -251,9 +256,7 @@ impl Store {
             {
                 let mut rows = sqlx::query(&select).fetch(&mut *source);
                 while let Some(row) = rows.try_next().await? {
-                    let values = (0..columns.len())
-                        .map(|i| Value::read(&row, i))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    let values = Value::row(&row)?;
                     copied.add(&values);
                     batch.push(values);
                     if batch.len() == per_batch {
@@ -267,10 +270,7 @@ impl Store {
             {
                 let mut rows = sqlx::query(&select).fetch(&mut *tx);
                 while let Some(row) = rows.try_next().await? {
-                    let values = (0..columns.len())
-                        .map(|i| Value::read(&row, i))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    landed.add(&values);
+                    landed.add(&Value::row(&row)?);
                 }
             }
             if (landed.rows, landed.sum) != (copied.rows, copied.sum) {
@@ -331,6 +331,14 @@ impl Store {
         let verdict = copy.integrity().await;
         copy.close().await;
         verdict
+    }
+
+    /// PostgreSQL: the size of this database on disk, tables, indexes and TOAST.
+    pub async fn database_bytes(&self) -> Result<u64, StoreError> {
+        let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(bytes.max(0) as u64)
     }
 
     /// SQLite's own check of every page and index; the first problem when there is one.
