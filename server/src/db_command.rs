@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// `lanes db status`: one line per migration, then a summary.
 pub async fn status(args: DbArgs) -> Result<String, CommandError> {
     let (_, url) = resolve_db(args)?;
-    let store = Store::connect(&url).await?;
+    let store = Store::connect_existing(&url).await?;
     let states = store.migration_status().await;
     store.close().await;
     let states = states?;
@@ -53,7 +53,7 @@ pub async fn copy(args: CopyArgs) -> Result<String, CommandError> {
             "--from and --to name the same database".into(),
         ));
     }
-    let source = Store::connect(&args.from).await?;
+    let source = Store::connect_existing(&args.from).await?;
     let target = match Store::open(&args.to).await {
         Ok(t) => t,
         Err(e) => {
@@ -80,7 +80,7 @@ pub async fn copy(args: CopyArgs) -> Result<String, CommandError> {
 /// `lanes backup --to FILE`.
 pub async fn backup(args: BackupArgs) -> Result<String, CommandError> {
     let (_, url) = resolve_db(args.db)?;
-    let store = Store::connect(&url).await?;
+    let store = Store::connect_existing(&url).await?;
     let done = store.backup_to(&args.to).await;
     store.close().await;
     done?;
@@ -116,7 +116,7 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
     }
     // The backup must be a whole Lanes database this version can serve.
     let check = async {
-        let copy = Store::connect(&format!("sqlite://{backup}?mode=ro")).await?;
+        let copy = Store::connect_existing(&format!("sqlite://{backup}?mode=ro")).await?;
         let verdict = async {
             copy.integrity().await?;
             let pending = copy.migration_status().await?;

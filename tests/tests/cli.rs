@@ -226,3 +226,77 @@ fn user_add_refuses_bad_input_before_touching_the_database() {
     }
     assert!(!data.exists(), "nothing was written");
 }
+
+#[tokio::test]
+async fn db_status_lists_pending_migrations_and_db_migrate_applies_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = lanes_tests::TestDb::fresh(tmp.path()).await;
+    let data = tmp.path().join("data");
+    let args = |verb: &'static str| {
+        vec![
+            "db".to_string(),
+            verb.to_string(),
+            "--data-dir".to_string(),
+            data.display().to_string(),
+            "--database-url".to_string(),
+            db.url.clone(),
+        ]
+    };
+    let run = |verb: &'static str| {
+        let args = args(verb);
+        lanes_tests::run_lanes(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let before = run("status");
+    let text = String::from_utf8_lossy(&before.stdout).to_string();
+    assert!(before.status.success(), "{text}");
+    assert!(
+        text.contains("pending") && !text.contains("applied"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("`lanes db migrate` (or `lanes serve`) applies them\n"),
+        "{text}"
+    );
+    let migrated = run("migrate");
+    assert!(migrated.status.success(), "{migrated:?}");
+    let after = run("status");
+    let text = String::from_utf8_lossy(&after.stdout).to_string();
+    assert!(
+        text.contains("applied") && !text.contains("pending"),
+        "{text}"
+    );
+    assert!(text.ends_with("up to date\n"), "{text}");
+}
+
+#[tokio::test]
+async fn a_database_migrated_by_a_newer_lanes_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = lanes_tests::TestDb::fresh(tmp.path()).await;
+    let store = lanes_server::store::Store::open(&db.url).await.unwrap();
+    store.close().await;
+    // What a later release's migration leaves in the bookkeeping table.
+    let insert = "INSERT INTO _sqlx_migrations
+        (version, description, installed_on, success, checksum, execution_time)
+        VALUES (99990101000000, 'from the future', CURRENT_TIMESTAMP, TRUE, X'00', 0)";
+    use sqlx::Connection;
+    match lanes_tests::postgres_server() {
+        Some(_) => {
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::query(&insert.replace("X'00'", "'\\x00'::bytea"))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            conn.close().await.unwrap();
+        }
+        None => {
+            let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            sqlx::query(insert).execute(&mut conn).await.unwrap();
+            conn.close().await.unwrap();
+        }
+    }
+    let out = serve(
+        &["--listen", "127.0.0.1:0", "--database-url", &db.url],
+        &tmp.path().join("data"),
+    );
+    assert_refused(&out, "upgraded by a newer Lanes");
+}

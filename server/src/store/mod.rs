@@ -175,7 +175,31 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens the database without touching its schema (for `lanes db status`).
+    /// Opens a database that must exist already, without touching its schema (for
+    /// `lanes db status`, the source of a copy, a backup): a missing SQLite file is refused,
+    /// not created.
+    pub async fn connect_existing(url: &str) -> Result<Self, StoreError> {
+        if Backend::of_url(url) == Some(Backend::Sqlite) {
+            let options = SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
+                url: url.to_string(),
+                reason: e.to_string(),
+            })?;
+            let path = options.get_filename();
+            let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
+            if !in_memory && !path.exists() {
+                return Err(StoreError::Open {
+                    url: url.to_string(),
+                    reason: format!(
+                        "there is no database at {} (`lanes db migrate` or `lanes serve` makes it)",
+                        path.display()
+                    ),
+                });
+            }
+        }
+        Self::connect(url).await
+    }
+
+    /// Opens the database without touching its schema, creating an SQLite file if needed.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let backend =
