@@ -21,3 +21,19 @@ enter_devrun() {
   PORT=$1
   URL=http://127.0.0.1:$PORT
 }
+
+# Prints comma-separated API tokens of N fresh users bench1…benchN of the server at ADDR, whose
+# database is DB_URL. Usage: bench_tokens N ADDR DATA_DIR LANES_BINARY DB_URL
+bench_tokens() {
+  local tokens=() i
+  for i in $(seq "$1"); do
+    printf 'bench passphrase\n' | "$4" user add --username "bench$i" --password-stdin \
+      --data-dir "$3" --database-url "$5" > /dev/null
+    curl -s -c "$3/cookies$i" -H 'content-type: application/json' \
+      -d "{\"username\":\"bench$i\",\"password\":\"bench passphrase\"}" \
+      "http://$2/api/v1/auth/login" > /dev/null
+    tokens+=("$(curl -s -b "$3/cookies$i" -H 'content-type: application/json' -d '{"name":"bench"}' \
+      "http://$2/api/v1/tokens" | sed -n 's/.*"secret":"\([^"]*\)".*/\1/p')")
+  done
+  (IFS=,; echo "${tokens[*]}")
+}

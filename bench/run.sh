@@ -55,3 +55,43 @@ echo
 if "$BENCH" poll --rounds 2000 2>/dev/null; then :; else
   echo "(no NVIDIA driver here: run \`target/release/lanes-bench poll\` on a GPU host)"
 fi
+echo
+
+# PostgreSQL: BENCH_POSTGRES names a server where this run may create and drop databases.
+PG=${BENCH_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}
+if psql "$PG" -tAc 'SELECT 1' > /dev/null 2>&1; then
+  pg_base=${PG%/*}
+  suffix=$$
+  for db in lanes_bench_$suffix lanes_bench_bare_$suffix lanes_bench_history_$suffix; do
+    psql "$PG" -qc "CREATE DATABASE $db"
+  done
+  pg_data=$(mktemp -d)
+  "$LANES" serve --gpus sim:8 --listen 127.0.0.1:0 --data-dir "$pg_data" \
+    --database-url "$pg_base/lanes_bench_$suffix" > "$pg_data/out" 2> "$pg_data/err" &
+  pg_pid=$!
+  trap 'kill $pid $pg_pid 2>/dev/null; rm -rf "$data" "$pg_data";
+        for db in lanes_bench_$suffix lanes_bench_bare_$suffix lanes_bench_history_$suffix; do
+          psql "$PG" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)"; done' EXIT
+  for _ in $(seq 100); do grep -q listening "$pg_data/out" && break; sleep 0.1; done
+  pg_addr=$(sed -n 's#.*listening on http://##p' "$pg_data/out")
+  tokens=$(bench_tokens 8 "$pg_addr" "$pg_data" "$LANES" "$pg_base/lanes_bench_$suffix")
+  echo "## Booking creation on PostgreSQL: sim:8, loopback, 32 concurrent clients"
+  echo
+  echo "| server | clients | bookings | per second | p50 ms | p99 ms | failures |"
+  echo "|---|---|---|---|---|---|---|"
+  "$BENCH" bookings --addr "$pg_addr" --token "${tokens%%,*}" --requests 4000 --concurrency 32 \
+    --postgres "$pg_base/lanes_bench_bare_$suffix"
+  echo
+  echo "| server | clients | bookings | per second | p50 ms | p99 ms | failures |"
+  echo "|---|---|---|---|---|---|---|"
+  "$BENCH" bookings --addr "$pg_addr" --token "$tokens" --requests 4000 --concurrency 32 \
+    --postgres "$pg_base/lanes_bench_bare_$suffix"
+  echo
+  echo "## History on PostgreSQL: 30 days × 8 cards, 1,000 points"
+  echo
+  echo "| what | figure |"
+  echo "|---|---|"
+  "$BENCH" history --days 30 --queries 200 --database-url "$pg_base/lanes_bench_history_$suffix"
+else
+  echo "(no PostgreSQL at $PG: set BENCH_POSTGRES for the PostgreSQL figures)"
+fi

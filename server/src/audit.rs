@@ -37,10 +37,14 @@ pub enum AuditAction {
     QueueSettings,
     QueueShares,
     SimInject,
+    /// `lanes db copy` filled this database from another.
+    DatabaseCopy,
+    /// `lanes restore` put a backup in place as this database.
+    DatabaseRestore,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 28] = [
+    pub const ALL: [AuditAction; 30] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -69,6 +73,8 @@ impl AuditAction {
         AuditAction::QueueSettings,
         AuditAction::QueueShares,
         AuditAction::SimInject,
+        AuditAction::DatabaseCopy,
+        AuditAction::DatabaseRestore,
     ];
 
     /// The dotted code the log stores and shows.
@@ -102,6 +108,8 @@ impl AuditAction {
             AuditAction::QueueSettings => "queue.settings",
             AuditAction::QueueShares => "queue.shares",
             AuditAction::SimInject => "sim.inject",
+            AuditAction::DatabaseCopy => "database.copy",
+            AuditAction::DatabaseRestore => "database.restore",
         }
     }
 }

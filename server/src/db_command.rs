@@ -1,9 +1,10 @@
 //! `lanes db …`, `lanes backup` and `lanes restore`: the operator's database chores, straight
 //! against the database, with no server needed. Every refusal is one line and exit status 2.
 
+use crate::audit::AuditAction;
 use crate::cli::{BackupArgs, CopyArgs, DbArgs, RestoreArgs};
 use crate::data_dir::{prepare_data_dir, resolve_db};
-use crate::store::{redact, Backend, Store, StoreError};
+use crate::store::{redact, AuditEntry, Backend, Store, StoreError};
 use crate::user_command::CommandError;
 use std::path::{Path, PathBuf};
 
@@ -61,7 +62,9 @@ pub async fn copy(args: CopyArgs) -> Result<String, CommandError> {
             return Err(e.into());
         }
     };
-    let copied = source.copy_into(&target).await;
+    let audit = AuditEntry::new(None, AuditAction::DatabaseCopy, "database")
+        .detail(format!("copied from {}", redact(&args.from)));
+    let copied = source.copy_into(&target, &audit).await;
     source.close().await;
     target.close().await;
     let copied = copied?;
@@ -166,6 +169,12 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
         kept = Some(old);
     }
     std::fs::rename(&staged, &path).map_err(failed)?;
+    let audit = AuditEntry::new(None, AuditAction::DatabaseRestore, "database")
+        .detail(format!("restored from {}", args.from.display()));
+    let restored = Store::connect_existing(&url).await?;
+    let audited = restored.audit(&audit, chrono::Utc::now()).await;
+    restored.close().await;
+    audited?;
     Ok(match kept {
         Some(old) => format!(
             "restored {} to {} (the database it replaced is {})\n",

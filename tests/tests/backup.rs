@@ -125,10 +125,14 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
     let store = lanes_server::store::Store::open(&restored_url)
         .await
         .unwrap();
-    let mut audited: Vec<String> = store
-        .recent_audit(100_000)
-        .await
-        .unwrap()
+    let lines = store.recent_audit(100_000).await.unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|a| a.action == "database.restore" && a.detail.contains("lanes-backup.db")),
+        "the restore is audited"
+    );
+    let mut audited: Vec<String> = lines
         .into_iter()
         .filter(|a| a.action == "booking.create")
         .map(|a| a.target)

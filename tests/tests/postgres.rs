@@ -403,6 +403,15 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         .cloned()
         .collect();
     assert_eq!(old_lines, audit_before);
+    let copy_line = audit_after
+        .iter()
+        .find(|a| a.action == "database.copy")
+        .expect("the copy is audited");
+    assert!(copy_line.id > audit_before[0].id);
+    assert!(
+        copy_line.detail.starts_with("copied from sqlite://"),
+        "{copy_line:?}"
+    );
     // New rows continue after the copied ids.
     let next = member
         .book(&lanes_tests::booking_of(

@@ -195,7 +195,11 @@ impl Store {
     /// Copies everything in `self` into `target` (a database with this schema and no rows) in
     /// one transaction on the target; reads the source in one snapshot. Each table's rows are
     /// counted and digested on both sides; any difference rolls the whole copy back.
-    pub async fn copy_into(&self, target: &Store) -> Result<Vec<TableCopy>, StoreError> {
+    pub async fn copy_into(
+        &self,
+        target: &Store,
+        audit: &super::AuditEntry,
+    ) -> Result<Vec<TableCopy>, StoreError> {
         let pending = |s: Vec<super::MigrationState>| s.iter().any(|m| !m.applied);
         if pending(self.migration_status().await?) {
             return Err(StoreError::Invalid(
@@ -298,6 +302,13 @@ impl Store {
                 checksum: copied.hex(),
             });
         }
+        let rows: u64 = report.iter().map(|t| t.rows).sum();
+        let audit = audit.clone().detail(format!(
+            "{}; {rows} rows in {} tables",
+            audit.detail,
+            report.len()
+        ));
+        super::insert_audit(&mut tx, &audit, chrono::Utc::now()).await?;
         tx.commit().await?;
         source.rollback().await?;
         Ok(report)
