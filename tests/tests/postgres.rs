@@ -546,3 +546,75 @@ fn a_wrong_postgres_password_is_refused_in_one_line_without_the_password() {
     assert!(!stderr.contains(&pg.password), "{stderr}");
     assert!(!data.exists(), "nothing was left behind");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_of_one_group_racing_never_go_past_the_groups_quota() {
+    if !postgres_run("a group quota under concurrent bookings") {
+        return;
+    }
+    use lanes_types::account::{CreateGroup, UserPatch};
+    use lanes_types::booking::{Quota, Quotas};
+    let app = TestApp::spawn(8).await;
+    let admin = app.client_with(&app.sign_up("boss", Role::Admin).await);
+    admin
+        .create_group(&CreateGroup {
+            name: "lab".into(),
+            description: String::new(),
+        })
+        .await
+        .unwrap();
+    let mut members = Vec::new();
+    for i in 0..8 {
+        let name = format!("m{i}");
+        let cookie = app.sign_up(&name, Role::User).await;
+        let id = app.client_with(&cookie).me().await.unwrap().id;
+        admin
+            .update_user(
+                id,
+                &UserPatch {
+                    groups: Some(vec!["lab".into()]),
+                    ..UserPatch::default()
+                },
+            )
+            .await
+            .unwrap();
+        members.push(app.client_with(&cookie));
+    }
+    let mut quotas = Quotas::default();
+    quotas.groups.insert(
+        "lab".into(),
+        Quota {
+            max_gpus: Some(2),
+            ..Quota::default()
+        },
+    );
+    admin.save_quotas(&quotas).await.unwrap();
+    let cards: Vec<String> = lanes_tests::cards(&app)
+        .await
+        .into_iter()
+        .map(|g| g.info.uuid)
+        .collect();
+    let base = (Utc::now() + Duration::days(1))
+        .duration_trunc(Duration::hours(1))
+        .unwrap();
+    for round in 0..10 {
+        let (start, end) = slot(base, round);
+        // Eight members, eight different cards, one moment: the group may hold two.
+        let answers = futures::future::join_all(members.iter().zip(&cards).map(|(m, card)| {
+            let request = lanes_tests::booking_of(std::slice::from_ref(card), start, end);
+            async move { m.book(&request).await }
+        }))
+        .await;
+        let codes: Vec<u16> = answers.iter().map(status).collect();
+        assert_eq!(
+            codes.iter().filter(|c| **c == 201).count(),
+            2,
+            "round {round}: {codes:?}"
+        );
+        assert!(
+            codes.iter().all(|c| *c == 201 || *c == 422),
+            "round {round}: {codes:?}"
+        );
+    }
+    app.stop().await;
+}

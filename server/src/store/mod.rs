@@ -417,6 +417,8 @@ pub(super) enum Lock {
     User(i64),
     /// One card's (by id): writers of holds on it take turns.
     Card(i64),
+    /// One group's (by id): bookings that a group quota limits take turns.
+    Group(i64),
 }
 
 pub(super) async fn take_lock(tx: &mut Tx<'_>, l: Lock) -> Result<(), StoreError> {
@@ -430,6 +432,9 @@ pub(super) async fn take_lock(tx: &mut Tx<'_>, l: Lock) -> Result<(), StoreError
             .bind((id & 0x7fff_ffff) as i32),
         Lock::Card(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(lock::CARD)
+            .bind((id & 0x7fff_ffff) as i32),
+        Lock::Group(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+            .bind(lock::GROUP)
             .bind((id & 0x7fff_ffff) as i32),
     };
     q.execute(&mut **tx).await?;

@@ -68,6 +68,14 @@ pub(super) async fn check_quota(
     }
     // What can matter: holds within a week either side of the request, and the number of
     // bookings not yet started.
+    if super::sql::Backend::of(tx) == super::sql::Backend::Postgres {
+        // Other members' bookings count against the group's limits: they take turns.
+        let mut ids: Vec<i64> = group_limits.iter().map(|(id, ..)| *id).collect();
+        ids.sort_unstable();
+        for id in ids {
+            super::take_lock(tx, super::Lock::Group(id)).await?;
+        }
+    }
     let window = (request.start - quota::week(), request.end + quota::week());
     let mine = holds(tx, &[user_id], window, replacing, now).await?;
     let mut group_holds = Vec::new();

@@ -155,7 +155,9 @@ pub(super) fn is_overlap_violation(e: &sqlx::Error) -> bool {
 /// then its owner's key (one user's bookings take turns for the quota check), then the key of
 /// each card it holds, in card id order: bookings of other cards run side by side, two of one
 /// card take turns (without it, two inserts that overlap can each wait for the other inside
-/// the exclusion constraint's check, and one is aborted as a deadlock a second later). The
+/// the exclusion constraint's check, and one is aborted as a deadlock a second later), then
+/// the key of each group whose quota limits the booking, in group id order (members of one
+/// group take turns for its check; a user's own turn does not cover their group). The
 /// constraint stays what makes an overlap impossible. Maintenance holds `CARDS` exclusively: it
 /// checks against bookings, which no constraint spans. Other read-then-write changes take
 /// `WRITES`, as SQLite's single writer. Every transaction takes its locks in this one order,
@@ -165,6 +167,8 @@ pub(super) mod lock {
     pub const USER: i32 = 0x4c61_6e01;
     /// Namespace of the two-key form for per-card locks.
     pub const CARD: i32 = 0x4c61_6e02;
+    /// Namespace of the two-key form for per-group locks.
+    pub const GROUP: i32 = 0x4c61_6e03;
     /// One-key locks.
     pub const CARDS: i64 = 0x4c61_6e65_7300_0001;
     pub const WRITES: i64 = 0x4c61_6e65_7300_0002;
