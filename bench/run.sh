@@ -84,7 +84,7 @@ if psql "$PG" -tAc 'SELECT 1' > /dev/null 2>&1; then
   echo
   echo "| server | clients | bookings | per second | p50 ms | p99 ms | failures |"
   echo "|---|---|---|---|---|---|---|"
-  "$BENCH" bookings --addr "$pg_addr" --token "$tokens" --requests 4000 --concurrency 32 \
+  "$BENCH" bookings --addr "$pg_addr" --token "$tokens" --requests 4000 --concurrency 32 --days-ahead 40 \
     --postgres "$pg_base/lanes_bench_bare_$suffix"
   echo
   echo "## History on PostgreSQL: 30 days × 8 cards, 1,000 points"

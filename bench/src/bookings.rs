@@ -226,6 +226,7 @@ pub async fn run(
     requests: usize,
     concurrency: usize,
     postgres: Option<&str>,
+    days_ahead: i64,
 ) {
     let client = reqwest::Client::new();
     let gpus: Vec<lanes_types::GpuState> = client
@@ -238,7 +239,7 @@ pub async fn run(
         .await
         .expect("a GPU list");
     let cards = Arc::new(gpus.into_iter().map(|g| g.info.uuid).collect::<Vec<_>>());
-    let base = chrono::Utc::now() + chrono::Duration::days(1);
+    let base = chrono::Utc::now() + chrono::Duration::days(days_ahead);
     let dir = std::env::temp_dir().join(format!("lanes-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary dir");
     let none = Arc::new(Vec::new());
@@ -273,10 +274,11 @@ pub async fn run(
         format!("http://{addr}/api/v1/bookings"),
         Arc::new(tokens.to_vec()),
     ));
-    // Warm each up (connections, caches) with bookings ten years later, so that the warm-up
-    // never conflicts with the measured run; then measure one after another.
+    // Warm each up (connections, caches) with bookings 200 days later (inside the default
+    // booking horizon), so that the warm-up never conflicts with the measured run; then
+    // measure one after another.
     for (_, url, tokens) in &targets {
-        let later = base + chrono::Duration::days(3650);
+        let later = base + chrono::Duration::days(200);
         let _ = load(
             url.clone(),
             tokens.clone(),

@@ -68,6 +68,9 @@ enum Command {
         /// insert goes (its table is made there).
         #[arg(long)]
         postgres: Option<String>,
+        /// Days from now to the first booked hour (a second run on one server starts later).
+        #[arg(long, default_value_t = 1)]
+        days_ahead: i64,
     },
     /// One scheduling pass over a deep queue.
     Schedule {
@@ -109,6 +112,7 @@ fn main() {
             requests,
             concurrency,
             postgres,
+            days_ahead,
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
             .block_on(bookings::run(
@@ -117,6 +121,7 @@ fn main() {
                 requests,
                 concurrency,
                 postgres.as_deref(),
+                days_ahead,
             )),
         Command::Schedule {
             pending,

@@ -372,9 +372,7 @@ impl Store {
             Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
             Backend::Postgres => {
                 let mut tx = self.pool.begin().await?;
-                for l in locks {
-                    take_lock(&mut tx, *l).await?;
-                }
+                take_locks(&mut tx, locks).await?;
                 Ok(tx)
             }
         }
@@ -415,29 +413,47 @@ pub(super) enum Lock {
     Shared(i64),
     /// One user's: their bookings take turns for the quota check.
     User(i64),
-    /// One card's (by id): writers of holds on it take turns.
-    Card(i64),
     /// One group's (by id): bookings that a group quota limits take turns.
     Group(i64),
 }
 
-pub(super) async fn take_lock(tx: &mut Tx<'_>, l: Lock) -> Result<(), StoreError> {
-    let q = match l {
-        Lock::Exclusive(key) => sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(key),
-        Lock::Shared(key) => sqlx::query("SELECT pg_advisory_xact_lock_shared($1)").bind(key),
-        // The two-key form takes int4 keys; user ids past 2^31 share a key, which only makes
-        // them wait for each other.
-        Lock::User(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-            .bind(lock::USER)
-            .bind((id & 0x7fff_ffff) as i32),
-        Lock::Card(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-            .bind(lock::CARD)
-            .bind((id & 0x7fff_ffff) as i32),
-        Lock::Group(id) => sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-            .bind(lock::GROUP)
-            .bind((id & 0x7fff_ffff) as i32),
-    };
-    q.execute(&mut **tx).await?;
+/// Takes `locks` in one statement: PostgreSQL evaluates a select list left to right, so they
+/// are taken in the order given.
+pub(super) async fn take_locks(tx: &mut Tx<'_>, locks: &[Lock]) -> Result<(), StoreError> {
+    if locks.is_empty() {
+        return Ok(());
+    }
+    let mut calls = Vec::new();
+    let mut keys: Vec<i64> = Vec::new();
+    for l in locks {
+        let mut key = |k: i64| {
+            keys.push(k);
+            format!("${}", keys.len())
+        };
+        calls.push(match *l {
+            Lock::Exclusive(k) => format!("pg_advisory_xact_lock({})", key(k)),
+            Lock::Shared(k) => format!("pg_advisory_xact_lock_shared({})", key(k)),
+            // The two-key form takes int4 keys; ids past 2^31 share a key, which only makes
+            // them wait for each other.
+            Lock::User(id) | Lock::Group(id) => {
+                let space = match *l {
+                    Lock::User(_) => lock::USER,
+                    _ => lock::GROUP,
+                };
+                format!(
+                    "pg_advisory_xact_lock(CAST({} AS INTEGER), CAST({} AS INTEGER))",
+                    key(i64::from(space)),
+                    key(id & 0x7fff_ffff)
+                )
+            }
+        });
+    }
+    let sql = format!("SELECT {}", calls.join(", "));
+    let mut query = sqlx::query(&sql);
+    for k in keys {
+        query = query.bind(k);
+    }
+    query.execute(&mut **tx).await?;
     Ok(())
 }
 

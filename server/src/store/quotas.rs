@@ -72,9 +72,8 @@ pub(super) async fn check_quota(
         // Other members' bookings count against the group's limits: they take turns.
         let mut ids: Vec<i64> = group_limits.iter().map(|(id, ..)| *id).collect();
         ids.sort_unstable();
-        for id in ids {
-            super::take_lock(tx, super::Lock::Group(id)).await?;
-        }
+        let locks: Vec<super::Lock> = ids.into_iter().map(super::Lock::Group).collect();
+        super::take_locks(tx, &locks).await?;
     }
     let window = (request.start - quota::week(), request.end + quota::week());
     let mine = holds(tx, &[user_id], window, replacing, now).await?;

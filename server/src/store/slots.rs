@@ -127,18 +127,18 @@ pub(super) async fn cards_in_slot(
 /// PostgreSQL: this transaction's turn on each of these cards, in card id order (see
 /// `sql::lock`), held to its end.
 async fn take_card_turns(tx: &mut Tx<'_>, uuids: &[String]) -> Result<(), StoreError> {
+    // One statement; `OFFSET 0` keeps the sorted subquery as it is, so the locks are taken in
+    // card id order.
     let sql = format!(
-        "SELECT id FROM gpus WHERE uuid IN ({}) ORDER BY id",
-        placeholders(1, uuids.len())
+        "SELECT pg_advisory_xact_lock(CAST($1 AS INTEGER), CAST(g.id AS INTEGER))
+         FROM (SELECT id FROM gpus WHERE uuid IN ({}) ORDER BY id OFFSET 0) AS g",
+        placeholders(2, uuids.len())
     );
-    let mut query = sqlx::query_scalar(&sql);
+    let mut query = sqlx::query(&sql).bind(i64::from(super::sql::lock::CARD));
     for uuid in uuids {
         query = query.bind(uuid.as_str());
     }
-    let ids: Vec<i64> = query.fetch_all(&mut **tx).await?;
-    for id in ids {
-        super::take_lock(tx, super::Lock::Card(id)).await?;
-    }
+    query.execute(&mut **tx).await?;
     Ok(())
 }
 
