@@ -248,6 +248,14 @@ ALTER TABLE samples_10m ADD FOREIGN KEY (gpu_id) REFERENCES gpus(id);
 CREATE TABLE samples_1h (LIKE samples_1m INCLUDING ALL);
 ALTER TABLE samples_1h ADD FOREIGN KEY (gpu_id) REFERENCES gpus(id);
 
+-- Rollups and retention select a time range over every card. SQLite walks the primary key one
+-- card at a time (`gpu_id IN (SELECT id FROM gpus)`); PostgreSQL's prepared statements plan
+-- for any range, and without an index on the time alone chose to scan the whole table (60 ms
+-- per rollup at two days of readings, 0.1 ms with it).
+CREATE INDEX samples_raw_t ON samples_raw (t);
+CREATE INDEX samples_1m_t ON samples_1m (t);
+CREATE INDEX samples_10m_t ON samples_10m (t);
+
 -- How far each rollup has got: every bucket that starts before `done_until` is final.
 CREATE TABLE history_progress (
     level       TEXT    PRIMARY KEY CHECK (level IN ('1m', '10m', '1h')),

@@ -344,6 +344,17 @@ impl Store {
         verdict
     }
 
+    /// PostgreSQL: `VACUUM ANALYZE` of the history tables, for benchmarks on a server whose
+    /// autovacuum is off; SQLite needs none.
+    pub async fn vacuum(&self) -> Result<(), StoreError> {
+        if self.backend == Backend::Postgres {
+            sqlx::raw_sql("VACUUM ANALYZE samples_raw, samples_1m, samples_10m, samples_1h, gpus")
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// PostgreSQL: the size of this database on disk, tables, indexes and TOAST.
     pub async fn database_bytes(&self) -> Result<u64, StoreError> {
         let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")

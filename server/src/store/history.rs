@@ -17,7 +17,10 @@ pub struct Bucket {
 
 // Tables are keyed on (gpu_id, t): every statement that selects by time names the cards too
 // (`gpu_id IN (SELECT id FROM gpus)`), so that SQLite walks one key range per card instead of
-// scanning the table.
+// scanning the table. Rollups and pruning run as one-off statements (`persistent(false)`):
+// PostgreSQL then plans each for its own bounds. A statement it keeps prepared is planned,
+// after a few runs, for any bounds, and `t < $1` planned for any bound is a scan of the whole
+// table.
 
 /// Columns of a rollup row after `gpu_id, t`, each as an aggregate over `source`.
 fn rollup_columns(from_raw: bool) -> String {
@@ -193,6 +196,8 @@ impl Store {
                     rollup_columns(from_raw),
                     replace_on_conflict(&ROLLUP_COLUMNS)
                 ))
+                // Planned for these bounds, not for any (see the note above).
+                .persistent(false)
                 .bind(start)
                 .bind(end)
                 .execute(&mut *tx)
@@ -251,6 +256,7 @@ impl Store {
             removed += sqlx::query(&format!(
                 "DELETE FROM {table} WHERE gpu_id IN (SELECT id FROM gpus) AND t < $1"
             ))
+            .persistent(false)
             .bind(before)
             .execute(&mut *tx)
             .await?

@@ -58,6 +58,8 @@ impl Store {
              WHERE b.status != 'cancelled' AND bg.end_ms > $1 * 1000 AND bg.start_ms < $2 * 1000
              GROUP BY bg.booking_id"
         ))
+        // Planned for this period (see history.rs).
+        .persistent(false)
         .bind(from)
         .bind(to)
         .bind(f64::from(idle_threshold_pct))
