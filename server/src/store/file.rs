@@ -1,10 +1,7 @@
 //! The database file as the server opened it: noticing it vanish or be replaced (a deleted
 //! `lanes.db` goes on working for open connections, and everything written after is lost at the
-//! next start), checking its header, and keeping connections that a failed transaction left
-//! behind out of the pool.
+//! next start), and checking its header.
 
-use sqlx::AnyConnection;
-use sqlx::Executor;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,22 +92,4 @@ pub fn make_private(db: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Whether a connection coming back to the pool is outside any transaction, by sqlx's count
-/// and by SQLite's own. SQLite's own is asked with a `ROLLBACK`: outside a transaction it fails
-/// at once and changes nothing; inside one (a COMMIT that failed on a full disk but left SQLite
-/// holding the transaction) it ends it, and the connection is closed all the same.
-pub async fn outside_transaction(conn: &mut AnyConnection) -> bool {
-    if super::sqlx_depth(conn) > 0 {
-        tracing::warn!("closing a database connection left inside a transaction");
-        return false;
-    }
-    match conn.execute(sqlx::raw_sql("ROLLBACK")).await {
-        Err(_) => true,
-        Ok(_) => {
-            tracing::warn!("closing a database connection SQLite still held in a transaction");
-            false
-        }
-    }
 }

@@ -244,13 +244,7 @@ impl Store {
                     Ok(())
                 })
             })
-            // A connection whose COMMIT or ROLLBACK failed (a full disk) may still be inside a
-            // transaction, by sqlx's count or SQLite's own: back in the pool it would run the
-            // next request inside that transaction (writes never committed, stale reads) or
-            // refuse to begin one. Such a connection is closed instead, and a fresh one opened.
-            .after_release(|conn, _| {
-                Box::pin(async move { Ok(file::outside_transaction(conn).await) })
-            })
+            .after_release(|conn, _| Box::pin(async move { Ok(outside_transaction(conn)) }))
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;
@@ -265,7 +259,7 @@ impl Store {
             .max_connections(16)
             // A server that went away answers requests with 503 in seconds, not minutes.
             .acquire_timeout(Duration::from_secs(5))
-            .after_release(|conn, _| Box::pin(async move { Ok(sqlx_depth(conn) == 0) }))
+            .after_release(|conn, _| Box::pin(async move { Ok(outside_transaction(conn)) }))
             .connect(url)
             .await
             .map_err(|e| one_line(&e.to_string()))?;
@@ -471,6 +465,21 @@ fn postgres_too_old(version_num: &str) -> Option<String> {
             MIN_POSTGRES / 10000
         )
     })
+}
+
+/// Whether a connection coming back to the pool is outside any transaction. One whose COMMIT
+/// or ROLLBACK failed (a full disk, a server gone) may still be inside one: back in the pool it
+/// would run the next request inside that transaction (writes never committed, stale reads) or
+/// refuse to begin one, so it is closed instead and a fresh one opened. sqlx counts a
+/// transaction closed only once its COMMIT or ROLLBACK succeeded, which is the count asked
+/// here. (Asking SQLite itself, as `sqlite3_get_autocommit`, would need the raw handle, which
+/// the `Any` driver does not give, or a round trip to the connection's thread per release.)
+fn outside_transaction(conn: &AnyConnection) -> bool {
+    let inside = sqlx_depth(conn) > 0;
+    if inside {
+        tracing::warn!("closing a database connection left inside a transaction");
+    }
+    !inside
 }
 
 /// How many transactions sqlx counts open on a connection.
