@@ -249,7 +249,22 @@ impl Runner {
                                     .map_or(0, |s| s.start_ticks),
                                 boot_id: self.boot_id.clone(),
                             };
-                            self.store.job_started(id, &process, now).await?;
+                            if !self.store.job_started(id, &process, now).await? {
+                                // Cancelled between this tick's read and its start: it must
+                                // not run. Its state stays as the cancel left it.
+                                tracing::info!(job = id, "stopped a job cancelled as it started");
+                                signal_job(Some(child.id()), cgroup.as_ref(), Signal::SIGKILL);
+                                leftovers.insert(
+                                    id,
+                                    Leftover {
+                                        group: Some(child.id()),
+                                        since: now,
+                                        termed: true,
+                                        cgroup,
+                                    },
+                                );
+                                continue;
+                            }
                             self.attach(&job, &b, child.id());
                             let handle = Handle::Child(child);
                             watched.insert(

@@ -296,19 +296,20 @@ impl Store {
         rows.into_iter().map(Row::into_run).collect()
     }
 
+    /// Records that a queued job's process started; `false` when the job was cancelled since
+    /// it was read (then it did not start, as far as anyone can see).
     pub async fn job_started(
         &self,
         id: i64,
         process: &JobProcess,
         now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        // A job cancelled between the runner's read and its start (`cancelled`, with the cancel
-        // asked) runs now all the same: it is recorded as running, with the cancel still asked,
-        // so that the runner stops it as it stops any cancelled job, and nothing runs unseen.
-        sqlx::query(
+    ) -> Result<bool, StoreError> {
+        // Only a job still waiting starts: one cancelled since the runner read it is not
+        // recorded as running (the runner stops what it spawned).
+        let started = sqlx::query(
             "UPDATE jobs SET state = 'running', pid = $2, pid_start = $3, boot_id = $4,
-                started_at = $5, ended_at = NULL, message = ''
-             WHERE id = $1 AND state IN ('queued', 'cancelled')",
+                started_at = $5
+             WHERE id = $1 AND state = 'queued'",
         )
         .bind(id)
         .bind(i64::from(process.pid))
@@ -317,7 +318,7 @@ impl Store {
         .bind(Stamp(now))
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(started.rows_affected() > 0)
     }
 
     /// Names the directory made for a job's logs (under the jobs dir), before it starts.
