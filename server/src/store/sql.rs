@@ -142,11 +142,13 @@ pub(super) fn flag(b: bool) -> i64 {
     i64::from(b)
 }
 
-/// Whether a statement broke the PostgreSQL exclusion constraint that keeps holds of one card
-/// apart (SQLITE never raises it: there the store's own check runs under the write lock).
+/// Whether a statement lost a race for a card on PostgreSQL: it broke the exclusion constraint
+/// that keeps holds of one card apart, or the server aborted it to end a deadlock or a
+/// serialization conflict (SQLite raises none of these: there the store's own check runs under
+/// the write lock).
 pub(super) fn is_overlap_violation(e: &sqlx::Error) -> bool {
-    // 23P01: exclusion violation; 40P01 and 40001: a deadlock or serialization failure the
-    // server resolved by aborting this transaction (the card turns should leave none).
+    // 23P01: exclusion violation; 40P01, 40001: deadlock, serialization failure (the card
+    // turns should leave none).
     matches!(e, sqlx::Error::Database(d)
         if matches!(d.code().as_deref(), Some("23P01" | "40P01" | "40001")))
 }
