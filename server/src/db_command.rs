@@ -106,7 +106,11 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
                 .into(),
         ));
     };
-    let path = sqlite_path(&url)?;
+    let path = crate::store::sqlite_file(&url)
+        .map_err(|e| CommandError::Invalid(format!("bad database URL: {e}")))?
+        .ok_or_else(|| {
+            CommandError::Invalid("an in-memory database has nothing to restore".into())
+        })?;
     let backup = args
         .from
         .to_str()
@@ -184,13 +188,6 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
         ),
         None => format!("restored {} to {}\n", args.from.display(), path.display()),
     })
-}
-
-fn sqlite_path(url: &str) -> Result<PathBuf, CommandError> {
-    use std::str::FromStr;
-    let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
-        .map_err(|e| CommandError::Invalid(format!("bad database URL: {e}")))?;
-    Ok(options.get_filename().to_path_buf())
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {

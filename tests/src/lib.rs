@@ -396,25 +396,7 @@ impl TestApp {
 
     /// Creates an account straight in the database, as `lanes user add` does.
     pub async fn create_user(&self, username: &str, password: &str, role: Role) -> User {
-        let store = Store::open(&self.database_url())
-            .await
-            .expect("the test database opens");
-        let hash = lanes_server::accounts::password::hash(password).expect("hashing works");
-        let new = NewUser {
-            username: username.into(),
-            display_name: username.into(),
-            email: None,
-            unix_user: Some(username.into()),
-            role,
-        };
-        let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, username)
-            .detail("test");
-        let user = store
-            .create_user(&new, &hash, &audit, chrono::Utc::now())
-            .await
-            .expect("the user is created");
-        store.close().await;
-        user
+        add_user(&self.database_url(), username, password, role).await
     }
 
     /// Creates `name` with the password "`name` passphrase" and returns a session cookie.
@@ -538,6 +520,28 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Creates an account (its Unix account of the same name) straight in the database at `url`,
+/// as `lanes user add` does.
+pub async fn add_user(url: &str, username: &str, password: &str, role: Role) -> User {
+    let store = Store::open(url).await.expect("the test database opens");
+    let hash = lanes_server::accounts::password::hash(password).expect("hashing works");
+    let new = NewUser {
+        username: username.into(),
+        display_name: username.into(),
+        email: None,
+        unix_user: Some(username.into()),
+        role,
+    };
+    let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, username)
+        .detail("test");
+    let user = store
+        .create_user(&new, &hash, &audit, chrono::Utc::now())
+        .await
+        .expect("the user is created");
+    store.close().await;
+    user
 }
 
 /// Makes the Unix account `name` (a system account without a home) if this test runs as root

@@ -20,30 +20,12 @@ fn postgres_run(what: &str) -> bool {
 
 /// Members `m0`… with the password "`name` passphrase", made straight in the database.
 async fn members(url: &str, n: usize) -> Vec<String> {
-    let store = lanes_server::store::Store::open(url).await.unwrap();
     let mut names = Vec::new();
     for i in 0..n {
         let name = format!("m{i}");
-        let hash = lanes_server::accounts::password::hash(&format!("{name} passphrase")).unwrap();
-        let new = lanes_server::accounts::NewUser {
-            username: name.clone(),
-            display_name: name.clone(),
-            email: None,
-            unix_user: None,
-            role: Role::User,
-        };
-        let audit = lanes_server::store::AuditEntry::new(
-            None,
-            lanes_server::audit::AuditAction::UserCreate,
-            &name,
-        );
-        store
-            .create_user(&new, &hash, &audit, Utc::now())
-            .await
-            .unwrap();
+        lanes_tests::add_user(url, &name, &format!("{name} passphrase"), Role::User).await;
         names.push(name);
     }
-    store.close().await;
     names
 }
 

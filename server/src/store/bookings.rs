@@ -357,12 +357,19 @@ impl Store {
         StoreError,
     > {
         let turn = self.write_turn().await;
-        let owner: Option<i64> = sqlx::query_scalar("SELECT user_id FROM bookings WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        let owner = owner.ok_or(StoreError::from(BookingError::NotFound))?;
-        let tx = self.begin_booking_write(owner).await?;
+        let tx = match self.backend {
+            // The write lock serializes every booking write; no owner to look up.
+            super::Backend::Sqlite => self.begin_serial(&[]).await?,
+            super::Backend::Postgres => {
+                let owner: Option<i64> =
+                    sqlx::query_scalar("SELECT user_id FROM bookings WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                let owner = owner.ok_or(StoreError::from(BookingError::NotFound))?;
+                self.begin_booking_write(owner).await?
+            }
+        };
         // Read under the owner's turn, so that no other change of it interleaves.
         let booking = self
             .booking(id, now)

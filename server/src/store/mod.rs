@@ -180,20 +180,17 @@ impl Store {
     /// not created.
     pub async fn connect_existing(url: &str) -> Result<Self, StoreError> {
         if Backend::of_url(url) == Some(Backend::Sqlite) {
-            let options = SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
+            let open_err = |reason: String| StoreError::Open {
                 url: url.to_string(),
-                reason: e.to_string(),
-            })?;
-            let path = options.get_filename();
-            let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
-            if !in_memory && !path.exists() {
-                return Err(StoreError::Open {
-                    url: url.to_string(),
-                    reason: format!(
+                reason,
+            };
+            if let Some(path) = sqlite_file(url).map_err(open_err)? {
+                if !path.exists() {
+                    return Err(open_err(format!(
                         "there is no database at {} (`lanes db migrate` or `lanes serve` makes it)",
                         path.display()
-                    ),
-                });
+                    )));
+                }
             }
         }
         Self::connect(url).await
@@ -224,12 +221,10 @@ impl Store {
     async fn connect_sqlite(
         url: &str,
     ) -> Result<(AnyPool, Option<std::sync::Arc<file::DbFile>>), String> {
-        let options = SqliteConnectOptions::from_str(url).map_err(|e| e.to_string())?;
-        let path = options.get_filename().to_path_buf();
-        let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
-        if !in_memory {
+        let path = sqlite_file(url)?;
+        if let Some(path) = &path {
             // Also creates the file (owner-only) so that the driver opens it read-write.
-            file::make_private(&path)
+            file::make_private(path)
                 .map_err(|e| format!("cannot make the database private: {e}"))?;
         }
         let pool = AnyPoolOptions::new()
@@ -248,9 +243,9 @@ impl Store {
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;
-        let file = (!in_memory)
-            .then(|| file::DbFile::watch(&path).map(std::sync::Arc::new))
-            .flatten();
+        let file = path
+            .and_then(|path| file::DbFile::watch(&path))
+            .map(std::sync::Arc::new);
         Ok((pool, file))
     }
 
@@ -400,6 +395,14 @@ impl Store {
     }
 }
 
+/// The file an SQLite URL names; `None` for an in-memory database.
+pub fn sqlite_file(url: &str) -> Result<Option<std::path::PathBuf>, String> {
+    let options = SqliteConnectOptions::from_str(url).map_err(|e| e.to_string())?;
+    let path = options.get_filename();
+    let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
+    Ok((!in_memory).then(|| path.to_path_buf()))
+}
+
 /// A PostgreSQL advisory lock to hold until the transaction ends.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Lock {
@@ -424,23 +427,25 @@ pub(super) async fn take_locks(tx: &mut Tx<'_>, locks: &[Lock]) -> Result<(), St
             keys.push(k);
             format!("${}", keys.len())
         };
-        calls.push(match *l {
-            Lock::Exclusive(k) => format!("pg_advisory_xact_lock({})", key(k)),
-            Lock::Shared(k) => format!("pg_advisory_xact_lock_shared({})", key(k)),
-            // The two-key form takes int4 keys; ids past 2^31 share a key, which only makes
-            // them wait for each other.
-            Lock::User(id) | Lock::Group(id) => {
-                let space = match *l {
-                    Lock::User(_) => lock::USER,
-                    _ => lock::GROUP,
-                };
-                format!(
-                    "pg_advisory_xact_lock(CAST({} AS INTEGER), CAST({} AS INTEGER))",
-                    key(i64::from(space)),
-                    key(id & 0x7fff_ffff)
-                )
+        let (space, id) = match *l {
+            Lock::Exclusive(k) => {
+                calls.push(format!("pg_advisory_xact_lock({})", key(k)));
+                continue;
             }
-        });
+            Lock::Shared(k) => {
+                calls.push(format!("pg_advisory_xact_lock_shared({})", key(k)));
+                continue;
+            }
+            Lock::User(id) => (lock::USER, id),
+            Lock::Group(id) => (lock::GROUP, id),
+        };
+        // The two-key form takes int4 keys; ids past 2^31 share a key, which only makes them
+        // wait for each other.
+        calls.push(format!(
+            "pg_advisory_xact_lock(CAST({} AS INTEGER), CAST({} AS INTEGER))",
+            key(i64::from(space)),
+            key(id & 0x7fff_ffff)
+        ));
     }
     let sql = format!("SELECT {}", calls.join(", "));
     let mut query = sqlx::query(&sql);

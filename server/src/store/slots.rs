@@ -178,10 +178,11 @@ pub(super) async fn hold_cards(
     audit: AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let (table, id, target) = match holder {
-        Holder::Booking(id) => ("booking_gpus (booking_id", id, format!("booking {id}")),
+    let (table, column, id, target) = match holder {
+        Holder::Booking(id) => ("booking_gpus", "booking_id", id, format!("booking {id}")),
         Holder::Maintenance(id) => (
-            "maintenance_gpus (maintenance_id",
+            "maintenance_gpus",
+            "maintenance_id",
             id,
             format!("maintenance {id}"),
         ),
@@ -191,7 +192,7 @@ pub(super) async fn hold_cards(
             .map(|i| format!("($1, ${}, $2, $3)", i + 4))
             .collect();
         let sql = format!(
-            "INSERT INTO {table}, gpu_id, start_ms, end_ms) VALUES {}",
+            "INSERT INTO {table} ({column}, gpu_id, start_ms, end_ms) VALUES {}",
             rows.join(", ")
         );
         let mut query = sqlx::query(&sql).bind(id).bind(ms(start)).bind(ms(end));
