@@ -27,6 +27,8 @@ pub fn run(pending: usize, gpus: usize, runs: usize) {
             },
             memory_total: 80 * GIB,
             memory_free: 80 * GIB,
+            // Eight cards per node, as a pool of 8-GPU servers.
+            host: (i / 8) as u32,
         })
         .collect();
     let owners: Vec<Owner> = (0..40)

@@ -240,6 +240,11 @@ impl Client {
         Self::json(self.request(Method::GET, "/api/v1/gpus")).await
     }
 
+    /// `GET /api/v1/nodes`: every node of the pool.
+    pub async fn nodes(&self) -> Result<Vec<lanes_types::NodeState>> {
+        Self::json(self.request(Method::GET, "/api/v1/nodes")).await
+    }
+
     // ---- accounts and sessions ----
 
     /// `POST /api/v1/auth/login`: on success, a client carrying the new session.

@@ -31,6 +31,8 @@ pub struct Card {
     pub memory_total: u64,
     /// What is free on it now (others' processes may hold some).
     pub memory_free: u64,
+    /// The machine it is in: a job's cards all come from one host (its runner is there).
+    pub host: u32,
 }
 
 impl Card {
@@ -40,6 +42,7 @@ impl Card {
             blocks: Vec::new(),
             memory_total: memory,
             memory_free: memory,
+            host: 0,
         }
     }
 
@@ -323,12 +326,37 @@ pub fn schedule(pass: &Pass) -> Plan {
     plan
 }
 
-/// How many cards could ever hold the job (enough memory).
+/// How many cards could ever hold the job (enough memory) on the best host.
 fn eligible(cards: &[Card], job: &Waiting) -> u32 {
-    cards
-        .iter()
-        .filter(|c| c.memory_total >= job.min_memory)
-        .count() as u32
+    most_on_one_host(cards, |c| c.memory_total >= job.min_memory)
+}
+
+/// The largest number of cards of one host that `keep` accepts.
+fn most_on_one_host(cards: &[Card], keep: impl Fn(&Card) -> bool) -> u32 {
+    let mut per_host: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    for card in cards.iter().filter(|c| keep(c)) {
+        *per_host.entry(card.host).or_default() += 1;
+    }
+    per_host.into_values().max().unwrap_or(0)
+}
+
+/// Of the fitting cards (`(next block, index)`), the `n` a job takes: all on one host. Among
+/// hosts with enough, the one with the fewest fitting cards (a big free host stays whole for a
+/// big job), then the lowest host; on it, the cards with a block soonest after the job, then
+/// the lowest index. Ascending indices.
+fn choose(cards: &[Card], mut fitting: Vec<(Time, usize)>, n: usize) -> Option<Vec<usize>> {
+    let mut per_host: std::collections::BTreeMap<u32, Vec<(Time, usize)>> = Default::default();
+    fitting.sort_unstable();
+    for (next, i) in fitting {
+        per_host.entry(cards[i].host).or_default().push((next, i));
+    }
+    let best = per_host
+        .into_values()
+        .filter(|fit| fit.len() >= n)
+        .min_by_key(|fit| fit.len())?;
+    let mut chosen: Vec<usize> = best[..n].iter().map(|&(_, i)| i).collect();
+    chosen.sort_unstable();
+    Some(chosen)
 }
 
 fn cards_reason(cards: &[Card], job: &Waiting, now: Time) -> WaitReason {
@@ -339,10 +367,9 @@ fn cards_reason(cards: &[Card], job: &Waiting, now: Time) -> WaitReason {
             eligible,
         };
     }
-    let free = cards
-        .iter()
-        .filter(|c| c.memory_free >= job.min_memory && c.clear(now, now + job.time_limit))
-        .count() as u32;
+    let free = most_on_one_host(cards, |c| {
+        c.memory_free >= job.min_memory && c.clear(now, now + job.time_limit)
+    });
     WaitReason::Cards {
         needs: job.gpus,
         free,
@@ -354,7 +381,7 @@ fn cards_reason(cards: &[Card], job: &Waiting, now: Time) -> WaitReason {
 /// stay whole), then the lowest index.
 fn fit_now(cards: &[Card], job: &Waiting, now: Time) -> Option<Vec<usize>> {
     let end = now + job.time_limit;
-    let mut fitting: Vec<(Time, usize)> = cards
+    let fitting: Vec<(Time, usize)> = cards
         .iter()
         .enumerate()
         .filter(|(_, c)| c.memory_free >= job.min_memory && c.clear(now, end))
@@ -363,13 +390,7 @@ fn fit_now(cards: &[Card], job: &Waiting, now: Time) -> Option<Vec<usize>> {
     if fitting.len() < job.gpus as usize {
         return None;
     }
-    fitting.sort_unstable();
-    let mut chosen: Vec<usize> = fitting[..job.gpus as usize]
-        .iter()
-        .map(|&(_, i)| i)
-        .collect();
-    chosen.sort_unstable();
-    Some(chosen)
+    choose(cards, fitting, job.gpus as usize)
 }
 
 /// The earliest time at or after `now` when `job.gpus` cards with enough memory are free for
@@ -419,15 +440,12 @@ fn fit_at(
     if eligible.iter().filter(|&&i| cards[i].clear(t, end)).count() < n {
         return None;
     }
-    let mut fitting: Vec<(Time, usize)> = eligible
+    let fitting: Vec<(Time, usize)> = eligible
         .iter()
         .filter(|&&i| cards[i].clear(t, end))
         .map(|&i| (cards[i].next_block(end), i))
         .collect();
-    fitting.sort_unstable();
-    let mut chosen: Vec<usize> = fitting[..n].iter().map(|&(_, i)| i).collect();
-    chosen.sort_unstable();
-    Some((t, chosen))
+    choose(cards, fitting, n).map(|chosen| (t, chosen))
 }
 
 #[cfg(test)]
@@ -677,15 +695,15 @@ mod tests {
 
     /// A random pool (some cards busy, some booked ahead) and a random queue.
     fn workload() -> impl Strategy<Value = (Vec<Card>, Vec<Waiting>)> {
-        let card =
-            (0i64..200, prop::option::of((0i64..300, 1i64..200))).prop_map(|(free_from, block)| {
-                Card {
-                    free_from,
-                    blocks: block.map(|(s, d)| vec![(s, s + d)]).unwrap_or_default(),
-                    memory_total: 80 * GIB,
-                    memory_free: 80 * GIB,
-                }
-            });
+        let card = (0i64..200, prop::option::of((0i64..300, 1i64..200)), 0u32..3).prop_map(
+            |(free_from, block, host)| Card {
+                free_from,
+                blocks: block.map(|(s, d)| vec![(s, s + d)]).unwrap_or_default(),
+                memory_total: 80 * GIB,
+                memory_free: 80 * GIB,
+                host,
+            },
+        );
         let waiting = (1u32..5, 1i64..300);
         (
             prop::collection::vec(card, 1..10),
@@ -746,6 +764,8 @@ mod tests {
                 for start in &plan.starts {
                     let job = waiting.iter().find(|j| j.id == start.job).unwrap();
                     prop_assert_eq!(start.cards.len(), job.gpus as usize);
+                    // A job's cards are on one host: its runner is there.
+                    prop_assert!(start.cards.iter().all(|&c| pool[c].host == pool[start.cards[0]].host));
                     for &c in &start.cards {
                         prop_assert!(!used[c]);
                         used[c] = true;
@@ -764,7 +784,7 @@ mod tests {
             let started: Vec<i64> = plan.starts.iter().map(|s| s.job).collect();
             let prefix: Vec<i64> = waiting
                 .iter()
-                .filter(|j| j.gpus as usize <= pool.len())
+                .filter(|j| j.gpus <= most_on_one_host(&pool, |_| true))
                 .map(|j| j.id)
                 .take(started.len())
                 .collect();

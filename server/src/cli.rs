@@ -191,7 +191,9 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub db: DbArgs,
-    /// GPU source: auto (NVML if the driver loads, else a simulated 8-GPU node), nvml, or sim:N.
+    /// GPU source: auto (NVML if the driver loads, else a simulated 8-GPU node), nvml, sim:N,
+    /// or none (a portal that serves the web for the pool and runs no cards). `nvml:0,2` (or
+    /// UUIDs; `sim:N:0,2` alike) manages only those cards; the others are shown as unmanaged.
     #[arg(long, env = "LANES_GPUS", default_value = "auto")]
     pub gpus: GpuSelection,
     /// Time between two readings of every card (e.g. 1s, 500ms).
@@ -203,6 +205,14 @@ pub struct ServeArgs {
     /// Name of this node [default: the host name].
     #[arg(long, env = "LANES_NODE_NAME")]
     pub node_name: Option<String>,
+    /// A node silent for this long is unreachable: shown greyed, and nothing new is placed on
+    /// its cards (several nodes on one PostgreSQL).
+    #[arg(long, env = "LANES_NODE_TIMEOUT", default_value = "15s", value_parser = parse_node_timeout)]
+    pub node_timeout: Duration,
+    /// The address other people reach this node's web server at, as shown on the nodes list
+    /// [default: --listen].
+    #[arg(long, env = "LANES_ADVERTISE")]
+    pub advertise: Option<String>,
     /// Directory of the built web assets (pkg/, favicon) [default: $LEPTOS_SITE_ROOT or target/site].
     #[arg(long, env = "LANES_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
@@ -330,6 +340,14 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 /// Shortest and longest poll interval: faster wastes the host, slower is not "live".
 const INTERVAL_RANGE: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(60));
 
+fn parse_node_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(2) || d > Duration::from_secs(3600) {
+        return Err("the node timeout must be from 2s to 1h".into());
+    }
+    Ok(d)
+}
+
 fn parse_interval(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 1s, 500ms)"))?;
     if d < INTERVAL_RANGE.0 || d > INTERVAL_RANGE.1 {
@@ -362,7 +380,7 @@ mod tests {
             panic!("not serve")
         };
         assert_eq!(args.listen, "127.0.0.1:3000".parse().unwrap());
-        assert_eq!(args.gpus, GpuSelection::Auto);
+        assert_eq!(args.gpus, GpuSelection::of(crate::telemetry::SourceChoice::Auto));
         assert_eq!(args.poll_interval, Duration::from_secs(1));
     }
 
@@ -370,7 +388,7 @@ mod tests {
     fn a_bad_gpu_source_is_a_usage_error() {
         let err = Cli::try_parse_from(["lanes", "serve", "--gpus", "sim:x"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("expected auto, nvml or sim:N"));
+        assert!(err.to_string().contains("expected auto, nvml, nvml:CARDS"));
     }
 }
 

@@ -1,12 +1,16 @@
 //! The service's one internal bus. A write says what it changed, after it committed; the tasks
 //! that care (the queue, the job runner) listen. Nothing wakes another task by hand, so a new
-//! write path cannot forget to: it goes through the store, and the store emits.
+//! write path cannot forget to: it goes through the store, and the store emits. With several
+//! nodes on one PostgreSQL, every event is also relayed to the other processes
+//! (`cluster::bus`, LISTEN/NOTIFY), which emit it on their own bus as if written there.
 
-use tokio::sync::broadcast;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::{broadcast, mpsc};
 
 /// What changed. Listeners only learn *that* they should look again; they read the state itself
 /// from the store, so a missed or coalesced event loses nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     /// A write freed or took a card: the queue runs a pass, the runner checks its jobs.
     CardsChanged(Change),
@@ -18,7 +22,7 @@ pub enum Event {
 }
 
 /// Which write it was, for listeners that log and for tests that check each path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Change {
     BookingCreated,
     BookingCancelled,
@@ -38,6 +42,9 @@ pub enum Change {
     SharesChanged,
     /// An account was disabled or enabled: its waiting jobs wait or may start.
     AccountChanged,
+    /// A node came back or went silent, or the link to the other nodes was restored (events
+    /// may have been missed meanwhile): look again.
+    PoolChanged,
 }
 
 impl Event {
@@ -65,20 +72,39 @@ const BACKLOG: usize = 1024;
 #[derive(Clone, Debug)]
 pub struct Events {
     sender: broadcast::Sender<Event>,
+    /// Where this process's events go to reach the other nodes, once the relay is set up.
+    relay: Arc<OnceLock<mpsc::UnboundedSender<Event>>>,
 }
 
 impl Default for Events {
     fn default() -> Self {
         Self {
             sender: broadcast::channel(BACKLOG).0,
+            relay: Arc::default(),
         }
     }
 }
 
 impl Events {
+    /// Says what a write of this process changed, here and to the other nodes.
     pub fn emit(&self, event: Event) {
+        self.emit_here(event);
+        if let Some(relay) = self.relay.get() {
+            let _ = relay.send(event);
+        }
+    }
+
+    /// Says what changed to this process's listeners only (an event another node relayed).
+    pub fn emit_here(&self, event: Event) {
         tracing::debug!(?event, "event");
         let _ = self.sender.send(event);
+    }
+
+    /// From now on, every event this process emits is also handed to the returned receiver
+    /// (the relay to the other nodes). `None` if a relay was set up already.
+    pub fn relay(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.relay.set(sender).ok().map(|()| receiver)
     }
 
     pub fn subscribe(&self) -> Listener {

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod cluster;
 pub mod bookings;
 pub mod cli;
 pub mod data_dir;

@@ -41,6 +41,8 @@ pub enum StartupError {
     Gpus(#[from] OpenError),
     #[error("cannot tell this host's name: pass --node-name")]
     NodeName,
+    #[error("SQLite keeps one node; {0} needs several, on PostgreSQL (--database-url postgres://…)")]
+    SingleNode(&'static str),
     #[error(transparent)]
     Wall(#[from] crate::jobs::wall::WallError),
 }
@@ -54,6 +56,10 @@ pub struct ServeConfig {
     pub gpus: GpuSelection,
     pub poll: PollSettings,
     pub node_name: String,
+    /// A node silent for this long is unreachable.
+    pub node_timeout: Duration,
+    /// The address this node registers as its web server's.
+    pub advertise: Option<String>,
     pub site_root: PathBuf,
     pub sim: SimOptions,
     pub auth: AuthSettings,
@@ -103,6 +109,8 @@ impl ServeConfig {
                 process_interval: args.process_interval.max(args.poll_interval),
             },
             node_name,
+            node_timeout: args.node_timeout,
+            advertise: args.advertise,
             site_root,
             sim: SimOptions {
                 seed: args.sim_seed,
@@ -186,6 +194,12 @@ impl Application {
 
     async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
+        if store.backend() == crate::store::Backend::Sqlite
+            && config.gpus.source == telemetry::SourceChoice::None
+        {
+            return Err(StartupError::SingleNode("a portal without cards (--gpus none)"));
+        }
+        store.set_node_timeout(config.node_timeout);
         if store.count_enabled_admins().await? == 0 {
             tracing::warn!(
                 "no admin account yet; create the first one with:\n    \
@@ -199,7 +213,9 @@ impl Application {
             fallback_reason,
             processes,
             device_files,
-        } = telemetry::open(config.gpus, &config.node_name, &config.sim)?;
+            managed,
+            driver,
+        } = telemetry::open(&config.gpus, &config.node_name, &config.sim)?;
         let wall = Arc::new(crate::jobs::wall::Wall::set_up(
             config.isolation,
             &config.cgroup_parent,
@@ -227,9 +243,26 @@ impl Application {
             (SourceKind::Nvml, _) => {
                 tracing::info!("reading {} GPUs through NVML", source.inventory().len())
             }
+            (SourceKind::None, _) => {
+                tracing::info!("no GPUs here (--gpus none): serving the web for the pool")
+            }
+        }
+        let inventory = source.inventory();
+        if managed.len() < inventory.len() {
+            let left_out: Vec<String> = inventory
+                .iter()
+                .filter(|c| !managed.contains(&c.uuid))
+                .map(|c| format!("GPU {} ({})", c.index, c.uuid))
+                .collect();
+            tracing::info!(
+                "managing {} of {} GPUs; left out (shown as unmanaged): {}",
+                managed.len(),
+                inventory.len(),
+                left_out.join(", ")
+            );
         }
         store
-            .record_inventory(&config.node_name, source.inventory(), chrono::Utc::now())
+            .record_cards(&config.node_name, inventory, &managed, chrono::Utc::now())
             .await?;
         let portal = store.portal_settings().await?;
         if portal.anonymous_dashboard {
@@ -240,12 +273,16 @@ impl Application {
         for info in source.inventory() {
             metrics.register_gpu(info);
         }
-        let hub = Arc::new(Hub::new(
-            kind,
-            config.poll.interval,
-            source.inventory(),
-            metrics,
-        ));
+        let hub = Arc::new(
+            Hub::new(
+                &config.node_name,
+                kind,
+                config.poll.interval,
+                source.inventory(),
+                metrics,
+            )
+            .with_unmanaged(&managed),
+        );
         let poller = Poller::start(Sampler::new(source), hub.clone(), config.poll);
 
         let leptos_options = LeptosOptions::builder()
@@ -256,6 +293,34 @@ impl Application {
             .build();
         let shutdown = CancellationToken::new();
         let policy = Arc::new(std::sync::RwLock::new(store.policy().await?));
+        let portal = Arc::new(std::sync::RwLock::new(portal));
+        let instance = crate::jobs::random_hex(8).map_err(|e| StoreError::Database(e.to_string()))?;
+        let membership = crate::cluster::membership::Membership {
+            store: store.clone(),
+            hub: hub.clone(),
+            registration: crate::store::NodeRegistration {
+                name: config.node_name.clone(),
+                address: config
+                    .advertise
+                    .clone()
+                    .unwrap_or_else(|| listener_address(&listener, config.listen)),
+                version: env!("CARGO_PKG_VERSION").into(),
+                driver,
+                gpu_source: serde_json::to_value(kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                instance: instance.clone(),
+            },
+            timeout: config.node_timeout,
+            policy: policy.clone(),
+            portal: portal.clone(),
+        };
+        membership.join().await?;
+        membership.start(shutdown.clone());
+        crate::cluster::relay::start(store.clone(), hub.clone(), instance, shutdown.clone())
+            .await?;
+        let leader = crate::cluster::leader::start(store.clone(), shutdown.clone());
         let notifier = Notifier::start(policy.clone(), config.webhook_retry);
         Enforcer {
             store: store.clone(),
@@ -264,6 +329,7 @@ impl Application {
             notifier: notifier.clone(),
             policy: policy.clone(),
             node: config.node_name.clone(),
+            managed,
             wall: wall.clone(),
         }
         .start(shutdown.clone());
@@ -285,10 +351,20 @@ impl Application {
             },
             shutdown.clone(),
         );
+        if store.backend() == crate::store::Backend::Postgres {
+            let logs = runner.clone();
+            crate::jobs::shipper::start(
+                store.clone(),
+                config.node_name.clone(),
+                Arc::new(move |dir: &str| logs.log_paths(dir)),
+                shutdown.clone(),
+            );
+        }
         let queue = crate::queue::Queue::start(
             store.clone(),
             hub.clone(),
             config.queue_idle,
+            leader,
             shutdown.clone(),
         )
         .await?;
@@ -301,7 +377,7 @@ impl Application {
             store: store.clone(),
             auth: config.auth.clone(),
             metrics_token: config.metrics_token.as_deref().map(Arc::from),
-            portal: Arc::new(std::sync::RwLock::new(portal)),
+            portal,
             runner,
             queue,
             policy,
@@ -379,6 +455,11 @@ impl Application {
         self.store.close().await;
         served
     }
+}
+
+/// The address the listener got (the port the OS chose for `:0`).
+fn listener_address(listener: &TcpListener, asked: SocketAddr) -> String {
+    listener.local_addr().unwrap_or(asked).to_string()
 }
 
 /// Resolves on SIGINT or SIGTERM.

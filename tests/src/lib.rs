@@ -243,12 +243,14 @@ impl TestApp {
             listen: "127.0.0.1:0".parse().unwrap(),
             database_url: db.url.clone(),
             data_dir: data_dir.path().to_path_buf(),
-            gpus: GpuSelection::Simulated(gpus),
+            gpus: GpuSelection::simulated(gpus),
             poll: PollSettings {
                 interval: TEST_POLL,
                 process_interval: TEST_POLL * 2,
             },
             node_name: "testnode".into(),
+            node_timeout: lanes_server::store::DEFAULT_NODE_TIMEOUT,
+            advertise: None,
             site_root: data_dir.path().join("site"),
             sim: SimOptions {
                 seed: 42,

@@ -74,6 +74,7 @@ fn matrix() -> Vec<Row> {
         row(get.clone(), "/queue", None, [303, 200, 200, 200]),
         row(post.clone(), "/api/fn/fleet", None, [401, 200, 200, 200]),
         row(get.clone(), "/api/v1/gpus", None, [401, 200, 200, 200]),
+        row(get.clone(), "/api/v1/nodes", None, [401, 200, 200, 200]),
         row(
             get.clone(),
             "/api/v1/openapi.json",

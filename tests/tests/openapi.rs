@@ -123,6 +123,7 @@ async fn call_client(
         ("GET", "/metrics") => client.metrics(None).await.map(drop),
         ("GET", "/api/v1/openapi.json") => client.openapi().await.map(drop),
         ("GET", "/api/v1/gpus") => client.gpus().await.map(drop),
+        ("GET", "/api/v1/nodes") => client.nodes().await.map(drop),
         ("GET", "/api/v1/telemetry/ws") => client.telemetry().await.map(drop),
         ("POST", "/api/v1/auth/login") => client.login("nobody", "wrong").await.map(drop),
         ("POST", "/api/v1/auth/logout") => client.logout().await,

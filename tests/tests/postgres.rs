@@ -73,9 +73,11 @@ async fn two_servers() -> TwoServers {
     let tmp = tempfile::tempdir().unwrap();
     let db = TestDb::fresh(tmp.path()).await;
     let names = members(&db.url, 8).await;
-    let cards = ["--gpus", "sim:8", "--node-name", "n1"];
-    let a = ServerProcess::start(&tmp.path().join("a"), &db.url, &cards).await;
-    let b = ServerProcess::start(&tmp.path().join("b"), &db.url, &cards).await;
+    // A node with the cards, and a portal without any that serves the same pool.
+    let node = ["--gpus", "sim:8", "--node-name", "n1"];
+    let portal = ["--gpus", "none", "--node-name", "portal"];
+    let a = ServerProcess::start(&tmp.path().join("a"), &db.url, &node).await;
+    let b = ServerProcess::start(&tmp.path().join("b"), &db.url, &portal).await;
     let signed_in = sign_in_all(&a, &names).await;
     let clients: Vec<Client> = (0..64)
         .map(|i| {

@@ -109,26 +109,31 @@ impl FleetSnapshot {
     }
 
     pub fn summary(&self) -> FleetSummary {
-        let mut summary = FleetSummary {
-            total: self.gpus.len(),
-            ..FleetSummary::default()
-        };
-        for gpu in &self.gpus {
-            summary.memory_total_bytes += gpu.info.memory_total_bytes;
-            if !gpu.health.is_ok() {
-                summary.unhealthy += 1;
-                continue;
-            }
-            if let Some(sample) = &gpu.sample {
-                summary.memory_used_bytes += sample.memory_used_bytes;
-            }
-            if gpu.is_busy() {
-                summary.busy += 1;
-            } else {
-                summary.idle += 1;
-            }
-        }
-        summary
+        summarize(self.gpus.iter())
+    }
+
+    /// The summary of one node's cards.
+    pub fn node_summary(&self, node: &str) -> FleetSummary {
+        summarize(self.gpus.iter().filter(|g| g.info.node == node))
+    }
+
+    pub fn node(&self, name: &str) -> Option<&crate::NodeState> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Whether the cards of `node` are live: it heartbeats (or nothing says otherwise, as on a
+    /// single server that lists no nodes).
+    pub fn node_is_up(&self, node: &str) -> bool {
+        self.node(node)
+            .is_none_or(|n| n.status == crate::NodeStatus::Up)
+    }
+
+    /// The names of the nodes that have cards, in the order the dashboard groups them.
+    pub fn node_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.gpus.iter().map(|g| g.info.node.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// The newest sample time across the fleet, if any card has reported.
@@ -138,6 +143,27 @@ impl FleetSnapshot {
             .filter_map(|g| g.sample.as_ref().map(|s| s.at_ms))
             .max()
     }
+}
+
+fn summarize<'a>(gpus: impl Iterator<Item = &'a GpuState>) -> FleetSummary {
+    let mut summary = FleetSummary::default();
+    for gpu in gpus {
+        summary.total += 1;
+        summary.memory_total_bytes += gpu.info.memory_total_bytes;
+        if !gpu.health.is_ok() {
+            summary.unhealthy += 1;
+            continue;
+        }
+        if let Some(sample) = &gpu.sample {
+            summary.memory_used_bytes += sample.memory_used_bytes;
+        }
+        if gpu.is_busy() {
+            summary.busy += 1;
+        } else {
+            summary.idle += 1;
+        }
+    }
+    summary
 }
 
 #[cfg(test)]
@@ -181,9 +207,11 @@ mod tests {
                     sample: None,
                     processes: vec![],
                     idle_booking: None,
+                    unmanaged: false,
                 })
                 .collect(),
             history: vec![],
+            nodes: vec![],
         }
     }
 

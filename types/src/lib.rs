@@ -116,6 +116,8 @@ pub enum SourceKind {
     Nvml,
     /// A simulated fleet: no driver was found or `--gpus sim:N` was asked for.
     Simulated,
+    /// No cards: a portal started with `--gpus none` (it serves the web for the pool).
+    None,
 }
 
 /// The current state of one card: its facts, its health and its latest reading.
@@ -130,6 +132,39 @@ pub struct GpuState {
     /// The id of the active booking of this card that the watchdog found idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_booking: Option<i64>,
+    /// Seen on its node but left out of Lanes there (`--gpus nvml:0,2` names the others):
+    /// nobody books it, the queue does not use it, and its processes are nobody's violation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmanaged: bool,
+}
+
+/// One server of the pool, as every portal sees it (`GET /api/v1/nodes`, the dashboard).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeState {
+    pub name: String,
+    /// The address its web server listens on, as it registered (for operators).
+    pub address: String,
+    /// The Lanes version it runs.
+    pub version: String,
+    /// What reads its cards: the driver version, "simulated", or "none" for a portal.
+    pub driver: String,
+    pub gpu_source: SourceKind,
+    pub status: NodeStatus,
+    /// Its latest heartbeat; for an unreachable node, since when it has been silent.
+    pub last_seen: chrono::DateTime<chrono::Utc>,
+    /// Cards it manages (unmanaged cards are not counted).
+    pub cards: u32,
+}
+
+/// Whether a node answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// It heartbeats: its telemetry is live, the queue and any-N may use its cards.
+    Up,
+    /// Silent for longer than `--node-timeout`: shown with its last values; nothing new is
+    /// placed on its cards; its bookings stand and its running jobs go on under its own runner.
+    Unreachable,
 }
 
 /// One card's part of a tick.
@@ -180,6 +215,9 @@ pub struct FleetSnapshot {
     pub gpus: Vec<GpuState>,
     /// Up to [`HISTORY_WINDOW_MS`] of points per card.
     pub history: Vec<GpuHistory>,
+    /// Every node of the pool, by name (this one alone on a single server).
+    #[serde(default)]
+    pub nodes: Vec<NodeState>,
 }
 
 impl FleetSnapshot {

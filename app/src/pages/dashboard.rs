@@ -11,7 +11,9 @@ use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
 use lanes_types::booking::Booking;
-use lanes_types::{FleetSnapshot, GpuState, Health, ProcessLane, SourceKind, HISTORY_WINDOW_MS};
+use lanes_types::{
+    FleetSnapshot, GpuState, Health, NodeStatus, ProcessLane, SourceKind, HISTORY_WINDOW_MS,
+};
 use leptos::prelude::*;
 
 #[component]
@@ -54,15 +56,16 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
         }
     });
 
-    let simulated = move || fleet.with(|f| f.source == SourceKind::Simulated);
-    let keys = move || {
+    let simulated = move || {
         fleet.with(|f| {
-            f.gpus
-                .iter()
-                .map(|g| (g.info.node.clone(), g.info.uuid.clone()))
-                .collect::<Vec<_>>()
+            f.source == SourceKind::Simulated
+                || f.nodes.iter().any(|n| n.gpu_source == SourceKind::Simulated)
         })
     };
+    // Which node's cards are shown ("" for all of them), from `?node=` and the filter.
+    let shown = RwSignal::new(String::new());
+    let nodes = move || fleet.with(|f| f.node_names());
+    let several = move || nodes().len() > 1;
     view! {
         <TopBar>
             <span class=move || status.get().css_class() data-testid="link-status">
@@ -78,12 +81,106 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
         </Show>
         <main class="page">
             <Summary fleet />
-            <section class="gpu-grid">
-                <For each=keys key=|k| k.clone() let:key>
+            <Show when=several>
+                <label class="node-filter">
+                    "Node "
+                    <select
+                        data-testid="node-filter"
+                        on:change=move |ev| shown.set(event_target_value(&ev))
+                    >
+                        <option value="" selected=move || shown.get().is_empty()>"all nodes"</option>
+                        <For each=nodes key=|n| n.clone() let:name>
+                            <option value=name.clone()>{name.clone()}</option>
+                        </For>
+                    </select>
+                </label>
+            </Show>
+            <For each=nodes key=|n| n.clone() let:name>
+                <NodeSection fleet bookings name shown several />
+            </For>
+        </main>
+    }
+}
+
+/// One node's cards under a heading that says how the node is (greyed while unreachable, with
+/// its last values and since when).
+#[component]
+fn NodeSection(
+    fleet: RwSignal<FleetSnapshot>,
+    bookings: Remote<Vec<Booking>>,
+    name: String,
+    shown: RwSignal<String>,
+    several: impl Fn() -> bool + Send + Sync + Copy + 'static,
+) -> impl IntoView {
+    let keys = {
+        let name = name.clone();
+        move || {
+            fleet.with(|f| {
+                f.gpus
+                    .iter()
+                    .filter(|g| g.info.node == name)
+                    .map(|g| (g.info.node.clone(), g.info.uuid.clone()))
+                    .collect::<Vec<_>>()
+            })
+        }
+    };
+    let visible = {
+        let name = name.clone();
+        move || shown.with(|s| s.is_empty() || *s == name)
+    };
+    let up = {
+        let name = name.clone();
+        move || fleet.with(|f| f.node_is_up(&name))
+    };
+    let heading = {
+        let name = name.clone();
+        move || {
+            fleet.with(|f| {
+                let s = f.node_summary(&name);
+                let mut parts = vec![
+                    format!("{} GPUs", s.total),
+                    format!("{} busy", s.busy),
+                    format!("{} idle", s.idle),
+                ];
+                if s.unhealthy > 0 {
+                    parts.push(format!("{} unhealthy", s.unhealthy));
+                }
+                if let Some(node) = f.node(&name) {
+                    if node.status == NodeStatus::Unreachable {
+                        parts.insert(
+                            0,
+                            format!(
+                                "unreachable since {} (last values shown)",
+                                short_time(node.last_seen, local_offset())
+                            ),
+                        );
+                    }
+                    parts.push(node.driver.clone());
+                }
+                parts.join(" · ")
+            })
+        }
+    };
+    let title = name.clone();
+    view! {
+        <section
+            class="node"
+            class:unreachable=move || !up()
+            data-node=name
+            style:display=move || if visible() { "" } else { "none" }
+        >
+            <Show when=several>
+                <h2 class="node-name">
+                    {title.clone()}
+                    <span class="node-state" data-testid="node-state">{heading.clone()}</span>
+                </h2>
+            </Show>
+            <div class="gpu-grid">
+                <For each=keys.clone() key=|k| k.clone() let:key>
                     <GpuCard fleet bookings node=key.0 uuid=key.1 />
                 </For>
-            </section>
-        </main>
+            </div>
+        </section>
     }
 }
 
@@ -217,6 +314,7 @@ fn GpuCard(
     view! {
         <article
             class="gpu-card"
+            class:unmanaged=move || gpu.with(|g| g.as_ref().is_some_and(|g| g.unmanaged))
             class:unhealthy=move || state_label() == "unhealthy"
             class:violated=move || gpu.with(|g| g.as_ref().is_some_and(|g| g.processes.iter().any(|p| p.lane == Some(ProcessLane::Unbooked))))
             data-uuid=uuid.clone()
@@ -225,6 +323,9 @@ fn GpuCard(
                 <h2>"GPU " {field(|g| g.info.index.to_string())}</h2>
                 <span class="gpu-name">{field(|g| g.info.name.clone())}</span>
                 <span class=move || format!("badge {}", state_label())>{state_label}</span>
+                {move || gpu.with(|g| g.as_ref().is_some_and(|g| g.unmanaged)).then(|| view! {
+                    <span class="badge unmanaged" title="Lanes does not manage this card on this node (--gpus names the managed ones): nobody books it here">"unmanaged"</span>
+                })}
                 {move || gpu.with(|g| g.as_ref().and_then(|g| g.idle_booking)).map(|id| view! {
                     <span class="badge idle-booking" title=format!("booking {id} is booked but idle")>"booked, idle"</span>
                 })}

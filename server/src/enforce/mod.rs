@@ -42,6 +42,9 @@ pub struct Enforcer {
     pub policy: Arc<RwLock<Policy>>,
     /// The node whose cards it guards.
     pub node: String,
+    /// The UUIDs of the cards it guards: a process on a card Lanes does not manage is nobody's
+    /// violation (`--gpus nvml:0,2`).
+    pub managed: std::collections::BTreeSet<String>,
     /// The device wall: which job a process belongs to, by its cgroup.
     pub wall: Arc<crate::jobs::wall::Wall>,
 }
@@ -84,7 +87,14 @@ impl Enforcer {
                 _ = shutdown.cancelled() => break,
             };
             let tick = match tick {
-                Ok(tick) => tick,
+                Ok(tick) if tick.gpus.iter().all(|g| self.managed.contains(&g.uuid)) => tick,
+                Ok(tick) => Arc::new(crate::telemetry::hub::Tick {
+                    at_ms: tick.at_ms,
+                    gpus: (tick.gpus.iter())
+                        .filter(|g| self.managed.contains(&g.uuid))
+                        .cloned()
+                        .collect(),
+                }),
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => break,
             };

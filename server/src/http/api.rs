@@ -14,6 +14,7 @@ pub fn routes() -> Routes {
     Routes::default()
         .route("/healthz", get(healthz))
         .route("/api/v1/gpus", get(gpus))
+        .route("/api/v1/nodes", get(nodes))
         .route("/metrics", get(metrics))
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/{*rest}", get(unknown_api).post(unknown_api))
@@ -51,6 +52,11 @@ async fn gpus(State(state): State<AppState>, MaybeUser(user): MaybeUser) -> Json
         }
     }
     Json(gpus)
+}
+
+/// Every node of the pool, as this portal last read them.
+async fn nodes(State(state): State<AppState>) -> Json<Vec<lanes_types::NodeState>> {
+    Json(state.hub.snapshot_without_history().nodes)
 }
 
 /// Prometheus metrics. When the operator set `--metrics-token`, only a scrape that presents it

@@ -231,7 +231,7 @@ pub fn is_open_dashboard(path: &str, settings: &PortalSettings) -> bool {
     settings.anonymous_dashboard
         && matches!(
             path,
-            "/" | "/api/fn/fleet" | "/api/v1/gpus" | "/api/v1/telemetry/ws"
+            "/" | "/api/fn/fleet" | "/api/v1/gpus" | "/api/v1/nodes" | "/api/v1/telemetry/ws"
         )
 }
 
@@ -421,7 +421,13 @@ mod tests {
             anonymous_dashboard: true,
             ..Default::default()
         };
-        for path in ["/", "/api/fn/fleet", "/api/v1/gpus", "/api/v1/telemetry/ws"] {
+        for path in [
+            "/",
+            "/api/fn/fleet",
+            "/api/v1/gpus",
+            "/api/v1/nodes",
+            "/api/v1/telemetry/ws",
+        ] {
             assert!(is_open_dashboard(path, &open), "{path}");
             assert!(
                 !is_open_dashboard(path, &PortalSettings::default()),

@@ -18,6 +18,7 @@ use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{JobQuery, LogQuery};
+use crate::store::{Backend, Stream};
 use std::path::PathBuf;
 
 pub fn routes() -> Routes {
@@ -82,13 +83,18 @@ async fn log(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     visible(&state, &user, id).await?;
-    let path = log_path(&state, id, wants_stderr(&query)?).await?;
+    let source = log_source(&state, id, wants_stderr(&query)?).await?;
     if query.tail.is_some_and(|n| n > MAX_TAIL_LINES) {
         return Err(ApiError::BadRequest(format!(
             "tail may ask for at most {MAX_TAIL_LINES} lines"
         )));
     }
-    let Some(mut file) = open_log(path.as_deref()).await? else {
+    let opened = match &source {
+        None => None,
+        Some(LogSource::File(path)) => open_log(Some(path)).await?,
+        Some(LogSource::Copied(stream)) => Some(copied_log(&state, id, *stream).await?),
+    };
+    let Some(mut file) = opened else {
         return Ok((TEXT, "").into_response());
     };
     let len = file
@@ -241,15 +247,58 @@ fn wants_stderr(query: &LogQuery) -> Result<bool, ApiError> {
     }
 }
 
-/// A job's stdout or stderr file; `None` while the job has no log directory (not started).
-async fn log_path(state: &AppState, id: i64, stderr: bool) -> Result<Option<PathBuf>, ApiError> {
+/// Where a job's output is read from.
+enum LogSource {
+    /// The job ran here: its file.
+    File(PathBuf),
+    /// It ran on another node: the copy its node keeps in the database (`jobs::shipper`).
+    Copied(Stream),
+}
+
+/// A job's stdout or stderr; `None` while the job has no log directory (not started).
+async fn log_source(
+    state: &AppState,
+    id: i64,
+    stderr: bool,
+) -> Result<Option<LogSource>, ApiError> {
     let Some(dir) = state.store.job_log_dir(id).await? else {
         return Ok(None);
     };
-    Ok(state
-        .runner
-        .log_paths(&dir)
-        .map(|(out, err)| if stderr { err } else { out }))
+    let Some((out, err)) = state.runner.log_paths(&dir) else {
+        return Ok(None);
+    };
+    // Log directories are made anew with a random name: one here is this job's.
+    let here = out.parent().is_some_and(|d| d.exists());
+    Ok(Some(if here || state.store.backend() == Backend::Sqlite {
+        LogSource::File(if stderr { err } else { out })
+    } else {
+        LogSource::Copied(if stderr {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        })
+    }))
+}
+
+/// The database's copy of a log, in an unnamed temporary file, so that ranges and tails are
+/// served from it as from a job's own file.
+async fn copied_log(
+    state: &AppState,
+    id: i64,
+    stream: Stream,
+) -> Result<tokio::fs::File, ApiError> {
+    use std::io::{Seek, Write};
+    let bytes = state.store.log_from(id, stream, 0, usize::MAX).await?;
+    let file = tokio::task::spawn_blocking(move || {
+        let mut file = tempfile::tempfile()?;
+        file.write_all(&bytes)?;
+        file.rewind()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(|e| ApiError::Internal(format!("cannot buffer a copied log: {e}")))?;
+    Ok(tokio::fs::File::from_std(file))
 }
 
 /// The log so far, then what the job writes as it writes it, in text messages; the server
@@ -276,25 +325,43 @@ async fn tail(
         .on_upgrade(move |socket| follow(socket, state, id, stderr)))
 }
 
+/// How long a log copied from another node is still followed after its job is over: its
+/// node copies the last output a moment later.
+const COPY_SETTLE: std::time::Duration = std::time::Duration::from_millis(1500);
+
 async fn follow(mut socket: WebSocket, state: AppState, id: i64, stderr: bool) {
     let mut offset: u64 = 0;
     let mut carry: Vec<u8> = Vec::new();
     let mut quiet_since = tokio::time::Instant::now();
-    let mut path: Option<PathBuf> = None;
+    let mut source: Option<LogSource> = None;
+    let mut over_since: Option<tokio::time::Instant> = None;
     loop {
         // The job may start (and get its log directory) while someone watches; once it has
         // one, that directory is its for good.
-        if path.is_none() {
-            path = log_path(&state, id, stderr).await.ok().flatten();
+        if source.is_none() {
+            source = log_source(&state, id, stderr).await.ok().flatten();
         }
         // Read the state before the file, so output written just before the end is not missed.
-        let over = match state.store.job(id).await {
+        let ended = match state.store.job(id).await {
             Ok(Some(job)) => job.state.is_over(),
             _ => true,
         };
+        let over = match (&source, ended) {
+            (Some(LogSource::Copied(_)), true) => {
+                over_since.get_or_insert_with(tokio::time::Instant::now).elapsed() >= COPY_SETTLE
+            }
+            (_, ended) => ended,
+        };
         let sent = loop {
-            let Some(path) = &path else { break true };
-            let chunk = read_from(path, offset).await;
+            let chunk = match &source {
+                None => break true,
+                Some(LogSource::File(path)) => read_from(path, offset).await,
+                Some(LogSource::Copied(stream)) => state
+                    .store
+                    .log_from(id, *stream, offset, TAIL_CHUNK)
+                    .await
+                    .unwrap_or_default(),
+            };
             if chunk.is_empty() {
                 break true;
             }

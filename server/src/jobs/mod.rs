@@ -10,6 +10,7 @@ pub mod keeper;
 pub mod launch;
 pub mod mask;
 pub mod runner;
+pub mod shipper;
 pub mod wall;
 
 /// `bytes` random bytes in hex: the unguessable part of names a job's files, cgroup and login

@@ -63,6 +63,9 @@ pub struct Runner {
     /// Counts finished ticks, so a test can wait for the tick an event caused.
     ticks: tokio::sync::watch::Sender<u64>,
     boot_id: String,
+    /// Jobs that ended while the database did not answer (a partition): their end is
+    /// recorded, with the time they ended, as soon as it answers again.
+    unrecorded: std::sync::Mutex<HashMap<i64, (JobToRun, JobEnd, DateTime<Utc>)>>,
 }
 
 /// How the runner knows a job's process.
@@ -86,6 +89,9 @@ struct Watched {
     stopping: Option<(DateTime<Utc>, String)>,
     /// The job as it was when it started (for the notice when it ends).
     record: JobToRun,
+    /// When its booking ends, as last read: while the database does not answer, the runner
+    /// still stops the job then.
+    booking_end: Option<DateTime<Utc>>,
     /// Its cgroup, behind the device wall.
     cgroup: Option<JobCgroup>,
 }
@@ -117,6 +123,7 @@ impl Runner {
             settings,
             ticks: tokio::sync::watch::Sender::new(0),
             boot_id: procinfo::boot_id(),
+            unrecorded: Default::default(),
         });
         let task = runner.clone();
         crate::tasks::supervise("job runner", shutdown.clone(), move || {
@@ -131,6 +138,7 @@ impl Runner {
                     let now = Utc::now();
                     if let Err(e) = task.tick(&mut watched, &mut leftovers, now).await {
                         tracing::error!(error = %e, "the job runner could not check its jobs");
+                        task.tick_offline(&mut watched, &mut leftovers, now).await;
                     }
                     task.sweep(&mut leftovers, now).await;
                     task.ticks.send_modify(|n| *n += 1);
@@ -215,6 +223,8 @@ impl Runner {
         leftovers: &mut HashMap<i64, Leftover>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
+        self.record_unrecorded().await?;
+        let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
         // Why each running job must stop, if it must: read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
         for job in self.store.live_jobs().await? {
@@ -223,6 +233,13 @@ impl Runner {
                 Some(b) => self.store.booking(b, now).await?,
                 None => None,
             };
+            // Another node's runner starts, watches and ends the jobs on its cards.
+            if booking.as_ref().is_some_and(|b| !self.holds(b)) || unrecorded.contains(&id) {
+                continue;
+            }
+            if let (Some(watched), Some(b)) = (watched.get_mut(&id), &booking) {
+                watched.booking_end = Some(b.end);
+            }
             if job.job.state == JobState::Running {
                 let queued = job.job.queue.is_some();
                 if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested, queued) {
@@ -275,6 +292,7 @@ impl Runner {
                                     exited_at: None,
                                     stopping: None,
                                     record: job,
+                                    booking_end: Some(b.end),
                                     cgroup,
                                 },
                             );
@@ -308,6 +326,7 @@ impl Runner {
                                 exited_at: None,
                                 stopping: job.stop_requested.clone(),
                                 record: job,
+                                booking_end: booking.as_ref().map(|b| b.end),
                                 cgroup,
                             };
                             if let Some(b) = &booking {
@@ -451,7 +470,13 @@ impl Runner {
             }
             if let Some(done) = watched.remove(&id) {
                 launch::reap(done.keepers);
-                self.finish(&done.record, &end, now).await?;
+                let ended_at = done.exited_at.unwrap_or(now);
+                if let Err(e) = self.finish(&done.record, &end, ended_at).await {
+                    // Kept until the database answers: a job that ended is never "lost".
+                    self.lock_unrecorded()
+                        .insert(id, (done.record, end, ended_at));
+                    return Err(e);
+                }
             }
             return Ok(());
         }
@@ -474,6 +499,66 @@ impl Runner {
         Ok(())
     }
 
+    /// Whether this node's runner runs jobs of `booking` (its cards are here).
+    fn holds(&self, booking: &Booking) -> bool {
+        booking.gpus.iter().any(|g| g.node == self.settings.node)
+    }
+
+    fn lock_unrecorded(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<i64, (JobToRun, JobEnd, DateTime<Utc>)>> {
+        self.unrecorded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records the ends that could not be recorded when they happened.
+    async fn record_unrecorded(&self) -> Result<(), crate::store::StoreError> {
+        let pending: Vec<(i64, (JobToRun, JobEnd, DateTime<Utc>))> =
+            self.lock_unrecorded().drain().collect();
+        let mut result = Ok(());
+        for (id, (record, end, at)) in pending {
+            if result.is_ok() {
+                match self.finish(&record, &end, at).await {
+                    Ok(()) => {
+                        tracing::info!(job = id, "recorded the end of a job that ended while the database was unreachable");
+                        continue;
+                    }
+                    Err(e) => result = Err(e),
+                }
+            }
+            self.lock_unrecorded().insert(id, (record, end, at));
+        }
+        result
+    }
+
+    /// A tick without the database (it did not answer): the jobs this runner watches still
+    /// stop when their booking ends, as last read, and their ends wait to be recorded.
+    async fn tick_offline(
+        &self,
+        watched: &mut HashMap<i64, Watched>,
+        leftovers: &mut HashMap<i64, Leftover>,
+        now: DateTime<Utc>,
+    ) {
+        let ids: Vec<i64> = watched.keys().copied().collect();
+        for id in ids {
+            let over = watched
+                .get(&id)
+                .and_then(|w| w.booking_end)
+                .is_some_and(|end| now >= end);
+            let stop = over.then(|| {
+                if watched.get(&id).is_some_and(|w| w.record.job.queue.is_some()) {
+                    TIMED_OUT
+                } else {
+                    "stopped at the end of its booking"
+                }
+            });
+            if let Err(e) = self.watch(id, watched, leftovers, stop, now).await {
+                tracing::debug!(job = id, error = %e, "a job's change waits for the database");
+            }
+        }
+    }
+
     /// Starts a job under its booking's mask and behind the device wall, as its user, in the
     /// environment it asked for (or the admin's default), with its logs in a directory made for
     /// it alone. A job that cannot start gets one line saying why, and its cgroup if one was
@@ -486,7 +571,7 @@ impl Runner {
         let fail = |e: &dyn std::fmt::Display| (e.to_string(), None);
         let who =
             launch::identity(&job.job.username, job.unix_user.as_deref()).map_err(|e| fail(&e))?;
-        let inventory: Vec<_> = self.hub.gpus().into_iter().map(|g| g.info).collect();
+        let inventory: Vec<_> = self.hub.local_gpus().into_iter().map(|g| g.info).collect();
         let mask = DeviceMask::for_cards(&booking.gpus, &self.settings.node, &inventory)
             .map_err(|e| fail(&e))?;
         let facts = JobFacts {

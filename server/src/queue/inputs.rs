@@ -42,6 +42,11 @@ pub fn cards(pool: &[PoolCard], holds: &[CardBlock], now: Time) -> Vec<Card> {
         .enumerate()
         .map(|(i, c)| ((c.gpu.node.as_str(), c.gpu.uuid.as_str()), i))
         .collect();
+    // Hosts numbered by node name: a job's cards all come from one node.
+    let mut nodes: Vec<&str> = pool.iter().map(|c| c.gpu.node.as_str()).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let host = |node: &str| nodes.binary_search(&node).unwrap_or_default() as u32;
     let mut cards: Vec<Card> = pool
         .iter()
         .map(|c| Card {
@@ -49,6 +54,7 @@ pub fn cards(pool: &[PoolCard], holds: &[CardBlock], now: Time) -> Vec<Card> {
             blocks: Vec::new(),
             memory_total: c.memory_total,
             memory_free: c.memory_free,
+            host: host(&c.gpu.node),
         })
         .collect();
     for hold in holds {

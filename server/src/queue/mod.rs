@@ -73,10 +73,14 @@ fn write<T>(lock: &RwLock<T>, value: T) {
 impl Queue {
     /// Starts the queue task. It runs a pass when the store announces a change that concerns
     /// it, just after the next start or end of a booking, and at least every `idle`.
+    ///
+    /// With several nodes, every instance runs passes (each shows why jobs wait), but only the
+    /// one that `leader` says leads starts jobs, so one pass at a time decides for the pool.
     pub async fn start(
         store: Store,
         hub: Arc<Hub>,
         idle: Duration,
+        leader: watch::Receiver<bool>,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, StoreError> {
         let queue = Arc::new(Self {
@@ -91,12 +95,14 @@ impl Queue {
         crate::tasks::supervise("queue", shutdown.clone(), move || {
             let task = task.clone();
             let shutdown = shutdown.clone();
+            let mut leader = leader.clone();
             async move {
                 // Subscribed before the first pass: a change during it is not missed.
                 let mut events = task.store.events().subscribe();
                 let mut explained_at: Option<Instant> = None;
                 loop {
-                    let result = task.pass(Utc::now(), idle, &mut explained_at).await;
+                    let leading = *leader.borrow_and_update();
+                    let result = task.pass(Utc::now(), idle, &mut explained_at, leading).await;
                     task.passes.send_modify(|n| *n += 1);
                     let sleep = match result {
                         Ok(Some(next)) => next,
@@ -108,6 +114,7 @@ impl Queue {
                     };
                     tokio::select! {
                         _ = events.changed(Event::concerns_queue) => explained_at = None,
+                        _ = leader.changed() => {}
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
                     }
@@ -169,14 +176,19 @@ impl Queue {
         Ok(cancelled)
     }
 
-    /// One pass. `Ok(None)`: jobs started, look again at once; `Ok(Some(d))`: sleep up to `d`.
+    /// One pass; it starts jobs only when `leading`. `Ok(None)`: jobs started, look again at
+    /// once; `Ok(Some(d))`: sleep up to `d`.
     async fn pass(
         &self,
         now: DateTime<Utc>,
         idle: Duration,
         explained_at: &mut Option<Instant>,
+        leading: bool,
     ) -> Result<Option<Duration>, StoreError> {
-        let settings = self.settings();
+        // Another node's portal may have changed them.
+        let settings = self.store.queue_settings().await?;
+        write(&self.settings, settings.clone());
+        write(&self.shares, self.store.shares().await?);
         let pending = self.store.jobs_waiting_for_cards().await?;
         let holds = self.store.card_blocks(now).await?;
         let now_s = now.timestamp();
@@ -211,7 +223,7 @@ impl Queue {
             explain,
         });
         let mut started = false;
-        for start in &plan.starts {
+        for start in plan.starts.iter().filter(|_| leading) {
             let Some(job) = pending.iter().find(|j| j.id == start.job) else {
                 continue;
             };
@@ -231,11 +243,17 @@ impl Queue {
                 .filter(|id| !waits.contains_key(id))
                 .collect();
             for id in unseen {
+                // A job this pass would start waits for the leader's pass on another node.
+                let reason = if plan.starts.iter().any(|s| s.job == id) {
+                    "cards are free: the queue's leader starts it at its next pass"
+                } else {
+                    "its owner's account is disabled"
+                };
                 waits.insert(
                     id,
                     Explained {
                         position: None,
-                        reason: "its owner's account is disabled".into(),
+                        reason: reason.into(),
                         estimated_start: None,
                         priority: 0.0,
                     },
@@ -329,11 +347,12 @@ impl Queue {
         ))
     }
 
-    /// This node's healthy cards, in index order.
+    /// The pool's healthy managed cards on nodes that answer, by node then index.
     fn pool(&self) -> Vec<PoolCard> {
-        let mut gpus = self.hub.gpus();
-        gpus.retain(|g| g.health.is_ok());
-        gpus.sort_by_key(|g| g.info.index);
+        let fleet = self.hub.snapshot_without_history();
+        let mut gpus = fleet.gpus.clone();
+        gpus.retain(|g| g.health.is_ok() && !g.unmanaged && fleet.node_is_up(&g.info.node));
+        gpus.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
         gpus.into_iter()
             .map(|g| {
                 let total = g.info.memory_total_bytes;

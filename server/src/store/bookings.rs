@@ -88,6 +88,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
         let _turn = self.write_turn().await;
+        let fresh = self.fresh_since_ms(Utc::now());
         let mut tx = self.begin_booking_write(new.owner.id).await?;
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {
@@ -104,7 +105,7 @@ impl Store {
                 slot.cards
             }
             CardChoice::Any(count) => {
-                let free = free_cards(&mut tx, new.start, new.end).await?;
+                let free = free_cards(&mut tx, new.start, new.end, fresh).await?;
                 let candidates: Vec<FreeGpu> = free
                     .iter()
                     .map(|(card, last)| FreeGpu {

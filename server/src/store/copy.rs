@@ -11,7 +11,7 @@ use sqlx::{Row, ValueRef};
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 22] = [
+pub const TABLES: [(&str, Option<&str>); 23] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -27,6 +27,7 @@ pub const TABLES: [(&str, Option<&str>); 22] = [
     ("maintenance_gpus", None),
     ("quotas", None),
     ("jobs", Some("id")),
+    ("job_log_chunks", None),
     ("violations", Some("id")),
     ("samples_raw", None),
     ("samples_1m", None),

@@ -4,6 +4,7 @@
 mod accounts;
 mod audit;
 mod bookings;
+mod bus;
 mod copy;
 mod enforcement;
 mod file;
@@ -11,6 +12,7 @@ mod history;
 mod inventory;
 mod jobs;
 mod logins;
+mod logs;
 mod maintenance;
 mod queue;
 mod quotas;
@@ -25,13 +27,15 @@ use accounts::{UserRow, USER_COLUMNS};
 use audit::insert_audit;
 pub use audit::AuditEntry;
 pub use bookings::BookingFilter;
+pub use bus::{Bus, Leadership, Notice, MAX_PAYLOAD};
 pub use copy::{TableCopy, TABLES};
 pub use enforcement::NewViolation;
 pub use file::make_private;
 pub use history::Bucket;
-pub use inventory::KnownGpu;
+pub use inventory::{KnownGpu, NodeRegistration, NodeRow};
 pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
 pub use logins::AttemptStart;
+pub use logs::Stream;
 pub use queue::{CardBlock, UsageSpan};
 pub use reports::CardUse;
 use sessions::end_sessions_of;
@@ -149,7 +153,15 @@ pub struct Store {
     file: Option<std::sync::Arc<file::DbFile>>,
     /// Where committed writes say what they changed (see [`crate::events`]).
     events: Events,
+    /// How long a node may stay silent before automatic choices leave its cards alone.
+    node_timeout_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// PostgreSQL: where the store connected, for the connections that live outside the pool
+    /// (the bus listener, the queue leader's lock). Never logged (its Debug is redacted).
+    url: Option<bus::DatabaseUrl>,
 }
+
+/// `--node-timeout`'s default.
+pub const DEFAULT_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Migrations of each backend, applied at start.
 fn migrator(backend: Backend) -> sqlx::migrate::Migrator {
@@ -215,6 +227,10 @@ impl Store {
             writer: Default::default(),
             file,
             events: Events::default(),
+            node_timeout_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
+                DEFAULT_NODE_TIMEOUT.as_millis() as i64,
+            )),
+            url: (backend == Backend::Postgres).then(|| bus::DatabaseUrl(url.into())),
         })
     }
 
@@ -332,6 +348,24 @@ impl Store {
     }
 
     /// The bus this store's writes are announced on, once committed.
+    /// Sets how long a node may stay silent before it counts as unreachable.
+    pub fn set_node_timeout(&self, timeout: std::time::Duration) {
+        self.node_timeout_ms.store(
+            i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    pub fn node_timeout_ms(&self) -> i64 {
+        self.node_timeout_ms
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Heartbeats at or after this (Unix ms) are fresh: their nodes are up.
+    pub(crate) fn fresh_since_ms(&self, now: DateTime<Utc>) -> i64 {
+        now.timestamp_millis() - self.node_timeout_ms()
+    }
+
     pub fn events(&self) -> &Events {
         &self.events
     }
@@ -559,6 +593,8 @@ mod tests {
         let a = known.iter().find(|g| g.uuid == "GPU-a").unwrap();
         assert_eq!(a.last_seen, t0);
         assert_eq!(a.memory_total_bytes, 1 << 40);
+        // The card the node no longer lists is nobody's to book; the one it lists is.
+        assert_eq!((a.managed, b.managed), (0, 1));
         store.close().await;
         std::fs::remove_dir_all(dir).unwrap();
     }

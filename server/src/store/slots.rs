@@ -27,6 +27,7 @@ pub(super) struct CardRow {
     pub(super) node: String,
     pub(super) uuid: String,
     pub(super) idx: i64,
+    pub(super) managed: i64,
 }
 
 impl CardRow {
@@ -38,7 +39,7 @@ impl CardRow {
     }
 }
 
-pub(super) const CARD_COLUMNS: &str = "g.id, n.name AS node, g.uuid, g.idx";
+pub(super) const CARD_COLUMNS: &str = "g.id, n.name AS node, g.uuid, g.idx, g.managed";
 
 /// What a request's cards hold during `[start, end)`: the cards with these UUIDs (an unknown
 /// one is refused by name), the live bookings other than `except` and the maintenance blocks
@@ -84,7 +85,7 @@ pub(super) async fn cards_in_slot(
     for uuid in uuids {
         query = query.bind(uuid.as_str());
     }
-    let rows: Vec<Row> = query.fetch_all(&mut **tx).await?;
+    let mut rows: Vec<Row> = query.fetch_all(&mut **tx).await?;
     if let Some(unknown) = uuids
         .iter()
         .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
@@ -93,6 +94,24 @@ pub(super) async fn cards_in_slot(
             BookingError::invalid("unknown_gpu", format!("no GPU with UUID {unknown:?}")).into(),
         );
     }
+    // A card two nodes see (two nodes on one host, each managing some of its cards) is the
+    // one node's that manages it.
+    if let Some(row) = rows.iter().find(|r| {
+        r.card.managed == 0
+            && !rows
+                .iter()
+                .any(|other| other.card.managed == 1 && other.card.uuid == r.card.uuid)
+    }) {
+        return Err(BookingError::invalid(
+            "unmanaged_gpu",
+            format!(
+                "GPU {} on node {} is not managed by Lanes (its node's --gpus leaves it out)",
+                row.card.idx, row.card.node
+            ),
+        )
+        .into());
+    }
+    rows.retain(|r| r.card.managed == 1);
     if rows.len() != uuids.len() {
         return Err(BookingError::invalid(
             "ambiguous_gpu",
@@ -206,10 +225,14 @@ pub(super) async fn hold_cards(
 }
 
 /// Cards free for all of `[start, end)`, with the end of their latest earlier booking.
+/// Cards of silent nodes (no heartbeat since `fresh_since_ms`) and unmanaged cards are never
+/// free for an automatic choice. A node no process has registered (a store opened by a tool
+/// or a test) counts as up.
 pub(super) async fn free_cards(
     tx: &mut Tx<'_>,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
+    fresh_since_ms: i64,
 ) -> Result<Vec<(CardRow, Option<i64>)>, StoreError> {
     #[derive(sqlx::FromRow)]
     struct Row {
@@ -222,7 +245,8 @@ pub(super) async fn free_cards(
                 (SELECT MAX(bg.end_ms) FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
                  WHERE bg.gpu_id = g.id AND b.status != 'cancelled' AND bg.start_ms < $1) AS last_end
          FROM gpus g JOIN nodes n ON n.id = g.node_id
-         WHERE NOT EXISTS (SELECT 1 FROM booking_gpus bg WHERE bg.gpu_id = g.id AND bg.live = 1
+         WHERE g.managed = 1 AND (n.instance = '' OR n.heartbeat_ms >= $3)
+           AND NOT EXISTS (SELECT 1 FROM booking_gpus bg WHERE bg.gpu_id = g.id AND bg.live = 1
                            AND bg.start_ms < $2 AND bg.end_ms > $1)
            AND NOT EXISTS (SELECT 1 FROM maintenance_gpus mg WHERE mg.gpu_id = g.id
                            AND mg.start_ms < $2 AND mg.end_ms > $1)
@@ -230,6 +254,7 @@ pub(super) async fn free_cards(
     ))
     .bind(ms(start))
     .bind(ms(end))
+    .bind(fresh_since_ms)
     .fetch_all(&mut **tx)
     .await?;
     Ok(rows.into_iter().map(|r| (r.card, r.last_end)).collect())

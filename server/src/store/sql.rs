@@ -174,6 +174,8 @@ pub(super) mod lock {
     /// One-key locks.
     pub const CARDS: i64 = 0x4c61_6e65_7300_0001;
     pub const WRITES: i64 = 0x4c61_6e65_7300_0002;
+    /// Held for as long as one process is the queue's leader (a session lock, see `bus.rs`).
+    pub const QUEUE_LEADER: i64 = 0x4c61_6e65_7300_0003;
 }
 
 #[cfg(test)]

@@ -1,11 +1,14 @@
 //! The hub between the poller and its consumers: it keeps the fleet's current state and last
 //! five minutes for newcomers, and fans each tick out to every subscriber without ever waiting
-//! for one of them.
+//! for one of them. With several nodes, the pool is this node's cards plus every other node's,
+//! whose ticks arrive over the bus (`cluster`); only this node's ticks reach the watchdog,
+//! the metrics and the history writer (each node writes its own).
 
 use crate::metrics::Metrics;
 use axum::extract::ws::Utf8Bytes;
 use lanes_types::{
-    FleetSnapshot, GpuInfo, GpuState, GpuUpdate, Health, ProcessLane, SourceKind, TelemetryMessage,
+    FleetSnapshot, GpuInfo, GpuState, GpuUpdate, Health, NodeState, ProcessLane, SourceKind,
+    TelemetryMessage,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -16,6 +19,8 @@ use tokio::sync::broadcast;
 pub const TICK_BUFFER: usize = 16;
 
 pub struct Hub {
+    /// This node's name: its cards are the ones the poller reads.
+    node: String,
     state: RwLock<FleetSnapshot>,
     /// Each tick serialized once, shared by every logged-in subscriber.
     ticks: broadcast::Sender<Utf8Bytes>,
@@ -44,7 +49,9 @@ pub struct CardNotes {
 }
 
 impl Hub {
+    /// A hub for node `node`'s cards, all managed (see [`Hub::with_unmanaged`]).
     pub fn new(
+        node: &str,
         source: SourceKind,
         interval: Duration,
         inventory: &[GpuInfo],
@@ -58,6 +65,7 @@ impl Hub {
                 sample: None,
                 processes: Vec::new(),
                 idle_booking: None,
+                unmanaged: false,
             })
             .collect();
         let state = FleetSnapshot {
@@ -65,8 +73,10 @@ impl Hub {
             interval_ms: interval.as_millis() as u64,
             gpus,
             history: Vec::new(),
+            nodes: Vec::new(),
         };
         Self {
+            node: node.to_string(),
             state: RwLock::new(state),
             ticks: broadcast::channel(TICK_BUFFER).0,
             anonymous_ticks: broadcast::channel(TICK_BUFFER).0,
@@ -86,21 +96,137 @@ impl Hub {
                 gpus: updates.clone(),
             }));
         }
+        self.write_state().apply_updates(updates.clone());
+        // Send errors only mean nobody is listening right now.
+        self.broadcast(&TelemetryMessage::Tick {
+            at_ms,
+            gpus: updates,
+        });
+    }
+
+    /// Marks this node's cards that Lanes does not manage (`--gpus nvml:0,2` left them out).
+    pub fn with_unmanaged(self, managed: &std::collections::BTreeSet<String>) -> Self {
+        for gpu in &mut self.write_state().gpus {
+            gpu.unmanaged = !managed.contains(&gpu.info.uuid);
+        }
+        self
+    }
+
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, FleetSnapshot> {
         self.state
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply_updates(updates.clone());
-        let message = TelemetryMessage::Tick {
+    }
+
+    fn read_state(&self) -> std::sync::RwLockReadGuard<'_, FleetSnapshot> {
+        self.state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Another node's tick, as the bus brought it: its cards are updated and every viewer
+    /// gets it. Updates of this node's own cards are ignored (the poller is their source).
+    pub fn publish_remote(&self, at_ms: i64, mut updates: Vec<GpuUpdate>) {
+        updates.retain(|u| u.node != self.node);
+        if updates.is_empty() {
+            return;
+        }
+        self.write_state().apply_updates(updates.clone());
+        self.broadcast(&TelemetryMessage::Tick {
             at_ms,
             gpus: updates,
+        });
+    }
+
+    /// The pool as the database lists it: every node, and the cards of the other nodes (with
+    /// the last values each node stored, for cards not seen yet). Viewers get a new snapshot
+    /// when a node or card came or went, or a node's status changed.
+    pub fn set_pool(&self, nodes: Vec<NodeState>, remote: Vec<GpuState>) {
+        let message = {
+            let mut state = self.write_state();
+            let shape = |s: &FleetSnapshot| {
+                let nodes: Vec<_> = s
+                    .nodes
+                    .iter()
+                    .map(|n| (n.name.clone(), n.status, n.version.clone(), n.cards))
+                    .collect();
+                let cards: Vec<_> = s
+                    .gpus
+                    .iter()
+                    .map(|g| (g.info.node.clone(), g.info.uuid.clone(), g.unmanaged))
+                    .collect();
+                (nodes, cards)
+            };
+            let before = shape(&state);
+            let mut gpus: Vec<GpuState> = state
+                .gpus
+                .iter()
+                .filter(|g| g.info.node == self.node)
+                .cloned()
+                .collect();
+            for card in remote.into_iter().filter(|c| c.info.node != self.node) {
+                let known = state
+                    .gpus
+                    .iter()
+                    .find(|g| g.info.node == card.info.node && g.info.uuid == card.info.uuid);
+                gpus.push(match known {
+                    Some(known) => GpuState {
+                        info: card.info,
+                        unmanaged: card.unmanaged,
+                        ..known.clone()
+                    },
+                    None => card,
+                });
+            }
+            gpus.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
+            state.history.retain(|h| {
+                gpus.iter()
+                    .any(|g| g.info.node == h.node && g.info.uuid == h.uuid)
+            });
+            state.gpus = gpus;
+            state.nodes = nodes;
+            (shape(&state) != before).then(|| TelemetryMessage::Snapshot(state.clone()))
         };
-        // Send errors only mean nobody is listening right now.
+        if let Some(message) = message {
+            self.broadcast(&message);
+        }
+    }
+
+    /// Sends a message to every viewer, as each may see it.
+    fn broadcast(&self, message: &TelemetryMessage) {
         if self.anonymous_ticks.receiver_count() > 0 {
             let _ = self
                 .anonymous_ticks
                 .send(frame(&message.clone().anonymized()));
         }
-        let _ = self.ticks.send(frame(&message));
+        let _ = self.ticks.send(frame(message));
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// This node's own cards (the ones its runner may start jobs on).
+    pub fn local_gpus(&self) -> Vec<GpuState> {
+        self.read_state()
+            .gpus
+            .iter()
+            .filter(|g| g.info.node == self.node)
+            .cloned()
+            .collect()
+    }
+
+    /// The pool now, without the recent history (cheap enough for every queue pass).
+    pub fn snapshot_without_history(&self) -> FleetSnapshot {
+        let state = self.read_state();
+        FleetSnapshot {
+            source: state.source,
+            interval_ms: state.interval_ms,
+            gpus: state.gpus.clone(),
+            history: Vec::new(),
+            nodes: state.nodes.clone(),
+        }
     }
 
     /// Ticks from now on, as data (for the watchdog).

@@ -224,6 +224,7 @@ mod tests {
         let mut sampler = failing(i64::MAX);
         let metrics = Arc::new(Metrics::new());
         let hub = Hub::new(
+            "n",
             SourceKind::Simulated,
             Duration::from_secs(1),
             sampler.source().inventory(),
@@ -245,6 +246,7 @@ mod tests {
     fn a_subscriber_that_never_reads_does_not_hold_back_the_others() {
         let mut sampler = failing(i64::MAX);
         let hub = Hub::new(
+            "n",
             SourceKind::Simulated,
             Duration::from_secs(1),
             sampler.source().inventory(),
@@ -269,6 +271,7 @@ mod tests {
     fn the_poller_thread_ticks_at_its_interval_and_stops_promptly() {
         let sampler = Sampler::new(Box::new(SimulatedFleet::new("n", 2, 1)));
         let hub = Arc::new(Hub::new(
+            "n",
             SourceKind::Simulated,
             Duration::from_millis(20),
             sampler.source().inventory(),

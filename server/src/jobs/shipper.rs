@@ -1,0 +1,102 @@
+//! Copies what this node's jobs write into the database (PostgreSQL, several nodes), so that
+//! every portal shows and tails their logs. The log files stay the job's own record: the copy
+//! follows them by offset, so a restart or an outage of the database only delays it, and a
+//! part copied twice is stored once. Logs are capped by `--job-log-limit` as the files are.
+
+use crate::store::{Store, Stream};
+use chrono::Utc;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often new output is copied: what a tail on another portal lags by, at most.
+const EVERY: Duration = Duration::from_millis(300);
+/// Largest piece copied in one row.
+const CHUNK: usize = 256 * 1024;
+/// Jobs that ended this long ago are no longer looked at (unless seen running before).
+const AFTER_END: chrono::Duration = chrono::Duration::minutes(10);
+
+/// Starts copying `node`'s job logs; `log_paths` turns a log directory's name into its files.
+pub fn start(
+    store: Store,
+    node: String,
+    log_paths: Arc<dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync>,
+    shutdown: CancellationToken,
+) {
+    tokio::spawn(async move {
+        // Bytes copied so far, by job and stream; a job stays here until copied after its end.
+        let mut copied: HashMap<(i64, Stream), u64> = HashMap::new();
+        let mut seen: HashMap<i64, String> = HashMap::new();
+        loop {
+            if let Err(e) = copy_once(&store, &node, &*log_paths, &mut copied, &mut seen).await {
+                tracing::debug!(error = %e, "job logs wait for the database");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(EVERY) => {}
+                _ = shutdown.cancelled() => break,
+            }
+        }
+    });
+}
+
+async fn copy_once(
+    store: &Store,
+    node: &str,
+    log_paths: &(dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync),
+    copied: &mut HashMap<(i64, Stream), u64>,
+    seen: &mut HashMap<i64, String>,
+) -> Result<(), crate::store::StoreError> {
+    let listed = store.jobs_logging_on(node, Utc::now() - AFTER_END).await?;
+    let mut over: HashMap<i64, bool> = HashMap::new();
+    for (id, dir, ended) in listed {
+        seen.insert(id, dir);
+        over.insert(id, ended);
+    }
+    let jobs: Vec<(i64, String)> = seen.iter().map(|(id, d)| (*id, d.clone())).collect();
+    for (id, dir) in jobs {
+        let Some((stdout, stderr)) = log_paths(&dir) else {
+            seen.remove(&id);
+            continue;
+        };
+        for (stream, path) in [(Stream::Stdout, stdout), (Stream::Stderr, stderr)] {
+            let offset = match copied.get(&(id, stream)) {
+                Some(&offset) => offset,
+                None => store.log_copied(id, stream).await?,
+            };
+            let mut at = offset;
+            loop {
+                let piece = read_at(&path, at);
+                if piece.is_empty() {
+                    break;
+                }
+                store.append_log(id, stream, at, &piece).await?;
+                at += piece.len() as u64;
+            }
+            copied.insert((id, stream), at);
+        }
+        // Over (or no longer listed, so over long ago) and copied whole: done with it.
+        if over.get(&id).copied().unwrap_or(true) {
+            seen.remove(&id);
+            copied.retain(|(job, _), _| *job != id);
+        }
+    }
+    Ok(())
+}
+
+/// Up to [`CHUNK`] bytes of `path` from `offset`; nothing when there are none or no file.
+fn read_at(path: &std::path::Path, offset: u64) -> Vec<u8> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    if file.seek(SeekFrom::Start(offset)).is_err() {
+        return Vec::new();
+    }
+    let mut buf = Vec::with_capacity(CHUNK);
+    match file.take(CHUNK as u64).read_to_end(&mut buf) {
+        Ok(_) => buf,
+        Err(_) => Vec::new(),
+    }
+}

@@ -1,0 +1,130 @@
+//! PostgreSQL as the pool's message bus and referee: LISTEN/NOTIFY carries events and ticks
+//! between the nodes, and a session advisory lock makes one process the queue's leader. SQLite
+//! has one process, so neither exists there.
+
+use super::sql::lock;
+use super::{Backend, Store, StoreError};
+use sqlx::postgres::{PgConnection, PgListener};
+use sqlx::Connection;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The database URL, which may hold a password: its Debug says nothing of it.
+#[derive(Clone)]
+pub(super) struct DatabaseUrl(pub(super) Arc<str>);
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&super::redact(&self.0))
+    }
+}
+
+/// The largest NOTIFY payload PostgreSQL takes is 8000 bytes; we stay under it.
+pub const MAX_PAYLOAD: usize = 7900;
+
+/// One message from another process.
+#[derive(Clone, Debug)]
+pub struct Notice {
+    pub channel: String,
+    pub payload: String,
+}
+
+/// This process's end of the bus: listening on channels (a connection of its own, which
+/// reconnects by itself) and sending on them (through the pool).
+pub struct Bus {
+    listener: PgListener,
+}
+
+impl Bus {
+    /// The next message on the channels listened to. `Ok(None)`: the connection dropped and
+    /// came back, so messages may have been missed meanwhile.
+    pub async fn recv(&mut self) -> Result<Option<Notice>, StoreError> {
+        let notification = self.listener.try_recv().await.map_err(StoreError::from)?;
+        Ok(notification.map(|n| Notice {
+            channel: n.channel().to_string(),
+            payload: n.payload().to_string(),
+        }))
+    }
+}
+
+/// The queue leader's claim: a session advisory lock on a connection of its own. PostgreSQL
+/// gives the lock up the moment that session ends (the process died, or the server noticed
+/// its connection dead: see `docs/multi-node.md` on keepalives), so another process takes over.
+pub struct Leadership {
+    url: DatabaseUrl,
+    connection: Option<PgConnection>,
+}
+
+/// How long a leader's check of its own connection may take before it steps down.
+const PING_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Leadership {
+    /// Tries to become the leader (or checks that it still is): `true` while this process
+    /// holds the lock on a live connection.
+    pub async fn hold(&mut self) -> bool {
+        if let Some(connection) = &mut self.connection {
+            let alive = tokio::time::timeout(PING_TIMEOUT, connection.ping()).await;
+            if matches!(alive, Ok(Ok(()))) {
+                return true;
+            }
+            tracing::warn!("the queue leader lost its database connection; stepping down");
+            self.connection = None;
+            return false;
+        }
+        let attempt = async {
+            let mut connection = PgConnection::connect(&self.url.0).await?;
+            let won: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                .bind(lock::QUEUE_LEADER)
+                .fetch_one(&mut connection)
+                .await?;
+            Ok::<_, sqlx::Error>(won.then_some(connection))
+        };
+        match tokio::time::timeout(PING_TIMEOUT, attempt).await {
+            Ok(Ok(Some(connection))) => {
+                self.connection = Some(connection);
+                true
+            }
+            Ok(Ok(None)) => false,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "could not try the queue leader lock");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Store {
+    /// Listens on `channels` (PostgreSQL; `None` on SQLite, which has one process).
+    pub async fn listen(&self, channels: &[&str]) -> Result<Option<Bus>, StoreError> {
+        let Some(url) = &self.url else {
+            return Ok(None);
+        };
+        let mut listener = PgListener::connect(&url.0).await?;
+        listener.listen_all(channels.iter().copied()).await?;
+        Ok(Some(Bus { listener }))
+    }
+
+    /// Sends `payload` (at most [`MAX_PAYLOAD`] bytes) to every process listening on `channel`.
+    pub async fn notify(&self, channel: &str, payload: &str) -> Result<(), StoreError> {
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(channel)
+            .bind(payload)
+            .persistent(false)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The claim to the queue's leadership (PostgreSQL; `None` on SQLite, where this process
+    /// is the only one and always leads).
+    pub fn leadership(&self) -> Option<Leadership> {
+        self.url.clone().map(|url| Leadership {
+            url,
+            connection: None,
+        })
+    }
+}
