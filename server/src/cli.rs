@@ -380,7 +380,10 @@ mod tests {
             panic!("not serve")
         };
         assert_eq!(args.listen, "127.0.0.1:3000".parse().unwrap());
-        assert_eq!(args.gpus, GpuSelection::of(crate::telemetry::SourceChoice::Auto));
+        assert_eq!(
+            args.gpus,
+            GpuSelection::of(crate::telemetry::SourceChoice::Auto)
+        );
         assert_eq!(args.poll_interval, Duration::from_secs(1));
     }
 

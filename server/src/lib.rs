@@ -3,9 +3,9 @@
 
 pub mod accounts;
 pub mod audit;
-pub mod cluster;
 pub mod bookings;
 pub mod cli;
+pub mod cluster;
 pub mod data_dir;
 pub mod db_command;
 pub mod doctor;

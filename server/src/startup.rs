@@ -41,7 +41,9 @@ pub enum StartupError {
     Gpus(#[from] OpenError),
     #[error("cannot tell this host's name: pass --node-name")]
     NodeName,
-    #[error("SQLite keeps one node; {0} needs several, on PostgreSQL (--database-url postgres://…)")]
+    #[error(
+        "SQLite keeps one node; {0} needs several, on PostgreSQL (--database-url postgres://…)"
+    )]
     SingleNode(&'static str),
     #[error(transparent)]
     Wall(#[from] crate::jobs::wall::WallError),
@@ -197,7 +199,9 @@ impl Application {
         if store.backend() == crate::store::Backend::Sqlite
             && config.gpus.source == telemetry::SourceChoice::None
         {
-            return Err(StartupError::SingleNode("a portal without cards (--gpus none)"));
+            return Err(StartupError::SingleNode(
+                "a portal without cards (--gpus none)",
+            ));
         }
         store.set_node_timeout(config.node_timeout);
         if store.count_enabled_admins().await? == 0 {
@@ -294,7 +298,8 @@ impl Application {
         let shutdown = CancellationToken::new();
         let policy = Arc::new(std::sync::RwLock::new(store.policy().await?));
         let portal = Arc::new(std::sync::RwLock::new(portal));
-        let instance = crate::jobs::random_hex(8).map_err(|e| StoreError::Database(e.to_string()))?;
+        let instance =
+            crate::jobs::random_hex(8).map_err(|e| StoreError::Database(e.to_string()))?;
         let membership = crate::cluster::membership::Membership {
             store: store.clone(),
             hub: hub.clone(),

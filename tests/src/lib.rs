@@ -807,11 +807,20 @@ pub struct PrivatePostgres {
     dir: tempfile::TempDir,
     pub port: u16,
     pub password: String,
+    /// `listen_addresses` and further `-c` settings it starts with.
+    listen: String,
+    settings: Vec<String>,
 }
 
 impl PrivatePostgres {
-    /// Starts one, or says why not (and the test passes it by).
+    /// Starts one on 127.0.0.1, or says why not (and the test passes it by).
     pub fn start() -> Option<Self> {
+        Self::start_with("127.0.0.1", &[], &[])
+    }
+
+    /// Starts one listening on `listen` (comma-separated addresses), taking password logins
+    /// from the networks `clients` too, with further `settings` (`name=value`).
+    pub fn start_with(listen: &str, clients: &[&str], settings: &[&str]) -> Option<Self> {
         let postgres = nix::unistd::User::from_name("postgres").ok().flatten();
         let (true, Some(postgres)) = (
             nix::unistd::geteuid().is_root() && std::path::Path::new(PG_BIN).is_dir(),
@@ -838,6 +847,8 @@ impl PrivatePostgres {
             dir,
             port,
             password,
+            listen: listen.to_string(),
+            settings: settings.iter().map(|s| s.to_string()).collect(),
         };
         let data = server.data();
         let ok = std::process::Command::new("runuser")
@@ -854,6 +865,12 @@ impl PrivatePostgres {
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "initdb of a private PostgreSQL");
+        let hba = data.join("pg_hba.conf");
+        let mut rules = std::fs::read_to_string(&hba).ok()?;
+        for net in clients {
+            rules.push_str(&format!("host all all {net} scram-sha-256\n"));
+        }
+        std::fs::write(&hba, rules).ok()?;
         server.up();
         Some(server)
     }
@@ -875,11 +892,15 @@ impl PrivatePostgres {
 
     /// Starts (again) the server, and waits until it takes connections.
     pub fn up(&self) {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+        let mut options = format!(
+            "-p {} -k {} -c listen_addresses={} -c fsync=off",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.listen
         );
+        for setting in &self.settings {
+            options.push_str(&format!(" -c {setting}"));
+        }
         assert!(
             self.pg_ctl(&["-o", &options, "-l", "/dev/null", "start"]),
             "the private PostgreSQL starts"
@@ -896,8 +917,13 @@ impl PrivatePostgres {
 
     /// The URL of database `name` with the right password (`postgres` always exists).
     pub fn url(&self, name: &str) -> String {
+        self.url_at("127.0.0.1", name)
+    }
+
+    /// The same, through address `host`.
+    pub fn url_at(&self, host: &str, name: &str) -> String {
         format!(
-            "postgres://postgres:{}@127.0.0.1:{}/{name}",
+            "postgres://postgres:{}@{host}:{}/{name}",
             self.password, self.port
         )
     }

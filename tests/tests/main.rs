@@ -9,6 +9,7 @@ mod backup;
 mod booking_sequences;
 mod bookings;
 mod cli;
+mod cluster;
 mod device_wall;
 mod enforcement;
 mod environment;

@@ -59,7 +59,9 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
     let simulated = move || {
         fleet.with(|f| {
             f.source == SourceKind::Simulated
-                || f.nodes.iter().any(|n| n.gpu_source == SourceKind::Simulated)
+                || f.nodes
+                    .iter()
+                    .any(|n| n.gpu_source == SourceKind::Simulated)
         })
     };
     // Which node's cards are shown ("" for all of them), from `?node=` and the filter.

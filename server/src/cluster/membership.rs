@@ -253,7 +253,12 @@ mod tests {
 
     #[test]
     fn a_node_silent_past_the_timeout_is_unreachable_and_this_node_never_is() {
-        let rows = [row("a", 10_000), row("b", 4_000), row("me", 1), row("never", 0)];
+        let rows = [
+            row("a", 10_000),
+            row("b", 4_000),
+            row("me", 1),
+            row("never", 0),
+        ];
         let nodes = node_states(&rows, &[], "me", 5_000);
         let status: Vec<(&str, NodeStatus)> =
             nodes.iter().map(|n| (n.name.as_str(), n.status)).collect();

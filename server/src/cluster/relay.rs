@@ -37,10 +37,7 @@ pub async fn start(
     instance: String,
     shutdown: CancellationToken,
 ) -> Result<(), crate::store::StoreError> {
-    let Some(bus) = store
-        .listen(&[EVENTS_CHANNEL, TICKS_CHANNEL])
-        .await?
-    else {
+    let Some(bus) = store.listen(&[EVENTS_CHANNEL, TICKS_CHANNEL]).await? else {
         return Ok(());
     };
     if let Some(outgoing) = store.events().relay() {
@@ -51,7 +48,11 @@ pub async fn start(
             shutdown.clone(),
         ));
     }
-    tokio::spawn(send_ticks(store.clone(), hub.subscribe_raw(), shutdown.clone()));
+    tokio::spawn(send_ticks(
+        store.clone(),
+        hub.subscribe_raw(),
+        shutdown.clone(),
+    ));
     tokio::spawn(receive(bus, store, hub, instance, shutdown));
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use super::auth::CurrentUser;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
+use crate::store::{Backend, Stream};
 use crate::usecases;
 use crate::usecases::jobs::CancelScope;
 use crate::usecases::listing_owner;
@@ -18,7 +19,6 @@ use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{JobQuery, LogQuery};
-use crate::store::{Backend, Stream};
 use std::path::PathBuf;
 
 pub fn routes() -> Routes {
@@ -348,7 +348,10 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stderr: bool) {
         };
         let over = match (&source, ended) {
             (Some(LogSource::Copied(_)), true) => {
-                over_since.get_or_insert_with(tokio::time::Instant::now).elapsed() >= COPY_SETTLE
+                over_since
+                    .get_or_insert_with(tokio::time::Instant::now)
+                    .elapsed()
+                    >= COPY_SETTLE
             }
             (_, ended) => ended,
         };

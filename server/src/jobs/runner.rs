@@ -32,6 +32,23 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the runner looks even when nothing woke it (slot ends, grace periods, exits).
 const TICK: Duration = Duration::from_millis(200);
+/// How long the runner waits for the database before it goes on without it (a partition):
+/// jobs still stop at their booking's end, and what it could not record waits.
+const DB_WAIT: Duration = Duration::from_millis(1500);
+
+/// `query`, or `Unavailable` when the database does not answer within [`DB_WAIT`].
+async fn within<T>(
+    query: impl std::future::Future<Output = Result<T, crate::store::StoreError>>,
+) -> Result<T, crate::store::StoreError> {
+    tokio::time::timeout(DB_WAIT, query)
+        .await
+        .unwrap_or_else(|_| {
+            Err(crate::store::StoreError::Unavailable(
+                "the database did not answer in time".into(),
+            ))
+        })
+}
+
 /// How long a job that exited waits for its log keepers before it is recorded as over anyway
 /// (a child it left behind may hold the pipe until the sweep stops it).
 const KEEPER_WAIT: Duration = Duration::from_secs(3);
@@ -227,10 +244,10 @@ impl Runner {
         let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
         // Why each running job must stop, if it must: read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
-        for job in self.store.live_jobs().await? {
+        for job in within(self.store.live_jobs()).await? {
             let id = job.job.id;
             let booking = match job.job.booking_id {
-                Some(b) => self.store.booking(b, now).await?,
+                Some(b) => within(self.store.booking(b, now)).await?,
                 None => None,
             };
             // Another node's runner starts, watches and ends the jobs on its cards.
@@ -397,7 +414,7 @@ impl Runner {
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
         let end = &queue_end(job, end);
-        self.store.job_ended(job.job.id, end, now).await?;
+        within(self.store.job_ended(job.job.id, end, now)).await?;
         if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
             super::release_booking_of(&self.store, booking, job.job.id).await;
         }
@@ -486,7 +503,7 @@ impl Runner {
                     tracing::info!(job = id, reason, "stopping a job");
                     signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
                     job.stopping = Some((now, reason.to_string()));
-                    self.store.job_stopping(id, now, reason).await?;
+                    within(self.store.job_stopping(id, now, reason)).await?;
                 }
             }
             Some((since, _)) => {
@@ -547,7 +564,10 @@ impl Runner {
                 .and_then(|w| w.booking_end)
                 .is_some_and(|end| now >= end);
             let stop = over.then(|| {
-                if watched.get(&id).is_some_and(|w| w.record.job.queue.is_some()) {
+                if watched
+                    .get(&id)
+                    .is_some_and(|w| w.record.job.queue.is_some())
+                {
                     TIMED_OUT
                 } else {
                     "stopped at the end of its booking"

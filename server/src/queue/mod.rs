@@ -102,7 +102,9 @@ impl Queue {
                 let mut explained_at: Option<Instant> = None;
                 loop {
                     let leading = *leader.borrow_and_update();
-                    let result = task.pass(Utc::now(), idle, &mut explained_at, leading).await;
+                    let result = task
+                        .pass(Utc::now(), idle, &mut explained_at, leading)
+                        .await;
                     task.passes.send_modify(|n| *n += 1);
                     let sleep = match result {
                         Ok(Some(next)) => next,

@@ -126,7 +126,9 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(previous
-            .filter(|(instance, beat)| !instance.is_empty() && *instance != node.instance && *beat > 0)
+            .filter(|(instance, beat)| {
+                !instance.is_empty() && *instance != node.instance && *beat > 0
+            })
             .map(|(_, beat)| now.timestamp_millis() - beat))
     }
 

@@ -397,7 +397,10 @@ mod tests {
             "sim:4:", "nvml:-1",
         ] {
             let err = bad.parse::<GpuSelection>().unwrap_err();
-            assert!(err.contains("expected auto, nvml, nvml:CARDS"), "{bad}: {err}");
+            assert!(
+                err.contains("expected auto, nvml, nvml:CARDS"),
+                "{bad}: {err}"
+            );
         }
         let twice = "nvml:1,1".parse::<GpuSelection>().unwrap_err();
         assert!(twice.contains("names a card twice"), "{twice}");
@@ -417,7 +420,11 @@ mod tests {
         let Err(err) = open(&"sim:2:5".parse().unwrap(), "n", &sim) else {
             panic!("card 5 of 2 opened");
         };
-        assert!(err.to_string().contains("names card 5, but this host has 0 ("), "{err}");
+        assert!(
+            err.to_string()
+                .contains("names card 5, but this host has 0 ("),
+            "{err}"
+        );
         let none = open(&"none".parse().unwrap(), "n", &sim).unwrap();
         assert!(none.source.inventory().is_empty());
         assert_eq!(none.source.kind(), SourceKind::None);

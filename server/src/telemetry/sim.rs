@@ -137,7 +137,11 @@ struct SimCard {
 
 impl SimulatedFleet {
     pub fn new(node: &str, count: u32, seed: u64) -> Self {
-        let mut naming = ChaCha8Rng::seed_from_u64(seed);
+        // Named after the node too: two simulated nodes of one pool never share a UUID.
+        let node_hash = node.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let mut naming = ChaCha8Rng::seed_from_u64(seed ^ node_hash);
         let inventory = (0..count)
             .map(|index| GpuInfo {
                 node: node.to_string(),
