@@ -178,6 +178,14 @@ pub struct Application {
 
 impl Application {
     pub async fn build(config: ServeConfig) -> Result<Self, StartupError> {
+        if crate::store::Backend::of_url(&config.database_url)
+            == Some(crate::store::Backend::Sqlite)
+            && config.gpus.source == telemetry::SourceChoice::None
+        {
+            return Err(StartupError::SingleNode(
+                "a portal without cards (--gpus none)",
+            ));
+        }
         let listener =
             TcpListener::bind(config.listen)
                 .await

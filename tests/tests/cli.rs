@@ -27,8 +27,27 @@ fn an_unknown_gpu_source_is_refused_and_nothing_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let out = serve(&["--gpus", "tpu:8"], &data);
-    assert_refused(&out, "expected auto, nvml or sim:N");
+    assert_refused(&out, "expected auto, nvml, nvml:CARDS");
     assert!(!data.exists());
+}
+
+#[test]
+fn a_portal_without_cards_on_sqlite_is_refused_as_a_single_node_store() {
+    if lanes_tests::on_postgres() {
+        return; // about SQLite itself
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = serve(&["--gpus", "none"], &data);
+    assert_refused(&out, "SQLite keeps one node");
+    assert!(!data.exists(), "nothing is left behind");
+}
+
+#[test]
+fn a_card_list_naming_a_card_the_host_lacks_is_refused_with_the_cards_it_has() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = serve(&["--gpus", "sim:2:5"], &tmp.path().join("data"));
+    assert_refused(&out, "--gpus names card 5, but this host has 0 (GPU-");
 }
 
 #[test]

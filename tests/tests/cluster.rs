@@ -215,11 +215,11 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
         let data = tmp.path().join(&host.name);
         host.serve(&data, &url_from(i + 2), "sim:4").await;
     }
-    let (via_portal, _) = Client::new(&portal.base())
+    let (via_portal, _) = Client::new(portal.base())
         .login(member, password)
         .await
         .unwrap();
-    let via_a = Client::new(&a.base()).as_(via_portal.credentials().clone());
+    let via_a = Client::new(a.base()).as_(via_portal.credentials().clone());
 
     // Every portal shows the whole pool: four nodes up, twelve cards.
     wait_until(Duration::from_secs(15), "four nodes up", || async {

@@ -82,8 +82,11 @@ pub struct Runner {
     boot_id: String,
     /// Jobs that ended while the database did not answer (a partition): their end is
     /// recorded, with the time they ended, as soon as it answers again.
-    unrecorded: std::sync::Mutex<HashMap<i64, (JobToRun, JobEnd, DateTime<Utc>)>>,
+    unrecorded: std::sync::Mutex<HashMap<i64, Unrecorded>>,
 }
+
+/// A job that ended while its end could not be recorded: the job, how it ended, and when.
+type Unrecorded = (JobToRun, JobEnd, DateTime<Utc>);
 
 /// How the runner knows a job's process.
 enum Handle {
@@ -521,9 +524,7 @@ impl Runner {
         booking.gpus.iter().any(|g| g.node == self.settings.node)
     }
 
-    fn lock_unrecorded(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<i64, (JobToRun, JobEnd, DateTime<Utc>)>> {
+    fn lock_unrecorded(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Unrecorded>> {
         self.unrecorded
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -531,8 +532,7 @@ impl Runner {
 
     /// Records the ends that could not be recorded when they happened.
     async fn record_unrecorded(&self) -> Result<(), crate::store::StoreError> {
-        let pending: Vec<(i64, (JobToRun, JobEnd, DateTime<Utc>))> =
-            self.lock_unrecorded().drain().collect();
+        let pending: Vec<(i64, Unrecorded)> = self.lock_unrecorded().drain().collect();
         let mut result = Ok(());
         for (id, (record, end, at)) in pending {
             if result.is_ok() {

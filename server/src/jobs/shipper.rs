@@ -19,13 +19,11 @@ const CHUNK: usize = 256 * 1024;
 /// Jobs that ended this long ago are no longer looked at (unless seen running before).
 const AFTER_END: chrono::Duration = chrono::Duration::minutes(10);
 
-/// Starts copying `node`'s job logs; `log_paths` turns a log directory's name into its files.
-pub fn start(
-    store: Store,
-    node: String,
-    log_paths: Arc<dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync>,
-    shutdown: CancellationToken,
-) {
+/// Turns a log directory's name into its stdout and stderr files.
+pub type LogPaths = dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync;
+
+/// Starts copying `node`'s job logs.
+pub fn start(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: CancellationToken) {
     tokio::spawn(async move {
         // Bytes copied so far, by job and stream; a job stays here until copied after its end.
         let mut copied: HashMap<(i64, Stream), u64> = HashMap::new();
@@ -45,7 +43,7 @@ pub fn start(
 async fn copy_once(
     store: &Store,
     node: &str,
-    log_paths: &(dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync),
+    log_paths: &LogPaths,
     copied: &mut HashMap<(i64, Stream), u64>,
     seen: &mut HashMap<i64, String>,
 ) -> Result<(), crate::store::StoreError> {
