@@ -95,3 +95,10 @@ if psql "$PG" -tAc 'SELECT 1' > /dev/null 2>&1; then
 else
   echo "(no PostgreSQL at $PG: set BENCH_POSTGRES for the PostgreSQL figures)"
 fi
+
+if [ "$(id -u)" = 0 ] && [ -x /usr/lib/postgresql/15/bin/initdb ]; then
+  echo
+  bench/multinode.sh
+else
+  echo "(many nodes: needs root and Debian's PostgreSQL server binaries)"
+fi

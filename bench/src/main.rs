@@ -51,6 +51,10 @@ enum Command {
         /// API token the clients authenticate with.
         #[arg(long, env = "LANES_TOKEN")]
         token: String,
+        /// Ticks each client should get per second (one per node at 1 Hz), for the expected
+        /// count.
+        #[arg(long, default_value_t = 1)]
+        ticks_per_second: u64,
     },
     /// Booking creation under concurrent load against a bare axum handler.
     Bookings {
@@ -103,9 +107,10 @@ fn main() {
             clients,
             seconds,
             token,
+            ticks_per_second,
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(fanout(&addr, pid, clients, seconds, &token)),
+            .block_on(fanout(&addr, pid, clients, seconds * ticks_per_second, seconds, &token)),
         Command::Bookings {
             addr,
             token,
@@ -255,7 +260,8 @@ fn now_ms_f64() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-async fn fanout(addr: &str, pid: u32, clients: usize, seconds: u64, token: &str) {
+/// `ticks` is how many ticks each client should get in `seconds`.
+async fn fanout(addr: &str, pid: u32, clients: usize, ticks: u64, seconds: u64, token: &str) {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let rss_idle = rss_kib(pid);
     let url = format!("ws://{addr}/api/v1/telemetry/ws");
@@ -307,7 +313,7 @@ async fn fanout(addr: &str, pid: u32, clients: usize, seconds: u64, token: &str)
         t.abort();
     }
     latencies.sort_by(f64::total_cmp);
-    let expected = clients as u64 * seconds;
+    let expected = clients as u64 * ticks;
     println!(
         "| {clients} | {} of ~{expected} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
         latencies.len(),

@@ -24,10 +24,14 @@ export function addUser(dataDir, username, password, extra = []) {
     { input: `${password}\n`, stdio: ['pipe', 'ignore', 'inherit'] });
 }
 
-/** Starts the server and resolves with `{child, url}` once it prints where it listens. */
+/**
+ * Starts the server and resolves with `{child, url}` once it prints where it listens. `gpus`:
+ * a number of simulated cards, or any `--gpus` value (`none`, `sim:4:0,1`).
+ */
 export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = '250ms', extra = [] }) {
+  const source = typeof gpus === 'number' ? `sim:${gpus}` : gpus;
   const child = spawn(bin, [
-    'serve', '--gpus', `sim:${gpus}`, '--listen', listen, '--data-dir', dataDir,
+    'serve', '--gpus', source, '--listen', listen, '--data-dir', dataDir,
     '--site-root', join(root, 'target/site'), '--poll-interval', poll, ...extra,
   ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
   return new Promise((resolveUrl, reject) => {

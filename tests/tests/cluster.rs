@@ -431,12 +431,13 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     let ended_at = ended.ended_at.unwrap();
     // At the slot's end, give or take the runner's wait for the database that is gone.
     assert!(ended_at <= slot_end + Span::seconds(6), "{ended:?}");
-    let b_log = via_portal
-        .job_log(on_b_job.id, &stderr, None)
-        .await
-        .unwrap()
-        .text;
+    // Its log, copied by b once it can reach the database again, shows one start.
     let header = format!("job {} of", on_b_job.id);
+    let b_log = wait_until(Duration::from_secs(10), "b's log reaches the portal", || async {
+        let log = via_portal.job_log(on_b_job.id, &stderr, None).await.ok()?.text;
+        log.contains(&header).then_some(log)
+    })
+    .await;
     assert_eq!(b_log.matches(&header).count(), 1, "started twice? {b_log}");
 
     // The queue's leader (the portal) dies: another instance leads within seconds, and the
@@ -463,11 +464,12 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     )
     .await;
     assert_eq!(done.state, JobState::Exited, "{done:?}");
-    let log = via_a.job_log(later.id, &stderr, None).await.unwrap().text;
-    assert_eq!(
-        log.matches(&format!("job {} of", later.id)).count(),
-        1,
-        "{log}"
-    );
+    let header = format!("job {} of", later.id);
+    let log = wait_until(Duration::from_secs(10), "its log", || async {
+        let log = via_a.job_log(later.id, &stderr, None).await.ok()?.text;
+        log.contains(&header).then_some(log)
+    })
+    .await;
+    assert_eq!(log.matches(&header).count(), 1, "started twice? {log}");
     drop(pg);
 }

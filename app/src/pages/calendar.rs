@@ -172,10 +172,16 @@ fn Grid(
             })
             .collect_view()
     };
+    // With several nodes, each node's rows come under its name.
+    let nodes: Vec<String> = rows.iter().map(|g| g.info.node.clone()).collect();
+    let several = nodes.iter().any(|n| *n != nodes[0]);
     let rows_view = rows
         .into_iter()
         .enumerate()
         .map(|(row, gpu)| {
+            let heading = (several && (row == 0 || nodes[row - 1] != gpu.info.node)).then(|| {
+                view! { <div class="cal-node" data-node=gpu.info.node.clone()>{gpu.info.node.clone()}</div> }
+            });
             let uuid = gpu.info.uuid.clone();
             let cells = move || {
                 (0..view.get().cells)
@@ -262,11 +268,16 @@ fn Grid(
                     view! { <div class="cal-now" style=format!("left:{left:.3}%")></div> }
                 })
             };
+            let unmanaged = gpu.unmanaged.then(|| {
+                view! { <span class="muted" title="Lanes does not manage this card on this node">" · unmanaged"</span> }
+            });
             view! {
-                <div class="cal-row" data-uuid=uuid.clone()>
+                {heading}
+                <div class="cal-row" class:unmanaged=gpu.unmanaged data-uuid=uuid.clone()>
                     <div class="cal-gpu">
                         <strong>{format!("GPU {}", gpu.info.index)}</strong>
                         <span class="muted">{gpu.info.node.clone()}</span>
+                        {unmanaged}
                     </div>
                     <div class="cal-track">
                         <div class="cal-cells">{cells}</div>

@@ -64,7 +64,7 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
                     .any(|n| n.gpu_source == SourceKind::Simulated)
         })
     };
-    // Which node's cards are shown ("" for all of them), from `?node=` and the filter.
+    // Which node's cards are shown ("" for all of them), as the filter says.
     let shown = RwSignal::new(String::new());
     let nodes = move || fleet.with(|f| f.node_names());
     let several = move || nodes().len() > 1;
@@ -84,24 +84,37 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
         <main class="page">
             <Summary fleet />
             <Show when=several>
-                <label class="node-filter">
-                    "Node "
-                    <select
-                        data-testid="node-filter"
-                        on:change=move |ev| shown.set(event_target_value(&ev))
-                    >
-                        <option value="" selected=move || shown.get().is_empty()>"all nodes"</option>
-                        <For each=nodes key=|n| n.clone() let:name>
-                            <option value=name.clone()>{name.clone()}</option>
-                        </For>
-                    </select>
-                </label>
+                <NodeFilter nodes shown />
             </Show>
             <For each=nodes key=|n| n.clone() let:name>
                 <NodeSection fleet bookings name shown several />
             </For>
         </main>
     }
+    .into_any()
+}
+
+/// Which node's cards the dashboard shows.
+#[component]
+fn NodeFilter(
+    nodes: impl Fn() -> Vec<String> + Send + Sync + Copy + 'static,
+    shown: RwSignal<String>,
+) -> impl IntoView {
+    view! {
+        <label class="node-filter">
+            "Node "
+            <select
+                data-testid="node-filter"
+                on:change=move |ev| shown.set(event_target_value(&ev))
+            >
+                <option value="" selected=move || shown.get().is_empty()>"all nodes"</option>
+                <For each=nodes key=|n| n.clone() let:name>
+                    <option value=name.clone()>{name.clone()}</option>
+                </For>
+            </select>
+        </label>
+    }
+    .into_any()
 }
 
 /// One node's cards under a heading that says how the node is (greyed while unreachable, with
@@ -147,6 +160,14 @@ fn NodeSection(
                 if s.unhealthy > 0 {
                     parts.push(format!("{} unhealthy", s.unhealthy));
                 }
+                let unmanaged = f
+                    .gpus
+                    .iter()
+                    .filter(|g| g.info.node == name && g.unmanaged)
+                    .count();
+                if unmanaged > 0 {
+                    parts.push(format!("{unmanaged} unmanaged"));
+                }
                 if let Some(node) = f.node(&name) {
                     if node.status == NodeStatus::Unreachable {
                         parts.insert(
@@ -184,6 +205,7 @@ fn NodeSection(
             </div>
         </section>
     }
+    .into_any()
 }
 
 #[component]

@@ -107,6 +107,9 @@ async fn send_ticks(
             Err(RecvError::Lagged(_)) => continue,
             Err(RecvError::Closed) => break,
         };
+        if tick.gpus.is_empty() {
+            continue;
+        }
         for payload in tick_payloads(tick.at_ms, &tick.gpus) {
             if let Err(e) = store.notify(TICKS_CHANNEL, &payload).await {
                 tracing::debug!(error = %e, "could not relay a tick to the other nodes");

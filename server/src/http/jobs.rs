@@ -326,8 +326,9 @@ async fn tail(
 }
 
 /// How long a log copied from another node is still followed after its job is over: its
-/// node copies the last output a moment later.
-const COPY_SETTLE: std::time::Duration = std::time::Duration::from_millis(1500);
+/// node copies the last output a moment later (`jobs::shipper`: within 2.4 s of a job's start
+/// or end).
+const COPY_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
 async fn follow(mut socket: WebSocket, state: AppState, id: i64, stderr: bool) {
     let mut offset: u64 = 0;

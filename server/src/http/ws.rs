@@ -78,6 +78,12 @@ async fn serve(socket: WebSocket, state: AppState, viewer: Viewer) {
                 Some(Ok(_)) => {}
             },
             _ = state.shutdown.cancelled() => break Some((CLOSE_GOING_AWAY, "server shutting down")),
+            // A pool with no cards sends no ticks: the connection still shows it is alive.
+            _ = tokio::time::sleep(super::KEEPALIVE) => {
+                if !send(&mut sink, Message::Ping(Default::default())).await {
+                    return;
+                }
+            }
         }
     };
     if let Some((code, reason)) = close {

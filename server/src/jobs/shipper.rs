@@ -14,6 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How often new output is copied: what a tail on another portal lags by, at most.
 const EVERY: Duration = Duration::from_millis(300);
+/// How often the database is asked which jobs log here (a job that starts is copied from at
+/// most this much later, from its first byte).
+const LIST_EVERY: u32 = 7;
 /// Largest piece copied in one row.
 const CHUNK: usize = 256 * 1024;
 /// Jobs that ended this long ago are no longer looked at (unless seen running before).
@@ -28,8 +31,13 @@ pub fn start(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: Can
         // Bytes copied so far, by job and stream; a job stays here until copied after its end.
         let mut copied: HashMap<(i64, Stream), u64> = HashMap::new();
         let mut seen: HashMap<i64, String> = HashMap::new();
+        let mut round: u32 = 0;
         loop {
-            if let Err(e) = copy_once(&store, &node, &*log_paths, &mut copied, &mut seen).await {
+            let list = round % LIST_EVERY == 0;
+            round = round.wrapping_add(1);
+            if let Err(e) =
+                copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await
+            {
                 tracing::debug!(error = %e, "job logs wait for the database");
             }
             tokio::select! {
@@ -46,12 +54,16 @@ async fn copy_once(
     log_paths: &LogPaths,
     copied: &mut HashMap<(i64, Stream), u64>,
     seen: &mut HashMap<i64, String>,
+    list: bool,
 ) -> Result<(), crate::store::StoreError> {
-    let listed = store.jobs_logging_on(node, Utc::now() - AFTER_END).await?;
-    let mut over: HashMap<i64, bool> = HashMap::new();
-    for (id, dir, ended) in listed {
-        seen.insert(id, dir);
-        over.insert(id, ended);
+    // Between listings, the jobs known are copied and none is taken as over.
+    let mut over: HashMap<i64, bool> = seen.keys().map(|id| (*id, false)).collect();
+    if list {
+        over.clear();
+        for (id, dir, ended) in store.jobs_logging_on(node, Utc::now() - AFTER_END).await? {
+            seen.insert(id, dir);
+            over.insert(id, ended);
+        }
     }
     let jobs: Vec<(i64, String)> = seen.iter().map(|(id, d)| (*id, d.clone())).collect();
     for (id, dir) in jobs {

@@ -52,7 +52,9 @@ impl Bus {
 /// its connection dead: see `docs/multi-node.md` on keepalives), so another process takes over.
 pub struct Leadership {
     url: DatabaseUrl,
-    connection: Option<PgConnection>,
+    /// The connection the lock is tried and held on, kept between tries (a follower does not
+    /// open a connection a second), and whether this process holds the lock on it.
+    connection: Option<(PgConnection, bool)>,
 }
 
 /// How long a leader's check of its own connection may take before it steps down.
@@ -62,34 +64,45 @@ impl Leadership {
     /// Tries to become the leader (or checks that it still is): `true` while this process
     /// holds the lock on a live connection.
     pub async fn hold(&mut self) -> bool {
-        if let Some(connection) = &mut self.connection {
-            let alive = tokio::time::timeout(PING_TIMEOUT, connection.ping()).await;
-            if matches!(alive, Ok(Ok(()))) {
-                return true;
+        if self.connection.is_none() {
+            match tokio::time::timeout(PING_TIMEOUT, PgConnection::connect(&self.url.0)).await {
+                Ok(Ok(connection)) => self.connection = Some((connection, false)),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "could not connect to try the queue leader lock");
+                    return false;
+                }
+                Err(_) => return false,
             }
-            tracing::warn!("the queue leader lost its database connection; stepping down");
-            self.connection = None;
-            return false;
         }
-        let attempt = async {
-            let mut connection = PgConnection::connect(&self.url.0).await?;
-            let won: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-                .bind(lock::QUEUE_LEADER)
-                .fetch_one(&mut connection)
-                .await?;
-            Ok::<_, sqlx::Error>(won.then_some(connection))
+        let Some((connection, leading)) = &mut self.connection else {
+            return false;
         };
-        match tokio::time::timeout(PING_TIMEOUT, attempt).await {
-            Ok(Ok(Some(connection))) => {
-                self.connection = Some(connection);
-                true
+        let answer = if *leading {
+            tokio::time::timeout(PING_TIMEOUT, connection.ping())
+                .await
+                .map(|r| r.map(|()| true))
+        } else {
+            tokio::time::timeout(
+                PING_TIMEOUT,
+                sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
+                    .bind(lock::QUEUE_LEADER)
+                    .fetch_one(&mut *connection),
+            )
+            .await
+        };
+        match answer {
+            Ok(Ok(now_leading)) => {
+                *leading = now_leading;
+                now_leading
             }
-            Ok(Ok(None)) => false,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "could not try the queue leader lock");
+            _ => {
+                if *leading {
+                    tracing::warn!("the queue leader lost its database connection; stepping down");
+                }
+                // A connection that failed is dropped; its session's lock goes with it.
+                self.connection = None;
                 false
             }
-            Err(_) => false,
         }
     }
 }

@@ -97,6 +97,9 @@ impl Hub {
             }));
         }
         self.write_state().apply_updates(updates.clone());
+        if updates.is_empty() {
+            return; // a portal without cards: nothing to tell anyone
+        }
         // Send errors only mean nobody is listening right now.
         self.broadcast(&TelemetryMessage::Tick {
             at_ms,
