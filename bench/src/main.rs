@@ -110,7 +110,14 @@ fn main() {
             ticks_per_second,
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(fanout(&addr, pid, clients, seconds * ticks_per_second, seconds, &token)),
+            .block_on(fanout(
+                &addr,
+                pid,
+                clients,
+                seconds * ticks_per_second,
+                seconds,
+                &token,
+            )),
         Command::Bookings {
             addr,
             token,

@@ -167,6 +167,20 @@ fn node_of(booking: &Booking) -> String {
     node
 }
 
+/// A queue job of `gpus` cards that sleeps a second.
+fn sleeper(gpus: u32, name: &str) -> SubmitJob {
+    SubmitJob {
+        gpus,
+        time_limit_s: Some(60),
+        argv: ["sleep", "1"].map(String::from).to_vec(),
+        cwd: None,
+        env: None,
+        environment: None,
+        min_memory_bytes: None,
+        name: Some(name.into()),
+    }
+}
+
 fn processes_with(marker: &str) -> usize {
     let out = Command::new("pgrep")
         .args(["-f", marker])
@@ -385,19 +399,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             "any-N chose the unreachable node: {any:?}"
         );
     }
-    let queued = via_portal
-        .enqueue(&SubmitJob {
-            gpus: 3,
-            time_limit_s: Some(60),
-            argv: ["sleep", "1"].map(String::from).to_vec(),
-            cwd: None,
-            env: None,
-            environment: None,
-            min_memory_bytes: None,
-            name: Some("three".into()),
-        })
-        .await
-        .unwrap();
+    let queued = via_portal.enqueue(&sleeper(3, "three")).await.unwrap();
     let started = wait_until(Duration::from_secs(20), "the queue job starts", || async {
         let job = via_portal.job(queued.id).await.ok()?;
         via_portal.booking(job.booking_id?).await.ok()
@@ -433,10 +435,18 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     assert!(ended_at <= slot_end + Span::seconds(6), "{ended:?}");
     // Its log, copied by b once it can reach the database again, shows one start.
     let header = format!("job {} of", on_b_job.id);
-    let b_log = wait_until(Duration::from_secs(10), "b's log reaches the portal", || async {
-        let log = via_portal.job_log(on_b_job.id, &stderr, None).await.ok()?.text;
-        log.contains(&header).then_some(log)
-    })
+    let b_log = wait_until(
+        Duration::from_secs(10),
+        "b's log reaches the portal",
+        || async {
+            let log = via_portal
+                .job_log(on_b_job.id, &stderr, None)
+                .await
+                .ok()?
+                .text;
+            log.contains(&header).then_some(log)
+        },
+    )
     .await;
     assert_eq!(b_log.matches(&header).count(), 1, "started twice? {b_log}");
 
@@ -444,16 +454,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     // waiting job starts once.
     portal.kill_9();
     let later = via_a
-        .enqueue(&SubmitJob {
-            gpus: 1,
-            time_limit_s: Some(60),
-            argv: ["sleep", "1"].map(String::from).to_vec(),
-            cwd: None,
-            env: None,
-            environment: None,
-            min_memory_bytes: None,
-            name: Some("after the leader".into()),
-        })
+        .enqueue(&sleeper(1, "after the leader"))
         .await
         .unwrap();
     let done = wait_job(

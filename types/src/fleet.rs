@@ -46,6 +46,21 @@ pub struct FleetSummary {
     pub memory_total_bytes: u64,
 }
 
+impl FleetSummary {
+    /// "8 GPUs", "3 busy", "5 idle" and, when there are any, "1 unhealthy": the summary's words.
+    pub fn counts(&self) -> Vec<String> {
+        let mut parts = vec![
+            format!("{} GPUs", self.total),
+            format!("{} busy", self.busy),
+            format!("{} idle", self.idle),
+        ];
+        if self.unhealthy > 0 {
+            parts.push(format!("{} unhealthy", self.unhealthy));
+        }
+        parts
+    }
+}
+
 impl FleetSnapshot {
     /// Applies one live-channel message: a snapshot replaces everything, a tick updates cards.
     pub fn apply(&mut self, message: TelemetryMessage) {

@@ -151,15 +151,7 @@ fn NodeSection(
         let name = name.clone();
         move || {
             fleet.with(|f| {
-                let s = f.node_summary(&name);
-                let mut parts = vec![
-                    format!("{} GPUs", s.total),
-                    format!("{} busy", s.busy),
-                    format!("{} idle", s.idle),
-                ];
-                if s.unhealthy > 0 {
-                    parts.push(format!("{} unhealthy", s.unhealthy));
-                }
+                let mut parts = f.node_summary(&name).counts();
                 let unmanaged = f
                     .gpus
                     .iter()
@@ -215,14 +207,7 @@ fn Summary(fleet: RwSignal<FleetSnapshot>) -> impl IntoView {
         <p class="summary" data-testid="summary">
             {move || {
                 let s = summary.get();
-                let mut parts = vec![
-                    format!("{} GPUs", s.total),
-                    format!("{} busy", s.busy),
-                    format!("{} idle", s.idle),
-                ];
-                if s.unhealthy > 0 {
-                    parts.push(format!("{} unhealthy", s.unhealthy));
-                }
+                let mut parts = s.counts();
                 parts.push(
                     format!(
                         "{} of {} memory in use",

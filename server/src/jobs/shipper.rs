@@ -33,7 +33,7 @@ pub fn start(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: Can
         let mut seen: HashMap<i64, String> = HashMap::new();
         let mut round: u32 = 0;
         loop {
-            let list = round % LIST_EVERY == 0;
+            let list = round.is_multiple_of(LIST_EVERY);
             round = round.wrapping_add(1);
             if let Err(e) =
                 copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await
