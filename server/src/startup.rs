@@ -213,10 +213,15 @@ impl Application {
         }
         store.set_node_timeout(config.node_timeout);
         if store.count_enabled_admins().await? == 0 {
+            let database = match store.backend() {
+                crate::store::Backend::Sqlite => {
+                    format!("--data-dir {}", config.data_dir.display())
+                }
+                crate::store::Backend::Postgres => "--database-url URL".to_string(),
+            };
             tracing::warn!(
                 "no admin account yet; create the first one with:\n    \
-                 lanes user add --username NAME --admin --password-stdin --data-dir {}",
-                config.data_dir.display()
+                 lanes user add --username NAME --admin --password-stdin {database}"
             );
         }
 

@@ -309,3 +309,121 @@ impl lanes_app::ssr::FleetView for Hub {
         Hub::snapshot(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanes_types::{GpuSample, NodeStatus};
+
+    fn card(node: &str, uuid: &str) -> GpuInfo {
+        GpuInfo {
+            node: node.into(),
+            uuid: uuid.into(),
+            index: 0,
+            name: "Simulated H200".into(),
+            pci_bus_id: "00000000:18:00.0".into(),
+            memory_total_bytes: 1 << 30,
+        }
+    }
+
+    fn node(name: &str, status: NodeStatus) -> NodeState {
+        NodeState {
+            name: name.into(),
+            address: String::new(),
+            version: "0.1.0".into(),
+            driver: "simulated".into(),
+            gpu_source: SourceKind::Simulated,
+            status,
+            last_seen: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            cards: 1,
+        }
+    }
+
+    fn state(info: GpuInfo) -> GpuState {
+        GpuState {
+            info,
+            health: Health::Ok,
+            sample: None,
+            processes: Vec::new(),
+            idle_booking: None,
+            unmanaged: false,
+        }
+    }
+
+    fn update(node: &str, uuid: &str, util: u32) -> GpuUpdate {
+        GpuUpdate {
+            node: node.into(),
+            uuid: uuid.into(),
+            health: Health::Ok,
+            sample: Some(GpuSample {
+                at_ms: 1,
+                utilization_gpu_pct: util,
+                utilization_memory_pct: 0,
+                memory_used_bytes: 0,
+                temperature_c: None,
+                power_watts: None,
+                power_limit_watts: None,
+                sm_clock_mhz: None,
+            }),
+            processes: Vec::new(),
+            idle_booking: None,
+        }
+    }
+
+    fn message(frame: Utf8Bytes) -> TelemetryMessage {
+        serde_json::from_str(frame.as_str()).unwrap()
+    }
+
+    #[test]
+    fn the_pool_joins_other_nodes_cards_and_a_status_change_sends_a_fresh_snapshot() {
+        let hub = Hub::new(
+            "a",
+            SourceKind::Simulated,
+            Duration::from_secs(1),
+            &[card("a", "GPU-a")],
+            Arc::new(Metrics::new()),
+        );
+        let mut viewer = hub.subscribe(Viewer::LoggedIn);
+        hub.set_pool(
+            vec![node("a", NodeStatus::Up), node("b", NodeStatus::Up)],
+            vec![state(card("b", "GPU-b"))],
+        );
+        let TelemetryMessage::Snapshot(first) = message(viewer.try_recv().unwrap()) else {
+            panic!("a node that joins sends a snapshot");
+        };
+        assert_eq!(first.gpus.len(), 2);
+        // The other node's tick reaches viewers; one naming this node's card is ignored.
+        hub.publish_remote(5, vec![update("b", "GPU-b", 70), update("a", "GPU-a", 99)]);
+        let TelemetryMessage::Tick { gpus, .. } = message(viewer.try_recv().unwrap()) else {
+            panic!("a remote tick is forwarded");
+        };
+        assert_eq!(gpus.len(), 1);
+        let b = hub
+            .snapshot()
+            .gpus
+            .into_iter()
+            .find(|g| g.info.node == "b")
+            .unwrap();
+        assert_eq!(b.sample.unwrap().utilization_gpu_pct, 70);
+        assert!(hub.local_gpus().iter().all(|g| g.sample.is_none()));
+        // The same pool again changes nothing; b going silent keeps its last values.
+        hub.set_pool(
+            vec![node("a", NodeStatus::Up), node("b", NodeStatus::Up)],
+            vec![state(card("b", "GPU-b"))],
+        );
+        assert!(viewer.try_recv().is_err(), "nothing changed, nothing sent");
+        hub.set_pool(
+            vec![
+                node("a", NodeStatus::Up),
+                node("b", NodeStatus::Unreachable),
+            ],
+            vec![state(card("b", "GPU-b"))],
+        );
+        let TelemetryMessage::Snapshot(silent) = message(viewer.try_recv().unwrap()) else {
+            panic!("a status change sends a snapshot");
+        };
+        assert!(!silent.node_is_up("b"));
+        let b = silent.gpus.iter().find(|g| g.info.node == "b").unwrap();
+        assert_eq!(b.sample.as_ref().unwrap().utilization_gpu_pct, 70);
+    }
+}
