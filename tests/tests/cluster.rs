@@ -399,6 +399,39 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             "any-N chose the unreachable node: {any:?}"
         );
     }
+    // A job runs on one node: a booking across nodes takes none, and says why.
+    let on_a = cards_of(&gpus, "a");
+    let across = via_portal
+        .book(&CreateBooking {
+            gpus: Some(vec![on_a[3].clone(), on_c[3].clone()]),
+            count: None,
+            start: Utc::now() + Span::hours(3),
+            end: Utc::now() + Span::hours(4),
+            note: "across".into(),
+            user: None,
+        })
+        .await
+        .unwrap();
+    let refused = via_portal
+        .submit_job(&CreateJob {
+            booking_id: across.id,
+            argv: ["true"].map(String::from).to_vec(),
+            cwd: None,
+            env: None,
+            environment: None,
+            name: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.status().map(|s| s.as_u16()),
+        Some(422),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("on 2 nodes (a, c)"),
+        "{refused}"
+    );
     let queued = via_portal.enqueue(&sleeper(3, "three")).await.unwrap();
     let started = wait_until(Duration::from_secs(20), "the queue job starts", || async {
         let job = via_portal.job(queued.id).await.ok()?;

@@ -519,9 +519,14 @@ impl Runner {
         Ok(())
     }
 
-    /// Whether this node's runner runs jobs of `booking` (its cards are here).
+    /// Whether this node's runner runs jobs of `booking`: its cards are here. (A booking
+    /// across nodes takes no jobs; one from before that rule belongs to its first card's node,
+    /// whose mask then refuses the others' cards.)
     fn holds(&self, booking: &Booking) -> bool {
-        booking.gpus.iter().any(|g| g.node == self.settings.node)
+        booking
+            .gpus
+            .first()
+            .is_some_and(|g| g.node == self.settings.node)
     }
 
     fn lock_unrecorded(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Unrecorded>> {

@@ -140,6 +140,18 @@ pub async fn submit_to_booking(
             booking.state.as_str()
         )));
     }
+    // A job runs under one node's runner, on that node's cards.
+    let mut nodes: Vec<&str> = booking.gpus.iter().map(|g| g.node.as_str()).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.len() > 1 {
+        return Err(UseCaseError::Unprocessable(format!(
+            "the booking holds cards on {} nodes ({}); a job runs on one node, so book its \
+             cards on one",
+            nodes.len(),
+            nodes.join(", ")
+        )));
+    }
     let audit = AuditEntry::new(Some(user.id), AuditAction::JobSubmit, "").detail(format!(
         "booking {}: {}",
         booking.id,
