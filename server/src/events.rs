@@ -59,6 +59,15 @@ impl Event {
         matches!(self, Event::CardsChanged(_) | Event::QueueChanged(_))
     }
 
+    /// Whether the queue's settings or shares may have changed (on any node), or the pool
+    /// (after which another node's change may have been missed): the queue reads them again.
+    pub fn changes_queue_settings(self) -> bool {
+        matches!(
+            self.change(),
+            Change::QueueSettingsChanged | Change::SharesChanged | Change::PoolChanged
+        )
+    }
+
     /// Whether the job runner should look at its jobs for it.
     pub fn concerns_runner(self) -> bool {
         matches!(self, Event::CardsChanged(_) | Event::JobsChanged(_))
@@ -119,22 +128,50 @@ pub struct Listener {
     receiver: broadcast::Receiver<Event>,
 }
 
+/// What woke a listener: every event it took, or that it fell behind (then anything may have
+/// happened).
+#[derive(Clone, Debug, Default)]
+pub struct Woken {
+    events: Vec<Event>,
+    lagged: bool,
+}
+
+impl Woken {
+    /// Whether an event that `which` accepts may be among those that woke the listener.
+    pub fn may_include(&self, which: fn(Event) -> bool) -> bool {
+        self.lagged || self.events.iter().any(|&e| which(e))
+    }
+}
+
 impl Listener {
     /// Waits for an event that `wanted` accepts, then takes every event already waiting, so a
     /// burst of writes costs one look. Falling behind counts as a wanted event (something
     /// changed). Never returns once the bus is gone.
-    pub async fn changed(&mut self, wanted: fn(Event) -> bool) {
+    pub async fn changed(&mut self, wanted: fn(Event) -> bool) -> Woken {
+        let mut woken = Woken::default();
         loop {
             match self.receiver.recv().await {
-                Ok(event) if wanted(event) => break,
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => break,
+                Ok(event) => {
+                    woken.events.push(event);
+                    if wanted(event) {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    woken.lagged = true;
+                    break;
+                }
                 Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
             }
         }
-        while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = self.receiver.try_recv()
-        {
+        loop {
+            match self.receiver.try_recv() {
+                Ok(event) => woken.events.push(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => woken.lagged = true,
+                Err(_) => break,
+            }
         }
+        woken
     }
 
     /// The next event as it was emitted (for tests and tools that watch the bus).
@@ -184,17 +221,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_listener_learns_which_events_woke_it() {
+        let events = Events::default();
+        let mut listener = events.subscribe();
+        events.emit(Event::QueueChanged(Change::QueueSubmitted));
+        let woken = listener.changed(Event::concerns_queue).await;
+        assert!(!woken.may_include(Event::changes_queue_settings));
+        events.emit(Event::JobsChanged(Change::JobStarted));
+        events.emit(Event::QueueChanged(Change::SharesChanged));
+        let woken = listener.changed(Event::concerns_queue).await;
+        assert!(woken.may_include(Event::changes_queue_settings));
+    }
+
+    #[tokio::test]
     async fn a_listener_that_fell_behind_still_learns_something_changed() {
         let events = Events::default();
         let mut listener = events.subscribe();
         for _ in 0..BACKLOG + 10 {
             events.emit(Event::JobsChanged(Change::JobStarted));
         }
-        tokio::time::timeout(
+        let woken = tokio::time::timeout(
             std::time::Duration::from_secs(1),
             listener.changed(Event::concerns_queue),
         )
         .await
         .expect("lagging counts as a change");
+        assert!(
+            woken.may_include(Event::changes_queue_settings),
+            "after a lag, anything may have changed"
+        );
     }
 }

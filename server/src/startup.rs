@@ -204,13 +204,6 @@ impl Application {
 
     async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
-        if store.backend() == crate::store::Backend::Sqlite
-            && config.gpus.source == telemetry::SourceChoice::None
-        {
-            return Err(StartupError::SingleNode(
-                "a portal without cards (--gpus none)",
-            ));
-        }
         store.set_node_timeout(config.node_timeout);
         if store.count_enabled_admins().await? == 0 {
             let database = match store.backend() {
@@ -324,10 +317,7 @@ impl Application {
                     .unwrap_or_else(|| listener_address(&listener, config.listen)),
                 version: env!("CARGO_PKG_VERSION").into(),
                 driver,
-                gpu_source: serde_json::to_value(kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                gpu_source: kind,
                 instance: instance.clone(),
             },
             timeout: config.node_timeout,

@@ -186,6 +186,16 @@ mod tests {
     use super::*;
     use crate::{GpuInfo, GpuProcess, GpuSample, Health, SourceKind};
 
+    #[test]
+    fn a_source_kind_names_itself_as_on_the_wire_and_reads_that_name_back() {
+        for kind in SourceKind::ALL {
+            let wire = serde_json::to_value(kind).unwrap();
+            assert_eq!(wire.as_str(), Some(kind.as_str()));
+            assert_eq!(SourceKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(SourceKind::parse("tpu"), None);
+    }
+
     fn info(uuid: &str) -> GpuInfo {
         GpuInfo {
             node: "n1".into(),

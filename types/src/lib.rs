@@ -120,6 +120,24 @@ pub enum SourceKind {
     None,
 }
 
+impl SourceKind {
+    pub const ALL: [SourceKind; 3] = [SourceKind::Nvml, SourceKind::Simulated, SourceKind::None];
+
+    /// Its name on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Nvml => "nvml",
+            SourceKind::Simulated => "simulated",
+            SourceKind::None => "none",
+        }
+    }
+
+    /// The kind named `name` ([`SourceKind::as_str`]), if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
 /// The current state of one card: its facts, its health and its latest reading.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuState {

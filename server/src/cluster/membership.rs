@@ -160,11 +160,7 @@ pub fn node_states(
             address: row.address.clone(),
             version: row.version.clone(),
             driver: row.driver.clone(),
-            gpu_source: match row.gpu_source.as_str() {
-                "nvml" => SourceKind::Nvml,
-                "none" => SourceKind::None,
-                _ => SourceKind::Simulated,
-            },
+            gpu_source: SourceKind::parse(&row.gpu_source).unwrap_or(SourceKind::Simulated),
             status: if row.name == this_node || row.heartbeat_ms >= fresh_since_ms {
                 NodeStatus::Up
             } else {

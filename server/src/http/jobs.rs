@@ -83,7 +83,7 @@ async fn log(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     visible(&state, &user, id).await?;
-    let source = log_source(&state, id, wants_stderr(&query)?).await?;
+    let source = log_source(&state, id, wanted_stream(&query)?).await?;
     if query.tail.is_some_and(|n| n > MAX_TAIL_LINES) {
         return Err(ApiError::BadRequest(format!(
             "tail may ask for at most {MAX_TAIL_LINES} lines"
@@ -236,11 +236,11 @@ async fn open_log(path: Option<&std::path::Path>) -> Result<Option<tokio::fs::Fi
     }
 }
 
-/// Whether a query asks for stderr (else stdout).
-fn wants_stderr(query: &LogQuery) -> Result<bool, ApiError> {
+/// The stream a query asks for (stdout unless it says stderr).
+fn wanted_stream(query: &LogQuery) -> Result<Stream, ApiError> {
     match query.stream.as_deref() {
-        None | Some("stdout") => Ok(false),
-        Some("stderr") => Ok(true),
+        None | Some("stdout") => Ok(Stream::Stdout),
+        Some("stderr") => Ok(Stream::Stderr),
         Some(other) => Err(ApiError::BadRequest(format!(
             "stream must be stdout or stderr, not {other:?}"
         ))),
@@ -259,7 +259,7 @@ enum LogSource {
 async fn log_source(
     state: &AppState,
     id: i64,
-    stderr: bool,
+    stream: Stream,
 ) -> Result<Option<LogSource>, ApiError> {
     let Some(dir) = state.store.job_log_dir(id).await? else {
         return Ok(None);
@@ -270,13 +270,12 @@ async fn log_source(
     // Log directories are made anew with a random name: one here is this job's.
     let here = out.parent().is_some_and(|d| d.exists());
     Ok(Some(if here || state.store.backend() == Backend::Sqlite {
-        LogSource::File(if stderr { err } else { out })
-    } else {
-        LogSource::Copied(if stderr {
-            Stream::Stderr
-        } else {
-            Stream::Stdout
+        LogSource::File(match stream {
+            Stream::Stdout => out,
+            Stream::Stderr => err,
         })
+    } else {
+        LogSource::Copied(stream)
     }))
 }
 
@@ -288,7 +287,7 @@ async fn copied_log(
     stream: Stream,
 ) -> Result<tokio::fs::File, ApiError> {
     use std::io::{Seek, Write};
-    let bytes = state.store.log_from(id, stream, 0, usize::MAX).await?;
+    let bytes = state.store.whole_log(id, stream).await?;
     let file = tokio::task::spawn_blocking(move || {
         let mut file = tempfile::tempfile()?;
         file.write_all(&bytes)?;
@@ -317,12 +316,12 @@ async fn tail(
             "the live log starts from the beginning; tail is for GET …/log".into(),
         ));
     }
-    let stderr = wants_stderr(&query)?;
+    let stream = wanted_stream(&query)?;
     let ws = ws.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     Ok(ws
         .read_buffer_size(4 * 1024)
         .max_message_size(4 * 1024)
-        .on_upgrade(move |socket| follow(socket, state, id, stderr)))
+        .on_upgrade(move |socket| follow(socket, state, id, stream)))
 }
 
 /// How long a log copied from another node is still followed after its job is over: its
@@ -330,7 +329,7 @@ async fn tail(
 /// or end).
 const COPY_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
-async fn follow(mut socket: WebSocket, state: AppState, id: i64, stderr: bool) {
+async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Stream) {
     let mut offset: u64 = 0;
     let mut carry: Vec<u8> = Vec::new();
     let mut quiet_since = tokio::time::Instant::now();
@@ -340,7 +339,7 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stderr: bool) {
         // The job may start (and get its log directory) while someone watches; once it has
         // one, that directory is its for good.
         if source.is_none() {
-            source = log_source(&state, id, stderr).await.ok().flatten();
+            source = log_source(&state, id, stream).await.ok().flatten();
         }
         // Read the state before the file, so output written just before the end is not missed.
         let ended = match state.store.job(id).await {

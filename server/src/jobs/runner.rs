@@ -569,14 +569,11 @@ impl Runner {
                 .and_then(|w| w.booking_end)
                 .is_some_and(|end| now >= end);
             let stop = over.then(|| {
-                if watched
-                    .get(&id)
-                    .is_some_and(|w| w.record.job.queue.is_some())
-                {
-                    TIMED_OUT
-                } else {
-                    "stopped at the end of its booking"
-                }
+                slot_ended(
+                    watched
+                        .get(&id)
+                        .is_some_and(|w| w.record.job.queue.is_some()),
+                )
             });
             if let Err(e) = self.watch(id, watched, leftovers, stop, now).await {
                 tracing::debug!(job = id, error = %e, "a job's change waits for the database");
@@ -805,13 +802,19 @@ fn stop_reason(
     if cancel_requested {
         Some(CANCELLED)
     } else if booking.is_none_or(|b| b.state != BookingState::Active) {
-        Some(if queued {
-            TIMED_OUT
-        } else {
-            "stopped at the end of its booking"
-        })
+        Some(slot_ended(queued))
     } else {
         None
+    }
+}
+
+/// Why a job whose slot is over stops: a queue job reached its time limit, a booked job the
+/// end of its booking.
+fn slot_ended(queued: bool) -> &'static str {
+    if queued {
+        TIMED_OUT
+    } else {
+        "stopped at the end of its booking"
     }
 }
 

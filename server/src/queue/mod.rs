@@ -99,8 +99,19 @@ impl Queue {
             async move {
                 // Subscribed before the first pass: a change during it is not missed.
                 let mut events = task.store.events().subscribe();
+                let mut reload = false;
                 let mut explained_at: Option<Instant> = None;
                 loop {
+                    if reload {
+                        // Another node's portal may have changed them (its write's event was
+                        // relayed here), or events were missed.
+                        match task.reload_settings().await {
+                            Ok(()) => reload = false,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "the queue could not re-read its settings")
+                            }
+                        }
+                    }
                     let leading = *leader.borrow_and_update();
                     let result = task
                         .pass(Utc::now(), idle, &mut explained_at, leading)
@@ -115,7 +126,10 @@ impl Queue {
                         }
                     };
                     tokio::select! {
-                        _ = events.changed(Event::concerns_queue) => explained_at = None,
+                        woken = events.changed(Event::concerns_queue) => {
+                            explained_at = None;
+                            reload |= woken.may_include(Event::changes_queue_settings);
+                        }
                         _ = leader.changed() => {}
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
@@ -178,6 +192,13 @@ impl Queue {
         Ok(cancelled)
     }
 
+    /// Reads the settings and shares again from the store.
+    async fn reload_settings(&self) -> Result<(), StoreError> {
+        write(&self.settings, self.store.queue_settings().await?);
+        write(&self.shares, self.store.shares().await?);
+        Ok(())
+    }
+
     /// One pass; it starts jobs only when `leading`. `Ok(None)`: jobs started, look again at
     /// once; `Ok(Some(d))`: sleep up to `d`.
     async fn pass(
@@ -187,10 +208,7 @@ impl Queue {
         explained_at: &mut Option<Instant>,
         leading: bool,
     ) -> Result<Option<Duration>, StoreError> {
-        // Another node's portal may have changed them.
-        let settings = self.store.queue_settings().await?;
-        write(&self.settings, settings.clone());
-        write(&self.shares, self.store.shares().await?);
+        let settings = self.settings();
         let pending = self.store.jobs_waiting_for_cards().await?;
         let holds = self.store.card_blocks(now).await?;
         let now_s = now.timestamp();

@@ -119,7 +119,7 @@ impl Store {
         .bind(&node.address)
         .bind(&node.version)
         .bind(&node.driver)
-        .bind(&node.gpu_source)
+        .bind(node.gpu_source.as_str())
         .bind(now.timestamp_millis())
         .bind(&node.instance)
         .execute(&mut *tx)
@@ -185,8 +185,7 @@ pub struct NodeRegistration {
     pub address: String,
     pub version: String,
     pub driver: String,
-    /// `nvml`, `simulated` or `none`.
-    pub gpu_source: String,
+    pub gpu_source: lanes_types::SourceKind,
     /// A random id of this process.
     pub instance: String,
 }
@@ -198,6 +197,7 @@ pub struct NodeRow {
     pub address: String,
     pub version: String,
     pub driver: String,
+    /// `SourceKind::as_str`.
     pub gpu_source: String,
     /// Unix ms of its latest heartbeat; 0 when it never sent one.
     pub heartbeat_ms: i64,

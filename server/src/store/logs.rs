@@ -12,8 +12,6 @@ pub enum Stream {
 }
 
 impl Stream {
-    pub const BOTH: [Stream; 2] = [Stream::Stdout, Stream::Stderr];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Stream::Stdout => "stdout",
@@ -82,8 +80,9 @@ impl Store {
         Ok(())
     }
 
-    /// The copied part of a job's stream from `offset` on, at most about `max` bytes (whole
-    /// chunks; the first one cut to start at `offset`).
+    /// The copied part of a job's stream from `offset` on, up to about `max` bytes (whole
+    /// chunks, the first one cut to start at `offset`; a live tail asks for the next piece
+    /// each time, so at most [`CHUNKS_PER_READ`] rows are read).
     pub async fn log_from(
         &self,
         job: i64,
@@ -91,14 +90,32 @@ impl Store {
         offset: u64,
         max: usize,
     ) -> Result<Vec<u8>, StoreError> {
+        self.read_log(job, stream, offset, max, CHUNKS_PER_READ)
+            .await
+    }
+
+    /// All of the copied part of a job's stream.
+    pub async fn whole_log(&self, job: i64, stream: Stream) -> Result<Vec<u8>, StoreError> {
+        self.read_log(job, stream, 0, usize::MAX, i64::MAX).await
+    }
+
+    async fn read_log(
+        &self,
+        job: i64,
+        stream: Stream,
+        offset: u64,
+        max: usize,
+        rows: i64,
+    ) -> Result<Vec<u8>, StoreError> {
         let chunks: Vec<(i64, Vec<u8>)> = sqlx::query_as(
             "SELECT offset_bytes, data FROM job_log_chunks
              WHERE job_id = $1 AND stream = $2 AND offset_bytes + LENGTH(data) > $3
-             ORDER BY offset_bytes",
+             ORDER BY offset_bytes LIMIT $4",
         )
         .bind(job)
         .bind(stream.as_str())
         .bind(offset as i64)
+        .bind(rows)
         .fetch_all(&self.pool)
         .await?;
         let mut out = Vec::new();
@@ -115,3 +132,6 @@ impl Store {
         Ok(out)
     }
 }
+
+/// Rows one piece of a live tail reads at most (each holds up to 256 KiB, most far less).
+const CHUNKS_PER_READ: i64 = 64;

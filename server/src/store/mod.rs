@@ -347,7 +347,6 @@ impl Store {
         self.backend
     }
 
-    /// The bus this store's writes are announced on, once committed.
     /// Sets how long a node may stay silent before it counts as unreachable.
     pub fn set_node_timeout(&self, timeout: std::time::Duration) {
         self.node_timeout_ms.store(
@@ -356,16 +355,15 @@ impl Store {
         );
     }
 
-    pub fn node_timeout_ms(&self) -> i64 {
-        self.node_timeout_ms
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Heartbeats at or after this (Unix ms) are fresh: their nodes are up.
     pub(crate) fn fresh_since_ms(&self, now: DateTime<Utc>) -> i64 {
-        now.timestamp_millis() - self.node_timeout_ms()
+        now.timestamp_millis()
+            - self
+                .node_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// The bus this store's writes are announced on, once committed.
     pub fn events(&self) -> &Events {
         &self.events
     }
