@@ -150,6 +150,14 @@ async fn only_the_owner_or_an_admin_reads_a_log_or_cancels_and_a_cancel_stops_th
     let empty = Session::job_request(booking.id, &[]);
     assert_eq!(refused(mine.submit_job(&empty).await), 422);
 
+    // Its output is written before it is cancelled (under load, its shell may not have run
+    // `echo` yet when it is marked running).
+    lanes_tests::wait_until(
+        std::time::Duration::from_secs(10),
+        "the job's output",
+        || async { (owner.log(job.id).await == "secret-output\n").then_some(()) },
+    )
+    .await;
     mine.cancel_job(job.id).await.expect("the owner cancels");
     let done = owner.finished(job.id, 10).await;
     assert_eq!(
