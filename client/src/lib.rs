@@ -12,15 +12,15 @@ use lanes_types::account::{
     PasswordChange, PortalSettings, User, UserPatch, UserView,
 };
 use lanes_types::booking::{
-    Booking, CreateBooking, CreateMaintenance, ExtendBooking, GpuRef, MaintenanceBlock, QuotaUse,
-    Quotas,
+    Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, GpuRef, MaintenanceBlock,
+    QuotaUse, Quotas,
 };
 use lanes_types::enforcement::{Policy, Violation};
 use lanes_types::history::HistoryAnswer;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{
     AuditQuery, BookingQuery, HistoryQuery, InjectProcess, Injected, JobQuery, LogQuery,
-    ReportQuery, ViolationQuery,
+    ReportQuery, SlotQuery, ViolationQuery,
 };
 use lanes_types::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
 use lanes_types::report::UsageReport;
@@ -380,6 +380,11 @@ impl Client {
     /// `DELETE /api/v1/bookings/{id}`: cancels an upcoming booking, releases an active one.
     pub async fn withdraw_booking(&self, id: i64) -> Result<Booking> {
         Self::json(self.request(Method::DELETE, &format!("/api/v1/bookings/{id}"))).await
+    }
+
+    /// `GET /api/v1/slots`: the earliest windows where the cards asked for are free.
+    pub async fn slots(&self, query: &SlotQuery) -> Result<Vec<FreeSlot>> {
+        Self::json(self.request(Method::GET, "/api/v1/slots").query(query)).await
     }
 
     /// `GET /api/v1/me/quota`.

@@ -304,33 +304,7 @@ pub struct DoctorArgs {
 
 /// A size like `1GiB`, `200MB`, `64KiB` or a plain number of bytes (at least 4 KiB).
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (examples: 1GiB, 200MB, 65536)"))?;
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" => 1_000,
-        "kib" | "k" => 1 << 10,
-        "mb" => 1_000_000,
-        "mib" | "m" => 1 << 20,
-        "gb" => 1_000_000_000,
-        "gib" | "g" => 1 << 30,
-        "tb" => 1_000_000_000_000,
-        "tib" | "t" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} (use KiB, MiB, GiB, kB, MB, GB)"
-            ))
-        }
-    };
-    let bytes = number
-        .checked_mul(scale)
-        .ok_or_else(|| format!("{text:?} is too large"))?;
+    let bytes = lanes_types::units::parse_bytes(text)?;
     if bytes < 4096 {
         return Err("must be at least 4KiB".into());
     }

@@ -238,6 +238,8 @@ fn matrix() -> Vec<Row> {
             [401, 400, 400, 400],
         ),
         row(get.clone(), "/api/v1/bookings", None, [401, 200, 200, 200]),
+        // Without `gpus` and `duration` the search is malformed, for anyone logged in.
+        row(get.clone(), "/api/v1/slots", None, [401, 400, 400, 400]),
         // Booking {id} belongs to "user": anyone may see it, only its owner or an admin change
         // it (an empty PATCH is malformed; the DELETE cancels it, so the admin then finds it
         // cancelled).

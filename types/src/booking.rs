@@ -166,3 +166,16 @@ pub struct QuotaUse {
     pub gpu_hours_week: f64,
     pub upcoming: u32,
 }
+
+/// An answer of `GET /api/v1/slots`: a window in which `gpus` (all of one node) are free for
+/// the whole slot and the caller's quota allows booking them. Book it by naming these cards.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreeSlot {
+    pub node: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// The cards to book, in the node's index order.
+    pub gpus: Vec<GpuRef>,
+    /// How many of the node's cards are free for this whole window (at least `gpus.len()`).
+    pub free_cards: u32,
+}

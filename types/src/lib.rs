@@ -15,6 +15,7 @@ pub mod job;
 pub mod query;
 pub mod queue;
 pub mod report;
+pub mod units;
 
 use serde::{Deserialize, Serialize};
 

@@ -30,6 +30,31 @@ pub struct BookingQuery {
     pub include_cancelled: bool,
 }
 
+/// `GET /api/v1/slots`: where and when `gpus` cards of one node are free for `duration`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotQuery {
+    /// How many cards, all on one node.
+    pub gpus: u32,
+    /// How long: `4h`, `90m`, `1h30m`, or seconds.
+    pub duration: String,
+    /// The earliest start (default now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<DateTime<Utc>>,
+    /// The latest end (default 7 days after `from`, at most the booking horizon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<DateTime<Utc>>,
+    /// Only this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Only cards with at least this much memory: bytes, or with a unit (`80GiB`, `40GB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_memory: Option<String>,
+    /// At most this many windows (default 5, at most 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
 /// `GET /api/v1/violations`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,7 +1,8 @@
 //! Bookings: who holds which cards when. The rules here are plain Rust with no I/O: slot
-//! validation and states (`rules`), fairness quotas (`quota`), and choosing cards for an
-//! "any N" request (`pick`). The store runs them inside the write transaction that inserts.
+//! validation and states (`rules`), fairness quotas (`quota`), choosing cards for an "any N"
+//! request (`pick`), and finding the earliest free windows (`find`). The store runs them inside the write transaction that inserts.
 
+pub mod find;
 pub mod pick;
 pub mod quota;
 pub mod rules;

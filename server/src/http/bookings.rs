@@ -1,4 +1,5 @@
-//! Bookings over HTTP: `POST|GET /api/v1/bookings`, `GET|PATCH|DELETE /api/v1/bookings/{id}`;
+//! Bookings over HTTP: `POST|GET /api/v1/bookings`, `GET|PATCH|DELETE /api/v1/bookings/{id}`,
+//! `GET /api/v1/slots`;
 //! admin: `GET|PUT /api/v1/quotas`, `GET /api/v1/quotas/use`, `POST /api/v1/maintenance`,
 //! `DELETE /api/v1/maintenance/{id}`; everyone: `GET /api/v1/maintenance`, `GET /api/v1/me/quota`.
 
@@ -12,9 +13,10 @@ use axum::routing::{delete, get, post};
 use axum::Json;
 use chrono::Utc;
 use lanes_types::booking::{
-    Booking, CreateBooking, CreateMaintenance, ExtendBooking, MaintenanceBlock, QuotaUse, Quotas,
+    Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, MaintenanceBlock, QuotaUse,
+    Quotas,
 };
-use lanes_types::query::BookingQuery;
+use lanes_types::query::{BookingQuery, SlotQuery};
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -23,6 +25,7 @@ pub fn routes() -> Routes {
             "/api/v1/bookings/{id}",
             get(show).patch(extend).delete(withdraw),
         )
+        .route("/api/v1/slots", get(slots))
         .route("/api/v1/quotas", get(quotas).put(set_quotas))
         .route("/api/v1/quotas/use", get(quota_use))
         .route("/api/v1/me/quota", get(my_quota))
@@ -42,6 +45,19 @@ async fn create(
     let booking =
         usecases::bookings::book(&state.store, &actor, request, horizon, Utc::now()).await?;
     Ok((StatusCode::CREATED, Json(booking)))
+}
+
+/// The earliest windows where the cards asked for are free, within the caller's quota.
+async fn slots(
+    State(state): State<AppState>,
+    CurrentUser(actor): CurrentUser,
+    ApiQuery(query): ApiQuery<SlotQuery>,
+) -> Result<Json<Vec<FreeSlot>>, ApiError> {
+    super::check_times(&[query.from, query.to])?;
+    let horizon = state.portal_settings().booking_horizon_days;
+    let slots =
+        usecases::bookings::find_slots(&state.store, &actor, query, horizon, Utc::now()).await?;
+    Ok(Json(slots))
 }
 
 async fn list(

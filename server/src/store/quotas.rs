@@ -17,6 +17,57 @@ pub(super) async fn check_quota(
     replacing: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<Result<(), quota::Refusal>, StoreError> {
+    let window = (request.start - quota::week(), request.end + quota::week());
+    let context = quota_context(tx, user_id, window, replacing, Turns::Take, now).await?;
+    Ok(match context {
+        Some(context) => context.check(request, now),
+        None => Ok(()),
+    })
+}
+
+/// Whether reading a quota's use takes the group's turn (a write about to happen), or not (a
+/// look, as when searching for a slot).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turns {
+    Take,
+    Skip,
+}
+
+/// What the quota rules need to judge `user_id`'s bookings inside `window`: their limits, their
+/// holds and each limited group's members' holds. `None` when no limit applies.
+pub(super) struct QuotaContext {
+    limits: Quota,
+    mine: Vec<BookedSlot>,
+    groups: Vec<(String, Quota, Vec<BookedSlot>)>,
+}
+
+impl QuotaContext {
+    pub(super) fn check(
+        &self,
+        request: &BookedSlot,
+        now: DateTime<Utc>,
+    ) -> Result<(), quota::Refusal> {
+        let uses: Vec<GroupUse<'_>> = self
+            .groups
+            .iter()
+            .map(|(name, limits, holds)| GroupUse {
+                name,
+                limits,
+                holds,
+            })
+            .collect();
+        quota::check(&self.limits, &self.mine, &uses, request, now)
+    }
+}
+
+pub(super) async fn quota_context(
+    tx: &mut Tx<'_>,
+    user_id: i64,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    replacing: Option<i64>,
+    turns: Turns,
+    now: DateTime<Utc>,
+) -> Result<Option<QuotaContext>, StoreError> {
     // The quota rows that can apply: the default, the user's own, and their groups' (with
     // the group's id, for summing over members). One statement.
     #[derive(sqlx::FromRow)]
@@ -64,18 +115,17 @@ pub(super) async fn check_quota(
         .collect();
     if limits == Quota::default() && group_limits.is_empty() {
         // No limit applies: nothing to read.
-        return Ok(Ok(()));
+        return Ok(None);
     }
     // What can matter: holds within a week either side of the request, and the number of
     // bookings not yet started.
-    if super::sql::Backend::of(tx) == super::sql::Backend::Postgres {
+    if turns == Turns::Take && super::sql::Backend::of(tx) == super::sql::Backend::Postgres {
         // Other members' bookings count against the group's limits: they take turns.
         let mut ids: Vec<i64> = group_limits.iter().map(|(id, ..)| *id).collect();
         ids.sort_unstable();
         let locks: Vec<super::Lock> = ids.into_iter().map(super::Lock::Group).collect();
         super::take_locks(tx, &locks).await?;
     }
-    let window = (request.start - quota::week(), request.end + quota::week());
     let mine = holds(tx, &[user_id], window, replacing, now).await?;
     let mut group_holds = Vec::new();
     for (group_id, name, group_limits) in group_limits {
@@ -87,15 +137,11 @@ pub(super) async fn check_quota(
         let held = holds(tx, &members, window, replacing, now).await?;
         group_holds.push((name.clone(), group_limits.clone(), held));
     }
-    let uses: Vec<GroupUse<'_>> = group_holds
-        .iter()
-        .map(|(name, limits, holds)| GroupUse {
-            name,
-            limits,
-            holds,
-        })
-        .collect();
-    Ok(quota::check(&limits, &mine, &uses, request, now))
+    Ok(Some(QuotaContext {
+        limits,
+        mine,
+        groups: group_holds,
+    }))
 }
 
 /// Holds of `members` that overlap `window` or have not started by `now` (for the count of

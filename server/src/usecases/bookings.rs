@@ -1,5 +1,5 @@
-//! Booking use cases: book, withdraw (cancel an upcoming booking, release an active one) and
-//! extend. Who may change a booking: its owner or an admin.
+//! Booking use cases: book, withdraw (cancel an upcoming booking, release an active one),
+//! extend, and find the earliest free slots. Who may change a booking: its owner or an admin.
 
 use super::UseCaseError;
 use crate::audit::AuditAction;
@@ -7,7 +7,8 @@ use crate::bookings::{check_request, rules, BookingError, CardChoice, NewBooking
 use crate::store::{AuditEntry, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
-use lanes_types::booking::{Booking, CreateBooking};
+use lanes_types::booking::{Booking, CreateBooking, FreeSlot};
+use lanes_types::query::SlotQuery;
 
 /// Books cards for `actor`, or (admins only) for the user the request names. Admins are not
 /// held to quotas; the audit line says for whom an admin booked.
@@ -123,5 +124,75 @@ pub async fn extend(
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingExtend, "");
     Ok(store
         .extend_booking(id, end, !actor.is_admin(), audit, now)
+        .await?)
+}
+
+/// The most windows one search returns.
+pub const MAX_SLOTS: u32 = 50;
+
+/// The earliest windows in which `query.gpus` cards of one node are free for `query.duration`
+/// and `actor` may book them (admins are not held to quotas, as when they book).
+pub async fn find_slots(
+    store: &Store,
+    actor: &User,
+    query: SlotQuery,
+    horizon_days: u32,
+    now: DateTime<Utc>,
+) -> Result<Vec<FreeSlot>, UseCaseError> {
+    use lanes_types::units;
+    let duration = units::parse_duration(&query.duration).map_err(UseCaseError::BadRequest)?;
+    let min_memory_bytes = query
+        .min_memory
+        .as_deref()
+        .map(units::parse_bytes)
+        .transpose()
+        .map_err(UseCaseError::BadRequest)?;
+    if query.gpus == 0 || query.gpus as usize > crate::bookings::MAX_CARDS {
+        return Err(BookingError::invalid(
+            "count",
+            format!("gpus must be 1 to {}", crate::bookings::MAX_CARDS),
+        )
+        .into());
+    }
+    if duration <= chrono::Duration::zero() {
+        return Err(BookingError::invalid("duration", "the duration must be positive").into());
+    }
+    let limit = query.limit.unwrap_or(5);
+    if limit == 0 || limit > MAX_SLOTS {
+        return Err(
+            BookingError::invalid("limit", format!("limit must be 1 to {MAX_SLOTS}")).into(),
+        );
+    }
+    let horizon = now + chrono::Duration::days(i64::from(horizon_days));
+    let from = query.from.unwrap_or(now).max(now);
+    let to = query
+        .to
+        .unwrap_or(from + chrono::Duration::days(7))
+        .min(horizon);
+    if !rules::is_sane_time(from) || to - from < duration {
+        return Err(BookingError::invalid(
+            "time_range",
+            format!(
+                "the range from {} to {} is shorter than {} (bookings end at most {horizon_days} days ahead)",
+                from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                to.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                lanes_types::units::format_duration(duration),
+            ),
+        )
+        .into());
+    }
+    let search = crate::bookings::find::Search {
+        count: query.gpus,
+        duration,
+        from,
+        to,
+        limit: limit as usize,
+    };
+    let filter = crate::store::CardFilter {
+        node: query.node,
+        min_memory_bytes,
+    };
+    Ok(store
+        .free_slots(actor.id, &search, &filter, !actor.is_admin(), now)
         .await?)
 }

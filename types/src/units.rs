@@ -1,0 +1,87 @@
+//! Durations and sizes as people type them (`4h`, `1h30m`, `80GiB`), parsed the same way by
+//! the server's query strings, the command line and the pages.
+
+/// A duration like `4h`, `90m`, `1h30m`, `2d`, `45s`, or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
+    let text = text.trim();
+    let bad = || format!("{text:?} is not a duration (examples: 4h, 90m, 1h30m, 3600)");
+    if let Ok(seconds) = text.parse::<i64>() {
+        return chrono::Duration::try_seconds(seconds).ok_or_else(bad);
+    }
+    let std = humantime::parse_duration(text).map_err(|_| bad())?;
+    chrono::Duration::from_std(std).map_err(|_| bad())
+}
+
+/// A duration as people read it: `4h`, `1h 30m`, `2d 3h`, `45s` (seconds only under a minute).
+pub fn format_duration(d: chrono::Duration) -> String {
+    let total = d.num_seconds().max(0);
+    if total < 60 {
+        return format!("{total}s");
+    }
+    let (days, hours, minutes) = (total / 86_400, total % 86_400 / 3600, total % 3600 / 60);
+    let parts: Vec<String> = [(days, "d"), (hours, "h"), (minutes, "m")]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    parts.join(" ")
+}
+
+/// A size like `80GiB`, `200MB`, `64KiB` or a plain number of bytes.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 80GiB, 200MB, 65536)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "kib" | "k" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" | "m" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" | "g" => 1 << 30,
+        "tb" => 1_000_000_000_000,
+        "tib" | "t" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} (use KiB, MiB, GiB, kB, MB, GB)"
+            ))
+        }
+    };
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_typed_and_print_back() {
+        assert_eq!(parse_duration("4h"), Ok(chrono::Duration::hours(4)));
+        assert_eq!(parse_duration("1h30m"), Ok(chrono::Duration::minutes(90)));
+        assert_eq!(parse_duration("3600"), Ok(chrono::Duration::hours(1)));
+        assert!(parse_duration("soon").unwrap_err().contains("examples"));
+        assert_eq!(format_duration(chrono::Duration::minutes(90)), "1h 30m");
+        assert_eq!(format_duration(chrono::Duration::hours(51)), "2d 3h");
+        assert_eq!(format_duration(chrono::Duration::seconds(12)), "12s");
+    }
+
+    #[test]
+    fn sizes_take_binary_and_decimal_units() {
+        assert_eq!(parse_bytes("80GiB"), Ok(80 << 30));
+        assert_eq!(parse_bytes("40GB"), Ok(40_000_000_000));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("5XB").unwrap_err().contains("unknown unit"));
+        assert!(parse_bytes("99999999999TiB")
+            .unwrap_err()
+            .contains("too large"));
+    }
+}
