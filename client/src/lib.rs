@@ -5,6 +5,7 @@
 
 mod ws;
 
+pub use reqwest;
 pub use ws::{LogEvent, LogTail, Telemetry};
 
 use lanes_types::account::{

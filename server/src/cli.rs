@@ -18,27 +18,98 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line, its top-level help listing client and server commands apart.
+    pub fn command_grouped() -> clap::Command {
+        use clap::CommandFactory;
+        let command = Self::command();
+        let template = help_template(&command, &lanes_cli::ClientCommand::names());
+        command.help_template(template)
+    }
+
+    /// Parses the process's arguments (exits with 2 and the usage on bad ones).
+    pub fn parse_grouped() -> Self {
+        use clap::FromArgMatches;
+        let matches = Self::command_grouped().get_matches();
+        Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
+/// A help template whose command list has two headings: the terminal client's commands (for
+/// lab members) and the server's (for operators). Clap lists subcommands under one heading.
+pub fn help_template(command: &clap::Command, client: &[String]) -> String {
+    let visible: Vec<&clap::Command> = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .collect();
+    let width = visible
+        .iter()
+        .map(|c| c.get_name().len())
+        .max()
+        .unwrap_or(0);
+    let list = |wanted: bool| {
+        visible
+            .iter()
+            .filter(|c| client.iter().any(|n| n == c.get_name()) == wanted)
+            .map(|c| {
+                let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
+                let first = about.lines().next().unwrap_or_default().to_string();
+                format!("  {:width$}  {first}\n", c.get_name())
+            })
+            .collect::<String>()
+    };
+    format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n\
+         Client commands (talk to a portal; log in first with `lanes login URL`):\n{}\n\
+         Server commands (on a GPU host or the portal machine):\n{}  help{}  Print this message or the help of the given command\n\n\
+         Options:\n{{options}}{{after-help}}",
+        list(true),
+        list(false),
+        " ".repeat(width.saturating_sub(4)),
+    )
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The terminal client's commands (grouped apart in the help: see [`help_template`]).
+    #[command(flatten)]
+    Client(lanes_cli::ClientCommand),
     /// Serve the portal: dashboard, API and GPU poller.
+    #[command(
+        after_help = "Examples:\n  lanes serve --listen 0.0.0.0:3000\n  lanes serve --database-url postgres://lanes@db/lanes --gpus nvml"
+    )]
     Serve(Box<ServeArgs>),
     /// Check the NVIDIA driver, NVML, the cards and what CUDA_VISIBLE_DEVICES selects.
+    #[command(after_help = "Example:\n  lanes doctor --json")]
     Doctor(DoctorArgs),
     /// Manage accounts directly in the database (no running server needed).
+    #[command(
+        after_help = "Example:\n  echo \"$PASSWORD\" | lanes user add --username alice --unix-user alice --password-stdin"
+    )]
     User {
         #[command(subcommand)]
         command: UserCommand,
     },
     /// The database: migrations, and moving a lab to another database.
+    #[command(
+        after_help = "Examples:\n  lanes db status\n  lanes db copy --from sqlite:///var/lib/lanes/lanes.db --to postgres://lanes@db/lanes"
+    )]
     Db {
         #[command(subcommand)]
         command: DbCommand,
     },
     /// Write a consistent copy of the SQLite database while Lanes serves (PostgreSQL: pg_dump).
+    #[command(after_help = "Example:\n  lanes backup --to /backups/lanes-$(date +%F).db")]
     Backup(BackupArgs),
     /// Put a backup made by `lanes backup` in place of the database (stop `lanes serve` first).
+    #[command(
+        after_help = "Example:\n  lanes restore --from /backups/lanes-2026-12-01.db --replace"
+    )]
     Restore(RestoreArgs),
     /// Replay job traces through the scheduler with a virtual clock and compare policies.
+    #[command(
+        after_help = "Example:\n  lanes simulate --trace traces/philly.csv --gpus 64 --policy all"
+    )]
     Simulate(SimulateArgs),
     /// (Internal) Keep one of a job's output streams: stdin to stdout, capped.
     #[command(hide = true)]

@@ -1,9 +1,10 @@
 //! The `lanes` binary: parse the command line and hand over to the library.
 //!
 //! Exit status: 0 on success, 2 for a usage or configuration problem (bad flag, busy port,
-//! unwritable data dir, unusable database), 1 when a running server fails.
+//! unwritable data dir, unusable database), 1 when a running server fails. Client commands:
+//! 2 for bad usage, 1 when the server refused, 3 when it cannot be reached (`lanes run` and
+//! `lanes logs -f`: the command's or job's own status once it ran).
 
-use clap::Parser;
 use lanes_server::cli::{Cli, Command, DbCommand, UserCommand};
 use lanes_server::db_command;
 use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
@@ -11,8 +12,9 @@ use lanes_server::user_command as commands;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_grouped();
     match cli.command {
+        Command::Client(command) => lanes_cli::run(command, Cli::command_grouped),
         Command::Serve(args) => serve(*args),
         Command::Doctor(args) => ExitCode::from(lanes_server::doctor::run(args.json) as u8),
         Command::User {

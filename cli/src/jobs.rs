@@ -1,0 +1,352 @@
+//! `lanes submit`, `queue`, `jobs`, `logs`, `cancel-job`: jobs the node's runner starts, under
+//! the device wall, from the queue or inside a booking.
+
+use crate::error::{CliError, Result};
+use crate::output::{self, cell, Table, CYAN, DIM, GREEN, RED, YELLOW};
+use crate::{config, duration_arg, Common};
+use chrono::Duration;
+use clap::Args;
+use lanes_client::{Client, LogEvent};
+use lanes_types::job::{CreateJob, Job, JobState};
+use lanes_types::query::{JobQuery, LogQuery};
+use lanes_types::queue::{QueueState, SubmitJob};
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Queue the job for this many cards (it starts when they free up).
+    #[arg(
+        long,
+        short = 'g',
+        conflicts_with = "booking",
+        required_unless_present = "booking"
+    )]
+    pub gpus: Option<u32>,
+    /// Its time limit in the queue (2h, 90m) [default: the queue's].
+    #[arg(long, value_parser = duration_arg, conflicts_with = "booking")]
+    pub time: Option<Duration>,
+    /// Run it inside this booking of yours instead (on the booking's node, now).
+    #[arg(long, short)]
+    pub booking: Option<i64>,
+    /// A name for the job lists.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only cards with at least this much memory (queue jobs; 80GiB).
+    #[arg(long, conflicts_with = "booking")]
+    pub min_memory: Option<String>,
+    /// Follow its output until it ends, and exit with its status.
+    #[arg(long, short)]
+    pub follow: bool,
+    #[command(flatten)]
+    pub common: Common,
+    /// The command and its arguments (after `--`); it runs in this directory on the node.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Everyone's jobs (admins see all; others only their own).
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    pub id: i64,
+    /// Follow the output as it is written; exit with the job's status when it ends.
+    #[arg(long, short)]
+    pub follow: bool,
+    /// stdout, stderr, or both (default).
+    #[arg(long)]
+    pub stream: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
+    let client = config::client()?;
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.to_str().map(str::to_string));
+    let id = match args.booking {
+        Some(booking_id) => {
+            let job = client
+                .submit_job(&CreateJob {
+                    booking_id,
+                    argv: args.command.clone(),
+                    cwd,
+                    env: None,
+                    environment: None,
+                    name: args.name.clone(),
+                })
+                .await?;
+            report(
+                &args.common,
+                &job,
+                &format!("Job {} submitted into booking #{booking_id}", job.id),
+            );
+            job.id
+        }
+        None => {
+            let min_memory_bytes = args
+                .min_memory
+                .as_deref()
+                .map(lanes_types::units::parse_bytes)
+                .transpose()
+                .map_err(CliError::usage)?;
+            let queued = client
+                .enqueue(&SubmitJob {
+                    gpus: args.gpus.unwrap_or(1),
+                    time_limit_s: args.time.map(|t| t.num_seconds()),
+                    argv: args.command.clone(),
+                    cwd,
+                    env: None,
+                    environment: None,
+                    min_memory_bytes,
+                    name: args.name.clone(),
+                })
+                .await?;
+            let text = format!(
+                "Job {} queued for {} cards ({}){}",
+                queued.id,
+                queued.gpus,
+                lanes_types::units::format_duration(Duration::seconds(queued.time_limit_s)),
+                queued.estimated_start.map_or(String::new(), |t| format!(
+                    "; expected to start {}",
+                    output::when(t)
+                ))
+            );
+            report(&args.common, &queued, &text);
+            queued.id
+        }
+    };
+    if args.follow {
+        return follow(&client, id, &LogQuery::default()).await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report<T: serde::Serialize>(common: &Common, value: &T, text: &str) {
+    if common.json {
+        output::json(value);
+    } else {
+        output::say(text);
+    }
+}
+
+/// The exit status a job's end maps to: its own code, 128 + its signal, 1 for other ends.
+pub fn exit_status(job: &Job) -> u8 {
+    match (job.state, job.exit_code, job.signal) {
+        (JobState::Exited, Some(code), _) => code.clamp(0, 255) as u8,
+        (_, _, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+        _ => 1,
+    }
+}
+
+/// Prints a job's output as it is written, then exits with its status.
+async fn follow(client: &Client, id: i64, query: &LogQuery) -> Result<ExitCode> {
+    use std::io::Write;
+    let mut tail = client.follow_log(id, query).await?;
+    let mut out = std::io::stdout();
+    loop {
+        match tail.next().await {
+            Some(Ok(LogEvent::Output(text))) => {
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+            }
+            Some(Ok(LogEvent::Closed { .. })) | None => break,
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
+    // The tail closes when the job is over; its record may trail by a moment.
+    for _ in 0..50 {
+        let job = client.job(id).await?;
+        if job.state.is_over() {
+            output::say(&format!(
+                "{DIM}lanes: job {id} {}{}{DIM:#}",
+                job.state.as_str(),
+                job.exit_code
+                    .map_or(String::new(), |c| format!(" with status {c}"))
+            ));
+            return Ok(ExitCode::from(exit_status(&job)));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    Err(CliError::refused(format!(
+        "the log of job {id} closed but the job is not over"
+    )))
+}
+
+pub async fn queue(common: Common) -> Result<()> {
+    let client = config::client()?;
+    let view = client.queue().await?;
+    if common.json {
+        output::json(&view);
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "ID",
+        "USER",
+        "STATE",
+        "GPUS",
+        "LIMIT",
+        "SUBMITTED",
+        "WHY / WHEN",
+        "COMMAND",
+    ]);
+    for job in &view.jobs {
+        let style = match job.state {
+            QueueState::Running => GREEN,
+            QueueState::Pending => CYAN,
+            QueueState::Failed | QueueState::TimedOut => RED,
+            _ => DIM,
+        };
+        let why = match (job.state, job.estimated_start, &job.reason) {
+            (QueueState::Pending, Some(t), _) => format!(
+                "#{} · expected {}",
+                job.position.unwrap_or(0),
+                output::when(t)
+            ),
+            (QueueState::Pending, None, Some(reason)) => reason.clone(),
+            (QueueState::Running, ..) => job
+                .started_at
+                .map_or(String::new(), |t| format!("since {}", output::when(t))),
+            _ => job.message.clone(),
+        };
+        table.row(vec![
+            cell(job.id.to_string()).right(),
+            cell(&job.username),
+            cell(job.state.as_str()).styled(style),
+            cell(job.gpus.to_string()).right(),
+            cell(lanes_types::units::format_duration(Duration::seconds(
+                job.time_limit_s,
+            ))),
+            cell(output::when(job.submitted_at)),
+            cell(why),
+            cell(if job.name.is_empty() {
+                job.argv.join(" ")
+            } else {
+                job.name.clone()
+            }),
+        ]);
+    }
+    if table.is_empty() {
+        output::say("the queue is empty (`lanes submit --gpus N -- CMD` adds a job)");
+    } else {
+        output::print(&table.render());
+    }
+    Ok(())
+}
+
+pub async fn list(args: JobsArgs) -> Result<()> {
+    let client = config::client()?;
+    let me = client.me().await?;
+    let query = JobQuery {
+        user: (!args.all).then(|| me.username.clone()),
+        ..Default::default()
+    };
+    let mut jobs = client.jobs(&query).await?;
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
+    if args.common.json {
+        output::json(&jobs);
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "ID", "USER", "STATE", "WHERE", "STARTED", "ENDED", "EXIT", "COMMAND",
+    ]);
+    for job in &jobs {
+        let style = match job.state {
+            JobState::Running => GREEN,
+            JobState::WaitingForCards | JobState::WaitingForSlot => CYAN,
+            JobState::Exited if job.exit_code == Some(0) => DIM,
+            JobState::Cancelled => YELLOW,
+            _ => RED,
+        };
+        table.row(vec![
+            cell(job.id.to_string()).right(),
+            cell(&job.username),
+            cell(job.state.as_str()).styled(style),
+            cell(match (job.queue, job.booking_id) {
+                (Some(q), _) => format!("queue · {} GPUs", q.gpus),
+                (None, Some(b)) => format!("booking #{b}"),
+                (None, None) => String::new(),
+            }),
+            cell(job.started_at.map_or("-".into(), output::when)),
+            cell(job.ended_at.map_or("-".into(), output::when)),
+            cell(match (job.exit_code, job.signal) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "-".into(),
+            })
+            .right(),
+            cell(job.title()),
+        ]);
+    }
+    if table.is_empty() {
+        output::say("no jobs");
+    } else {
+        output::print(&table.render());
+    }
+    Ok(())
+}
+
+pub async fn logs(args: LogsArgs) -> Result<ExitCode> {
+    let client = config::client()?;
+    let query = LogQuery {
+        stream: args.stream.clone(),
+        tail: None,
+    };
+    if args.follow {
+        return follow(&client, args.id, &query).await;
+    }
+    let part = client.job_log(args.id, &query, None).await?;
+    if args.common.json {
+        output::json(&serde_json::json!({ "job": args.id, "log": part.text }));
+    } else {
+        print!("{}", part.text);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn cancel(args: crate::bookings::IdArgs) -> Result<()> {
+    let client = config::client()?;
+    let job = client.cancel_job(args.id).await?;
+    report(
+        &args.common,
+        &job,
+        &format!("Job {} {}", job.id, job.state.as_str()),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_end_maps_to_the_exit_status_a_shell_would_give() {
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "id": 1, "booking_id": null, "user_id": 1, "username": "a", "name": "", "argv": ["x"],
+            "cwd": null, "state": "exited", "pid": null, "created_at": "2026-12-01T00:00:00Z",
+            "started_at": null, "ended_at": null, "exit_code": 3, "signal": null, "message": ""
+        }))
+        .unwrap();
+        assert_eq!(exit_status(&job), 3);
+        let killed = Job {
+            state: JobState::Killed,
+            exit_code: None,
+            signal: Some(15),
+            ..job.clone()
+        };
+        assert_eq!(exit_status(&killed), 143);
+        let lost = Job {
+            state: JobState::Lost,
+            exit_code: None,
+            ..job
+        };
+        assert_eq!(exit_status(&lost), 1);
+    }
+}
