@@ -177,7 +177,8 @@ fn check_usable(
 }
 
 /// Books `count` cards of `node` from now for `length`: cards free now, named, so that they
-/// are this node's.
+/// are this node's. Another booking may take them between the search and the booking (two
+/// `lanes run` at once): then it searches again.
 async fn book_here(
     client: &Client,
     node: &str,
@@ -185,6 +186,42 @@ async fn book_here(
     length: Duration,
     note: String,
 ) -> Result<Booking> {
+    for _ in 0..5 {
+        match try_book_here(client, node, count, length, note.clone()).await {
+            Err(Taken::Conflict) => continue,
+            Err(Taken::Other(e)) => return Err(e),
+            Ok(booking) => return Ok(booking),
+        }
+    }
+    Err(CliError::refused(format!(
+        "{count} cards of {node} were taken by others each time they were found free; try again"
+    )))
+}
+
+/// Why a booking of cards found free was not made.
+enum Taken {
+    /// Another booking took them first.
+    Conflict,
+    Other(CliError),
+}
+
+impl From<lanes_client::ClientError> for Taken {
+    fn from(e: lanes_client::ClientError) -> Self {
+        if e.status().is_some_and(|s| s.as_u16() == 409) {
+            Taken::Conflict
+        } else {
+            Taken::Other(e.into())
+        }
+    }
+}
+
+async fn try_book_here(
+    client: &Client,
+    node: &str,
+    count: u32,
+    length: Duration,
+    note: String,
+) -> std::result::Result<Booking, Taken> {
     let now = Utc::now();
     let query = SlotQuery {
         gpus: count,
@@ -198,7 +235,7 @@ async fn book_here(
     let slot = client.slots(&query).await?.into_iter().next();
     let slot = match slot {
         Some(slot) if slot.start <= now + Duration::minutes(1) => slot,
-        later => return Err(CliError::refused(format!(
+        later => return Err(Taken::Other(CliError::refused(format!(
             "{count} cards of {node} are not free for the next {}; {}",
             lanes_types::units::format_duration(length),
             match later {
@@ -209,7 +246,7 @@ async fn book_here(
                 ),
                 None => "none opens within a week (`lanes status` shows who holds them)".into(),
             }
-        ))),
+        )))),
     };
     Ok(client
         .book(&CreateBooking {
@@ -291,6 +328,18 @@ const FORWARDED: [i32; 4] = [
     signal_hook::consts::SIGQUIT,
 ];
 
+/// Whether `signal` is ignored, as `nohup` or a shell's `&` leaves SIGHUP or SIGINT: such a
+/// signal stays ignored, for `lanes run` and for its command.
+fn ignored(signal: i32) -> bool {
+    use nix::libc;
+    // SAFETY: a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let client = config::client()?;
     let node = this_node(&client, args.node.clone()).await?;
@@ -351,7 +400,7 @@ async fn run_in(client: &Client, booking: &Booking, args: &RunArgs) -> Result<Ex
     }
     let mut signals = signal_hook::iterator::SignalsInfo::<
         signal_hook::iterator::exfiltrator::WithOrigin,
-    >::new(FORWARDED)
+    >::new(FORWARDED.into_iter().filter(|&s| !ignored(s)))
     .map_err(|e| CliError::usage(format!("cannot watch signals: {e}")))?;
     let handle = signals.handle();
     let mut child = match tokio::process::Command::new(&args.command[0])

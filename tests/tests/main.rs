@@ -26,3 +26,4 @@ mod security;
 mod settings;
 mod simulate;
 mod telemetry_ws;
+mod terminal;

@@ -1,6 +1,7 @@
 //! `/calendar`: GPUs as rows, time as columns (a day or a week), everyone's bookings drawn in
-//! their color, maintenance hatched, a line at now. Drag across free cells to choose cards ×
-//! time, confirm with the quota impact shown, and manage your own bookings below.
+//! their color, maintenance hatched, a line at now. Drag across free cells (or move with the
+//! arrow keys and extend with Shift) to choose cards × time, confirm with the quota impact
+//! shown (Enter books), find the earliest free slot, and manage your own bookings below.
 //!
 //! Local times need the viewer's time zone, so the calendar renders in the browser only.
 
@@ -90,6 +91,9 @@ fn Calendar() -> impl IntoView {
 
     let selection = RwSignal::new(None::<Selection>);
     let dragging = RwSignal::new(false);
+    // The keyboard's place in the grid (row, cell), and Enter's request to book.
+    let cursor = RwSignal::new((0usize, 0usize));
+    let book_now = RwSignal::new(0u64);
     #[cfg(feature = "hydrate")]
     {
         let handle = window_event_listener(leptos::ev::mouseup, move |_| dragging.set(false));
@@ -133,13 +137,14 @@ fn Calendar() -> impl IntoView {
             </div>
             <span class="muted">{format!("Times in your zone (UTC{})", offset)}</span>
         </div>
-        <p class="muted">"Drag across free cells to choose cards and time, then confirm."</p>
+        <p class="muted">"Drag across free cells to choose cards and time, then confirm. By keyboard: arrows move, Shift+arrows choose, Enter books, Escape clears."</p>
         {render_remote(gpus, "the GPUs", move |list: &Vec<GpuState>| {
             let mut rows: Vec<GpuState> = list.clone();
             rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
-            view! { <Grid rows view bookings maintenance selection dragging offset /> }
+            view! { <Grid rows view bookings maintenance selection dragging cursor book_now offset /> }
         })}
-        <Confirm selection view gpus my_quota offset on_done=changed />
+        <Confirm selection view gpus my_quota offset book_now on_done=changed />
+        <crate::pages::find_slot::FindSlot gpus offset on_done=changed />
         <MyBookings mine me gpus offset on_done=changed />
     }
     .into_any()
@@ -153,12 +158,67 @@ fn Grid(
     maintenance: Remote<Vec<MaintenanceBlock>>,
     selection: RwSignal<Option<Selection>>,
     dragging: RwSignal<bool>,
+    cursor: RwSignal<(usize, usize)>,
+    book_now: RwSignal<u64>,
     offset: FixedOffset,
 ) -> impl IntoView {
-    let header = move || {
-        let v = view.get();
-        let every = if v.cells > 24 { 8 } else { 3 };
-        (0..v.cells)
+    let row_count = rows.len();
+    // Arrows move the cursor (and drop a choice), Shift+arrows extend the choice from where the
+    // cursor was, Enter books the choice (or chooses the cursor's cell), Escape clears it.
+    let on_key = move |ev: leptos::ev::KeyboardEvent, row: usize, cell: usize| {
+        let cells = view.get_untracked().cells;
+        let step = match ev.key().as_str() {
+            "ArrowRight" => (0, 1),
+            "ArrowLeft" => (0, -1),
+            "ArrowDown" => (1, 0),
+            "ArrowUp" => (-1, 0),
+            "Enter" | " " => {
+                ev.prevent_default();
+                if selection.get_untracked().is_some() {
+                    book_now.update(|n| *n += 1);
+                } else {
+                    selection.set(Some(Selection {
+                        rows: (row, row),
+                        cells: (cell, cell),
+                    }));
+                }
+                return;
+            }
+            "Escape" => {
+                selection.set(None);
+                return;
+            }
+            _ => return,
+        };
+        ev.prevent_default();
+        let to = (
+            (row as i64 + step.0).clamp(0, row_count as i64 - 1) as usize,
+            (cell as i64 + step.1).clamp(0, cells as i64 - 1) as usize,
+        );
+        cursor.set(to);
+        if ev.shift_key() {
+            selection.update(|s| match s {
+                Some(s) => {
+                    s.rows.1 = to.0;
+                    s.cells.1 = to.1;
+                }
+                None => {
+                    *s = Some(Selection {
+                        rows: (row, to.0),
+                        cells: (cell, to.1),
+                    })
+                }
+            });
+        } else {
+            selection.set(None);
+        }
+        focus_cell(to);
+    };
+    let header =
+        move || {
+            let v = view.get();
+            let every = if v.cells > 24 { 8 } else { 3 };
+            (0..v.cells)
             .map(|i| {
                 let label = (i % every == 0).then(|| {
                     let t = v.cell_start(i).with_timezone(&offset);
@@ -168,10 +228,11 @@ fn Grid(
                         t.format("%H:%M").to_string()
                     }
                 });
-                view! { <div class="cal-time">{label}</div> }
+                let name = v.cell_start(i).with_timezone(&offset).format("%a %H:%M").to_string();
+                view! { <div class="cal-time" role="columnheader" aria-label=name>{label}</div> }
             })
             .collect_view()
-    };
+        };
     // With several nodes, each node's rows come under its name.
     let nodes: Vec<String> = rows.iter().map(|g| g.info.node.clone()).collect();
     let several = nodes.iter().any(|n| *n != nodes[0]);
@@ -183,17 +244,32 @@ fn Grid(
                 view! { <div class="cal-node" data-node=gpu.info.node.clone()>{gpu.info.node.clone()}</div> }
             });
             let uuid = gpu.info.uuid.clone();
+            let card_label = format!("GPU {} · {}", gpu.info.index, gpu.info.node);
             let cells = move || {
-                (0..view.get().cells)
+                let v = view.get();
+                (0..v.cells)
                     .map(|cell| {
+                        let label = format!(
+                            "{card_label}, {} – {}",
+                            long_time(v.cell_start(cell), offset),
+                            short_time(v.cell_start(cell + 1), offset)
+                        );
                         view! {
                             <div
                                 class="cal-cell"
+                                role="gridcell"
+                                aria-label=label
+                                data-row=row
                                 data-cell=cell
+                                tabindex=move || if cursor.get() == (row, cell) { "0" } else { "-1" }
+                                aria-selected=move || selection.get().is_some_and(|s| s.contains(row, cell)).to_string()
                                 class:selected=move || selection.get().is_some_and(|s| s.contains(row, cell))
+                                on:keydown=move |ev| on_key(ev, row, cell)
+                                on:focus=move |_| cursor.set((row, cell))
                                 on:mousedown=move |ev| {
                                     ev.prevent_default();
                                     dragging.set(true);
+                                    cursor.set((row, cell));
                                     selection.set(Some(Selection { rows: (row, row), cells: (cell, cell) }));
                                 }
                                 on:mouseenter=move |_| {
@@ -273,14 +349,14 @@ fn Grid(
             });
             view! {
                 {heading}
-                <div class="cal-row" class:unmanaged=gpu.unmanaged data-uuid=uuid.clone()>
-                    <div class="cal-gpu">
+                <div class="cal-row" role="row" class:unmanaged=gpu.unmanaged data-uuid=uuid.clone()>
+                    <div class="cal-gpu" role="rowheader">
                         <strong>{format!("GPU {}", gpu.info.index)}</strong>
                         <span class="muted">{gpu.info.node.clone()}</span>
                         {unmanaged}
                     </div>
-                    <div class="cal-track">
-                        <div class="cal-cells">{cells}</div>
+                    <div class="cal-track" role="presentation">
+                        <div class="cal-cells" role="presentation">{cells}</div>
                         {bars}
                         {blocks}
                         {now_line}
@@ -290,15 +366,41 @@ fn Grid(
         })
         .collect_view();
     view! {
-        <div class="cal" style=move || format!("--cells:{}", view.get().cells) data-testid="calendar">
-            <div class="cal-row cal-head">
-                <div class="cal-gpu"></div>
-                <div class="cal-track cal-times">{header}</div>
+        <div
+            class="cal"
+            role="grid"
+            aria-label="Bookings: cards by time. Arrows move, Shift+arrows choose cards and time, Enter books."
+            aria-multiselectable="true"
+            style=move || format!("--cells:{}", view.get().cells)
+            data-testid="calendar"
+        >
+            <div class="cal-row cal-head" role="row">
+                <div class="cal-gpu" role="columnheader">"Card"</div>
+                <div class="cal-track cal-times" role="presentation">{header}</div>
             </div>
             {rows_view}
         </div>
     }
     .into_any()
+}
+
+/// Moves the keyboard focus to the grid cell at (row, cell).
+fn focus_cell((row, cell): (usize, usize)) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        let selector = format!(".cal-cell[data-row=\"{row}\"][data-cell=\"{cell}\"]");
+        if let Some(element) = document()
+            .query_selector(&selector)
+            .ok()
+            .flatten()
+            .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            let _ = element.focus();
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (row, cell);
 }
 
 #[component]
@@ -308,6 +410,7 @@ fn Confirm(
     gpus: Remote<Vec<GpuState>>,
     my_quota: Remote<QuotaUse>,
     offset: FixedOffset,
+    book_now: RwSignal<u64>,
     on_done: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
@@ -331,7 +434,7 @@ fn Confirm(
         }
         Some((chosen, start, end))
     });
-    let book = move |_| {
+    let book = move || {
         let Some((cards, start, end)) = request.get_untracked() else {
             return;
         };
@@ -355,6 +458,14 @@ fn Confirm(
             }
         });
     };
+    // Enter in the grid books what is chosen.
+    Effect::new(move |previous: Option<u64>| {
+        let asked = book_now.get();
+        if previous.is_some_and(|p| p != asked) {
+            book();
+        }
+        asked
+    });
     move || {
         request.get().map(|(cards, start, end)| {
             let hours = (end - start).num_minutes() as f64 / 60.0;
@@ -376,7 +487,7 @@ fn Confirm(
                             prop:value=move || note.get()
                             on:input=move |ev| note.set(event_target_value(&ev))
                         />
-                        <button type="submit" on:click=book>"Book"</button>
+                        <button type="submit" on:click=move |_| book()>"Book"</button>
                         <button on:click=move |_| { selection.set(None); error.set(None); }>"Cancel"</button>
                     </div>
                     {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}

@@ -1,11 +1,12 @@
 //! Finding a slot: the earliest windows in which N cards of one node are free for a whole
 //! duration and the caller's quota allows booking them. Plain Rust, no I/O, `now` passed in.
 //!
-//! Starts are tried at `from` and then on every whole minute up to the latest start that still
-//! ends by `to`. A card's freedom changes only at its holds' edges, but a weekly GPU-hours quota
-//! can open at any moment, so a grid is what makes "no earlier window fits" exact (to the
-//! minute) for every rule at once. A node contributes one window per run of consecutive starts
-//! at which it fits: the run's first start.
+//! Starts are tried at `from`, at every moment a hold ends (a card frees up exactly then), and
+//! on every whole minute, up to the latest start that still ends by `to`. A card's freedom
+//! changes only at its holds' edges, but a weekly GPU-hours quota can open at any moment, so the
+//! minute grid is what makes "no earlier window fits" exact (to the minute) for every rule at
+//! once. A node contributes one window per run of consecutive starts at which it fits: the
+//! run's first start.
 
 use super::quota::BookedSlot;
 use super::GpuRef;
@@ -39,19 +40,35 @@ pub fn step() -> Duration {
     Duration::minutes(1)
 }
 
-/// The starts tried, earliest first: `from`, then every whole minute after it, up to the
-/// latest start that ends by `to`.
-pub fn starts(search: &Search) -> impl Iterator<Item = DateTime<Utc>> {
+/// The starts tried, earliest first: `from`, the ends of `cards`' holds after it, and every
+/// whole minute after it, up to the latest start that ends by `to`.
+pub fn starts(search: &Search, cards: &[Card]) -> impl Iterator<Item = DateTime<Utc>> {
     let last = search.to - search.duration;
     let first_minute = search
         .from
         .duration_trunc(step())
         .map(|t| if t <= search.from { t + step() } else { t })
         .unwrap_or(search.from + step());
+    let mut ends: Vec<DateTime<Utc>> = cards
+        .iter()
+        .flat_map(|c| c.busy.iter().map(|&(_, e)| e))
+        .filter(|&e| e > search.from && e <= last && e.duration_trunc(step()).ok() != Some(e))
+        .collect();
+    ends.sort_unstable();
+    ends.dedup();
+    let minutes = std::iter::successors(Some(first_minute), |t| Some(*t + step()))
+        .take_while(move |t| *t <= last);
+    let mut ends = ends.into_iter().peekable();
+    let merged = minutes.flat_map(move |minute| {
+        // The hold ends before this minute, then the minute.
+        let mut before = Vec::new();
+        while let Some(end) = ends.next_if(|&e| e < minute) {
+            before.push(end);
+        }
+        before.into_iter().chain(std::iter::once(minute))
+    });
     std::iter::once(search.from)
-        .chain(std::iter::successors(Some(first_minute), |t| {
-            Some(*t + step())
-        }))
+        .chain(merged)
         .take_while(move |t| *t <= last)
 }
 
@@ -90,7 +107,7 @@ pub fn find(
     let mut found = Vec::new();
     // Nodes that fitted at the previous start: a run goes on, no new window.
     let mut fitted: std::collections::BTreeSet<&str> = Default::default();
-    for start in starts(search) {
+    for start in starts(search, cards) {
         let end = start + search.duration;
         let mut quota: Option<bool> = None;
         let mut fitting = std::collections::BTreeSet::new();
@@ -215,8 +232,19 @@ mod tests {
             from,
             ..search(1, 5, 0, 8)
         };
-        let starts: Vec<_> = starts(&s).collect();
-        assert_eq!(starts, [from, t(1), t(2), t(3)]);
+        let held = [card("a", 0, &[])];
+        let tried: Vec<_> = starts(&s, &held).collect();
+        assert_eq!(tried, [from, t(1), t(2), t(3)]);
+        // A hold that ends off the minute: its end is a start of its own.
+        let end = t(1) + Duration::seconds(30);
+        let held = [Card {
+            busy: vec![(t(0), end)],
+            ..card("a", 0, &[])
+        }];
+        let found = find(&held, &s, |_| true);
+        assert_eq!(found[0].start, end);
+        let tried: Vec<_> = starts(&s, &held).collect();
+        assert_eq!(tried, [from, t(1), end, t(2), t(3)]);
     }
 
     #[test]
@@ -251,7 +279,7 @@ mod tests {
         /// anywhere, for the first window), checked by trying every start without the sweep.
         #[test]
         fn windows_are_free_within_quota_and_none_earlier_fits(
-            holds in proptest::collection::vec((0usize..5, 0i64..300, 1i64..120), 0..12),
+            holds in proptest::collection::vec((0usize..5, 0i64..300, 1i64..120, 0i64..60), 0..12),
             mine in proptest::collection::vec((0i64..300, 1i64..200, 1u32..3), 0..4),
             count in 1u32..4,
             minutes in 1i64..120,
@@ -260,9 +288,10 @@ mod tests {
         ) {
             let names = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)];
             let cards: Vec<Card> = names.iter().enumerate().map(|(i, &(node, index))| {
-                let busy: Vec<(i64, i64)> = holds.iter().filter(|h| h.0 == i)
-                    .map(|&(_, s, l)| (s, s + l)).collect();
-                card(node, index, &busy)
+                // Holds end off the minute too (a released booking ends when it was released).
+                let busy = holds.iter().filter(|h| h.0 == i)
+                    .map(|&(_, s, l, sec)| (t(s), t(s + l) + Duration::seconds(sec))).collect();
+                Card { busy, ..card(node, index, &[]) }
             }).collect();
             let mine: Vec<BookedSlot> = mine.iter().map(|&(s, l, g)| BookedSlot {
                 start: t(s), end: t(s + l), gpus: g,
@@ -290,14 +319,14 @@ mod tests {
             }
             for node in ["a", "b"] {
                 let first = found.iter().find(|w| w.node == node).map(|w| w.start);
-                for start in starts(&s).take_while(|t| first.is_none_or(|f| *t < f)) {
+                for start in starts(&s, &cards).take_while(|t| first.is_none_or(|f| *t < f)) {
                     let early = !fits(node, start);
                     prop_assert!(early, "{}", format!("{node} fits at {start} before {first:?}"));
                 }
             }
             if let Some(first) = found.first() {
                 prop_assert!(found.windows(2).all(|p| p[0].start <= p[1].start));
-                for start in starts(&s).take_while(|t| *t < first.start) {
+                for start in starts(&s, &cards).take_while(|t| *t < first.start) {
                     prop_assert!(!fits("a", start) && !fits("b", start));
                 }
             }

@@ -188,8 +188,9 @@ impl Store {
             username: new.owner.username.clone(),
             display_name: new.owner.display_name.clone(),
             gpus: cards.iter().map(CardRow::gpu).collect(),
-            start: new.start,
-            end: new.end,
+            // As stored, to the millisecond: the same times every later read gives.
+            start: at(ms(new.start)),
+            end: at(ms(new.end)),
             note: new.note.clone(),
             state: rules::state_at(new.start, new.end, false, false, now),
             created_at: now,

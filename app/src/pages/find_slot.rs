@@ -1,0 +1,214 @@
+//! The calendar's "Find a slot" panel: N cards for a duration within a window, answered by
+//! `GET /api/v1/slots` as the earliest free windows (all cards of one node, within the
+//! viewer's quota), each booked in one click; and "any N" booked straight from the same form.
+
+use crate::calendar::long_time;
+use crate::components::clock::{now, query_time};
+use crate::rest::{self, Method};
+use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone, Utc};
+use lanes_types::booking::{Booking, CreateBooking, FreeSlot};
+use lanes_types::GpuState;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+/// A `datetime-local` value in the viewer's zone; `None` when empty or malformed.
+fn local_input(value: &str, offset: FixedOffset) -> Option<DateTime<Utc>> {
+    let naive = NaiveDateTime::parse_from_str(value, "%Y-%m-%dT%H:%M").ok()?;
+    offset
+        .from_local_datetime(&naive)
+        .single()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+#[component]
+pub fn FindSlot(
+    gpus: crate::components::remote::Remote<Vec<GpuState>>,
+    offset: FixedOffset,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let count = RwSignal::new("1".to_string());
+    let duration = RwSignal::new("4h".to_string());
+    let from = RwSignal::new(String::new());
+    let to = RwSignal::new(String::new());
+    let node = RwSignal::new(String::new());
+    let found = RwSignal::new(None::<Vec<FreeSlot>>);
+    let error = RwSignal::new(None::<String>);
+    let booked = RwSignal::new(None::<String>);
+    let nodes = move || {
+        let mut names: Vec<String> = gpus
+            .data
+            .get()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|g| !g.unmanaged)
+            .map(|g| g.info.node)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    // What the form asks, checked here so that a typo gets its message before any request.
+    let asked = move || -> Result<(u32, chrono::Duration), String> {
+        let n: u32 = count
+            .get_untracked()
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or("the number of cards must be a whole number of at least 1")?;
+        let d = lanes_types::units::parse_duration(&duration.get_untracked())?;
+        Ok((n, d))
+    };
+    let find = move |_| {
+        booked.set(None);
+        let (n, d) = match asked() {
+            Ok(asked) => asked,
+            Err(message) => return error.set(Some(message)),
+        };
+        let mut url = format!(
+            "/api/v1/slots?gpus={n}&duration={}&limit=5",
+            d.num_seconds()
+        );
+        if let Some(t) = local_input(&from.get_untracked(), offset) {
+            url.push_str(&format!("&from={}", query_time(t)));
+        }
+        if let Some(t) = local_input(&to.get_untracked(), offset) {
+            url.push_str(&format!("&to={}", query_time(t)));
+        }
+        let node = node.get_untracked();
+        if !node.is_empty() {
+            url.push_str(&format!("&node={node}"));
+        }
+        spawn_local(async move {
+            match rest::get::<Vec<FreeSlot>>(&url).await {
+                Ok(list) => {
+                    error.set(None);
+                    found.set(Some(list));
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    let submit = move |body: CreateBooking| {
+        spawn_local(async move {
+            match rest::send::<_, Booking>(Method::Post, "/api/v1/bookings", &body).await {
+                Ok(booking) => {
+                    error.set(None);
+                    found.set(None);
+                    booked.set(Some(format!(
+                        "Booked {} card(s) from {} to {}.",
+                        booking.gpus.len(),
+                        long_time(booking.start, offset),
+                        long_time(booking.end, offset)
+                    )));
+                    on_done();
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    let book_any = move |_| {
+        booked.set(None);
+        let (n, d) = match asked() {
+            Ok(asked) => asked,
+            Err(message) => return error.set(Some(message)),
+        };
+        let start = local_input(&from.get_untracked(), offset)
+            .filter(|t| *t > now())
+            .unwrap_or_else(now);
+        submit(CreateBooking {
+            gpus: None,
+            count: Some(n),
+            start,
+            end: start + d,
+            note: String::new(),
+            user: None,
+        });
+    };
+    let card_names = move |slot: &FreeSlot| {
+        gpus.data.with(|list| {
+            let list = list.as_ref().and_then(|l| l.as_ref().ok());
+            slot.gpus
+                .iter()
+                .map(|g| {
+                    list.and_then(|l| l.iter().find(|s| s.info.uuid == g.uuid))
+                        .map_or_else(|| g.uuid.clone(), |s| format!("GPU {}", s.info.index))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    let results = move || {
+        found.get().map(|list| {
+            if list.is_empty() {
+                return view! { <p class="muted" role="status">"No window fits in that range."</p> }
+                    .into_any();
+            }
+            let rows = list
+                .into_iter()
+                .map(|slot| {
+                    let names = card_names(&slot);
+                    let when = format!(
+                        "{} – {}",
+                        long_time(slot.start, offset),
+                        long_time(slot.end, offset)
+                    );
+                    let body = CreateBooking {
+                        gpus: Some(slot.gpus.iter().map(|g| g.uuid.clone()).collect()),
+                        count: None,
+                        start: slot.start,
+                        end: slot.end,
+                        note: String::new(),
+                        user: None,
+                    };
+                    view! {
+                        <tr data-slot-node=slot.node.clone()>
+                            <td>{when}</td>
+                            <td>{slot.node.clone()}</td>
+                            <td>{names}</td>
+                            <td class="num">{format!("{} free", slot.free_cards)}</td>
+                            <td class="actions">
+                                <button on:click=move |_| {
+                                    // A window starting now starts when the click books it.
+                                    let mut body = body.clone();
+                                    body.start = body.start.max(now());
+                                    submit(body)
+                                }>"Book"</button>
+                            </td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <table class="list" data-testid="slots">
+                    <thead><tr><th>"When"</th><th>"Node"</th><th>"Cards"</th><th class="num">"Free then"</th><th></th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            }
+            .into_any()
+        })
+    };
+    view! {
+        <section class="panel find-slot" data-testid="find-slot">
+            <h3>"Find a slot"</h3>
+            <div class="form-row">
+                <label>"Cards" <input name="slot-gpus" type="number" min="1" prop:value=move || count.get() on:input=move |ev| count.set(event_target_value(&ev)) /></label>
+                <label>"For" <input name="slot-duration" placeholder="4h, 90m" prop:value=move || duration.get() on:input=move |ev| duration.set(event_target_value(&ev)) /></label>
+                <label>"From" <input name="slot-from" type="datetime-local" prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev)) /></label>
+                <label>"Until" <input name="slot-to" type="datetime-local" prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev)) /></label>
+                <label>"Node"
+                    <select name="slot-node" on:change=move |ev| node.set(event_target_value(&ev))>
+                        <option value="">"any"</option>
+                        {move || nodes().into_iter().map(|n| view! { <option value=n.clone()>{n.clone()}</option> }).collect_view()}
+                    </select>
+                </label>
+                <button on:click=find>"Find"</button>
+                <button on:click=book_any title="Any free cards, chosen by Lanes, from the start given (or now)">"Book any"</button>
+            </div>
+            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || booked.get().map(|m| view! { <p class="ok" role="status">{m}</p> })}
+            {results}
+        </section>
+    }
+}
