@@ -137,6 +137,24 @@ pub fn holder_and_next<'a>(
     (holder, next)
 }
 
+/// Cards as the calendar rows name them ("GPU 0, GPU 1"); the UUID of a card not among them.
+pub fn card_list(
+    cards: &[lanes_types::booking::GpuRef],
+    rows: Option<&Vec<lanes_types::GpuState>>,
+) -> String {
+    cards
+        .iter()
+        .map(|g| {
+            rows.and_then(|l| {
+                l.iter()
+                    .find(|s| s.info.node == g.node && s.info.uuid == g.uuid)
+            })
+            .map_or_else(|| g.uuid.clone(), |s| format!("GPU {}", s.info.index))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

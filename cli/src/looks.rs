@@ -130,7 +130,6 @@ pub async fn history(args: HistoryArgs) -> Result<()> {
         output::zone()
     );
     let mut table = Table::new(&["CARD", "CHART", "AVG", "MAX"]);
-    let mut cards = cards;
     cards.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
     for card in cards {
         let points = series

@@ -407,3 +407,88 @@ async fn racing_any_n_requests_never_hand_out_more_cards_than_exist() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_earliest_slot_waits_for_the_cards_and_keeps_to_the_callers_quota() {
+    use lanes_types::query::SlotQuery;
+    let app = TestApp::spawn(2).await;
+    let admin = user(&app, "root", Role::Admin).await;
+    let ada = user(&app, "ada", Role::User).await;
+    let search = |gpus: u32, duration: &str| SlotQuery {
+        gpus,
+        duration: duration.into(),
+        ..Default::default()
+    };
+    // Free now: the first window starts now, on the one node, with both cards.
+    let now = ada.slots(&search(2, "1h")).await.unwrap();
+    assert!(now[0].start <= Utc::now() && now[0].start > Utc::now() - Duration::seconds(30));
+    assert_eq!((now[0].gpus.len(), now[0].free_cards), (2, 2));
+    // Both cards held for 90 minutes: the first two-card window starts when they free up.
+    let base = slot_base(1);
+    let held = ada.book(&any(2, hours(base, 0, 2))).await.unwrap();
+    let later = SlotQuery {
+        from: Some(base),
+        ..search(2, "1h")
+    };
+    let found = ada.slots(&later).await.unwrap();
+    assert_eq!(found[0].start, held.end);
+    // The search's answer books as it says.
+    let window = &found[0];
+    let gpus: Vec<String> = window.gpus.iter().map(|g| g.uuid.clone()).collect();
+    let booked = ada
+        .book(&lanes_tests::booking_of(&gpus, window.start, window.end))
+        .await
+        .unwrap();
+    assert_eq!(booked.start, window.start);
+
+    // At most one GPU at a time: no window of two fits Ada, though the admin (not held to
+    // quotas, as when booking) still finds some.
+    let quotas = Quotas {
+        default: Quota {
+            max_gpus: Some(1),
+            ..Quota::default()
+        },
+        ..Quotas::default()
+    };
+    admin.save_quotas(&quotas).await.unwrap();
+    let far = SlotQuery {
+        from: Some(base + Duration::days(1)),
+        ..search(2, "1h")
+    };
+    assert!(ada.slots(&far).await.unwrap().is_empty());
+    assert!(!admin.slots(&far).await.unwrap().is_empty());
+    assert_eq!(
+        ada.slots(&SlotQuery {
+            gpus: 1,
+            ..far.clone()
+        })
+        .await
+        .unwrap()
+        .len(),
+        1
+    );
+    // Only cards that fit: another node, or more memory than any card has.
+    let elsewhere = SlotQuery {
+        node: Some("elsewhere".into()),
+        ..search(1, "1h")
+    };
+    assert!(ada.slots(&elsewhere).await.unwrap().is_empty());
+    let big = SlotQuery {
+        min_memory: Some("100TiB".into()),
+        ..search(1, "1h")
+    };
+    assert!(ada.slots(&big).await.unwrap().is_empty());
+
+    // Bad questions: a malformed duration is 400, a search against a rule 422 with the rule.
+    assert_eq!(refused(ada.slots(&search(1, "soon")).await), 400);
+    let (status, body) = refusal(ada.slots(&search(0, "1h")).await);
+    assert_eq!((status, body.rule.as_deref()), (422, Some("count")));
+    let backwards = SlotQuery {
+        from: Some(base),
+        to: Some(base + Duration::minutes(30)),
+        ..search(1, "1h")
+    };
+    let (status, body) = refusal(ada.slots(&backwards).await);
+    assert_eq!((status, body.rule.as_deref()), (422, Some("time_range")));
+    app.stop().await;
+}

@@ -166,6 +166,10 @@ async fn call_client(
             .await
             .map(drop),
         ("DELETE", "/api/v1/bookings/{id}") => client.withdraw_booking(1).await.map(drop),
+        ("GET", "/api/v1/slots") => client
+            .slots(&body(json!({"gpus": 1, "duration": "1h"})))
+            .await
+            .map(drop),
         ("GET", "/api/v1/me/quota") => client.my_quota().await.map(drop),
         ("GET", "/api/v1/quotas") => client.quotas().await.map(drop),
         ("PUT", "/api/v1/quotas") => client.save_quotas(&Default::default()).await.map(drop),

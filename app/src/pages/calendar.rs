@@ -5,7 +5,7 @@
 //!
 //! Local times need the viewer's time zone, so the calendar renders in the browser only.
 
-use crate::calendar::{long_time, quota_impact, short_time, user_color, Span, View};
+use crate::calendar::{card_list, long_time, quota_impact, short_time, user_color, Span, View};
 use crate::components::clock::{local_offset, now, query_time};
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
@@ -566,15 +566,7 @@ fn MyBookings(
                         let end = b.end;
                         // "GPU n" as on the calendar rows; the UUID for a card not on them.
                         let cards = gpus.data.with(|list| {
-                            let list = list.as_ref().and_then(|l| l.as_ref().ok());
-                            b.gpus
-                                .iter()
-                                .map(|g| {
-                                    list.and_then(|l| l.iter().find(|s| s.info.uuid == g.uuid))
-                                        .map_or_else(|| g.uuid.clone(), |s| format!("GPU {}", s.info.index))
-                                })
-                                .collect::<Vec<_>>()
-                                .join(", ")
+                            card_list(&b.gpus, list.as_ref().and_then(|l| l.as_ref().ok()))
                         });
                         let (label, withdraw) = match (b.state, b.idle_since) {
                             (BookingState::Active, Some(_)) => ("active, idle", "Release"),

@@ -2,7 +2,7 @@
 //! `GET /api/v1/slots` as the earliest free windows (all cards of one node, within the
 //! viewer's quota), each booked in one click; and "any N" booked straight from the same form.
 
-use crate::calendar::long_time;
+use crate::calendar::{card_list, long_time};
 use crate::components::clock::{now, query_time};
 use crate::rest::{self, Method};
 use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone, Utc};
@@ -127,17 +127,8 @@ pub fn FindSlot(
         });
     };
     let card_names = move |slot: &FreeSlot| {
-        gpus.data.with(|list| {
-            let list = list.as_ref().and_then(|l| l.as_ref().ok());
-            slot.gpus
-                .iter()
-                .map(|g| {
-                    list.and_then(|l| l.iter().find(|s| s.info.uuid == g.uuid))
-                        .map_or_else(|| g.uuid.clone(), |s| format!("GPU {}", s.info.index))
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
+        gpus.data
+            .with(|list| card_list(&slot.gpus, list.as_ref().and_then(|l| l.as_ref().ok())))
     };
     let results = move || {
         found.get().map(|list| {
