@@ -12,7 +12,7 @@ use crate::bookings::describe;
 use crate::error::{CliError, Result};
 use crate::output::{self, DIM};
 use crate::{config, duration_arg, Common};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{Duration, Utc};
 use clap::Args;
 use lanes_client::Client;
 use lanes_types::booking::{Booking, BookingState, CreateBooking, GpuRef};
@@ -130,17 +130,12 @@ async fn chosen_booking(
             }
         }
     };
-    check_usable(&booking, me, node, now)?;
+    check_usable(&booking, me, node)?;
     Ok(booking)
 }
 
-/// Whether `me` can run on `booking` here and now.
-fn check_usable(
-    booking: &Booking,
-    me: &lanes_types::account::User,
-    node: &str,
-    now: DateTime<Utc>,
-) -> Result<()> {
+/// Whether `me` can run on `booking` here, now.
+fn check_usable(booking: &Booking, me: &lanes_types::account::User, node: &str) -> Result<()> {
     if booking.user_id != me.id {
         return Err(CliError::refused(format!(
             "booking {} is {}'s, not yours",
@@ -172,7 +167,6 @@ fn check_usable(
             booking.id, gpu.node, booking.id
         )));
     }
-    let _ = now;
     Ok(())
 }
 

@@ -201,7 +201,8 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
                     .is_some_and(|s| s.utilization_gpu_pct >= 10)
             })
             .count();
-        heading.push_str(&format!(" · {} cards, {busy} busy\n", cards.len()));
+        let plural = if cards.len() == 1 { "" } else { "s" };
+        heading.push_str(&format!(" · {} card{plural}, {busy} busy\n", cards.len()));
         out.push_str(&heading);
         let mut table = Table::new(&[
             "GPU",
