@@ -3,7 +3,7 @@
 //! does to a quota, and each user's color. The page only wires these to the DOM.
 
 use chrono::{DateTime, Duration, FixedOffset, NaiveDate, TimeZone, Utc};
-use lanes_types::booking::{Booking, Quota, QuotaUse};
+use lanes_types::booking::{Quota, QuotaUse};
 
 /// What the calendar shows: `cells` columns of `cell` each, from `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,22 +119,6 @@ pub fn quota_impact(gpus: u32, hours: f64, usage: Option<&QuotaUse>) -> String {
         parts.push(format!("{gpus} of the {limit} cards you may hold at once."));
     }
     parts.join(" ")
-}
-
-/// Who holds a card at `now`, and the next booking after that, for the dashboard.
-pub fn holder_and_next<'a>(
-    bookings: &'a [Booking],
-    uuid: &str,
-    now: DateTime<Utc>,
-) -> (Option<&'a Booking>, Option<&'a Booking>) {
-    let mut on_card: Vec<&Booking> = bookings
-        .iter()
-        .filter(|b| b.state.holds_cards() && b.end > now && b.gpus.iter().any(|g| g.uuid == uuid))
-        .collect();
-    on_card.sort_by_key(|b| b.start);
-    let holder = on_card.iter().find(|b| b.start <= now).copied();
-    let next = on_card.iter().find(|b| b.start > now).copied();
-    (holder, next)
 }
 
 /// Cards as the calendar rows name them ("GPU 0, GPU 1"); the UUID of a card not among them.

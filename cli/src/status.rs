@@ -7,7 +7,7 @@ use crate::output::{self, cell, Table, BOLD, CYAN, DIM, GREEN, PLAIN, RED, YELLO
 use crate::{config, Common};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
-use lanes_types::booking::{Booking, BookingState};
+use lanes_types::booking::{holder_and_next, Booking, GpuRef};
 use lanes_types::query::BookingQuery;
 use lanes_types::{FleetSnapshot, GpuState, NodeState, NodeStatus, ProcessLane};
 
@@ -126,33 +126,6 @@ async fn watch(client: &lanes_client::Client, args: &StatusArgs) -> Result<()> {
     }
 }
 
-/// Who holds a card at `now`, and the next booking after that.
-fn holders<'a>(
-    gpu: &GpuState,
-    bookings: &'a [Booking],
-    now: DateTime<Utc>,
-) -> (Option<&'a Booking>, Option<&'a Booking>) {
-    let mut of_card: Vec<&Booking> = bookings
-        .iter()
-        .filter(|b| b.state.holds_cards() && b.end > now)
-        .filter(|b| {
-            b.gpus
-                .iter()
-                .any(|g| g.node == gpu.info.node && g.uuid == gpu.info.uuid)
-        })
-        .collect();
-    of_card.sort_by_key(|b| b.start);
-    let current = of_card
-        .iter()
-        .find(|b| b.state == BookingState::Active || b.start <= now)
-        .copied();
-    let next = of_card
-        .iter()
-        .find(|b| b.start > now && Some(b.id) != current.map(|c| c.id))
-        .copied();
-    (current, next)
-}
-
 fn util_style(pct: u32) -> anstyle::Style {
     match pct {
         0..=9 => DIM,
@@ -215,7 +188,11 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
             "NEXT",
         ]);
         for gpu in cards {
-            let (current, next) = holders(gpu, &pool.bookings, now);
+            let card = GpuRef {
+                node: gpu.info.node.clone(),
+                uuid: gpu.info.uuid.clone(),
+            };
+            let (current, next) = holder_and_next(&pool.bookings, &card, now);
             let mut row = vec![
                 cell(gpu.info.index.to_string()).right(),
                 cell(gpu.info.name.trim_start_matches("NVIDIA ")),
@@ -320,7 +297,7 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lanes_types::booking::GpuRef;
+    use lanes_types::booking::{BookingState, GpuRef};
     use lanes_types::{GpuInfo, GpuProcess, GpuSample, Health};
 
     fn gpu(node: &str, index: u32, util: u32) -> GpuState {

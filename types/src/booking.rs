@@ -179,3 +179,20 @@ pub struct FreeSlot {
     /// How many of the node's cards are free for this whole window (at least `gpus.len()`).
     pub free_cards: u32,
 }
+
+/// Who holds `card` at `now` (a live booking of it that has begun and not ended), and its next
+/// booking after that: what the dashboard cards and `lanes status` say.
+pub fn holder_and_next<'a>(
+    bookings: &'a [Booking],
+    card: &GpuRef,
+    now: DateTime<Utc>,
+) -> (Option<&'a Booking>, Option<&'a Booking>) {
+    let mut on_card: Vec<&Booking> = bookings
+        .iter()
+        .filter(|b| b.state.holds_cards() && b.end > now && b.gpus.contains(card))
+        .collect();
+    on_card.sort_by_key(|b| b.start);
+    let holder = on_card.iter().find(|b| b.start <= now).copied();
+    let next = on_card.iter().find(|b| b.start > now).copied();
+    (holder, next)
+}

@@ -2,7 +2,7 @@
 //! on the server with current values, then kept live over the telemetry websocket.
 
 use crate::api::get_fleet;
-use crate::calendar::{holder_and_next, short_time, user_color};
+use crate::calendar::{short_time, user_color};
 use crate::components::chart::TimeSeriesChart;
 use crate::components::clock::{local_offset, now, query_time};
 use crate::components::format::{bytes, gib};
@@ -10,7 +10,7 @@ use crate::components::remote::Remote;
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
-use lanes_types::booking::Booking;
+use lanes_types::booking::{holder_and_next, Booking, GpuRef};
 use lanes_types::{
     FleetSnapshot, GpuState, Health, NodeStatus, ProcessLane, SourceKind, HISTORY_WINDOW_MS,
 };
@@ -229,12 +229,15 @@ fn GpuCard(
     uuid: String,
 ) -> impl IntoView {
     let holder = {
-        let uuid = uuid.clone();
+        let card = GpuRef {
+            node: node.clone(),
+            uuid: uuid.clone(),
+        };
         move || {
             bookings.data.with(|data| {
                 let list = data.as_ref()?.as_ref().ok()?;
                 let offset = local_offset();
-                let (holder, next) = holder_and_next(list, &uuid, now());
+                let (holder, next) = holder_and_next(list, &card, now());
                 let next_text = next
                     .map(|b| format!("next: {} {}", b.display_name, short_time(b.start, offset)));
                 let next_part = next_text
