@@ -5,8 +5,6 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-CARGO_LEPTOS_VERSION := 0.3.10
-WASM_BINDGEN_VERSION := 0.2.130
 BINARYEN_VERSION     := 132.0.0
 TOOLS_DIR            ?= $(HOME)/.cache/lanes-tools
 BINARYEN_BIN         := $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION)/node_modules/.bin
@@ -20,25 +18,41 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
+.PHONY: run build deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
-	./target/release/lanes serve --listen $(LISTEN) --data-dir $(DATA_DIR) --gpus $(GPUS) --site-root target/site
+	./target/release/lanes serve --listen $(LISTEN) --data-dir $(DATA_DIR) --gpus $(GPUS)
 
+# The web assets first (xtask/: the app in wasm, wasm-bindgen, wasm-opt, compressed copies),
+# then the server, which embeds them: one self-contained binary.
+SITE_DIR := $(CURDIR)/target/site
 build: tools
-	cargo leptos build --release
+	cargo xtask site
+	LANES_SITE_DIR=$(SITE_DIR) cargo build --release -p lanes-server --bin lanes
 
-test: tools tools-test fmt-check clippy unit postgres api-fuzz browser
+# The Debian package (target/deb/lanes_VERSION_ARCH.deb); deploy/ holds what goes in it.
+deb: build
+	cargo xtask deb
+
+# The package in a fresh Debian root: install, serve, upgrade, remove, purge (tests/deb/run.sh).
+deb-test: build
+	deb=$$(cargo xtask deb | tail -1) && upgrade=$$(cargo xtask deb --version-suffix upgrade | tail -1) \
+		&& tests/deb/run.sh "$$deb" "$$upgrade"
+
+# The alert rules: promtool's checks and unit tests, then a real Prometheus scraping two
+# simulated nodes, where every dashboard query returns data and every alert fires.
+alerts: dev-build
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts.test.yml
+	python3 tests/prometheus/check.py target/debug/lanes $(TEST_POSTGRES)
+
+test: tools tools-test fmt-check clippy unit postgres alerts api-fuzz browser deb-test
 	@echo "All checks passed."
 
 tools:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown \
 		|| rustup target add wasm32-unknown-unknown
-	@cargo leptos --version 2>/dev/null | grep -q "$(CARGO_LEPTOS_VERSION)" \
-		|| cargo install cargo-leptos --version $(CARGO_LEPTOS_VERSION) --locked --features no_downloads
-	@wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)" \
-		|| cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
 	@test -x $(BINARYEN_BIN)/wasm-opt \
 		|| (mkdir -p $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION) \
 			&& npm install --silent --no-audit --no-fund --prefix $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION) binaryen@$(BINARYEN_VERSION))
@@ -47,6 +61,8 @@ tools:
 tools-test:
 	@command -v chromium >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+	@command -v prometheus >/dev/null && command -v debootstrap >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
 	@test -d tests/browser/node_modules/playwright-core \
 		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
 	@test -x $(SCHEMATHESIS) \
@@ -89,12 +105,12 @@ browser: build
 	node --test --test-concurrency=1 --test-reporter=spec tests/browser/*.test.mjs
 
 bench: build
-	cargo build --release -p lanes-bench
+	LANES_SITE_DIR=$(SITE_DIR) cargo build --release -p lanes-bench
 	./bench/run.sh
 
-# Refreshes the README screenshot from a simulated fleet.
+# Refreshes the README screenshot (docs/dashboard.png) from a scripted scenario.
 screenshot: build tools-test
-	LANES_TEST_GPUS=8 SCREENSHOT_WAIT=100 SCREENSHOT=docs/dashboard.png node tests/browser/dashboard.test.mjs
+	node tests/browser/screenshot.mjs
 
 clean:
 	cargo clean

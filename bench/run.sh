@@ -14,7 +14,7 @@ echo "## Hydrate bundle (target/site/pkg, release build)"
 echo
 echo "| file | raw | gzip -9 | brotli q11 |"
 echo "|---|---|---|---|"
-for f in target/site/pkg/lanes.wasm target/site/pkg/lanes.js target/site/pkg/lanes.css; do
+for f in target/site/pkg/lanes_bg.wasm target/site/pkg/lanes.js target/site/pkg/lanes.css; do
   node -e '
     const fs = require("fs"), z = require("zlib");
     const b = fs.readFileSync(process.argv[1]);

@@ -7,7 +7,7 @@ lanes=$1; port=$2
 work=$(mktemp -d); mkdir -m 700 $work/data
 echo "ada passphrase 1" | $lanes user add --username ada --unix-user lanes-test-job --password-stdin --data-dir $work/data >/dev/null
 echo "boss passphrase 1" | $lanes user add --username boss --admin --unix-user lanes-test-job --password-stdin --data-dir $work/data >/dev/null
-$lanes serve --listen 127.0.0.1:$port --data-dir $work/data --gpus sim:2 --metrics-token tok --site-root /tmp > $work/log 2>&1 &
+$lanes serve --listen 127.0.0.1:$port --data-dir $work/data --gpus sim:2 --metrics-token tok > $work/log 2>&1 &
 pid=$!
 B=http://127.0.0.1:$port
 for i in $(seq 50); do curl -sf $B/healthz >/dev/null && break; sleep 0.1; done

@@ -12,7 +12,7 @@ pub mod rest;
 pub mod ssr;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
     StaticSegment,
@@ -28,6 +28,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <meta name="color-scheme" content="light dark" />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
+                // Beside the bundle, under its versioned folder (the server's `Site`), so a
+                // new build's styles never meet an old build's cache.
+                <link rel="stylesheet" id="leptos" href=format!("/{}/lanes.css", options.site_pkg_dir) />
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -43,7 +46,6 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     components::topbar::ViewerResource::provide();
     view! {
-        <Stylesheet id="leptos" href="/pkg/lanes.css" />
         <Title text="Lanes" />
         <Router>
             <Routes fallback=|| pages::not_found::NotFound>

@@ -27,11 +27,39 @@ impl Cli {
         command.help_template(template)
     }
 
-    /// Parses the process's arguments (exits with 2 and the usage on bad ones).
-    pub fn parse_grouped() -> Self {
+    /// Parses the process's arguments with the settings file beneath them (see
+    /// [`crate::config_file`]); exits with 2 and the reason on bad ones.
+    pub fn parse_layered() -> Self {
         use clap::FromArgMatches;
-        let matches = Self::command_grouped().get_matches();
-        Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let layered = match Self::layered(std::env::args_os().collect()) {
+            Ok(layered) => layered,
+            Err(e) => match e.downcast::<clap::Error>() {
+                Ok(clap) => clap.exit(),
+                Err(other) => {
+                    eprintln!("lanes: {other}");
+                    std::process::exit(2);
+                }
+            },
+        };
+        Self::from_arg_matches(&layered.matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// `argv` parsed, with the settings file under flags and environment.
+    pub fn layered(
+        argv: Vec<std::ffi::OsString>,
+    ) -> Result<crate::config_file::Layered, Box<dyn std::error::Error + Send + Sync>> {
+        let command = Self::command_grouped();
+        let serve = Self::serve_command();
+        crate::config_file::parse(&command, &serve, argv)
+    }
+
+    /// `lanes serve`'s command: the settings a file may hold.
+    pub fn serve_command() -> clap::Command {
+        use clap::CommandFactory;
+        Self::command()
+            .find_subcommand("serve")
+            .expect("lanes has a serve command")
+            .clone()
     }
 }
 
@@ -111,9 +139,32 @@ pub enum Command {
         after_help = "Example:\n  lanes simulate --trace traces/philly.csv --gpus 64 --policy all"
     )]
     Simulate(SimulateArgs),
+    /// The settings file: print what `lanes serve` would use, and where each value came from.
+    #[command(after_help = "Example:\n  lanes config check --config /etc/lanes/lanes.toml")]
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// (Internal) Keep one of a job's output streams: stdin to stdout, capped.
     #[command(hide = true)]
     KeepLog(KeepLogArgs),
+    /// (Packaging) Write a man page for lanes and each of its commands into DIR.
+    #[command(hide = true)]
+    ManPages { dir: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the effective settings of `lanes serve` as TOML, each with its source (flag,
+    /// environment, file, default); fails naming any unknown key or bad value.
+    Check(ConfigCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigCheckArgs {
+    /// The settings file [default: /etc/lanes/lanes.toml when it exists].
+    #[arg(long, env = "LANES_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 /// `lanes keep-log`: started by the runner for each stream of a job.
@@ -224,6 +275,10 @@ pub enum LogFormat {
 
 #[derive(Clone, Debug, Args)]
 pub struct DbArgs {
+    /// Settings file, beneath flags and LANES_* variables [default: /etc/lanes/lanes.toml when
+    /// it exists]. Keys are the flags' names with `_` for `-`.
+    #[arg(long, env = "LANES_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Directory for the database and job files [default: $XDG_DATA_HOME/lanes or ~/.local/share/lanes].
     #[arg(long, env = "LANES_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -284,7 +339,8 @@ pub struct ServeArgs {
     /// [default: --listen].
     #[arg(long, env = "LANES_ADVERTISE")]
     pub advertise: Option<String>,
-    /// Directory of the built web assets (pkg/, favicon) [default: $LEPTOS_SITE_ROOT or target/site].
+    /// Serve the web assets from this folder (as `cargo xtask site` writes target/site) instead
+    /// of those embedded in the binary: for working on the pages.
     #[arg(long, env = "LANES_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
     /// Seed of the simulated fleet.
@@ -345,6 +401,9 @@ pub struct ServeArgs {
     /// Make this simulated card fail every reading (to see how an unhealthy card looks).
     #[arg(long, env = "LANES_SIM_FAULTY_GPU", hide = true)]
     pub sim_faulty_gpu: Option<u32>,
+    /// Make this simulated card run hot at its power cap (to see alerts fire).
+    #[arg(long, env = "LANES_SIM_HOT_GPU", hide = true)]
+    pub sim_hot_gpu: Option<u32>,
     /// Bytes kept of each of a job's output streams (stdout, stderr); past it the log ends
     /// with a marker line and the job goes on (e.g. 1GiB, 200MB).
     #[arg(long, env = "LANES_JOB_LOG_LIMIT", default_value = "1GiB", value_parser = parse_bytes)]

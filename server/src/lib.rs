@@ -6,6 +6,8 @@ pub mod audit;
 pub mod bookings;
 pub mod cli;
 pub mod cluster;
+pub mod config_command;
+pub mod config_file;
 pub mod data_dir;
 pub mod db_command;
 pub mod doctor;

@@ -5,14 +5,14 @@
 //! 2 for bad usage, 1 when the server refused, 3 when it cannot be reached (`lanes run` and
 //! `lanes logs -f`: the command's or job's own status once it ran).
 
-use lanes_server::cli::{Cli, Command, DbCommand, UserCommand};
+use lanes_server::cli::{Cli, Command, ConfigCommand, DbCommand, UserCommand};
 use lanes_server::db_command;
 use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
 use lanes_server::user_command as commands;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_grouped();
+    let cli = Cli::parse_layered();
     match cli.command {
         Command::Client(command) => lanes_cli::run(command, Cli::command_grouped),
         Command::Serve(args) => serve(*args),
@@ -30,6 +30,10 @@ fn main() -> ExitCode {
         Command::Backup(args) => chore(db_command::backup(args)),
         Command::Restore(args) => chore(db_command::restore(args)),
         Command::Simulate(args) => simulate(args),
+        Command::Config {
+            command: ConfigCommand::Check(args),
+        } => lanes_server::config_command::check(args),
+        Command::ManPages { dir } => lanes_server::config_command::man_pages(&dir),
         Command::KeepLog(args) => ExitCode::from(lanes_server::jobs::keeper::run(
             args.limit, args.uid, args.gid,
         )),

@@ -1,5 +1,8 @@
-//! Prometheus metrics for `/metrics`: per-card gauges set by the poller on every tick, and how
-//! long each poll took.
+//! Prometheus metrics for `/metrics`: per-card gauges set by the poller on every tick, how long
+//! each poll took, and the pool's state (bookings, queue, violations, nodes, cards per user)
+//! read from the database at each scrape. The pool series are the same on every node of one
+//! database; alert rules and dashboards take their `max` across instances
+//! (deploy/prometheus/alerts.yml). Label sets are bounded: cards, nodes, users, two queue states.
 
 use lanes_types::GpuUpdate;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -26,6 +29,34 @@ pub struct GpuLabels {
 
 type FloatGauge = Family<GpuLabels, Gauge<f64, AtomicU64>>;
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabel {
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UserLabel {
+    user: String,
+}
+
+/// The pool-level gauges.
+struct Pool {
+    database_up: Gauge,
+    bookings_active: Gauge,
+    bookings_upcoming: Gauge,
+    bookings_idle: Gauge,
+    queue_jobs: Family<StateLabel, Gauge>,
+    queue_oldest_wait: Gauge<f64, AtomicU64>,
+    violations_open: Gauge,
+    node_up: Family<NodeLabel, Gauge>,
+    user_gpus_held: Family<UserLabel, Gauge>,
+}
+
 pub struct Metrics {
     registry: Registry,
     /// Label sets by (node, uuid), registered once when the card is first seen.
@@ -41,6 +72,7 @@ pub struct Metrics {
     poll_duration: Histogram,
     /// Mirrors [`crate::tasks::panics`] at each scrape.
     task_panics: prometheus_client::metrics::counter::Counter,
+    pool: Pool,
 }
 
 impl Default for Metrics {
@@ -83,7 +115,9 @@ impl Metrics {
             "Background tasks (queue, runner, enforcer, history) that panicked and were started again",
             task_panics.clone(),
         );
+        let pool = Pool::register(&mut registry);
         Self {
+            pool,
             task_panics,
             registry,
             labels: RwLock::default(),
@@ -161,6 +195,53 @@ impl Metrics {
         }
     }
 
+    /// Sets the pool gauges from one read of the database (`None`: it did not answer, so
+    /// `lanes_database_up` is 0 and the rest keep their last values) and the nodes this
+    /// instance sees.
+    pub fn record_pool(
+        &self,
+        gauges: Option<&crate::store::PoolGauges>,
+        nodes: &[lanes_types::NodeState],
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let p = &self.pool;
+        for node in nodes {
+            let up = node.status == lanes_types::NodeStatus::Up;
+            p.node_up
+                .get_or_create(&NodeLabel {
+                    node: node.name.clone(),
+                })
+                .set(i64::from(up));
+        }
+        let Some(g) = gauges else {
+            p.database_up.set(0);
+            return;
+        };
+        p.database_up.set(1);
+        p.bookings_active.set(g.bookings_active);
+        p.bookings_upcoming.set(g.bookings_upcoming);
+        p.bookings_idle.set(g.bookings_idle);
+        for (state, n) in [("waiting", g.queue_waiting), ("running", g.queue_running)] {
+            p.queue_jobs
+                .get_or_create(&StateLabel {
+                    state: state.into(),
+                })
+                .set(n);
+        }
+        let wait = g.oldest_waiting_since.map_or(0.0, |since| {
+            (now - since).num_milliseconds().max(0) as f64 / 1000.0
+        });
+        p.queue_oldest_wait.set(wait);
+        p.violations_open.set(g.violations_open);
+        // Users who let go of their cards leave the series rather than stay at a stale count.
+        p.user_gpus_held.clear();
+        for (user, n) in &g.gpus_held {
+            p.user_gpus_held
+                .get_or_create(&UserLabel { user: user.clone() })
+                .set(*n);
+        }
+    }
+
     /// The exposition in Prometheus text format 0.0.4.
     pub fn render(&self) -> String {
         let seen = crate::tasks::panics();
@@ -170,6 +251,67 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+impl Pool {
+    fn register(registry: &mut Registry) -> Self {
+        fn gauge<M: prometheus_client::registry::Metric + Clone + Default>(
+            registry: &mut Registry,
+            name: &str,
+            help: &str,
+        ) -> M {
+            let metric = M::default();
+            registry.register(name, help, metric.clone());
+            metric
+        }
+        Self {
+            database_up: gauge(
+                registry,
+                "lanes_database_up",
+                "1 if the last scrape read the pool's state from the database, else 0",
+            ),
+            bookings_active: gauge(
+                registry,
+                "lanes_bookings_active",
+                "Bookings whose slot is now",
+            ),
+            bookings_upcoming: gauge(
+                registry,
+                "lanes_bookings_upcoming",
+                "Bookings whose slot starts later",
+            ),
+            bookings_idle: gauge(
+                registry,
+                "lanes_bookings_idle",
+                "Active bookings whose cards the watchdog found idle",
+            ),
+            queue_jobs: gauge(
+                registry,
+                "lanes_queue_jobs",
+                "Queue jobs waiting for cards or running",
+            ),
+            queue_oldest_wait: gauge(
+                registry,
+                "lanes_queue_oldest_wait_seconds",
+                "How long the queue job that has waited longest has waited (0: none waits)",
+            ),
+            violations_open: gauge(
+                registry,
+                "lanes_violations_open",
+                "Processes using cards they did not book, now",
+            ),
+            node_up: gauge(
+                registry,
+                "lanes_node_up",
+                "1 if the node heartbeats, 0 if it is unreachable, as this instance sees it",
+            ),
+            user_gpus_held: gauge(
+                registry,
+                "lanes_user_gpus_held",
+                "Cards each user's active bookings hold",
+            ),
+        }
     }
 }
 
@@ -261,5 +403,61 @@ mod tests {
         assert!(!text.contains("lanes_gpu_utilization_ratio{"), "{text}");
         assert!(!text.contains("lanes_gpu_temperature_celsius{"), "{text}");
         assert!(text.contains("lanes_gpu_memory_total_bytes{"), "{text}");
+    }
+
+    #[test]
+    fn pool_gauges_are_exported_and_a_user_without_cards_leaves() {
+        let m = Metrics::new();
+        let now = chrono::Utc::now();
+        let node = |name: &str, status| lanes_types::NodeState {
+            name: name.into(),
+            address: String::new(),
+            version: String::new(),
+            driver: String::new(),
+            gpu_source: lanes_types::SourceKind::Simulated,
+            status,
+            last_seen: now,
+            cards: 2,
+        };
+        let gauges = crate::store::PoolGauges {
+            bookings_active: 2,
+            bookings_upcoming: 3,
+            bookings_idle: 1,
+            queue_waiting: 4,
+            queue_running: 1,
+            oldest_waiting_since: Some(now - chrono::Duration::seconds(90)),
+            violations_open: 1,
+            gpus_held: vec![("ada".into(), 2), ("bob".into(), 1)],
+        };
+        let nodes = [
+            node("a", lanes_types::NodeStatus::Up),
+            node("b", lanes_types::NodeStatus::Unreachable),
+        ];
+        m.record_pool(Some(&gauges), &nodes, now);
+        let text = m.render();
+        for line in [
+            "lanes_database_up 1",
+            "lanes_bookings_active 2",
+            "lanes_bookings_upcoming 3",
+            "lanes_bookings_idle 1",
+            "lanes_queue_jobs{state=\"waiting\"} 4",
+            "lanes_queue_jobs{state=\"running\"} 1",
+            "lanes_queue_oldest_wait_seconds 90.0",
+            "lanes_violations_open 1",
+            "lanes_node_up{node=\"a\"} 1",
+            "lanes_node_up{node=\"b\"} 0",
+            "lanes_user_gpus_held{user=\"ada\"} 2",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        let later = crate::store::PoolGauges {
+            gpus_held: vec![("bob".into(), 1)],
+            ..gauges
+        };
+        m.record_pool(Some(&later), &nodes, now);
+        let text = m.render();
+        assert!(!text.contains("user=\"ada\""), "{text}");
+        m.record_pool(None, &nodes, now);
+        assert!(m.render().contains("lanes_database_up 0"));
     }
 }

@@ -47,6 +47,8 @@ pub enum StartupError {
     SingleNode(&'static str),
     #[error(transparent)]
     Wall(#[from] crate::jobs::wall::WallError),
+    #[error(transparent)]
+    Site(#[from] crate::http::site::SiteError),
 }
 
 /// Settings for one server, resolved from flags, environment and defaults.
@@ -62,7 +64,8 @@ pub struct ServeConfig {
     pub node_timeout: Duration,
     /// The address this node registers as its web server's.
     pub advertise: Option<String>,
-    pub site_root: PathBuf,
+    /// Web assets from this folder instead of those embedded in the binary.
+    pub site_root: Option<PathBuf>,
     pub sim: SimOptions,
     pub auth: AuthSettings,
     pub metrics_token: Option<String>,
@@ -97,10 +100,6 @@ impl ServeConfig {
                 .and_then(|h| h.into_string().ok())
                 .ok_or(StartupError::NodeName)?,
         };
-        let site_root = args
-            .site_root
-            .or_else(|| std::env::var_os("LEPTOS_SITE_ROOT").map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from("target/site"));
         Ok(Self {
             listen: args.listen,
             data_dir,
@@ -113,10 +112,11 @@ impl ServeConfig {
             node_name,
             node_timeout: args.node_timeout,
             advertise: args.advertise,
-            site_root,
+            site_root: args.site_root,
             sim: SimOptions {
                 seed: args.sim_seed,
                 faulty_gpu: args.sim_faulty_gpu,
+                hot_gpu: args.sim_hot_gpu,
                 background: args.sim_background,
                 device_files: args.sim_device_files,
             },
@@ -295,10 +295,27 @@ impl Application {
         );
         let poller = Poller::start(Sampler::new(source), hub.clone(), config.poll);
 
+        let site = crate::http::site::Site::load(config.site_root.as_deref())?;
+        match site.origin() {
+            crate::http::site::Origin::Embedded => {
+                tracing::info!("web pages: embedded in this binary ({})", site.pkg_dir())
+            }
+            crate::http::site::Origin::Directory(dir) => {
+                tracing::info!("web pages: from {} ({})", dir.display(), site.pkg_dir())
+            }
+            crate::http::site::Origin::Missing => tracing::warn!(
+                "web pages: this binary was built without them (LANES_SITE_DIR unset), so \
+                 pages render but stay static; build with `make build` or pass --site-root"
+            ),
+        }
+        // Leptos reads only names from these: every asset is served from `site`.
         let leptos_options = LeptosOptions::builder()
             .output_name("lanes")
-            .site_root(config.site_root.to_string_lossy().as_ref())
-            .site_pkg_dir("pkg")
+            .site_root(match site.origin() {
+                crate::http::site::Origin::Directory(dir) => dir.to_string_lossy().into_owned(),
+                _ => String::new(),
+            })
+            .site_pkg_dir(site.pkg_dir())
             .site_addr(config.listen)
             .build();
         let shutdown = CancellationToken::new();
@@ -378,6 +395,7 @@ impl Application {
         .await?;
         let state = AppState {
             leptos_options,
+            site: Arc::new(site),
             hub,
             node: config.node_name.as_str().into(),
             source: kind,

@@ -28,12 +28,13 @@ export function addUser(dataDir, username, password, extra = []) {
  * Starts the server and resolves with `{child, url}` once it prints where it listens. `gpus`:
  * a number of simulated cards, or any `--gpus` value (`none`, `sim:4:0,1`).
  */
-export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = '250ms', extra = [] }) {
+export function startServer({ dataDir, listen = '127.0.0.1:0', gpus = 4, poll = '250ms', extra = [], cwd = root }) {
   const source = typeof gpus === 'number' ? `sim:${gpus}` : gpus;
+  // The web assets are the ones embedded in the binary, as an installed Lanes serves them.
   const child = spawn(bin, [
     'serve', '--gpus', source, '--listen', listen, '--data-dir', dataDir,
-    '--site-root', join(root, 'target/site'), '--poll-interval', poll, ...extra,
-  ], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
+    '--poll-interval', poll, ...extra,
+  ], { cwd, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, RUST_LOG: 'warn' } });
   return new Promise((resolveUrl, reject) => {
     let out = '';
     child.stdout.on('data', (chunk) => {

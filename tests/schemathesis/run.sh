@@ -13,7 +13,7 @@ echo "schemathesis passphrase" | "$lanes" user add --username fuzz --admin --uni
   --password-stdin --data-dir "$work/data" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$lanes" serve --listen "127.0.0.1:$port" --data-dir "$work/data" --gpus sim:4 \
-  --site-root "$work/site" >"$work/server.log" 2>&1 &
+  >"$work/server.log" 2>&1 &
 pid=$!
 base="http://127.0.0.1:$port"
 for _ in $(seq 100); do

@@ -251,10 +251,11 @@ impl TestApp {
             node_name: "testnode".into(),
             node_timeout: lanes_server::store::DEFAULT_NODE_TIMEOUT,
             advertise: None,
-            site_root: data_dir.path().join("site"),
+            site_root: None,
             sim: SimOptions {
                 seed: 42,
                 faulty_gpu: None,
+                hot_gpu: None,
                 background: true,
                 device_files: Vec::new(),
             },

@@ -326,3 +326,102 @@ async fn a_database_migrated_by_a_newer_lanes_is_refused_at_start() {
     );
     assert_refused(&out, "upgraded by a newer Lanes");
 }
+
+/// A settings file holding `text`, in `dir`.
+fn settings_file(dir: &Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("lanes.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_settings_file_with_an_unknown_key_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let file = settings_file(tmp.path(), "poll_intervall = \"2s\"\n");
+    let out = serve(&["--config", file.to_str().unwrap()], &data);
+    assert_refused(
+        &out,
+        "unknown key: poll_intervall (did you mean poll_interval?)",
+    );
+    assert!(!data.exists());
+    let file = settings_file(tmp.path(), "poll_interval = \"5ms\"\n");
+    let out = serve(&["--config", file.to_str().unwrap()], &data);
+    assert_refused(&out, "poll_interval: ");
+    assert!(!data.exists());
+}
+
+#[test]
+fn config_check_says_where_each_setting_came_from_and_hides_secrets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = settings_file(
+        tmp.path(),
+        "listen = \"127.0.0.1:4100\"\nmetrics_token = \"s3cret-token\"\n\
+         database_url = \"postgres://lanes:hunter2@db/lanes\"\ntrusted_proxies = [\"10.0.0.1\"]\n",
+    );
+    let out = Command::new(lanes_bin())
+        .args(["config", "check", "--config", file.to_str().unwrap()])
+        .env("LANES_POLL_INTERVAL", "2s")
+        .env_remove("LANES_LISTEN")
+        .env_remove("LANES_DATABASE_URL")
+        .env_remove("LANES_METRICS_TOKEN")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} = ")))
+            .unwrap_or_else(|| panic!("no {key} in\n{stdout}"))
+            .to_string()
+    };
+    let from_file = format!("# file {}", file.display());
+    assert!(line("listen").contains("\"127.0.0.1:4100\""));
+    assert!(line("listen").ends_with(&from_file), "{}", line("listen"));
+    assert!(line("poll_interval").ends_with("# environment LANES_POLL_INTERVAL"));
+    assert!(line("process_interval").ends_with("# default"));
+    assert!(line("trusted_proxies").starts_with("trusted_proxies = [\"10.0.0.1\"]"));
+    assert!(line("database_url").contains("postgres://lanes:****@db/lanes"));
+    assert!(line("metrics_token").contains("\"****\""));
+    assert!(
+        !stdout.contains("hunter2") && !stdout.contains("s3cret"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_settings_file_tells_user_add_where_the_database_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("from-file");
+    let file = settings_file(
+        tmp.path(),
+        &format!("data_dir = {:?}\n", data.display().to_string()),
+    );
+    let out = Command::new(lanes_bin())
+        .args(["user", "add", "--username", "ada", "--password-stdin"])
+        .args(["--config", file.to_str().unwrap()])
+        .env_remove("LANES_DATA_DIR")
+        .env_remove("LANES_DATABASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"a long enough passphrase\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(data.join("lanes.db").exists());
+}

@@ -75,10 +75,21 @@ async fn metrics(
             return Err(ApiError::Unauthenticated);
         }
     }
-    Ok((
-        [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        state.hub.metrics().render(),
-    ))
+    let now = chrono::Utc::now();
+    let gauges = match state.store.pool_gauges(now).await {
+        Ok(gauges) => Some(gauges),
+        Err(e) => {
+            tracing::warn!("metrics: cannot read the pool's state: {e}");
+            None
+        }
+    };
+    let metrics = state.hub.metrics();
+    metrics.record_pool(
+        gauges.as_ref(),
+        &state.hub.snapshot_without_history().nodes,
+        now,
+    );
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], metrics.render()))
 }
 
 /// Compares secrets in time that does not depend on where they differ (their hashes, so not on

@@ -14,6 +14,7 @@ mod queue;
 mod reports;
 pub mod serve;
 mod settings;
+pub mod site;
 mod tokens;
 mod ws;
 
@@ -38,6 +39,8 @@ use tower_http::compression::CompressionLayer;
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub leptos_options: LeptosOptions,
+    /// The web assets, in memory.
+    pub site: Arc<site::Site>,
     pub hub: Arc<Hub>,
     pub node: Arc<str>,
     pub source: SourceKind,
@@ -191,6 +194,36 @@ fn request_answered(
     tracing::debug!(status, latency_ms, "answered");
 }
 
+/// Everything no route took: an asset, or the app's "not found" page (a bare 404 for a missing
+/// asset, which is some other build's and no page would help).
+async fn asset_or_not_found(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = request.uri().path().to_string();
+    if let Some(response) = state
+        .site
+        .respond(request.method(), &path, request.headers())
+    {
+        return response;
+    }
+    if path.starts_with("/pkg/") {
+        return axum::http::StatusCode::NOT_FOUND.into_response();
+    }
+    let options = state.leptos_options.clone();
+    let render = leptos_axum::render_app_to_stream_with_context(
+        {
+            let state = state.clone();
+            move || provide_context(state.clone())
+        },
+        move || lanes_app::shell(options.clone()),
+    );
+    let mut response = render(request).await;
+    *response.status_mut() = axum::http::StatusCode::NOT_FOUND;
+    response
+}
+
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(lanes_app::App);
     let hub = state.hub.clone();
@@ -205,9 +238,7 @@ pub fn router(state: AppState) -> Router {
             let options = state.leptos_options.clone();
             move || lanes_app::shell(options.clone())
         })
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
-            lanes_app::shell,
-        ))
+        .fallback(asset_or_not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_login,

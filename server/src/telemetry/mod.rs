@@ -178,6 +178,8 @@ pub struct SimOptions {
     pub seed: u64,
     /// Index of a simulated card that fails every reading (for tests and demos).
     pub faulty_gpu: Option<u32>,
+    /// Index of a simulated card that runs hot at its power cap (for trying alerts).
+    pub hot_gpu: Option<u32>,
     /// Random jobs of made-up users come and go on the cards (off: cards idle unless a Lanes
     /// job or an injected process is on them).
     pub background: bool,
@@ -192,6 +194,7 @@ impl Default for SimOptions {
         Self {
             seed: 0,
             faulty_gpu: None,
+            hot_gpu: None,
             background: true,
             device_files: Vec::new(),
         }
@@ -322,6 +325,7 @@ pub fn open(selection: &GpuSelection, node: &str, sim: &SimOptions) -> Result<Op
     let simulated = |count: u32, fallback_reason: Option<String>| {
         let fleet = sim::SimulatedFleet::new(node, count, sim.seed)
             .with_faulty_card(sim.faulty_gpu.map(|g| g as usize))
+            .with_hot_card(sim.hot_gpu.map(|g| g as usize))
             .with_background(sim.background);
         let device_files = fleet
             .inventory()

@@ -110,6 +110,8 @@ pub struct SimulatedFleet {
     cards: Vec<SimCard>,
     /// A card that fails every reading, to exercise the unhealthy path end to end.
     faulty: Option<usize>,
+    /// A card that runs hot and at its power cap, for trying alerts.
+    hot: Option<usize>,
     control: Arc<SimControl>,
     /// Random jobs of made-up users come and go (off: cards idle unless something is attached).
     background: bool,
@@ -176,6 +178,7 @@ impl SimulatedFleet {
             inventory,
             cards,
             faulty: None,
+            hot: None,
             control: Arc::default(),
             background: true,
         }
@@ -195,6 +198,13 @@ impl SimulatedFleet {
     /// Makes the card at `pos` fail every reading from now on, as a card that fell off the bus.
     pub fn with_faulty_card(mut self, pos: Option<usize>) -> Self {
         self.faulty = pos;
+        self
+    }
+
+    /// Makes the card at `pos` run flat out at 93 °C on its power cap, clocks pulled down, as a
+    /// card with a failed fan does.
+    pub fn with_hot_card(mut self, pos: Option<usize>) -> Self {
+        self.hot = pos;
         self
     }
 }
@@ -326,6 +336,18 @@ impl GpuSource for SimulatedFleet {
             card.end_job(at_ms);
         }
         card.advance(at_ms, &extra, self.background);
+        if self.hot == Some(pos) {
+            return Ok(GpuSample {
+                at_ms,
+                utilization_gpu_pct: 100,
+                utilization_memory_pct: 60,
+                memory_used_bytes: card.memory.round() as u64,
+                temperature_c: Some(93),
+                power_watts: Some(POWER_LIMIT_WATTS),
+                power_limit_watts: Some(POWER_LIMIT_WATTS),
+                sm_clock_mhz: Some(BOOST_CLOCK_MHZ / 2),
+            });
+        }
         let util = card.util.round() as u32;
         let power =
             IDLE_POWER_WATTS + card.util / 100.0 * (POWER_LIMIT_WATTS * 0.92 - IDLE_POWER_WATTS);

@@ -76,6 +76,16 @@ pub enum WallError {
     },
 }
 
+impl WallError {
+    /// The reason alone, without "not available here", for joining two reasons in one line.
+    fn reason(&self) -> String {
+        match self {
+            WallError::Unavailable(why) => why.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// A job's cgroup: one directory on v2, one per controller on v1 (same relative path).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobCgroup {
@@ -183,8 +193,9 @@ impl Wall {
                     Self::set_up_v2(&mounts, &parent)
                 } else {
                     Self::set_up_v1(&mounts, &parent).or_else(|v1| {
-                        Self::set_up_v2(&mounts, &parent)
-                            .map_err(|v2| WallError::Unavailable(format!("{v1}; {v2}")))
+                        Self::set_up_v2(&mounts, &parent).map_err(|v2| {
+                            WallError::Unavailable(format!("{}; {}", v1.reason(), v2.reason()))
+                        })
                     })
                 }
             }
@@ -198,7 +209,10 @@ impl Wall {
             wall.probe().map(|()| wall)
         });
         match ready {
-            Err(e) if isolation == Isolation::Cgroup => Ok(Self::off(e.to_string())),
+            Err(e) if isolation == Isolation::Cgroup => Ok(Self::off(format!(
+                "the cgroup device wall is not available here: {}",
+                e.reason()
+            ))),
             other => other,
         }
     }
