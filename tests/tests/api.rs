@@ -106,7 +106,9 @@ async fn the_dashboard_is_server_rendered_with_every_card_and_current_values() {
     assert!(html.contains("4 GPUs"));
     // Values are present before any script runs.
     assert!(html.contains(" °C"));
-    assert!(html.contains("/pkg/lanes.js"));
+    // The bundle under its versioned folder ("none": this test build embeds no assets).
+    assert!(html.contains("/pkg/none/lanes.js"), "{html}");
+    assert!(html.contains("/pkg/none/lanes.css"), "{html}");
     app.stop().await;
 }
 
