@@ -193,8 +193,10 @@ impl Application {
                     addr: config.listen,
                     source,
                 })?;
+        // Read before anything is written: a --site-root that is no site leaves nothing behind.
+        let site = crate::http::site::Site::load(config.site_root.as_deref())?;
         let created = prepare_data_dir(&config.data_dir)?;
-        let built = Self::build_on(listener, &config).await;
+        let built = Self::build_on(listener, site, &config).await;
         if built.is_err() && created {
             // Only an empty dir goes: anything written there stays for the operator to see.
             let _ = std::fs::remove_dir(&config.data_dir);
@@ -202,7 +204,11 @@ impl Application {
         built
     }
 
-    async fn build_on(listener: TcpListener, config: &ServeConfig) -> Result<Self, StartupError> {
+    async fn build_on(
+        listener: TcpListener,
+        site: crate::http::site::Site,
+        config: &ServeConfig,
+    ) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
         store.set_node_timeout(config.node_timeout);
         if store.count_enabled_admins().await? == 0 {
@@ -295,7 +301,6 @@ impl Application {
         );
         let poller = Poller::start(Sampler::new(source), hub.clone(), config.poll);
 
-        let site = crate::http::site::Site::load(config.site_root.as_deref())?;
         match site.origin() {
             crate::http::site::Origin::Embedded => {
                 tracing::info!("web pages: embedded in this binary ({})", site.pkg_dir())

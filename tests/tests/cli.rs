@@ -425,3 +425,13 @@ fn the_settings_file_tells_user_add_where_the_database_is() {
     );
     assert!(data.join("lanes.db").exists());
 }
+
+#[test]
+fn a_site_root_that_is_no_folder_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let missing = tmp.path().join("no-site");
+    let out = serve(&["--site-root", missing.to_str().unwrap()], &data);
+    assert_refused(&out, "not a directory");
+    assert!(!data.exists(), "nothing is left behind");
+}
