@@ -95,6 +95,8 @@ impl Site {
         };
         let mut assets: HashMap<String, Asset> = HashMap::new();
         let mut variants = Vec::new();
+        // Each asset's digest, by name: its ETag, and (all of them, in order) the version.
+        let mut digests = std::collections::BTreeMap::new();
         for (name, body) in &files {
             if let Some(base) = variant_of(name, ".br") {
                 variants.push((base, true, body.clone()));
@@ -113,6 +115,7 @@ impl Site {
                         etag: HeaderValue::from_str(&etag).expect("hex is a valid header"),
                     },
                 );
+                digests.insert(name.as_str(), digest);
             }
         }
         for (base, brotli, body) in variants {
@@ -125,14 +128,12 @@ impl Site {
             }
         }
         let mut hasher = Sha256::new();
-        let mut sorted: Vec<(&String, &Asset)> = assets.iter().collect();
-        sorted.sort_by(|a, b| a.0.cmp(b.0));
-        for (name, asset) in &sorted {
+        for (name, digest) in &digests {
             hasher.update(name.as_bytes());
             hasher.update([0]);
-            hasher.update(&asset.identity);
+            hasher.update(digest);
         }
-        let version = if assets.is_empty() {
+        let version = if digests.is_empty() {
             "none".to_string()
         } else {
             hex(&hasher.finalize()[..8])
