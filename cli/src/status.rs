@@ -320,6 +320,7 @@ mod tests {
                 power_watts: Some(300.0),
                 power_limit_watts: Some(700.0),
                 sm_clock_mhz: None,
+                energy_mj: None,
             }),
             processes: vec![GpuProcess {
                 pid: 42,
@@ -327,6 +328,8 @@ mod tests {
                 user: Some("mallory".into()),
                 command: Some("miner".into()),
                 lane: Some(ProcessLane::Unbooked),
+                sm_pct: None,
+                mem_pct: None,
             }],
             idle_booking: None,
             unmanaged: false,

@@ -525,6 +525,11 @@ impl Client {
         .await
     }
 
+    /// `GET /api/v1/bookings/energy`: what each active booking's cards drew so far.
+    pub async fn booking_energy(&self) -> Result<Vec<lanes_types::report::BookingEnergyNow>> {
+        Self::json(self.request(Method::GET, "/api/v1/bookings/energy")).await
+    }
+
     /// `GET /api/v1/reports/usage.csv`.
     pub async fn usage_csv(&self, query: &ReportQuery) -> Result<String> {
         Self::text(

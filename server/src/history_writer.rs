@@ -1,10 +1,11 @@
-//! The history writer: takes each tick from the hub, buffers the readings, and every few seconds
-//! writes them in one transaction, rolls up the minutes and hours that became whole, and now
+//! The history writer: takes each tick from the hub, buffers the readings (and the energy and
+//! per-process use each adds to its card's minute), and every few seconds writes them, rolls up the minutes and hours that became whole, and now
 //! and then prunes what retention no longer keeps. Writes run on their own task, so a slow disk
 //! never delays a tick; if the writer falls too far behind, ticks are dropped and show as a gap.
 
+use crate::history::usage::CardMeter;
 use crate::history::{HistorySettings, Reading, Retention};
-use crate::store::{Store, StoreError};
+use crate::store::{MinuteUse, Store, StoreError};
 use crate::telemetry::hub::Hub;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +46,9 @@ async fn run(
     {
         let mut ids: HashMap<(String, String), i64> = HashMap::new();
         let mut buffer: Vec<(i64, Reading)> = Vec::new();
+        // Energy and per-process use, by card id and minute, and each card's meter.
+        let mut usage: HashMap<(i64, i64), MinuteUse> = HashMap::new();
+        let mut meters: HashMap<i64, CardMeter> = HashMap::new();
         let mut in_flight: Option<JoinHandle<()>> = None;
         let mut last_prune: Option<i64> = None;
         let mut timer = tokio::time::interval(settings.flush_every);
@@ -64,6 +68,12 @@ async fn run(
                             }
                             if let Some(id) = ids.get(&key) {
                                 buffer.push((*id, Reading::of(sample)));
+                                let used = meters.entry(*id).or_default().read(sample, &gpu.processes);
+                                let minute = usage.entry((*id, used.minute)).or_default();
+                                minute.energy_mj += used.energy_mj;
+                                for (who, part) in &used.processes {
+                                    minute.processes.entry(who.clone()).or_default().add(part);
+                                }
                             }
                         }
                     }
@@ -77,6 +87,7 @@ async fn run(
                         continue;
                     }
                     let batch = std::mem::take(&mut buffer);
+                    let minutes = std::mem::take(&mut usage);
                     let now = batch.iter().map(|(_, r)| r.t).max().unwrap_or_default();
                     let prune = last_prune.is_none_or(|last| now - last >= PRUNE_EVERY_S);
                     if prune {
@@ -84,7 +95,7 @@ async fn run(
                     }
                     let store = store.clone();
                     in_flight = Some(tokio::spawn(async move {
-                        if let Err(e) = write(&store, &batch, prune.then_some(settings.retention)).await {
+                        if let Err(e) = write(&store, &batch, &minutes, prune.then_some(settings.retention)).await {
                             tracing::error!(error = %e, readings = batch.len(), "history: writing failed; those readings are a gap");
                         }
                     }));
@@ -95,7 +106,7 @@ async fn run(
         if let Some(flight) = in_flight {
             let _ = flight.await;
         }
-        if let Err(e) = write(&store, &buffer, None).await {
+        if let Err(e) = write(&store, &buffer, &usage, None).await {
             tracing::error!(error = %e, "history: the last write failed");
         }
     }
@@ -105,8 +116,10 @@ async fn run(
 async fn write(
     store: &Store,
     batch: &[(i64, Reading)],
+    minutes: &HashMap<(i64, i64), MinuteUse>,
     prune: Option<Retention>,
 ) -> Result<(), StoreError> {
+    store.add_usage(minutes).await?;
     let (Some(oldest), Some(newest)) = (
         batch.iter().map(|(_, r)| r.t).min(),
         batch.iter().map(|(_, r)| r.t).max(),

@@ -29,6 +29,37 @@ pub struct GpuLabels {
 
 type FloatGauge = Family<GpuLabels, Gauge<f64, AtomicU64>>;
 
+/// A counter set to a value read elsewhere: the driver's energy counter, which counts from the
+/// driver's load (Prometheus takes a lower value as a reset, as after a restart).
+#[derive(Debug, Default)]
+struct ReadCounter(AtomicU64);
+
+impl ReadCounter {
+    fn set(&self, value: f64) {
+        self.0
+            .store(value.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for ReadCounter {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Counter;
+}
+
+impl prometheus_client::encoding::EncodeMetric for ReadCounter {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let value = f64::from_bits(self.0.load(std::sync::atomic::Ordering::Relaxed));
+        encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&value, None)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        <Self as prometheus_client::metrics::TypedMetric>::TYPE
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: String,
@@ -69,6 +100,7 @@ pub struct Metrics {
     power: FloatGauge,
     power_limit: FloatGauge,
     sm_clock: FloatGauge,
+    energy: Family<GpuLabels, ReadCounter>,
     poll_duration: Histogram,
     /// Mirrors [`crate::tasks::panics`] at each scrape.
     task_panics: prometheus_client::metrics::counter::Counter,
@@ -103,6 +135,12 @@ impl Metrics {
         let power = gauge("lanes_gpu_power_watts", "Power draw");
         let power_limit = gauge("lanes_gpu_power_limit_watts", "Enforced power limit");
         let sm_clock = gauge("lanes_gpu_sm_clock_hertz", "SM clock");
+        let energy = Family::<GpuLabels, ReadCounter>::default();
+        registry.register(
+            "lanes_gpu_energy_joules",
+            "Energy the GPU used since its driver was loaded (the driver's counter)",
+            energy.clone(),
+        );
         let poll_duration = Histogram::new(exponential_buckets(0.000_1, 2.0, 16));
         registry.register(
             "lanes_poll_duration_seconds",
@@ -129,6 +167,7 @@ impl Metrics {
             power,
             power_limit,
             sm_clock,
+            energy,
             poll_duration,
         }
     }
@@ -182,6 +221,11 @@ impl Metrics {
             };
             let up = update.health.is_ok() && update.sample.is_some();
             self.up.get_or_create(l).set(if up { 1.0 } else { 0.0 });
+            // Kept while a card is unhealthy: a counter that vanishes and comes back reads as
+            // a reset.
+            if let Some(mj) = update.sample.as_ref().and_then(|s| s.energy_mj) {
+                self.energy.get_or_create(l).set(mj as f64 / 1000.0);
+            }
             for (family, value) in readings {
                 match value {
                     Some(v) => {
@@ -352,6 +396,7 @@ mod tests {
             power_watts: Some(350.5),
             power_limit_watts: Some(700.0),
             sm_clock_mhz: Some(1980),
+            energy_mj: Some(123_456_789),
         }
     }
 
@@ -373,6 +418,8 @@ mod tests {
             format!("lanes_gpu_temperature_celsius{labels} 61.0"),
             format!("lanes_gpu_power_watts{labels} 350.5"),
             format!("lanes_gpu_sm_clock_hertz{labels} 1980000000.0"),
+            format!("lanes_gpu_energy_joules_total{labels} 123456.789"),
+            "# TYPE lanes_gpu_energy_joules_total counter".to_string(),
             "lanes_poll_duration_seconds_count 1".to_string(),
         ] {
             assert!(text.contains(&line), "missing {line} in\n{text}");

@@ -226,6 +226,12 @@ fn matrix() -> Vec<Row> {
             [401, 200, 200, 200],
         ),
         row(
+            get.clone(),
+            "/api/v1/bookings/energy",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
             post.clone(),
             "/api/v1/sim/processes",
             EmptyJson,

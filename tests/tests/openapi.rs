@@ -203,6 +203,7 @@ async fn call_client(
         ("GET", "/api/v1/reports/usage") => {
             client.usage_report(&Default::default()).await.map(drop)
         }
+        ("GET", "/api/v1/bookings/energy") => client.booking_energy().await.map(drop),
         ("GET", "/api/v1/reports/usage.csv") => {
             client.usage_csv(&Default::default()).await.map(drop)
         }

@@ -199,7 +199,7 @@ pub struct AuditRecord {
 }
 
 /// Portal-wide settings admins change at run time (`GET|PUT /api/v1/settings`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortalSettings {
     /// Anyone may watch the dashboard without logging in; process owners and commands stay
@@ -212,6 +212,16 @@ pub struct PortalSettings {
     /// environment (their profile's PATH, venv, conda) or a clean one.
     #[serde(default)]
     pub job_environment: crate::job::DefaultEnvironment,
+    /// What a kWh costs, for reports (in the lab's currency); `None`: reports show no cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_price_per_kwh: Option<f64>,
+    /// The grid's carbon intensity, grams of CO2 equivalent per kWh, for reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carbon_g_per_kwh: Option<f64>,
+    /// New bookings allow lending their idle cards to preemptible queue jobs unless their
+    /// holder says otherwise.
+    #[serde(default)]
+    pub lend_idle_by_default: bool,
 }
 
 /// The booking horizon when an admin set none: a year.
@@ -228,6 +238,9 @@ impl Default for PortalSettings {
             anonymous_dashboard: false,
             booking_horizon_days: default_booking_horizon_days(),
             job_environment: Default::default(),
+            energy_price_per_kwh: None,
+            carbon_g_per_kwh: None,
+            lend_idle_by_default: false,
         }
     }
 }
@@ -238,6 +251,15 @@ impl PortalSettings {
             return Err(format!(
                 "booking_horizon_days must be from 1 to {MAX_BOOKING_HORIZON_DAYS}"
             ));
+        }
+        let within = |value: Option<f64>, max: f64| {
+            value.is_none_or(|v| v.is_finite() && (0.0..=max).contains(&v))
+        };
+        if !within(self.energy_price_per_kwh, 1000.0) {
+            return Err("energy_price_per_kwh must be from 0 to 1000".into());
+        }
+        if !within(self.carbon_g_per_kwh, 5000.0) {
+            return Err("carbon_g_per_kwh must be from 0 to 5000 (g CO2e per kWh)".into());
         }
         Ok(())
     }

@@ -217,6 +217,7 @@ mod tests {
             power_watts: Some(100.0),
             power_limit_watts: Some(700.0),
             sm_clock_mhz: Some(1500),
+            energy_mj: None,
         }
     }
 
@@ -314,6 +315,8 @@ mod tests {
             user: Some("alice".into()),
             command: Some("python".into()),
             lane: None,
+            sm_pct: None,
+            mem_pct: None,
         });
         f.apply_updates(vec![u]);
         assert_eq!(f.summary().busy, 1);

@@ -46,6 +46,10 @@ pub struct GpuSample {
     pub power_watts: Option<f64>,
     pub power_limit_watts: Option<f64>,
     pub sm_clock_mhz: Option<u32>,
+    /// The card's energy counter: millijoules used since the driver was loaded (it starts
+    /// again from zero when the driver reloads). `None` where the card has no counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_mj: Option<u64>,
 }
 
 /// A compute process the driver reports on a card.
@@ -58,6 +62,14 @@ pub struct GpuProcess {
     pub user: Option<String>,
     /// Command name (`comm`), read from /proc.
     pub command: Option<String>,
+    /// Its share of the card's streaming multiprocessors over the last sample period, in
+    /// percent, from the driver's per-process samples; `None` where the driver gives none
+    /// (then only card-level figures exist for this card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_pct: Option<u32>,
+    /// Its share of the card's memory bandwidth over the same period, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_pct: Option<u32>,
     /// What the watchdog made of it; `None` until it has looked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<ProcessLane>,

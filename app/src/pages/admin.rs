@@ -369,6 +369,9 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
     let anonymous = NodeRef::new();
     let horizon = NodeRef::new();
     let clean = NodeRef::new();
+    let price = NodeRef::new();
+    let carbon = NodeRef::new();
+    let lend = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let change = move |_| {
         let Ok(booking_horizon_days) = field(horizon).trim().parse::<u32>() else {
@@ -376,6 +379,27 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                 "The booking horizon is a whole number of days.".into(),
             ));
             return;
+        };
+        // An empty box: not set.
+        let optional = |node: NodeRef<leptos::html::Input>, what: &str| {
+            let text = field(node);
+            let text = text.trim();
+            if text.is_empty() {
+                return Ok(None);
+            }
+            text.parse::<f64>()
+                .map(Some)
+                .map_err(|_| format!("The {what} is a number (or empty for none)."))
+        };
+        let (energy_price_per_kwh, carbon_g_per_kwh) = match (
+            optional(price, "price per kWh"),
+            optional(carbon, "carbon intensity"),
+        ) {
+            (Ok(p), Ok(c)) => (p, c),
+            (Err(m), _) | (_, Err(m)) => {
+                error.set(Some(m));
+                return;
+            }
         };
         let wanted = PortalSettings {
             anonymous_dashboard: checked(anonymous),
@@ -385,6 +409,9 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
             } else {
                 DefaultEnvironment::Login
             },
+            energy_price_per_kwh,
+            carbon_g_per_kwh,
+            lend_idle_by_default: checked(lend),
         };
         spawn_local(async move {
             match rest::send::<_, PortalSettings>(Method::Put, "/api/v1/settings", &wanted).await {
@@ -433,6 +460,40 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             node_ref=clean
                         />
                         "Jobs start in a clean environment (PATH=/usr/local/bin:/usr/bin:/bin), not in their user's login environment (unless a job asks for it)"
+                    </label>
+                    <label class="check">
+                        <input
+                            type="checkbox"
+                            name="lend_idle_by_default"
+                            prop:checked=s.lend_idle_by_default
+                            on:change=change
+                            node_ref=lend
+                        />
+                        "New bookings lend their cards to preemptible queue jobs while idle, unless their holder says no"
+                    </label>
+                    <label>
+                        "Energy price per kWh (for reports; empty: none) "
+                        <input
+                            type="number"
+                            name="energy_price_per_kwh"
+                            min="0"
+                            step="any"
+                            prop:value=s.energy_price_per_kwh.map(|p| p.to_string()).unwrap_or_default()
+                            on:change=change
+                            node_ref=price
+                        />
+                    </label>
+                    <label>
+                        "Grid carbon intensity, g CO2e per kWh (empty: none) "
+                        <input
+                            type="number"
+                            name="carbon_g_per_kwh"
+                            min="0"
+                            step="any"
+                            prop:value=s.carbon_g_per_kwh.map(|c| c.to_string()).unwrap_or_default()
+                            on:change=change
+                            node_ref=carbon
+                        />
                     </label>
                 }
             })}

@@ -214,6 +214,8 @@ mod tests {
                     command: Some("python train.py --a-long-argument-list".repeat(3)),
                     used_memory_bytes: Some(1 << 30),
                     lane: None,
+                    sm_pct: None,
+                    mem_pct: None,
                 })
                 .collect(),
             idle_booking: None,

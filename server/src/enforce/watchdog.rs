@@ -168,6 +168,8 @@ mod tests {
             user: Some(user.into()),
             command: Some(command.into()),
             lane: None,
+            sm_pct: None,
+            mem_pct: None,
         }
     }
 

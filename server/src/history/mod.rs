@@ -3,6 +3,8 @@
 //! rules (which resolution answers a query, how readings are stored); `writer` moves readings
 //! from the hub to the store off the poller's path; the SQL lives in `store::history`.
 
+pub mod usage;
+
 use lanes_types::GpuSample;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -300,6 +302,7 @@ mod tests {
             power_watts: Some(512.34),
             power_limit_watts: Some(700.0),
             sm_clock_mhz: None,
+            energy_mj: None,
         };
         assert_eq!(
             Reading::of(&sample),

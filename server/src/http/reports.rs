@@ -1,6 +1,7 @@
 //! Usage reports over HTTP: `GET /api/v1/reports/usage` (JSON) and
-//! `GET /api/v1/reports/usage.csv?table=users|groups|bookings`. Admins see everyone; members
-//! see their own row and bookings.
+//! `GET /api/v1/reports/usage.csv?table=users|groups|bookings|jobs|unix_users`, and what active
+//! bookings' cards drew so far (`GET /api/v1/bookings/energy`). Admins see everyone; members
+//! see their own rows and bookings.
 
 use super::auth::CurrentUser;
 use super::{ApiError, ApiQuery, AppState, Routes};
@@ -15,13 +16,47 @@ use axum::Json;
 use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::query::ReportQuery;
-use lanes_types::report::UsageReport;
+use lanes_types::report::{BookingEnergyNow, UsageReport, MJ_PER_KWH};
 use std::collections::HashMap;
 
 pub fn routes() -> Routes {
     Routes::default()
         .route("/api/v1/reports/usage", get(usage))
         .route("/api/v1/reports/usage.csv", get(usage_csv))
+        .route("/api/v1/bookings/energy", get(active_energy))
+}
+
+/// Every active booking's energy so far: what its cards drew since its start, minute by
+/// minute as the history writer adds them (a few seconds behind the cards).
+async fn active_energy(
+    State(state): State<AppState>,
+    CurrentUser(_user): CurrentUser,
+) -> Result<Json<Vec<BookingEnergyNow>>, ApiError> {
+    let now = Utc::now();
+    let filter = BookingFilter {
+        from: Some(now),
+        to: Some(now + chrono::Duration::milliseconds(1)),
+        ..Default::default()
+    };
+    let mut active = state.store.bookings(&filter, now).await?;
+    active.retain(|b| b.state == lanes_types::booking::BookingState::Active);
+    let Some(first) = active.iter().map(|b| b.start).min() else {
+        return Ok(Json(Vec::new()));
+    };
+    // The minute in progress counts: its start is before the end bound.
+    let energy = state
+        .store
+        .booking_energy(first.timestamp(), now.timestamp() + 60)
+        .await?;
+    Ok(Json(
+        active
+            .iter()
+            .map(|b| BookingEnergyNow {
+                booking_id: b.id,
+                energy_kwh: energy.get(&b.id).map_or(0.0, |e| e.energy_mj / MJ_PER_KWH),
+            })
+            .collect(),
+    ))
 }
 
 /// Longest period a report may cover.
@@ -83,6 +118,19 @@ async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<Usag
     } else {
         state.store.memberships().await?
     };
+    let unix_accounts: HashMap<String, i64> = users
+        .iter()
+        .filter_map(|u| Some((u.unix_user.clone()?, u.id)))
+        .collect();
+    let energy = state
+        .store
+        .booking_energy(from.timestamp(), to.timestamp())
+        .await?;
+    let processes = state
+        .store
+        .process_totals(from.timestamp(), to.timestamp())
+        .await?;
+    let settings = state.portal_settings();
     Ok(reports::build(&Inputs {
         from,
         to,
@@ -93,6 +141,12 @@ async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<Usag
         jobs: &jobs,
         usernames: &usernames,
         memberships: &memberships,
+        only_user: mine,
+        energy: &energy,
+        processes: &processes,
+        unix_accounts: &unix_accounts,
+        energy_price_per_kwh: settings.energy_price_per_kwh,
+        carbon_g_per_kwh: settings.carbon_g_per_kwh,
     }))
 }
 

@@ -11,7 +11,7 @@ use sqlx::{Row, ValueRef};
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 23] = [
+pub const TABLES: [(&str, Option<&str>); 25] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -34,6 +34,8 @@ pub const TABLES: [(&str, Option<&str>); 23] = [
     ("samples_10m", None),
     ("samples_1h", None),
     ("history_progress", None),
+    ("energy_1m", None),
+    ("process_use_1m", None),
     ("login_attempts", Some("id")),
 ];
 

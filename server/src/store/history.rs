@@ -251,6 +251,8 @@ impl Store {
             ("samples_1m", Some(minute_before.min(tens_done))),
             ("samples_10m", hour_before.map(|b| b.min(hours_done))),
             ("samples_1h", hour_before),
+            ("energy_1m", hour_before),
+            ("process_use_1m", hour_before),
         ] {
             let Some(before) = before else { continue };
             removed += sqlx::query(&format!(

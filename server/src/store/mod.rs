@@ -24,6 +24,7 @@ mod settings;
 mod slots;
 mod sql;
 mod tokens;
+mod usage;
 
 use accounts::{UserRow, USER_COLUMNS};
 use audit::insert_audit;
@@ -44,6 +45,7 @@ pub use queue::{CardBlock, UsageSpan};
 pub use reports::CardUse;
 use sessions::end_sessions_of;
 use tokens::revoke_tokens_of;
+pub use usage::{BookingEnergy, MinuteUse, ProcessTotal};
 
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};

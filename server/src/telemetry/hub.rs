@@ -364,6 +364,7 @@ mod tests {
                 power_watts: None,
                 power_limit_watts: None,
                 sm_clock_mhz: None,
+                energy_mj: None,
             }),
             processes: Vec::new(),
             idle_booking: None,

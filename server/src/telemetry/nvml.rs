@@ -13,6 +13,9 @@ pub struct NvmlSource {
     nvml: Nvml,
     inventory: Vec<GpuInfo>,
     procs: ProcReader,
+    /// Per card, the newest per-process utilization sample read (the driver's CPU timestamp,
+    /// microseconds): the next read asks only for newer ones.
+    last_process_sample_us: Vec<u64>,
 }
 
 impl NvmlSource {
@@ -25,6 +28,7 @@ impl NvmlSource {
         }
         Ok(Self {
             nvml,
+            last_process_sample_us: vec![0; inventory.len()],
             inventory,
             procs: ProcReader::default(),
         })
@@ -116,7 +120,54 @@ pub fn read_device_counters(device: &Device<'_>, at_ms: i64) -> Result<GpuSample
         power_watts: optional(device.power_usage())?.map(|mw| mw as f64 / 1000.0),
         power_limit_watts: optional(device.enforced_power_limit())?.map(|mw| mw as f64 / 1000.0),
         sm_clock_mhz: optional(device.clock_info(Clock::SM))?,
+        energy_mj: optional(device.total_energy_consumption())?,
     })
+}
+
+/// Each process's mean SM and memory-bandwidth share (percent) over the driver's samples newer
+/// than `*last_seen_us`, which moves on to the newest one read. A process with no sample in
+/// that window did no work in it (0 %). `None`: the driver gives no per-process samples for
+/// this card (then only card-level figures exist).
+pub fn read_process_shares(
+    device: &Device<'_>,
+    last_seen_us: &mut u64,
+) -> Option<std::collections::HashMap<u32, (u32, u32)>> {
+    let samples = match device.process_utilization_stats(*last_seen_us) {
+        Ok(samples) => samples,
+        // No sample newer than the last one: nothing ran.
+        Err(NvmlError::NotFound) => Vec::new(),
+        Err(_) => return None,
+    };
+    Some(average_shares(
+        samples
+            .iter()
+            .map(|s| (s.pid, s.timestamp, s.sm_util, s.mem_util)),
+        last_seen_us,
+    ))
+}
+
+/// The mean (sm, mem) per pid of samples `(pid, timestamp, sm, mem)`; `last_seen_us` becomes
+/// the newest timestamp.
+fn average_shares(
+    samples: impl Iterator<Item = (u32, u64, u32, u32)>,
+    last_seen_us: &mut u64,
+) -> std::collections::HashMap<u32, (u32, u32)> {
+    let mut sums: std::collections::HashMap<u32, (u64, u64, u64)> = Default::default();
+    for (pid, at, sm, mem) in samples {
+        *last_seen_us = (*last_seen_us).max(at);
+        let entry = sums.entry(pid).or_default();
+        *entry = (
+            entry.0 + u64::from(sm),
+            entry.1 + u64::from(mem),
+            entry.2 + 1,
+        );
+    }
+    sums.into_iter()
+        .map(|(pid, (sm, mem, n))| {
+            let mean = |x: u64| ((x as f64 / n as f64).round() as u32).min(100);
+            (pid, (mean(sm), mean(mem)))
+        })
+        .collect()
 }
 
 impl GpuSource for NvmlSource {
@@ -133,14 +184,21 @@ impl GpuSource for NvmlSource {
     }
 
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {
-        let raw = self
-            .device(pos)?
-            .running_compute_processes()
-            .map_err(describe)?;
+        let index = self
+            .inventory
+            .get(pos)
+            .ok_or_else(|| SourceError(format!("no GPU at position {pos}")))?
+            .index;
+        let device = self.nvml.device_by_index(index).map_err(describe)?;
+        let raw = device.running_compute_processes().map_err(describe)?;
+        let shares = read_process_shares(&device, &mut self.last_process_sample_us[pos]);
         Ok(raw
             .into_iter()
             .map(|p| {
                 let owner = self.procs.owner(p.pid);
+                let share = shares
+                    .as_ref()
+                    .map(|s| s.get(&p.pid).copied().unwrap_or((0, 0)));
                 GpuProcess {
                     pid: p.pid,
                     used_memory_bytes: match p.used_gpu_memory {
@@ -152,8 +210,36 @@ impl GpuSource for NvmlSource {
                         .and_then(|o| o.user.clone().or_else(|| Some(format!("uid {}", o.uid)))),
                     command: owner.map(|o| o.command),
                     lane: None,
+                    sm_pct: share.map(|s| s.0),
+                    mem_pct: share.map(|s| s.1),
                 }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::average_shares;
+
+    #[test]
+    fn per_process_samples_average_per_pid_and_the_window_moves_to_the_newest() {
+        let mut last = 100;
+        let shares = average_shares(
+            [
+                (7, 150, 40, 10),
+                (8, 160, 60, 30),
+                (7, 210, 50, 20),
+                (8, 205, 61, 31),
+            ]
+            .into_iter(),
+            &mut last,
+        );
+        assert_eq!(shares[&7], (45, 15));
+        assert_eq!(shares[&8], (61, 31));
+        assert_eq!(last, 210);
+        let mut last = 5;
+        assert!(average_shares(std::iter::empty(), &mut last).is_empty());
+        assert_eq!(last, 5);
     }
 }

@@ -135,6 +135,10 @@ struct SimCard {
     util: f64,
     memory: f64,
     temperature: f64,
+    /// The energy counter, millijoules (seeded: a card's counter runs from driver load).
+    energy_mj: f64,
+    /// Milliseconds the last reading stands for.
+    last_dt_ms: f64,
 }
 
 impl SimulatedFleet {
@@ -172,6 +176,9 @@ impl SimulatedFleet {
                 util: 0.0,
                 memory: IDLE_MEMORY_BYTES,
                 temperature: AMBIENT_C + 2.0,
+                // As if the driver had been loaded some days ago.
+                energy_mj: uniform(&mut naming, 1e8, 1e11).round(),
+                last_dt_ms: 0.0,
             })
             .collect();
         Self {
@@ -229,6 +236,7 @@ impl SimCard {
             _ => 1000.0,
         };
         self.last_ms = Some(at_ms);
+        self.last_dt_ms = dt;
         if first {
             // Start some cards busy so a fresh dashboard is not all idle.
             if uniform(&mut self.rng, 0.0, 1.0) < 0.6 {
@@ -303,6 +311,8 @@ impl SimCard {
                 user: Some(user.to_string()),
                 command: Some(command.to_string()),
                 lane: None,
+                sm_pct: None,
+                mem_pct: None,
             },
         });
     }
@@ -337,6 +347,7 @@ impl GpuSource for SimulatedFleet {
         }
         card.advance(at_ms, &extra, self.background);
         if self.hot == Some(pos) {
+            card.energy_mj += POWER_LIMIT_WATTS * card.last_dt_ms;
             return Ok(GpuSample {
                 at_ms,
                 utilization_gpu_pct: 100,
@@ -346,24 +357,29 @@ impl GpuSource for SimulatedFleet {
                 power_watts: Some(POWER_LIMIT_WATTS),
                 power_limit_watts: Some(POWER_LIMIT_WATTS),
                 sm_clock_mhz: Some(BOOST_CLOCK_MHZ / 2),
+                energy_mj: Some(card.energy_mj as u64),
             });
         }
         let util = card.util.round() as u32;
         let power =
             IDLE_POWER_WATTS + card.util / 100.0 * (POWER_LIMIT_WATTS * 0.92 - IDLE_POWER_WATTS);
+        let power = (power * 10.0).round() / 10.0;
+        // The counter integrates the power drawn over the period the reading stands for.
+        card.energy_mj += power * card.last_dt_ms;
         Ok(GpuSample {
             at_ms,
             utilization_gpu_pct: util,
             utilization_memory_pct: (card.util * 0.6).round() as u32,
             memory_used_bytes: card.memory.round() as u64,
             temperature_c: Some(card.temperature.round() as u32),
-            power_watts: Some((power * 10.0).round() / 10.0),
+            power_watts: Some(power),
             power_limit_watts: Some(POWER_LIMIT_WATTS),
             sm_clock_mhz: Some(if util > 2 {
                 BOOST_CLOCK_MHZ - (util / 10) * 15
             } else {
                 IDLE_CLOCK_MHZ
             }),
+            energy_mj: Some(card.energy_mj as u64),
         })
     }
 
@@ -373,14 +389,30 @@ impl GpuSource for SimulatedFleet {
             .get(pos)
             .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
         let (extra, _) = self.control.on_card(&self.inventory[pos].uuid);
+        // Per-process samples as the driver gives them: the card's load split between its
+        // processes by what each asks of it.
+        let (card_sm, card_mem) = (card.util, card.util * 0.6);
         let background = card.job.iter().map(|job| GpuProcess {
             used_memory_bytes: Some(card.memory.round() as u64),
+            sm_pct: Some(card_sm.round() as u32),
+            mem_pct: Some(card_mem.round() as u32),
             ..job.process.clone()
         });
-        let attached = extra.into_iter().map(|p| GpuProcess {
+        let asked: f64 = extra.iter().map(|p| f64::from(p.utilization_pct)).sum();
+        let share = move |p: &ExtraProcess, of: f64| {
+            let part = if asked > 0.0 {
+                f64::from(p.utilization_pct) / asked
+            } else {
+                0.0
+            };
+            Some((of * part).round() as u32)
+        };
+        let attached = extra.into_iter().map(move |p| GpuProcess {
             pid: p.pid,
             // Each holds what it asked for once the card's memory has ramped up to the total.
             used_memory_bytes: Some(p.memory_bytes.min(card.memory.round() as u64)),
+            sm_pct: share(&p, card_sm),
+            mem_pct: share(&p, card_mem),
             user: Some(p.user),
             command: Some(p.command),
             lane: None,
@@ -502,5 +534,47 @@ mod tests {
             }
         }
         assert!(saw_busy && saw_idle);
+    }
+
+    #[test]
+    fn two_processes_on_a_card_get_its_load_split_by_what_they_ask_and_energy_counts_power() {
+        let mut fleet = SimulatedFleet::new("sim", 1, 9).with_background(false);
+        let control = fleet.control();
+        let uuid = fleet.inventory()[0].uuid.clone();
+        for (user, pct) in [("ada", 40), ("bo", 60)] {
+            control.inject(ExtraProcess {
+                pid: 0,
+                cards: vec![uuid.clone()],
+                user: user.into(),
+                command: "python3".into(),
+                memory_bytes: 1 << 30,
+                utilization_pct: pct,
+            });
+        }
+        let mut energy = Vec::new();
+        let mut power_integral_mj = 0.0;
+        for s in 0..60 {
+            let sample = fleet.read_counters(0, 1_000_000 + s * 1000).unwrap();
+            if s > 0 {
+                power_integral_mj += sample.power_watts.unwrap() * 1000.0;
+            }
+            energy.push(sample.energy_mj.unwrap());
+        }
+        let sample = fleet.read_counters(0, 1_060_000).unwrap();
+        power_integral_mj += sample.power_watts.unwrap() * 1000.0;
+        let processes = fleet.read_processes(0).unwrap();
+        let sm: Vec<u32> = processes.iter().map(|p| p.sm_pct.unwrap()).collect();
+        let total = sm[0] + sm[1];
+        assert!(
+            total.abs_diff(sample.utilization_gpu_pct) <= 1,
+            "{sm:?} vs {sample:?}"
+        );
+        assert!(sm[0] * 10 / total == 4 || sm[0] * 10 / total == 3, "{sm:?}");
+        let delta = (sample.energy_mj.unwrap() - energy[0]) as f64;
+        assert!(
+            (delta - power_integral_mj).abs() / power_integral_mj < 0.001,
+            "{delta} {power_integral_mj}"
+        );
+        assert!(energy.windows(2).all(|w| w[1] > w[0]));
     }
 }
