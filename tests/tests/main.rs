@@ -27,3 +27,4 @@ mod settings;
 mod simulate;
 mod telemetry_ws;
 mod terminal;
+mod usage;

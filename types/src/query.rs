@@ -124,7 +124,7 @@ pub struct ReportQuery {
     /// RFC 3339; default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<DateTime<Utc>>,
-    /// For the CSV: `users` (default), `groups` or `bookings`.
+    /// For the CSV: `users` (default), `groups`, `bookings`, `jobs` or `unix_users`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
 }

@@ -21,6 +21,17 @@ pub fn gib(n: u64) -> String {
     format!("{:.0} GiB", n as f64 / (1u64 << 30) as f64)
 }
 
+/// Energy in kWh, with enough digits to see it move ("0.042 kWh", "3.2 kWh", "1250 kWh").
+pub fn kwh(k: f64) -> String {
+    if k < 1.0 {
+        format!("{k:.3} kWh")
+    } else if k < 100.0 {
+        format!("{k:.1} kWh")
+    } else {
+        format!("{k:.0} kWh")
+    }
+}
+
 /// A moment to the minute, in UTC ("2026-11-30 01:40 UTC").
 pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()

@@ -5,12 +5,13 @@ use crate::api::get_fleet;
 use crate::calendar::{short_time, user_color};
 use crate::components::chart::TimeSeriesChart;
 use crate::components::clock::{local_offset, now, query_time};
-use crate::components::format::{bytes, gib};
+use crate::components::format::{bytes, gib, kwh};
 use crate::components::remote::Remote;
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
 use lanes_types::booking::{holder_and_next, Booking, GpuRef};
+use lanes_types::report::BookingEnergyNow;
 use lanes_types::{
     FleetSnapshot, GpuState, Health, NodeStatus, ProcessLane, SourceKind, HISTORY_WINDOW_MS,
 };
@@ -48,6 +49,10 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
     ));
     // Queue jobs start and end by themselves: look again now and then.
     bookings.refresh_every(std::time::Duration::from_secs(10));
+    // What each active booking's cards drew so far, for the cards' holder lines.
+    let energy = Remote::<Vec<BookingEnergyNow>>::new("/api/v1/bookings/energy");
+    energy.refresh_every(std::time::Duration::from_secs(10));
+    provide_context(energy);
     let status = RwSignal::new(LinkStatus::Connecting);
     #[cfg(feature = "hydrate")]
     Effect::new(move |started: Option<()>| {
@@ -228,6 +233,15 @@ fn GpuCard(
     node: String,
     uuid: String,
 ) -> impl IntoView {
+    let energy = use_context::<Remote<Vec<BookingEnergyNow>>>();
+    let energy_of = move |booking: i64| {
+        energy?.data.with(|data| {
+            let list = data.as_ref()?.as_ref().ok()?;
+            list.iter()
+                .find(|e| e.booking_id == booking)
+                .map(|e| format!(" · this booking: {} so far", kwh(e.energy_kwh)))
+        })
+    };
     let holder = {
         let card = GpuRef {
             node: node.clone(),
@@ -245,18 +259,21 @@ fn GpuCard(
                     .map(|n| format!(" · {n}"))
                     .unwrap_or_default();
                 let text = match holder {
-                    Some(b) => match b.queue_job {
-                        Some(job) => format!(
-                            "Queue job #{job} of {} (limit {}){next_part}",
-                            b.display_name,
-                            short_time(b.end, offset),
-                        ),
-                        None => format!(
-                            "Booked by {} until {}{next_part}",
-                            b.display_name,
-                            short_time(b.end, offset),
-                        ),
-                    },
+                    Some(b) => {
+                        let drawn = energy_of(b.id).unwrap_or_default();
+                        match b.queue_job {
+                            Some(job) => format!(
+                                "Queue job #{job} of {} (limit {}){drawn}{next_part}",
+                                b.display_name,
+                                short_time(b.end, offset),
+                            ),
+                            None => format!(
+                                "Booked by {} until {}{drawn}{next_part}",
+                                b.display_name,
+                                short_time(b.end, offset),
+                            ),
+                        }
+                    }
                     None => match next_text {
                         Some(n) => format!("Free · {n}"),
                         None => "Free · no bookings in the next 7 days".into(),
@@ -440,13 +457,21 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
             fallback=|| view! { <p class="no-procs">"No processes"</p> }
         >
             <table class="procs">
-                <ListHead cols=&[Col::Text("PID"), Col::Text("User"), Col::Text("Command"), Col::Num("Memory"), Col::Text("Lane")] />
+                <ListHead cols=&[Col::Text("PID"), Col::Text("User"), Col::Text("Command"), Col::Num("SM"), Col::Num("Memory"), Col::Text("Lane")] />
                 <tbody>
                     <For each=processes key=|p| p.clone() let:p>
                         <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked)>
                             <td>{p.pid}</td>
                             <td>{p.user.unwrap_or_else(|| "?".into())}</td>
                             <td>{p.command.unwrap_or_else(|| "?".into())}</td>
+                            {match p.sm_pct {
+                                Some(sm) => view! {
+                                    <td class="num sm" title="Its share of the card's SM time over the last sample period (the driver's per-process samples)">{format!("{sm} %")}</td>
+                                }.into_any(),
+                                None => view! {
+                                    <td class="num sm" title="The driver gives no per-process samples on this card: its use is shown, and reported, for the card as a whole">"n/a"</td>
+                                }.into_any(),
+                            }}
                             <td class="num">{p.used_memory_bytes.map_or("—".into(), bytes)}</td>
                             <td class="lane">{lane_text(p.lane)}</td>
                         </tr>

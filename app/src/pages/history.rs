@@ -4,7 +4,7 @@
 
 use crate::components::chart::series_path;
 use crate::components::clock::{now, query_time};
-use crate::components::format::{bytes, date_time};
+use crate::components::format::{bytes, date_time, kwh};
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
@@ -303,6 +303,19 @@ fn Charts(answer: HistoryAnswer) -> impl IntoView {
 
 #[component]
 fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
+    let priced = report.energy_price_per_kwh.is_some();
+    let carbon = report.carbon_g_per_kwh.is_some();
+    // "2.4 kWh", with its cost and CO2e when the admins set a price and a carbon intensity.
+    let energy = move |kwh_used: f64, cost: Option<f64>, co2e: Option<f64>| {
+        let mut text = kwh(kwh_used);
+        if let (true, Some(c)) = (priced, cost) {
+            text.push_str(&format!(" · {c:.2}"));
+        }
+        if let (true, Some(g)) = (carbon, co2e) {
+            text.push_str(&format!(" · {g:.1} kg CO2e"));
+        }
+        text
+    };
     let table = |rows: Vec<UsageRow>, who: &'static str, csv: &'static str| {
         let body = rows
             .into_iter()
@@ -311,10 +324,13 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
                     <tr>
                         <td>{r.name}</td>
                         <td class="num">{format!("{:.1}", r.gpu_hours_booked)}</td>
-                        <td class="num">{format!("{:.1}", r.gpu_hours_used)}</td>
+                        <td class="num" title=format!("{:.2} of them from card-level figures", r.gpu_hours_used_card_level)>
+                            {format!("{:.1}", r.gpu_hours_used)}
+                        </td>
                         <td class="num">{format!("{:.1}", r.idle_booked_hours)}</td>
                         <td class="num">{r.violations}</td>
                         <td class="num">{r.jobs}</td>
+                        <td class="num">{energy(r.energy_kwh, r.cost, r.co2e_kg)}</td>
                     </tr>
                 }
             })
@@ -330,6 +346,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
                         <th class="num">"Idle booked hours"</th>
                         <th class="num">"Violations"</th>
                         <th class="num">"Jobs"</th>
+                        <th class="num">"Energy"</th>
                     </tr>
                 </thead>
                 <tbody>{body}</tbody>
@@ -350,19 +367,71 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
                     <td class="num">{format!("{:.1}", b.gpu_hours_booked)}</td>
                     <td class="num">{b.avg_utilization_pct.map_or("—".into(), |u| format!("{u:.0} %"))}</td>
                     <td class="num">{b.peak_memory_bytes.map_or("—".into(), bytes)}</td>
+                    <td class="num">{energy(b.energy_kwh, b.cost, b.co2e_kg)}</td>
                 </tr>
             }
         })
         .collect_view();
+    let jobs = report
+        .jobs
+        .iter()
+        .map(|j| {
+            view! {
+                <tr>
+                    <td>{format!("#{}", j.job_id)}</td>
+                    <td>{j.username.clone()}</td>
+                    <td class="num">{format!("{:.2}", j.gpu_hours_used)}</td>
+                    <td class="num">{j.mean_sm_pct.map_or("—".into(), |u| format!("{u:.0} %"))}</td>
+                    <td class="num">{energy(j.energy_kwh, j.cost, j.co2e_kg)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let accounts = report
+        .unix_users
+        .iter()
+        .map(|u| {
+            view! {
+                <tr>
+                    <td>{u.unix_user.clone()}</td>
+                    <td>{u.username.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td class="num">{format!("{:.2}", u.gpu_hours_used)}</td>
+                    <td class="num">{format!("{:.1}", u.hours_on_card)}</td>
+                    <td class="num">{u.mean_sm_pct.map_or("—".into(), |s| format!("{s:.0} %"))}</td>
+                    <td class="num">{kwh(u.energy_kwh)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let attribution = if report.per_process {
+        "Used GPU-hours split each card between the processes on it by their share of its SM time (the driver's per-process samples), whoever booked it; what no sample covered is the holder's (card-level)."
+    } else {
+        "No per-process samples in this period (the driver gives none here): used GPU-hours are card-level figures, charged to each card's holder."
+    };
     view! {
         <p class="muted">{format!("Idle: minutes whose utilization averaged under {} %.", report.idle_threshold_pct)}</p>
+        <p class="muted" data-testid="attribution">{attribution}</p>
         {table(report.users.clone(), "User", "users")}
         {(!report.groups.is_empty()).then(|| table(report.groups.clone(), "Group", "groups"))}
         <h4>"Bookings " <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
         <table class="list" data-testid="report-bookings">
-            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory")] />
+            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory"), Col::Num("Energy")] />
             <tbody>{bookings}</tbody>
         </table>
+        {(!report.jobs.is_empty()).then(|| view! {
+            <h4>"Jobs " <a href=format!("/api/v1/reports/usage.csv?table=jobs&{query}") download>"CSV"</a></h4>
+            <table class="list" data-testid="report-jobs">
+                <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Num("GPU-hours used"), Col::Num("Mean SM"), Col::Num("Energy")] />
+                <tbody>{jobs}</tbody>
+            </table>
+        })}
+        {(!report.unix_users.is_empty()).then(|| view! {
+            <h4>"Unix accounts " <a href=format!("/api/v1/reports/usage.csv?table=unix_users&{query}") download>"CSV"</a></h4>
+            <table class="list" data-testid="report-unix_users">
+                <ListHead cols=&[Col::Text("Account"), Col::Text("Lanes user"), Col::Num("GPU-hours used"), Col::Num("Hours on a card"), Col::Num("Mean SM"), Col::Num("Energy")] />
+                <tbody>{accounts}</tbody>
+            </table>
+        })}
     }
     .into_any()
 }

@@ -110,23 +110,26 @@ impl Store {
         Ok(())
     }
 
-    /// Per-process use in minutes starting inside `[from, to)` (Unix seconds), per Unix
-    /// account and job.
+    /// Per-process use over `[from, to)` (Unix seconds), per Unix account and job. A minute
+    /// the period cuts counts for the part of it inside.
     pub async fn process_totals(
         &self,
         from: i64,
         to: i64,
     ) -> Result<Vec<ProcessTotal>, StoreError> {
-        type Row = (String, i64, Option<i64>, i64, i64, i64, i64);
-        let rows: Vec<Row> = sqlx::query_as(
+        type Row = (String, i64, Option<i64>, f64, f64, f64, f64);
+        let (least, greatest) = (self.backend.least(), self.backend.greatest());
+        let real = "DOUBLE PRECISION";
+        let part = format!("(CAST({least}(p.t + 60, $2) - {greatest}(p.t, $1) AS {real}) / 60)");
+        let rows: Vec<Row> = sqlx::query_as(&format!(
             "SELECT p.unix_user, p.job_id, j.user_id,
-                    CAST(SUM(p.used_pct_ms) AS BIGINT), CAST(SUM(p.ms) AS BIGINT),
-                    CAST(SUM(p.sm_pct_ms) AS BIGINT), CAST(SUM(p.mj) AS BIGINT)
+                    SUM(p.used_pct_ms * {part}), SUM(p.ms * {part}),
+                    SUM(p.sm_pct_ms * {part}), SUM(p.mj * {part})
              FROM process_use_1m p LEFT JOIN jobs j ON j.id = p.job_id
-             WHERE p.gpu_id IN (SELECT id FROM gpus) AND p.t >= $1 AND p.t < $2
+             WHERE p.gpu_id IN (SELECT id FROM gpus) AND p.t > $1 - 60 AND p.t < $2
              GROUP BY p.unix_user, p.job_id, j.user_id
-             ORDER BY p.unix_user, p.job_id",
-        )
+             ORDER BY p.unix_user, p.job_id"
+        ))
         .persistent(false)
         .bind(from)
         .bind(to)
@@ -139,51 +142,57 @@ impl Store {
                     unix_user,
                     job_id,
                     job_user_id,
-                    used_hours: used as f64 / 100.0 / 3_600_000.0,
-                    hours_on_card: ms as f64 / 3_600_000.0,
-                    mean_sm_pct: (ms > 0).then(|| sm as f64 / ms as f64),
-                    energy_mj: mj as f64,
+                    used_hours: used / 100.0 / 3_600_000.0,
+                    hours_on_card: ms / 3_600_000.0,
+                    mean_sm_pct: (ms > 0.0).then(|| sm / ms),
+                    energy_mj: mj,
                 },
             )
             .collect())
     }
 
-    /// Per booking (not cancelled) overlapping `[from, to)` (Unix seconds): the energy of its
-    /// cards in minutes starting inside both its slot and the period, and how much of their
-    /// use and energy per-process samples gave to processes.
+    /// Per booking (not cancelled) overlapping `[from, to)` (Unix seconds): the energy its
+    /// cards drew inside both its slot and the period, and how much of their use and energy
+    /// per-process samples gave to processes. A minute the slot or the period cuts counts for
+    /// the part of it inside (a booking that started 20 s ago has 20 s of energy).
     pub async fn booking_energy(
         &self,
         from: i64,
         to: i64,
     ) -> Result<HashMap<i64, BookingEnergy>, StoreError> {
         let (least, greatest) = (self.backend.least(), self.backend.greatest());
-        let inside = |alias: &str| {
-            format!(
-                "{alias}.gpu_id = bg.gpu_id AND {alias}.t >= {greatest}(bg.start_ms / 1000, $1)
-                 AND {alias}.t < {least}(bg.end_ms / 1000, $2)"
-            )
+        let real = "DOUBLE PRECISION";
+        let lo = format!("{greatest}(CAST(bg.start_ms AS {real}) / 1000, CAST($1 AS {real}))");
+        let hi = format!("{least}(CAST(bg.end_ms AS {real}) / 1000, CAST($2 AS {real}))");
+        let part = |alias: &str| {
+            format!("({least}({alias}.t + 60, {hi}) - {greatest}({alias}.t, {lo})) / 60")
+        };
+        let on = |alias: &str| {
+            format!("{alias}.gpu_id = bg.gpu_id AND {alias}.t + 60 > {lo} AND {alias}.t < {hi}")
         };
         let overlapping = "WHERE b.status != 'cancelled'
              AND bg.end_ms > $1 * 1000 AND bg.start_ms < $2 * 1000";
-        let energy: Vec<(i64, i64)> = sqlx::query_as(&format!(
-            "SELECT bg.booking_id, CAST(COALESCE(SUM(e.mj), 0) AS BIGINT)
+        let energy: Vec<(i64, f64)> = sqlx::query_as(&format!(
+            "SELECT bg.booking_id, COALESCE(SUM(e.mj * {part}), 0)
              FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
              JOIN energy_1m e ON {on} {overlapping}
              GROUP BY bg.booking_id",
-            on = inside("e"),
+            part = part("e"),
+            on = on("e"),
         ))
         .persistent(false)
         .bind(from)
         .bind(to)
         .fetch_all(&self.pool)
         .await?;
-        let attributed: Vec<(i64, i64, i64)> = sqlx::query_as(&format!(
-            "SELECT bg.booking_id, CAST(COALESCE(SUM(p.used_pct_ms), 0) AS BIGINT),
-                    CAST(COALESCE(SUM(p.mj), 0) AS BIGINT)
+        let attributed: Vec<(i64, f64, f64)> = sqlx::query_as(&format!(
+            "SELECT bg.booking_id, COALESCE(SUM(p.used_pct_ms * {part}), 0),
+                    COALESCE(SUM(p.mj * {part}), 0)
              FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
              JOIN process_use_1m p ON {on} {overlapping}
              GROUP BY bg.booking_id",
-            on = inside("p"),
+            part = part("p"),
+            on = on("p"),
         ))
         .persistent(false)
         .bind(from)
@@ -192,12 +201,12 @@ impl Store {
         .await?;
         let mut out: HashMap<i64, BookingEnergy> = HashMap::new();
         for (id, mj) in energy {
-            out.entry(id).or_default().energy_mj = mj as f64;
+            out.entry(id).or_default().energy_mj = mj;
         }
         for (id, used, mj) in attributed {
             let e = out.entry(id).or_default();
-            e.attributed_hours = used as f64 / 100.0 / 3_600_000.0;
-            e.attributed_mj = mj as f64;
+            e.attributed_hours = used / 100.0 / 3_600_000.0;
+            e.attributed_mj = mj;
         }
         Ok(out)
     }
