@@ -184,6 +184,7 @@ async fn load(
                         end: start + chrono::Duration::hours(1),
                         note: "bench".into(),
                         user: None,
+                        lend: None,
                     };
                     let mut request = client.post(&url).json(&body);
                     if let Some(token) = &token {

@@ -35,6 +35,13 @@ pub struct BookArgs {
     /// Only cards with at least this much memory (80GiB).
     #[arg(long)]
     pub min_memory: Option<String>,
+    /// Lend the cards to preemptible queue jobs while they sit idle (taken back the moment
+    /// you start work on them).
+    #[arg(long, conflicts_with = "no_lend")]
+    pub lend: bool,
+    /// Do not lend them, whatever the portal's default.
+    #[arg(long)]
+    pub no_lend: bool,
     #[command(flatten)]
     pub common: Common,
 }
@@ -174,7 +181,10 @@ pub async fn book(args: BookArgs) -> Result<()> {
         if !args.yes && !confirm("Book it?", true)? {
             return Err(CliError::refused("not booked"));
         }
-        named(&slot, args.note.clone())
+        CreateBooking {
+            lend: lend_choice(&args),
+            ..named(&slot, args.note.clone())
+        }
     } else if args.node.is_some() || args.min_memory.is_some() {
         // Cards of one node (or big enough) for exactly this slot: the search names them.
         let start = start.unwrap_or(now);
@@ -195,6 +205,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
             Some(slot) => CreateBooking {
                 start,
                 end,
+                lend: lend_choice(&args),
                 ..named(&slot, args.note.clone())
             },
             None => {
@@ -218,6 +229,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
             end: start + args.length,
             note: args.note.clone(),
             user: None,
+            lend: lend_choice(&args),
         }
     };
     let booking = client.book(&request).await?;
@@ -229,6 +241,15 @@ pub async fn book(args: BookArgs) -> Result<()> {
     Ok(())
 }
 
+/// What `--lend` and `--no-lend` ask for (neither: the portal's default).
+fn lend_choice(args: &BookArgs) -> Option<bool> {
+    match (args.lend, args.no_lend) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
+}
+
 /// A booking of a window's cards, by name.
 fn named(slot: &FreeSlot, note: String) -> CreateBooking {
     CreateBooking {
@@ -238,6 +259,7 @@ fn named(slot: &FreeSlot, note: String) -> CreateBooking {
         end: slot.end,
         note,
         user: None,
+        lend: None,
     }
 }
 

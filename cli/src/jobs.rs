@@ -34,6 +34,10 @@ pub struct SubmitArgs {
     /// Only cards with at least this much memory (queue jobs; 80GiB).
     #[arg(long, conflicts_with = "booking")]
     pub min_memory: Option<String>,
+    /// It may run on idle booked cards their holder lends; when they take them back it gets
+    /// SIGTERM (checkpoint then), SIGKILL after the queue's grace, and waits again.
+    #[arg(long, conflicts_with = "booking")]
+    pub preemptible: bool,
     /// Follow its output until it ends, and exit with its status.
     #[arg(long, short)]
     pub follow: bool,
@@ -107,6 +111,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                     environment: None,
                     min_memory_bytes,
                     name: args.name.clone(),
+                    preemptible: args.preemptible,
                 })
                 .await?;
             let text = format!(

@@ -250,6 +250,7 @@ async fn try_book_here(
             end: Utc::now() + length,
             note,
             user: None,
+            lend: None,
         })
         .await?)
 }
@@ -537,6 +538,9 @@ mod tests {
             created_at: now,
             idle_since: None,
             queue_job: None,
+            lend: false,
+            loan_of: None,
+            lent_to: None,
         };
         let vars: std::collections::BTreeMap<_, _> = environment(&booking, &inventory)
             .unwrap()

@@ -364,6 +364,9 @@ mod tests {
             created_at: now,
             idle_since: None,
             queue_job: None,
+            lend: false,
+            loan_of: None,
+            lent_to: None,
         }
     }
 

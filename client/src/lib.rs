@@ -378,6 +378,11 @@ impl Client {
         .await
     }
 
+    /// `POST /api/v1/bookings/{id}/reclaim`: takes back the cards the booking lends now.
+    pub async fn reclaim_booking(&self, id: i64) -> Result<Booking> {
+        Self::json(self.request(Method::POST, &format!("/api/v1/bookings/{id}/reclaim"))).await
+    }
+
     /// `DELETE /api/v1/bookings/{id}`: cancels an upcoming booking, releases an active one.
     pub async fn withdraw_booking(&self, id: i64) -> Result<Booking> {
         Self::json(self.request(Method::DELETE, &format!("/api/v1/bookings/{id}"))).await

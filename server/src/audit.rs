@@ -34,6 +34,13 @@ pub enum AuditAction {
     QueueStart,
     /// A queue job ended and the rest of its booking was given back.
     QueueRelease,
+    /// The scheduler started a preemptible queue job on cards an idle booking lends.
+    QueueLend,
+    /// A booking's holder took back cards it had lent (their process appeared, they submitted
+    /// a job, or they asked).
+    LoanReclaim,
+    /// A preemptible job whose lent cards were taken back went back to the queue.
+    QueueRequeue,
     QueueSettings,
     QueueShares,
     SimInject,
@@ -44,7 +51,7 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 30] = [
+    pub const ALL: [AuditAction; 33] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -70,6 +77,9 @@ impl AuditAction {
         AuditAction::QueueCancel,
         AuditAction::QueueStart,
         AuditAction::QueueRelease,
+        AuditAction::QueueLend,
+        AuditAction::LoanReclaim,
+        AuditAction::QueueRequeue,
         AuditAction::QueueSettings,
         AuditAction::QueueShares,
         AuditAction::SimInject,
@@ -105,6 +115,9 @@ impl AuditAction {
             AuditAction::QueueCancel => "queue.cancel",
             AuditAction::QueueStart => "queue.start",
             AuditAction::QueueRelease => "queue.release",
+            AuditAction::QueueLend => "queue.lend",
+            AuditAction::LoanReclaim => "booking.reclaim",
+            AuditAction::QueueRequeue => "queue.requeue",
             AuditAction::QueueSettings => "queue.settings",
             AuditAction::QueueShares => "queue.shares",
             AuditAction::SimInject => "sim.inject",

@@ -411,6 +411,9 @@ mod tests {
             created_at: at(-100),
             idle_since: None,
             queue_job: None,
+            lend: false,
+            loan_of: None,
+            lent_to: None,
         }
     }
 

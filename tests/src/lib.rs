@@ -749,6 +749,7 @@ pub fn booking_of(
         end,
         note: String::new(),
         user: None,
+        lend: None,
     }
 }
 

@@ -261,6 +261,13 @@ fn matrix() -> Vec<Row> {
             EmptyJson,
             [401, 400, 403, 400],
         ),
+        // Taking back what it lends: its owner or an admin (nothing is lent: nothing changes).
+        row(
+            post.clone(),
+            "/api/v1/bookings/{id}/reclaim",
+            None,
+            [401, 200, 403, 200],
+        ),
         row(
             Method::DELETE,
             "/api/v1/bookings/{id}",

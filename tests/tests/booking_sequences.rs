@@ -178,6 +178,7 @@ async fn run(ops: Vec<Op>) -> Result<usize, String> {
                     end: now + Duration::hours(start + len),
                     note: String::new(),
                     enforce_quota: true,
+                    lend: false,
                 };
                 if let Ok(b) = store.create_booking(&new, audit, now).await {
                     made.push(b.id);
@@ -240,6 +241,9 @@ fn the_invariant_check_catches_an_overlap() {
         created_at: base,
         idle_since: None,
         queue_job: None,
+        lend: false,
+        loan_of: None,
+        lent_to: None,
     };
     assert!(check(&[booking(1, 0, 2), booking(2, 2, 4)], base).is_ok());
     assert!(check(&[booking(1, 0, 3), booking(2, 2, 4)], base).is_err());

@@ -268,6 +268,7 @@ async fn quotas_refuse_with_the_rule_and_admins_may_go_beyond_with_an_audit_line
     // An admin books beyond ada's quota for her: allowed, and the audit log says so.
     let for_ada = CreateBooking {
         user: Some("ada".into()),
+        lend: None,
         ..any(3, later)
     };
     let booked = admin.book(&for_ada).await.expect("admins may go beyond");
@@ -285,6 +286,7 @@ async fn quotas_refuse_with_the_rule_and_admins_may_go_beyond_with_an_audit_line
     // Users may not book for others.
     let for_root = CreateBooking {
         user: Some("root".into()),
+        lend: None,
         ..on(&[&gpus[3]], hours(base, 50, 51))
     };
     assert_eq!(refused(ada.book(&for_root).await), 403);

@@ -178,6 +178,7 @@ fn sleeper(gpus: u32, name: &str) -> SubmitJob {
         environment: None,
         min_memory_bytes: None,
         name: Some(name.into()),
+        preemptible: false,
     }
 }
 
@@ -264,6 +265,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             end: now + Span::minutes(10),
             note: "on c".into(),
             user: None,
+            lend: None,
         })
         .await
         .unwrap();
@@ -342,6 +344,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             end: slot_end,
             note: "on b".into(),
             user: None,
+            lend: None,
         })
         .await
         .unwrap();
@@ -390,6 +393,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
                 end: Utc::now() + Span::hours(2),
                 note: "any two".into(),
                 user: None,
+                lend: None,
             })
             .await
             .unwrap();
@@ -409,6 +413,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             end: Utc::now() + Span::hours(4),
             note: "across".into(),
             user: None,
+            lend: None,
         })
         .await
         .unwrap();

@@ -110,6 +110,7 @@ async fn every_write_that_frees_or_takes_a_card_makes_the_queue_run_a_pass() {
             end,
             note: String::new(),
             user: None,
+            lend: None,
         })
         .await
         .unwrap();
@@ -164,6 +165,7 @@ fn submit(argv: &[&str]) -> SubmitJob {
         environment: None,
         min_memory_bytes: None,
         name: None,
+        preemptible: false,
     }
 }
 

@@ -412,6 +412,7 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
                 end: at(t0 + 7200),
                 note: String::new(),
                 enforce_quota: false,
+                lend: false,
             },
             AuditEntry::new(None, lanes_server::audit::AuditAction::BookingCreate, ""),
             at(t0 - 60),

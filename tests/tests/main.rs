@@ -17,6 +17,7 @@ mod events;
 mod history;
 mod job_launch;
 mod jobs;
+mod lending;
 mod logging;
 mod openapi;
 mod postgres;

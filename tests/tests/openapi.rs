@@ -166,6 +166,7 @@ async fn call_client(
             .await
             .map(drop),
         ("DELETE", "/api/v1/bookings/{id}") => client.withdraw_booking(1).await.map(drop),
+        ("POST", "/api/v1/bookings/{id}/reclaim") => client.reclaim_booking(1).await.map(drop),
         ("GET", "/api/v1/slots") => client
             .slots(&body(json!({"gpus": 1, "duration": "1h"})))
             .await

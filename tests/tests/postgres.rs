@@ -390,7 +390,10 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         without_energy(&report_before.users)
     );
     for (after, before) in report_after.users.iter().zip(&report_before.users) {
-        assert!(after.energy_kwh >= before.energy_kwh, "{after:?} {before:?}");
+        assert!(
+            after.energy_kwh >= before.energy_kwh,
+            "{after:?} {before:?}"
+        );
     }
     let audit_after = admin
         .audit(&AuditQuery { limit: Some(1_000) })

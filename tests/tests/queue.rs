@@ -25,6 +25,7 @@ fn work(gpus: u32, limit_s: i64, argv: &[&str]) -> SubmitJob {
         environment: None,
         min_memory_bytes: None,
         name: None,
+        preemptible: false,
     }
 }
 

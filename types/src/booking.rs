@@ -62,6 +62,16 @@ pub struct Booking {
     /// never by its note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_job: Option<i64>,
+    /// Its holder lets preemptible queue jobs borrow its cards while they sit idle.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lend: bool,
+    /// A loan: the booking whose idle cards this queue job borrows (it ends when that
+    /// booking's holder takes them back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loan_of: Option<i64>,
+    /// The queue job that borrows its cards now, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lent_to: Option<i64>,
 }
 
 /// Body of `POST /api/v1/bookings`: either `gpus` (UUIDs) or `count`.
@@ -79,6 +89,10 @@ pub struct CreateBooking {
     /// Admins only: book for this user instead of oneself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Lend the cards to preemptible queue jobs while they sit idle (taken back as soon as the
+    /// holder starts work); absent: as the portal's default says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lend: Option<bool>,
 }
 
 /// Body of `PATCH /api/v1/bookings/{id}`: a later end.

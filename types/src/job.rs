@@ -163,6 +163,17 @@ pub struct QueueRequest {
     pub time_limit_s: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_memory_bytes: Option<u64>,
+    /// It may run on cards of an idle booking whose holder lends them, and goes back to the
+    /// queue when the holder takes them back (SIGTERM first: its cue to checkpoint).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preemptible: bool,
+    /// Times it was sent back to the queue that way.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requeues: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Body of `POST /api/v1/jobs`.

@@ -45,6 +45,10 @@ impl QueueState {
     }
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// A job in the queue as `GET /api/v1/queue` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueuedJob {
@@ -78,6 +82,15 @@ pub struct QueuedJob {
     /// Its place in the order the scheduler considers (1 = next), pending jobs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<u32>,
+    /// It may run on lent cards (and then goes back to the queue when they are taken back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preemptible: bool,
+    /// Times it was sent back to the queue when lent cards were taken back.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requeues: u32,
+    /// The booking whose lent cards it runs on now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowed_from: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +144,10 @@ pub struct SubmitJob {
     pub min_memory_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// May run on idle booked cards their holder lends, and be stopped (SIGTERM, then SIGKILL
+    /// after the queue's lending grace) and queued again when the holder takes them back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preemptible: bool,
 }
 
 /// How the queue orders and places waiting jobs. The live queue and the trace replays use this
@@ -187,6 +204,15 @@ pub struct QueueSettings {
     /// Priority added by waiting `age_full_after_s` (fair share weighs 1).
     pub age_weight: f64,
     pub age_full_after_s: i64,
+    /// How long a preemptible job on lent cards has, after SIGTERM, to checkpoint and exit
+    /// before SIGKILL when their holder takes them back (1 s to 1 h).
+    #[serde(default = "default_lending_grace_s")]
+    pub lending_grace_s: i64,
+}
+
+/// The lending grace when an admin set none: a minute.
+pub fn default_lending_grace_s() -> i64 {
+    60
 }
 
 impl Default for QueueSettings {
@@ -198,6 +224,7 @@ impl Default for QueueSettings {
             half_life_s: 7 * 86_400,
             age_weight: 0.1,
             age_full_after_s: 7 * 86_400,
+            lending_grace_s: default_lending_grace_s(),
         }
     }
 }
@@ -240,6 +267,9 @@ impl QueueSettings {
         }
         if self.age_full_after_s <= 0 {
             return Err("age_full_after_s must be above 0".into());
+        }
+        if !(1..=3600).contains(&self.lending_grace_s) {
+            return Err("lending_grace_s must be from 1 to 3600".into());
         }
         Ok(())
     }

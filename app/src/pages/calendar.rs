@@ -445,6 +445,7 @@ fn Confirm(
             end,
             note: note.get_untracked(),
             user: None,
+            lend: None,
         };
         spawn_local(async move {
             match rest::send::<_, Booking>(Method::Post, "/api/v1/bookings", &body).await {

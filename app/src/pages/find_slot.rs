@@ -124,6 +124,7 @@ pub fn FindSlot(
             end: start + d,
             note: String::new(),
             user: None,
+            lend: None,
         });
     };
     let card_names = move |slot: &FreeSlot| {
@@ -152,6 +153,7 @@ pub fn FindSlot(
                         end: slot.end,
                         note: String::new(),
                         user: None,
+                        lend: None,
                     };
                     view! {
                         <tr data-slot-node=slot.node.clone()>

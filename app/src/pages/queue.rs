@@ -2,7 +2,7 @@
 //! until when), cancel your jobs, and see everyone's use against their fair share.
 
 use crate::components::format::{date_time, span};
-use crate::components::remote::{field, render_remote, Remote};
+use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
 use crate::rest::{self, Method};
@@ -96,6 +96,7 @@ fn SubmitForm(
         NodeRef::new(),
         NodeRef::new(),
     );
+    let preemptible = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let default_hours = settings
         .default_time_limit_s
@@ -133,6 +134,7 @@ fn SubmitForm(
             environment: None,
             min_memory_bytes: min_memory,
             name: Some(field(name)).filter(|n| !n.is_empty()),
+            preemptible: checked(preemptible),
         };
         spawn_local(async move {
             match rest::send::<_, QueuedJob>(Method::Post, "/api/v1/queue", &body).await {
@@ -152,6 +154,10 @@ fn SubmitForm(
             <label>"Directory " <input node_ref=cwd placeholder="your home" /></label>
             <label>"Name " <input node_ref=name placeholder="optional" /></label>
             <label>"Free memory per GPU (GiB) " <input node_ref=memory inputmode="decimal" size="5" placeholder="any" /></label>
+            <label class="check" title="It may run on idle booked cards their holder lends; when the holder takes them back it gets SIGTERM (checkpoint then), SIGKILL after the queue's grace, and waits again">
+                <input node_ref=preemptible type="checkbox" name="preemptible" />
+                "Preemptible (may borrow idle booked cards)"
+            </label>
             <button type="submit">"Queue"</button>
             <p class="hint">
                 "It starts as soon as enough cards are free for its whole time limit (never into "

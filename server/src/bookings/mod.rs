@@ -73,6 +73,8 @@ pub struct NewBooking {
     /// Whether quotas refuse (off for admins, who may go beyond; a would-be refusal is then
     /// only written to the audit log).
     pub enforce_quota: bool,
+    /// Lend the cards to preemptible queue jobs while they sit idle.
+    pub lend: bool,
 }
 
 /// Longest note accepted.

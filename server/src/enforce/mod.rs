@@ -146,6 +146,8 @@ impl Enforcer {
         let mut notes: HashMap<String, CardNotes> = HashMap::new();
         let mut job_memory: HashMap<i64, u64> = HashMap::new();
         let mut unbooked: HashMap<Key, &GpuProcess> = HashMap::new();
+        // Lending bookings whose holder's own process is on one of their cards.
+        let mut holders_back: HashSet<i64> = HashSet::new();
         for gpu in tick.gpus.iter().filter(|g| g.node == self.node) {
             let card = notes.entry(gpu.uuid.clone()).or_default();
             for process in &gpu.processes {
@@ -171,7 +173,15 @@ impl Enforcer {
                     ProcessLane::Unbooked => {
                         unbooked.insert((gpu.uuid.clone(), process.pid), process);
                     }
-                    ProcessLane::Booked | ProcessLane::Exempt => {}
+                    ProcessLane::Booked => {
+                        let lending = active.values().find(|b| {
+                            b.lent_to.is_some() && b.gpus.iter().any(|g| g.uuid == gpu.uuid)
+                        });
+                        if let Some(host) = lending {
+                            holders_back.insert(host.id);
+                        }
+                    }
+                    ProcessLane::Exempt => {}
                 }
             }
         }
@@ -186,6 +196,17 @@ impl Enforcer {
             .peaks
             .retain(|id, _| facts.jobs.values().any(|j| j.id == *id));
 
+        for host in holders_back {
+            let audit = AuditEntry::new(None, AuditAction::LoanReclaim, "")
+                .detail("its holder's process appeared on a lent card");
+            let ended = self.store.reclaim_loans(host, audit, now).await?;
+            if ended > 0 {
+                tracing::info!(
+                    booking = host,
+                    "took back lent cards: their holder started work"
+                );
+            }
+        }
         self.violations(&unbooked, &facts, &policy, memory, now)
             .await?;
         self.bookings_changed(&active, memory, now);
@@ -219,7 +240,8 @@ impl Enforcer {
             exempt_commands: policy.exempt_commands.iter().cloned().collect(),
             ..Default::default()
         };
-        for booking in active.values() {
+        // A loan's borrower runs there as a job; the card's holder is its host's.
+        for booking in active.values().filter(|b| b.loan_of.is_none()) {
             for gpu in booking.gpus.iter().filter(|g| g.node == self.node) {
                 facts.holders.insert(gpu.uuid.clone(), booking.user_id);
             }

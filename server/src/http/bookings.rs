@@ -25,6 +25,7 @@ pub fn routes() -> Routes {
             "/api/v1/bookings/{id}",
             get(show).patch(extend).delete(withdraw),
         )
+        .route("/api/v1/bookings/{id}/reclaim", post(reclaim))
         .route("/api/v1/slots", get(slots))
         .route("/api/v1/quotas", get(quotas).put(set_quotas))
         .route("/api/v1/quotas/use", get(quota_use))
@@ -41,9 +42,15 @@ async fn create(
     CurrentUser(actor): CurrentUser,
     ApiJson(request): ApiJson<CreateBooking>,
 ) -> Result<(StatusCode, Json<Booking>), ApiError> {
-    let horizon = state.portal_settings().booking_horizon_days;
-    let booking =
-        usecases::bookings::book(&state.store, &actor, request, horizon, Utc::now()).await?;
+    let settings = state.portal_settings();
+    let booking = usecases::bookings::book(
+        &state.store,
+        &actor,
+        request,
+        (settings.booking_horizon_days, settings.lend_idle_by_default),
+        Utc::now(),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(booking)))
 }
 
@@ -103,6 +110,15 @@ async fn withdraw(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Booking>, ApiError> {
     let booking = usecases::bookings::withdraw(&state.store, &actor, id, Utc::now()).await?;
+    Ok(Json(booking))
+}
+
+async fn reclaim(
+    State(state): State<AppState>,
+    CurrentUser(actor): CurrentUser,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Booking>, ApiError> {
+    let booking = usecases::bookings::reclaim(&state.store, &actor, id, Utc::now()).await?;
     Ok(Json(booking))
 }
 

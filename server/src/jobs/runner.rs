@@ -10,9 +10,10 @@
 use super::launch::{self, Launch};
 use super::mask::{fixed_environment, DeviceMask, JobFacts};
 use super::wall::{JobCgroup, Wall};
+use crate::audit::AuditAction;
 use crate::events::Event;
 use crate::notify::{Notice, Notifier};
-use crate::store::{JobEnd, JobProcess, JobToRun, Store};
+use crate::store::{AuditEntry, JobEnd, JobProcess, JobToRun, Store};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::procinfo;
 use crate::telemetry::Processes;
@@ -261,12 +262,22 @@ impl Runner {
                 watched.booking_end = Some(b.end);
             }
             if job.job.state == JobState::Running {
-                let queued = job.job.queue.is_some();
-                if let Some(reason) = stop_reason(booking.as_ref(), job.cancel_requested, queued) {
+                if let Some(reason) = stop_reason(booking.as_ref(), &job, now) {
                     stop_reasons.insert(id, reason);
                 }
             }
             match (job.job.state, booking) {
+                // The holder's job takes its cards back from a borrower, and starts once the
+                // borrower is gone (within the lending grace).
+                (JobState::WaitingForSlot, Some(b))
+                    if b.state == BookingState::Active
+                        && b.lend
+                        && within(self.store.borrowers_present(b.id, now)).await? =>
+                {
+                    let audit = AuditEntry::new(None, AuditAction::LoanReclaim, "")
+                        .detail(format!("job {id} was submitted into it"));
+                    within(self.store.reclaim_loans(b.id, audit, now)).await?;
+                }
                 (JobState::WaitingForSlot, Some(b)) if b.state == BookingState::Active => {
                     match self.launch(&job, &b).await {
                         Ok((
@@ -370,9 +381,22 @@ impl Runner {
                 _ => {}
             }
         }
+        // A borrower stopped for its lender has the queue's lending grace, not the usual one.
+        let lending_grace = if watched
+            .values()
+            .filter_map(|w| w.stopping.as_ref())
+            .any(|(_, why)| why.starts_with(PREEMPTED))
+            || stop_reasons.values().any(|r| *r == PREEMPTED)
+        {
+            let settings = within(self.store.queue_settings()).await?;
+            Some(Duration::from_secs(settings.lending_grace_s.max(1) as u64))
+        } else {
+            None
+        };
         let ids: Vec<i64> = watched.keys().copied().collect();
         for id in ids {
-            self.watch(id, watched, leftovers, stop_reasons.get(&id).copied(), now)
+            let stop = stop_reasons.get(&id).copied();
+            self.watch(id, watched, leftovers, stop, lending_grace, now)
                 .await?;
         }
         Ok(())
@@ -416,17 +440,47 @@ impl Runner {
         end: &JobEnd,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
+        if job.job.queue.is_some() && end.message.starts_with(PREEMPTED) {
+            let audit = AuditEntry::new(None, AuditAction::QueueRequeue, "").detail(format!(
+                "its lent cards were taken back; it ended with {}",
+                how_it_ended(end)
+            ));
+            let message = format!(
+                "{PREEMPTED} at {} ({}); waiting again",
+                now.format("%Y-%m-%d %H:%M:%S UTC"),
+                how_it_ended(end)
+            );
+            if within(self.store.requeue_job(job.job.id, &message, audit, now)).await? {
+                if let Some(booking) = job.job.booking_id {
+                    super::release_booking_of(&self.store, booking, job.job.id).await;
+                }
+                self.notifier.send(Notice {
+                    event: "job.requeued",
+                    at: now,
+                    text: format!(
+                        "job {} ({}) of {} was stopped for the holder of its borrowed cards and waits in the queue again",
+                        job.job.id,
+                        job.job.title(),
+                        job.job.username
+                    ),
+                    details: serde_json::json!({
+                        "job_id": job.job.id,
+                        "booking_id": job.job.booking_id,
+                        "user": job.job.username,
+                        "exit_code": end.exit_code,
+                        "signal": end.signal,
+                    }),
+                });
+                return Ok(());
+            }
+        }
         let end = &queue_end(job, end);
         within(self.store.job_ended(job.job.id, end, now)).await?;
         if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
             super::release_booking_of(&self.store, booking, job.job.id).await;
         }
         let name = job.job.title();
-        let how = match (end.exit_code, end.signal) {
-            (Some(code), _) => format!("exit code {code}"),
-            (None, Some(signal)) => format!("signal {signal}"),
-            (None, None) => end.state.as_str().to_string(),
-        };
+        let how = how_it_ended(end);
         let mut text = format!(
             "job {} ({name}) of {} ended: {how}",
             job.job.id, job.job.username
@@ -459,6 +513,7 @@ impl Runner {
         watched: &mut HashMap<i64, Watched>,
         leftovers: &mut HashMap<i64, Leftover>,
         stop: Option<&'static str>,
+        lending_grace: Option<Duration>,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
         let Some(job) = watched.get_mut(&id) else {
@@ -509,8 +564,12 @@ impl Runner {
                     within(self.store.job_stopping(id, now, reason)).await?;
                 }
             }
-            Some((since, _)) => {
-                let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
+            Some((since, why)) => {
+                let grace = match lending_grace {
+                    Some(lending) if why.starts_with(PREEMPTED) => lending,
+                    _ => self.settings.grace,
+                };
+                let grace = chrono::Duration::from_std(grace).unwrap_or_default();
                 if now - *since >= grace {
                     signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGKILL);
                 }
@@ -575,7 +634,7 @@ impl Runner {
                         .is_some_and(|w| w.record.job.queue.is_some()),
                 )
             });
-            if let Err(e) = self.watch(id, watched, leftovers, stop, now).await {
+            if let Err(e) = self.watch(id, watched, leftovers, stop, None, now).await {
                 tracing::debug!(job = id, error = %e, "a job's change waits for the database");
             }
         }
@@ -790,19 +849,41 @@ fn exited(job: &mut Watched) -> Option<JobEnd> {
 
 const TIMED_OUT: &str = "stopped at its time limit";
 const CANCELLED: &str = "cancelled";
+/// A borrower whose lent cards were taken back (or whose lender's slot ended first): it goes
+/// back to the queue.
+pub const PREEMPTED: &str = "preempted: its lent cards were taken back";
+
+/// "exit code 0", "signal 9": how a job's process ended.
+fn how_it_ended(end: &JobEnd) -> String {
+    match (end.exit_code, end.signal) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => end.state.as_str().to_string(),
+    }
+}
 
 /// Why a running job must stop now: it was cancelled, or its booking (for a queue job: its
 /// time limit) is over. A cancel comes first: a queue job cancelled as it started has its
-/// booking given back at once, and it was still cancelled, not timed out.
+/// booking given back at once, and it was still cancelled, not timed out. A borrower's loan
+/// that ended before its time limit was taken back: it is preempted.
 fn stop_reason(
     booking: Option<&Booking>,
-    cancel_requested: bool,
-    queued: bool,
+    job: &JobToRun,
+    now: DateTime<Utc>,
 ) -> Option<&'static str> {
-    if cancel_requested {
+    let queued = job.job.queue.is_some();
+    if job.cancel_requested {
         Some(CANCELLED)
     } else if booking.is_none_or(|b| b.state != BookingState::Active) {
-        Some(slot_ended(queued))
+        let limit_reached = job
+            .job
+            .queue
+            .zip(job.job.started_at)
+            .is_some_and(|(q, started)| now - started >= chrono::Duration::seconds(q.time_limit_s));
+        match booking {
+            Some(b) if b.loan_of.is_some() && queued && !limit_reached => Some(PREEMPTED),
+            _ => Some(slot_ended(queued)),
+        }
     } else {
         None
     }

@@ -250,6 +250,9 @@ impl Queue {
             let gpus: Vec<GpuRef> = start.cards.iter().map(|&c| pool[c].gpu.clone()).collect();
             started |= self.dispatch(job, gpus, now).await?;
         }
+        if leading && !started {
+            started |= self.lend_idle_cards(&pending, &plan, &pool, now).await?;
+        }
         if started {
             return Ok(None);
         }
@@ -317,6 +320,7 @@ impl Queue {
             end: limit_end,
             note: booking_note(job.id, &truncate(&name, 200)),
             enforce_quota: false,
+            lend: false,
         };
         let audit = AuditEntry::new(None, AuditAction::QueueStart, format!("job {}", job.id))
             .detail(format!(
@@ -339,6 +343,97 @@ impl Queue {
             crate::jobs::release_booking_of(&self.store, booking.id, job.id).await;
             Ok(false)
         }
+    }
+
+    /// Starts preemptible jobs the pass could not place on cards that idle bookings lend, in
+    /// the order the scheduler ranked them, each on cards of one booking on one node. `true`
+    /// when one started.
+    async fn lend_idle_cards(
+        &self,
+        pending: &[Job],
+        plan: &Plan,
+        pool: &[PoolCard],
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let waiting: Vec<&Job> = plan
+            .waits
+            .iter()
+            .filter_map(|w| pending.iter().find(|j| j.id == w.job))
+            .filter(|j| j.queue.is_some_and(|q| q.preemptible))
+            .collect();
+        if waiting.is_empty() {
+            return Ok(false);
+        }
+        let mut lenders = self.store.lendable_bookings(now).await?;
+        let mut started = false;
+        for job in waiting {
+            let Some(request) = job.queue else { continue };
+            let min_memory = request.min_memory_bytes.unwrap_or(0);
+            // Healthy cards of the booking, on its first card's node (the runner there runs
+            // it), with enough memory.
+            let usable = |b: &lanes_types::booking::Booking| -> Vec<GpuRef> {
+                let node = b.gpus.first().map(|g| g.node.clone()).unwrap_or_default();
+                b.gpus
+                    .iter()
+                    .filter(|g| g.node == node)
+                    .filter(|g| {
+                        pool.iter()
+                            .any(|c| &c.gpu == *g && c.memory_total >= min_memory)
+                    })
+                    .take(request.gpus as usize)
+                    .cloned()
+                    .collect()
+            };
+            let Some(pos) = lenders
+                .iter()
+                .position(|b| usable(b).len() == request.gpus as usize)
+            else {
+                continue;
+            };
+            let host = lenders.remove(pos);
+            let cards = usable(&host);
+            let Some(owner) = self.store.user(job.user_id).await?.filter(|u| u.enabled) else {
+                continue;
+            };
+            let limit = request.time_limit_s.clamp(1, MAX_TIME_LIMIT_S);
+            let end = now + chrono::Duration::seconds(limit);
+            let note = format!(
+                "{} (on cards booking #{} lends)",
+                booking_note(job.id, &truncate(&job.title(), 200)),
+                host.id
+            );
+            let audit = AuditEntry::new(None, AuditAction::QueueLend, "").detail(format!(
+                "{} card(s) lent to job {} of {} until {}",
+                cards.len(),
+                job.id,
+                owner.username,
+                end.min(host.end).to_rfc3339()
+            ));
+            let loan = match self
+                .store
+                .create_loan(host.id, &owner, &cards, end, &note, audit, now)
+                .await
+            {
+                Ok(loan) => loan,
+                Err(StoreError::Refused(e)) => {
+                    tracing::debug!(job = job.id, booking = host.id, error = %e, "could not lend a booking's cards");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if self.store.start_queue_job(job.id, loan.id).await? {
+                tracing::info!(
+                    job = job.id,
+                    booking = host.id,
+                    loan = loan.id,
+                    "started a preemptible job on lent cards"
+                );
+                started = true;
+            } else {
+                crate::jobs::release_booking_of(&self.store, loan.id, job.id).await;
+            }
+        }
+        Ok(started)
     }
 
     /// Every member's fair-share standing now.

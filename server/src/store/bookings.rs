@@ -160,8 +160,8 @@ impl Store {
             Ok(()) => audit,
         };
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by, lend)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
         )
         .bind(new.owner.id)
         .bind(ms(new.start))
@@ -169,6 +169,7 @@ impl Store {
         .bind(&new.note)
         .bind(Stamp(now))
         .bind(audit.actor_user_id)
+        .bind(flag(new.lend))
         .fetch_one(&mut *tx)
         .await?;
         hold_cards(
@@ -196,6 +197,9 @@ impl Store {
             created_at: now,
             idle_since: None,
             queue_job: None,
+            lend: new.lend,
+            loan_of: None,
+            lent_to: None,
         })
     }
 
@@ -244,11 +248,13 @@ impl Store {
             created_at: Stamp,
             idle_since_ms: Option<i64>,
             queue_job: Option<i64>,
+            lend: i64,
+            loan_of: Option<i64>,
         }
         // Built per call, so that each filter present can use its index.
         let mut sql = String::from(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
-                    b.status, b.created_at, b.idle_since_ms,
+                    b.status, b.created_at, b.idle_since_ms, b.lend, b.loan_of,
                     (SELECT j.id FROM jobs j WHERE j.booking_id = b.id AND j.gpus IS NOT NULL
                      ORDER BY j.id LIMIT 1) AS queue_job
              FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
@@ -308,6 +314,22 @@ impl Store {
             }
             cards.extend(query.fetch_all(&self.pool).await?);
         }
+        // The queue job each lending booking's live loan (if any) runs now.
+        let mut lent_to: BTreeMap<i64, i64> = BTreeMap::new();
+        let lenders: Vec<i64> = rows.iter().filter(|r| r.lend != 0).map(|r| r.id).collect();
+        for ids in lenders.chunks(10_000) {
+            let sql = format!(
+                "SELECT l.loan_of, j.id FROM bookings l JOIN jobs j ON j.booking_id = l.id
+                 WHERE l.status = 'live' AND l.start_ms <= $1 AND l.end_ms > $1
+                   AND l.loan_of IN ({})",
+                placeholders(2, ids.len())
+            );
+            let mut query = sqlx::query_as::<_, (i64, i64)>(&sql).bind(ms(now));
+            for id in ids {
+                query = query.bind(*id);
+            }
+            lent_to.extend(query.fetch_all(&self.pool).await?);
+        }
         let mut by_booking: BTreeMap<i64, Vec<GpuRef>> = BTreeMap::new();
         for (booking, node, uuid) in cards {
             by_booking
@@ -338,6 +360,9 @@ impl Store {
                     created_at: r.created_at.0,
                     idle_since: r.idle_since_ms.map(at),
                     queue_job: r.queue_job,
+                    lend: r.lend != 0,
+                    loan_of: r.loan_of,
+                    lent_to: lent_to.get(&r.id).copied(),
                 }
             })
             .collect())
@@ -420,6 +445,8 @@ impl Store {
             .bind(ms(end))
             .execute(&mut *tx)
             .await?;
+        // Its loans end with it: a loan never outlives its host's hold.
+        end_loans(&mut tx, id, end).await?;
         // Who asked (the enforcer, the queue) tells which change it was.
         let change = match (withdrawal, audit.action) {
             (Withdrawal::Cancel, _) => Change::BookingCancelled,
@@ -513,4 +540,32 @@ impl Store {
         self.emit(Event::CardsChanged(Change::BookingExtended));
         booking.ok_or(BookingError::NotFound.into())
     }
+}
+
+/// Ends the live loans of booking `host` at `end` (or at once, for one that started later):
+/// their borrowers' runners then stop them and the queue takes them back.
+pub(super) async fn end_loans(
+    tx: &mut Tx<'_>,
+    host: i64,
+    end: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    let (greatest, end_ms) = (super::Backend::of(tx).greatest(), ms(end));
+    let ended = sqlx::query(&format!(
+        "UPDATE bookings SET status = 'released', end_ms = {greatest}(start_ms + 1, $2)
+         WHERE loan_of = $1 AND status = 'live' AND end_ms > $2"
+    ))
+    .bind(host)
+    .bind(end_ms)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    sqlx::query(&format!(
+        "UPDATE booking_gpus SET end_ms = {greatest}(start_ms + 1, $2)
+         WHERE booking_id IN (SELECT id FROM bookings WHERE loan_of = $1) AND end_ms > $2"
+    ))
+    .bind(host)
+    .bind(end_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(ended)
 }

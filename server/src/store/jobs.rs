@@ -91,6 +91,8 @@ struct Row {
     gpus: Option<i64>,
     time_limit_s: Option<i64>,
     min_memory_bytes: Option<i64>,
+    preemptible: i64,
+    requeues: i64,
     env_base: Option<String>,
     environment: Option<String>,
     device_wall: Option<String>,
@@ -144,6 +146,8 @@ impl Row {
                         gpus: gpus as u32,
                         time_limit_s,
                         min_memory_bytes: self.min_memory_bytes.map(|b| b as u64),
+                        preemptible: self.preemptible != 0,
+                        requeues: self.requeues.max(0) as u32,
                     }),
                     _ => None,
                 },
@@ -162,7 +166,7 @@ const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, 
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
         j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes,
-        j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes
+        j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Store {
@@ -180,8 +184,8 @@ impl Store {
         let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
-                               time_limit_s, min_memory_bytes, created_at, env_base)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+                               time_limit_s, min_memory_bytes, created_at, env_base, preemptible)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
         )
         .bind(booking_id)
         .bind(new.user_id)
@@ -198,6 +202,7 @@ impl Store {
             new.env_base
                 .map(|b| serde_json::to_string(b).unwrap_or_default()),
         )
+        .bind(super::sql::flag(queue.is_some_and(|q| q.preemptible)))
         .fetch_one(&mut *tx)
         .await?;
         let audit = AuditEntry {

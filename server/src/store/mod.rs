@@ -13,6 +13,7 @@ mod gauges;
 mod history;
 mod inventory;
 mod jobs;
+mod lending;
 mod logins;
 mod logs;
 mod maintenance;

@@ -68,7 +68,7 @@ pub(super) async fn cards_in_slot(
     let sql = format!(
         "SELECT {CARD_COLUMNS},
                 (SELECT {} FROM booking_gpus bg
-                 WHERE bg.gpu_id = g.id AND bg.live = 1 AND bg.end_ms > $1 AND bg.start_ms < $2
+                 WHERE bg.gpu_id = g.id AND bg.live = 1 AND bg.lane = 0 AND bg.end_ms > $1 AND bg.start_ms < $2
                    AND ($3 IS NULL OR bg.booking_id != $3)) AS bookings,
                 (SELECT {} FROM maintenance_gpus mg
                  WHERE mg.gpu_id = g.id AND mg.end_ms > $1 AND mg.start_ms < $2) AS maintenance

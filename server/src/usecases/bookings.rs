@@ -11,12 +11,13 @@ use lanes_types::booking::{Booking, CreateBooking, FreeSlot};
 use lanes_types::query::SlotQuery;
 
 /// Books cards for `actor`, or (admins only) for the user the request names. Admins are not
-/// held to quotas; the audit line says for whom an admin booked.
+/// held to quotas; the audit line says for whom an admin booked. `portal`: the booking
+/// horizon in days, and whether bookings lend their idle cards unless the request says.
 pub async fn book(
     store: &Store,
     actor: &User,
     request: CreateBooking,
-    horizon_days: u32,
+    (horizon_days, lend_by_default): (u32, bool),
     now: DateTime<Utc>,
 ) -> Result<Booking, UseCaseError> {
     let owner = match &request.user {
@@ -54,11 +55,15 @@ pub async fn book(
         end: request.end,
         note: request.note,
         enforce_quota: !actor.is_admin(),
+        lend: request.lend.unwrap_or(lend_by_default),
     };
     check_request(&new, now, horizon_days)?;
     let mut detail = format!("{} → {}", new.start.to_rfc3339(), new.end.to_rfc3339());
     if owner.id != actor.id {
         detail.push_str(&format!("; for {}", owner.username));
+    }
+    if new.lend {
+        detail.push_str("; lends its idle cards");
     }
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
     Ok(store.create_booking(&new, audit, now).await?)
@@ -98,6 +103,29 @@ pub async fn withdraw(
     changeable(store, actor, id, now).await?;
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingWithdraw, "");
     Ok(store.withdraw_booking(id, audit, now).await?)
+}
+
+/// Takes back the cards booking `id` lends now (its owner or an admin): the borrowers get
+/// SIGTERM, SIGKILL after the queue's lending grace, and wait in the queue again. The booking
+/// as it is after.
+pub async fn reclaim(
+    store: &Store,
+    actor: &User,
+    id: i64,
+    now: DateTime<Utc>,
+) -> Result<Booking, UseCaseError> {
+    let booking = changeable(store, actor, id, now).await?;
+    if booking.loan_of.is_some() {
+        return Err(BookingError::invalid(
+            "loan",
+            "this booking is itself a loan of another booking's cards; its holder takes them back",
+        )
+        .into());
+    }
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::LoanReclaim, "")
+        .detail("asked for by its holder");
+    store.reclaim_loans(id, audit, now).await?;
+    find(store, id, now).await
 }
 
 /// Moves a booking's end later. A queue job's booking keeps its length: the scheduler sized it

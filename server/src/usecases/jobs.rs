@@ -140,6 +140,12 @@ pub async fn submit_to_booking(
             booking.state.as_str()
         )));
     }
+    if let Some(host) = booking.loan_of {
+        return Err(UseCaseError::Unprocessable(format!(
+            "this booking is a loan of booking {host}'s idle cards to one preemptible queue job; \
+             other jobs go into a booking of your own or the queue"
+        )));
+    }
     // A job runs under one node's runner, on that node's cards.
     let mut nodes: Vec<&str> = booking.gpus.iter().map(|g| g.node.as_str()).collect();
     nodes.sort_unstable();
@@ -157,9 +163,17 @@ pub async fn submit_to_booking(
         booking.id,
         command.argv.join(" ")
     ));
-    command
+    let job = command
         .create(store, user, JobPlace::Booking(booking.id), audit, now)
-        .await
+        .await?;
+    // Its holder starts work: what the booking lends comes back (the job starts once the
+    // borrowers are gone).
+    if booking.lend {
+        let audit = AuditEntry::new(Some(user.id), AuditAction::LoanReclaim, "")
+            .detail(format!("job {} was submitted into it", job.id));
+        store.reclaim_loans(booking.id, audit, now).await?;
+    }
+    Ok(job)
 }
 
 /// Queues a command for `gpus` cards of the pool (`cards`, as the hub sees them) for up to its
@@ -209,10 +223,17 @@ pub async fn submit_to_queue(
         gpus: request.gpus,
         time_limit_s: limit,
         min_memory_bytes: request.min_memory_bytes,
+        preemptible: request.preemptible,
+        requeues: 0,
     };
     let audit = AuditEntry::new(Some(user.id), AuditAction::QueueSubmit, "").detail(format!(
-        "{} card(s) for up to {limit} s: {}",
+        "{} card(s) for up to {limit} s{}: {}",
         request.gpus,
+        if request.preemptible {
+            ", preemptible"
+        } else {
+            ""
+        },
         command.argv.join(" ")
     ));
     command

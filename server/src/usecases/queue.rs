@@ -26,12 +26,15 @@ pub async fn view(
     let mut views = Vec::with_capacity(jobs.len());
     for job in &jobs {
         let mut cards = Vec::new();
+        let mut borrowed_from = None;
         if let (Some(booking), false) = (job.booking_id, job.state.is_over()) {
             if let Some(b) = store.booking(booking, now).await? {
                 cards = b.gpus;
+                borrowed_from = b.loan_of;
             }
         }
         let mut v = job_view(job, viewer, snapshot.waits.get(&job.id), &cards);
+        v.borrowed_from = borrowed_from;
         if v.state == QueueState::Pending && v.reason.is_none() {
             v.reason = Some("waiting for the next scheduling pass".into());
         }
@@ -55,6 +58,8 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
         gpus: 0,
         time_limit_s: 0,
         min_memory_bytes: None,
+        preemptible: false,
+        requeues: 0,
     });
     let state = QueueState::of(job);
     let mine = job.user_id == viewer.id || viewer.is_admin();
@@ -75,6 +80,9 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
         reason: wait.map(|w| w.reason.clone()),
         estimated_start: wait.and_then(|w| w.estimated_start),
         position: wait.and_then(|w| w.position),
+        preemptible: request.preemptible,
+        requeues: request.requeues,
+        borrowed_from: None,
         priority: wait.map(|w| w.priority),
         exit_code: job.exit_code,
         message: if mine {

@@ -1,0 +1,237 @@
+//! SQL of lending: an idle booking's cards lent to a preemptible queue job (a loan: a booking of
+//! the borrower inside the host's slot, its card rows in lane 1), taken back when the holder
+//! starts work, and the borrower sent back to the queue.
+
+use super::sql::{flag, placeholders, Stamp};
+use super::{at, insert_audit, ms, AuditEntry, Lock, Store, StoreError};
+use crate::events::{Change, Event};
+use chrono::{DateTime, Utc};
+use lanes_types::account::User;
+use lanes_types::booking::{Booking, BookingState, GpuRef};
+
+impl Store {
+    /// Active bookings that lend their cards, sit idle (the watchdog marked them), and lend
+    /// them to nobody now.
+    pub async fn lendable_bookings(&self, now: DateTime<Utc>) -> Result<Vec<Booking>, StoreError> {
+        let filter = super::BookingFilter {
+            from: Some(now),
+            to: Some(now + chrono::Duration::milliseconds(1)),
+            ..Default::default()
+        };
+        let mut bookings = self.bookings(&filter, now).await?;
+        bookings.retain(|b| {
+            b.state == BookingState::Active
+                && b.lend
+                && b.loan_of.is_none()
+                && b.queue_job.is_none()
+                && b.idle_since.is_some()
+                && b.lent_to.is_none()
+        });
+        Ok(bookings)
+    }
+
+    /// Lends `cards` of booking `host` to `borrower` from `now` to `end` (at most the host's
+    /// end), if the host still lends, is active and idle, and none of them is lent already.
+    /// A refusal (`StoreError::Refused`) means the next pass may try again.
+    pub async fn create_loan(
+        &self,
+        host: i64,
+        borrower: &User,
+        cards: &[GpuRef],
+        end: DateTime<Utc>,
+        note: &str,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, StoreError> {
+        let refused = |why: &str| {
+            StoreError::Refused(crate::bookings::BookingError::invalid("not_lendable", why))
+        };
+        let _turn = self.write_turn().await;
+        let mut tx = self
+            .begin_serial(&[
+                Lock::Shared(super::sql::lock::CARDS),
+                Lock::User(borrower.id),
+            ])
+            .await?;
+        let now_ms = ms(now);
+        let row: Option<(i64, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT start_ms, end_ms, lend, idle_since_ms, loan_of FROM bookings
+             WHERE id = $1 AND status = 'live'",
+        )
+        .bind(host)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((start_ms, host_end_ms, lend, idle, None)) = row else {
+            return Err(refused("the booking is gone or is itself a loan"));
+        };
+        if lend == 0 || idle.is_none() || start_ms > now_ms || host_end_ms <= now_ms {
+            return Err(refused("the booking does not lend its cards now"));
+        }
+        let end_ms = ms(end).min(host_end_ms);
+        if end_ms <= now_ms || cards.is_empty() {
+            return Err(refused("nothing to lend"));
+        }
+        // The host's own card rows for the cards asked for.
+        let sql = format!(
+            "SELECT bg.gpu_id FROM booking_gpus bg
+             JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
+             WHERE bg.booking_id = $1 AND bg.lane = 0 AND bg.live = 1
+               AND (n.name || ' ' || g.uuid) IN ({})",
+            placeholders(2, cards.len())
+        );
+        let mut query = sqlx::query_scalar::<_, i64>(&sql).bind(host);
+        for card in cards {
+            query = query.bind(format!("{} {}", card.node, card.uuid));
+        }
+        let ids: Vec<i64> = query.fetch_all(&mut *tx).await?;
+        if ids.len() != cards.len() {
+            return Err(refused("those are not all cards of the booking"));
+        }
+        // One loan of a card at a time (PostgreSQL's constraint says so too).
+        let sql = format!(
+            "SELECT COUNT(*) FROM booking_gpus WHERE lane = 1 AND live = 1
+               AND end_ms > $1 AND gpu_id IN ({})",
+            placeholders(2, ids.len())
+        );
+        let mut query = sqlx::query_scalar::<_, i64>(&sql).bind(now_ms);
+        for id in &ids {
+            query = query.bind(*id);
+        }
+        if query.fetch_one(&mut *tx).await? > 0 {
+            return Err(refused("a card is lent already"));
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by, loan_of)
+             VALUES ($1, $2, $3, $4, $5, NULL, $6) RETURNING id",
+        )
+        .bind(borrower.id)
+        .bind(now_ms)
+        .bind(end_ms)
+        .bind(note)
+        .bind(Stamp(now))
+        .bind(host)
+        .fetch_one(&mut *tx)
+        .await?;
+        for gpu in &ids {
+            sqlx::query(
+                "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms, lane)
+                 VALUES ($1, $2, $3, $4, 1)",
+            )
+            .bind(id)
+            .bind(*gpu)
+            .bind(now_ms)
+            .bind(end_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(super::slots::overlap_or)?;
+        }
+        let audit = AuditEntry {
+            target: format!("booking {host}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.emit(Event::CardsChanged(Change::BookingCreated));
+        Ok(Booking {
+            id,
+            user_id: borrower.id,
+            username: borrower.username.clone(),
+            display_name: borrower.display_name.clone(),
+            gpus: cards.to_vec(),
+            start: at(now_ms),
+            end: at(end_ms),
+            note: note.to_string(),
+            state: BookingState::Active,
+            created_at: now,
+            idle_since: None,
+            queue_job: None,
+            lend: false,
+            loan_of: Some(host),
+            lent_to: None,
+        })
+    }
+
+    /// Takes back what booking `host` lent: its live loans end now (their runners stop the
+    /// borrowers, which go back to the queue). Returns how many there were.
+    pub async fn reclaim_loans(
+        &self,
+        host: i64,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let _turn = self.write_turn().await;
+        let mut tx = self.begin().await?;
+        let ended = super::bookings::end_loans(&mut tx, host, now).await?;
+        if ended > 0 {
+            // Lendable again only once it has sat idle again for the idle threshold.
+            sqlx::query("UPDATE bookings SET idle_since_ms = NULL WHERE id = $1")
+                .bind(host)
+                .execute(&mut *tx)
+                .await?;
+            let audit = AuditEntry {
+                target: format!("booking {host}"),
+                ..audit
+            };
+            insert_audit(&mut tx, &audit, now).await?;
+        }
+        tx.commit().await?;
+        if ended > 0 {
+            self.emit(Event::CardsChanged(Change::BookingReleased));
+        }
+        Ok(ended)
+    }
+
+    /// Whether a borrower of booking `id`'s cards has yet to go: its loan is live, or its job
+    /// still runs (stopping after its loan was taken back).
+    pub async fn borrowers_present(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM bookings l LEFT JOIN jobs j ON j.booking_id = l.id
+             WHERE l.loan_of = $1 AND l.status != 'cancelled'
+               AND ((l.status = 'live' AND l.start_ms <= $2 AND l.end_ms > $2)
+                    OR j.state IN ('queued', 'running'))",
+        )
+        .bind(id)
+        .bind(ms(now))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n > 0)
+    }
+
+    /// Sends a running queue job back to the queue (its lent cards were taken back): it waits
+    /// again, in its old place, with no booking and no process.
+    pub async fn requeue_job(
+        &self,
+        id: i64,
+        message: &str,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let requeued = sqlx::query(
+            "UPDATE jobs SET state = 'pending', booking_id = NULL, pid = NULL, pid_start = NULL,
+                 boot_id = NULL, stop_requested_ms = NULL, stop_reason = NULL, started_at = NULL,
+                 exit_code = NULL, signal = NULL, message = $2, requeues = requeues + 1,
+                 cancel_requested = $3
+             WHERE id = $1 AND state IN ('running', 'queued') AND cancel_requested = 0",
+        )
+        .bind(id)
+        .bind(message)
+        .bind(flag(false))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if requeued {
+            let audit = AuditEntry {
+                target: format!("job {id}"),
+                ..audit
+            };
+            insert_audit(&mut tx, &audit, now).await?;
+        }
+        tx.commit().await?;
+        if requeued {
+            self.emit(Event::QueueChanged(Change::QueueSubmitted));
+        }
+        Ok(requeued)
+    }
+}

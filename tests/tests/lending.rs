@@ -1,0 +1,316 @@
+//! Idle booked cards lent to the queue, against the real server on a simulated node
+//! (background jobs off): a preemptible job borrows an idle lending booking's card; a
+//! non-preemptible job never borrows and a booking that does not lend is never lent; when the
+//! holder starts work (their process appears, or they submit a job into the booking) the
+//! borrower gets SIGTERM, SIGKILL after the lending grace, and waits in the queue again, charged
+//! for what it used; the holder's job starts within the grace plus 5 s.
+
+use lanes_server::accounts::Role;
+use lanes_tests::{booking_of, cards, ensure_unix_account, refused, wait_until, Session, TestApp};
+use lanes_types::account::UserPatch;
+use lanes_types::booking::Booking;
+use lanes_types::enforcement::Policy;
+use lanes_types::job::JobState;
+use lanes_types::query::InjectProcess;
+use lanes_types::queue::{QueueSettings, QueueState, QueuedJob, SubmitJob};
+use std::time::{Duration, Instant};
+
+const BORROWER: &str = "lanes-test-job";
+const HOLDER: &str = "lanes-test-holder";
+/// The lending grace these tests set, in seconds.
+const GRACE_S: i64 = 3;
+
+struct World<'a> {
+    app: &'a TestApp,
+    admin: Session<'a>,
+    holder: Session<'a>,
+    borrower: Session<'a>,
+    cards: Vec<String>,
+}
+
+/// Two cards; bookings idle after a second at under 5 %; a three-second lending grace.
+async fn world(app: &TestApp) -> World<'_> {
+    ensure_unix_account(BORROWER);
+    ensure_unix_account(HOLDER);
+    let admin = Session {
+        app,
+        cookie: app.sign_up("boss", Role::Admin).await,
+    };
+    let holder = Session {
+        app,
+        cookie: app.sign_up(HOLDER, Role::User).await,
+    };
+    let borrower = Session {
+        app,
+        cookie: app.sign_up(BORROWER, Role::User).await,
+    };
+    // The watchdog knows the holder's processes by their account.
+    let me = holder.client().me().await.unwrap();
+    admin
+        .client()
+        .update_user(
+            me.id,
+            &UserPatch {
+                unix_user: Some(HOLDER.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    admin
+        .client()
+        .save_policy(&Policy {
+            idle_threshold_pct: 5,
+            idle_window_s: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    admin
+        .client()
+        .save_queue_settings(&QueueSettings {
+            lending_grace_s: GRACE_S,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let cards = cards(app).await.into_iter().map(|g| g.info.uuid).collect();
+    World {
+        app,
+        admin,
+        holder,
+        borrower,
+        cards,
+    }
+}
+
+impl World<'_> {
+    /// The holder books `card` for ten minutes, lending or not, and waits until it is idle.
+    async fn idle_booking(&self, card: &str, lend: bool) -> Booking {
+        let start = chrono::Utc::now();
+        let mut request = booking_of(
+            &[card.to_string()],
+            start,
+            start + chrono::Duration::minutes(10),
+        );
+        request.lend = Some(lend);
+        let booking = self.holder.client().book(&request).await.expect("booked");
+        assert_eq!(booking.lend, lend);
+        let client = self.holder.client();
+        wait_until(
+            Duration::from_secs(10),
+            "the booking to be idle",
+            || async {
+                let b = client.booking(booking.id).await.ok()?;
+                b.idle_since.is_some().then_some(b)
+            },
+        )
+        .await
+    }
+
+    async fn submit(&self, preemptible: bool, argv: &[&str]) -> QueuedJob {
+        self.borrower
+            .client()
+            .enqueue(&SubmitJob {
+                gpus: 1,
+                time_limit_s: Some(600),
+                argv: argv.iter().map(|a| a.to_string()).collect(),
+                cwd: None,
+                env: None,
+                environment: None,
+                min_memory_bytes: None,
+                name: None,
+                preemptible,
+            })
+            .await
+            .expect("queued")
+    }
+
+    async fn queued(&self, id: i64) -> QueuedJob {
+        let view = self.borrower.client().queue().await.unwrap();
+        view.jobs.into_iter().find(|j| j.id == id).unwrap()
+    }
+
+    async fn until(
+        &self,
+        id: i64,
+        seconds: u64,
+        what: &str,
+        done: impl Fn(&QueuedJob) -> bool,
+    ) -> QueuedJob {
+        wait_until(Duration::from_secs(seconds), what, || async {
+            let job = self.queued(id).await;
+            done(&job).then_some(job)
+        })
+        .await
+    }
+}
+
+/// Says it started, and on SIGTERM says so and goes on (so only SIGKILL ends it).
+const STUBBORN: &[&str] = &[
+    "/bin/sh",
+    "-c",
+    "trap 'echo TERM received' TERM; echo started; while true; do sleep 0.1; done",
+];
+
+#[tokio::test]
+async fn a_preemptible_job_borrows_an_idle_lending_booking_and_is_requeued_when_its_holder_works() {
+    let app = TestApp::spawn_configured(2, |config| config.sim.background = false).await;
+    let w = world(&app).await;
+    let lending = w.idle_booking(&w.cards[0], true).await;
+    let keeping = w.idle_booking(&w.cards[1], false).await;
+    // Both cards are booked: a job that does not allow preemption waits, and so does a second
+    // preemptible one (the booking that does not lend is never lent).
+    let steady = w.submit(false, &["/bin/sleep", "600"]).await;
+    let borrower = w.submit(true, STUBBORN).await;
+    let running = w
+        .until(borrower.id, 15, "the preemptible job to borrow", |j| {
+            j.state == QueueState::Running
+        })
+        .await;
+    assert_eq!(running.borrowed_from, Some(lending.id));
+    assert_eq!(running.cards.len(), 1);
+    assert_eq!(running.cards[0].uuid, w.cards[0]);
+    let second = w.submit(true, &["/bin/sleep", "600"]).await;
+    let host = w.holder.client().booking(lending.id).await.unwrap();
+    assert_eq!(host.lent_to, Some(borrower.id));
+    // Its output says it runs; the log is the borrower's, on the lent card only.
+    let job = w.borrower.client().job(borrower.id).await.unwrap();
+    let log = wait_until(Duration::from_secs(10), "the borrower's output", || async {
+        let text = w
+            .borrower
+            .client()
+            .job_log(job.id, &Default::default(), None)
+            .await
+            .ok()?
+            .text;
+        text.contains("started").then_some(text)
+    })
+    .await;
+    assert!(log.contains("started"));
+    // Passes go by: the others still wait, and the keeping booking lends nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for id in [steady.id, second.id] {
+        assert_eq!(w.queued(id).await.state, QueueState::Pending, "job {id}");
+    }
+    assert_eq!(
+        w.holder.client().booking(keeping.id).await.unwrap().lent_to,
+        None
+    );
+
+    // The holder starts work on the card: their process appears there.
+    w.admin
+        .client()
+        .inject_process(&InjectProcess {
+            utilization_pct: 70,
+            ..InjectProcess::new(&w.cards[0], HOLDER)
+        })
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    let back = w
+        .until(
+            borrower.id,
+            20,
+            "the borrower to be back in the queue",
+            |j| j.state == QueueState::Pending && j.requeues == 1,
+        )
+        .await;
+    let took = asked.elapsed();
+    // It ignored SIGTERM (it said so), so SIGKILL came after the grace.
+    assert!(
+        took >= Duration::from_secs(GRACE_S as u64 - 1),
+        "requeued after {took:?}, before the grace was over"
+    );
+    assert!(back.message.contains("preempted"), "{}", back.message);
+    assert!(back.preemptible && back.borrowed_from.is_none() && back.cards.is_empty());
+    let log = w
+        .borrower
+        .client()
+        .job_log(borrower.id, &Default::default(), None)
+        .await
+        .unwrap()
+        .text;
+    assert!(log.contains("TERM received"), "{log}");
+    // The loan is over; the holder's booking stands, lends to nobody, and is not lent again
+    // while the holder works.
+    let host = w.holder.client().booking(lending.id).await.unwrap();
+    assert_eq!(host.lent_to, None);
+    assert_eq!(host.state, lanes_types::booking::BookingState::Active);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(w.queued(borrower.id).await.state, QueueState::Pending);
+    // What it used is charged to the borrower's fair share, who booked nothing.
+    let view = w.borrower.client().queue().await.unwrap();
+    let standing = view
+        .standings
+        .iter()
+        .find(|s| s.username == BORROWER)
+        .unwrap();
+    assert!(standing.gpu_hours > 0.0, "{standing:?}");
+    // Only the holder or an admin takes cards back.
+    assert_eq!(
+        refused(w.borrower.client().reclaim_booking(lending.id).await),
+        403
+    );
+    w.holder.client().reclaim_booking(lending.id).await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_holders_job_takes_the_cards_back_and_starts_within_the_grace_plus_five_seconds() {
+    // One card, booked: the borrower can only run on it lent.
+    let app = TestApp::spawn_configured(1, |config| config.sim.background = false).await;
+    let w = world(&app).await;
+    let lending = w.idle_booking(&w.cards[0], true).await;
+    let borrower = w.submit(true, STUBBORN).await;
+    let running = w
+        .until(borrower.id, 15, "the preemptible job to borrow", |j| {
+            j.state == QueueState::Running
+        })
+        .await;
+    assert_eq!(running.borrowed_from, Some(lending.id));
+    // It got going (and set its SIGTERM trap) before the holder comes back.
+    wait_until(Duration::from_secs(10), "the borrower's output", || async {
+        let text = w
+            .borrower
+            .client()
+            .job_log(borrower.id, &Default::default(), None)
+            .await
+            .ok()?
+            .text;
+        text.contains("started").then_some(())
+    })
+    .await;
+    // The holder submits a job into the booking.
+    let submitted = Instant::now();
+    let mine = w
+        .holder
+        .submit(lending.id, &["/bin/sh", "-c", "echo mine"])
+        .await;
+    let started = wait_until(
+        Duration::from_secs(20),
+        "the holder's job to start",
+        || async {
+            let job = w.holder.client().job(mine.id).await.ok()?;
+            job.started_at.is_some().then_some(job)
+        },
+    )
+    .await;
+    let waited = submitted.elapsed();
+    // The borrower held the card until SIGKILL, so the holder's job waited for the grace, but
+    // no longer than that and five seconds.
+    assert!(
+        waited <= Duration::from_secs(GRACE_S as u64 + 5),
+        "the holder's job started {waited:?} after it was submitted"
+    );
+    assert!(
+        waited >= Duration::from_secs(GRACE_S as u64 - 1),
+        "the holder's job started {waited:?} after it was submitted: before the borrower was gone"
+    );
+    let back = w.queued(borrower.id).await;
+    assert_eq!((back.state, back.requeues), (QueueState::Pending, 1));
+    let done = w.holder.finished(started.id, 10).await;
+    assert_eq!(done.state, JobState::Exited);
+    assert_eq!(w.holder.log(done.id).await, "mine\n");
+    app.stop().await;
+}
