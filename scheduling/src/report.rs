@@ -247,3 +247,58 @@ mod tests {
         assert!(shares(&["a=-1".into()]).is_err());
     }
 }
+
+/// The mixed model (see [`crate::lending`]) over `traces` on `gpus` cards of which
+/// `model.booked_gpus` are booked, at each load (of the queue's own cards), without and with
+/// lending: a Markdown table.
+pub fn lending_table(
+    traces: &[TraceText],
+    gpus: u32,
+    loads: &[Option<f64>],
+    estimate: Estimate,
+    model: &crate::lending::MixedModel,
+) -> Result<String, SimulateError> {
+    if model.booked_gpus == 0 || model.booked_gpus >= gpus {
+        return Err(SimulateError::Invalid(format!(
+            "--booked must be from 1 to {} (fewer than --gpus)",
+            gpus.saturating_sub(1)
+        )));
+    }
+    if !(0.01..=0.99).contains(&model.idle_fraction)
+        || !(0.0..=1.0).contains(&model.preemptible_fraction)
+    {
+        return Err(SimulateError::Invalid(
+            "--idle-fraction must be from 0.01 to 0.99, --preemptible from 0 to 1".into(),
+        ));
+    }
+    let mut jobs = Vec::new();
+    for trace in traces {
+        jobs.extend(trace::parse(&trace.text, &trace.name)?);
+    }
+    let queue_gpus = gpus - model.booked_gpus;
+    let mut out = String::from(
+        "| load | lending | utilization | booked idle | lent | queue mean wait | queue p95 wait | queue mean completion | holder mean delay | holder max delay | reclaims |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let loads = if loads.is_empty() { &[None][..] } else { loads };
+    for &load in loads {
+        let w = trace::workload(jobs.clone(), queue_gpus, load, estimate, model.seed);
+        for lending in [false, true] {
+            let m = crate::lending::run(&w, queue_gpus, model, lending);
+            out.push_str(&format!(
+                "| {:.2} | {} | {:.1} % | {:.1} % | {:.1} % | {} | {} | {} | {} | {} | {} |\n",
+                w.load,
+                if lending { "yes" } else { "no" },
+                m.utilization * 100.0,
+                m.booked_idle_fraction * 100.0,
+                m.lent_fraction * 100.0,
+                span(m.queue_mean_wait_s),
+                span(m.queue_p95_wait_s),
+                span(m.queue_mean_completion_s),
+                span(m.holder_mean_delay_s),
+                span(m.holder_max_delay_s as f64),
+                m.reclaims,
+            ));
+        }
+    }
+    Ok(out)
+}

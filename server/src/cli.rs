@@ -217,6 +217,29 @@ pub struct SimulateArgs {
     /// Also draw utilization over time per policy as SVG here.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// The mixed model instead of the policies: this many of the cards are held by bookings
+    /// whose holders leave them idle part of the time; the trace is the queue's, on the rest
+    /// (--load is of those). Replayed without and with lending idle booked cards.
+    #[arg(long)]
+    pub booked: Option<u32>,
+    /// Mixed model: share of booked card-time the holders leave idle.
+    #[arg(long, default_value_t = 0.5)]
+    pub idle_fraction: f64,
+    /// Mixed model: mean idle spell of a holder.
+    #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
+    pub idle_spell: Duration,
+    /// Mixed model: how long a booking sits idle before it lends (the watchdog's idle window).
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    pub idle_detect: Duration,
+    /// Mixed model: cards per booking (a loan takes cards of one booking).
+    #[arg(long, default_value_t = 4)]
+    pub booking_width: u32,
+    /// Mixed model: SIGTERM to SIGKILL when a holder takes cards back.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+    /// Mixed model: share of queue jobs submitted as preemptible.
+    #[arg(long, default_value_t = 1.0)]
+    pub preemptible: f64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -53,6 +53,12 @@ enum SimulateCommandError {
     Simulate(#[from] lanes_scheduling::report::SimulateError),
 }
 
+/// What a `lanes simulate` run replayed.
+enum Replayed {
+    Policies(lanes_scheduling::report::Report),
+    Mixed(String),
+}
+
 fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
     use lanes_scheduling::report::{self, Request, SimulateError, TraceText};
     use lanes_scheduling::simulate::Settings;
@@ -75,6 +81,23 @@ fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(booked) = args.booked {
+            let model = lanes_scheduling::lending::MixedModel {
+                booked_gpus: booked,
+                booking_width: args.booking_width,
+                idle_fraction: args.idle_fraction,
+                idle_spell_s: args.idle_spell.as_secs() as i64,
+                idle_detect_s: args.idle_detect.as_secs() as i64,
+                grace_s: args.grace.as_secs() as i64,
+                preemptible_fraction: args.preemptible,
+                seed: args.seed,
+                ..Default::default()
+            };
+            let loads: Vec<Option<f64>> = args.load.iter().map(|&l| Some(l)).collect();
+            let estimate = args.estimate.parse().map_err(SimulateError::Invalid)?;
+            let table = report::lending_table(&traces, args.gpus, &loads, estimate, &model)?;
+            return Ok(Replayed::Mixed(table));
+        }
         let request = Request {
             traces,
             gpus: args.gpus,
@@ -105,10 +128,20 @@ fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
         if let Some(path) = &args.plot {
             write(path, report.svg())?;
         }
-        Ok::<_, SimulateCommandError>(report)
+        Ok::<_, SimulateCommandError>(Replayed::Policies(report))
     })();
     match result {
-        Ok(report) => {
+        Ok(Replayed::Mixed(table)) => {
+            println!(
+                "mixed model: {} of {} cards booked; replayed in {:.2} s",
+                args.booked.unwrap_or_default(),
+                args.gpus,
+                started.elapsed().as_secs_f64()
+            );
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+        Ok(Replayed::Policies(report)) => {
             println!(
                 "{} jobs ({} larger than {} cards left out); trace load {:.2}; estimates {}; \
                  replayed in {:.2} s",

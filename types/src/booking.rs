@@ -203,7 +203,9 @@ pub fn holder_and_next<'a>(
 ) -> (Option<&'a Booking>, Option<&'a Booking>) {
     let mut on_card: Vec<&Booking> = bookings
         .iter()
+        // A loan runs on its host's cards inside the host's slot: the host holds them.
         .filter(|b| b.state.holds_cards() && b.end > now && b.gpus.contains(card))
+        .filter(|b| b.loan_of.is_none())
         .collect();
     on_card.sort_by_key(|b| b.start);
     let holder = on_card.iter().find(|b| b.start <= now).copied();

@@ -297,23 +297,33 @@ fn Grid(
                         .filter_map(|b| {
                             let (left, width) = v.bar(b.start, b.end)?;
                             let idle = b.idle_since.is_some() && b.state == BookingState::Active;
+                            let lent = b
+                                .lent_to
+                                .map(|job| format!(" · lent to queue job #{job}"))
+                                .unwrap_or_default();
                             let title = format!(
-                                "{} · {} – {}{}{}",
+                                "{} · {} – {}{}{}{lent}",
                                 b.display_name,
                                 long_time(b.start, offset),
                                 short_time(b.end, offset),
                                 if b.note.is_empty() { String::new() } else { format!(" · {}", b.note) },
                                 if idle { " · IDLE" } else { "" }
                             );
+                            // A loan is drawn as a band along the foot of its host's bar.
+                            let label = match (b.loan_of, b.queue_job) {
+                                (Some(_), Some(job)) => format!("lent to queue job #{job}"),
+                                _ => b.display_name.clone(),
+                            };
                             Some(view! {
                                 <div
                                     class="cal-bar"
                                     class:idle=idle
+                                    class:loan=b.loan_of.is_some()
                                     data-booking=b.id
                                     style=format!("left:{left:.3}%;width:{width:.3}%;background:{}", user_color(&b.username))
                                     title=title
                                 >
-                                    {b.display_name.clone()}
+                                    {label}
                                 </div>
                             })
                         })
@@ -415,6 +425,8 @@ fn Confirm(
 ) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let note = RwSignal::new(String::new());
+    // Checked: lend while idle; unchecked: the portal's default (off unless admins set it).
+    let lend = RwSignal::new(false);
     // The request the selection means: its cards (in row order) and slot. A slot whose first
     // cell holds "now" starts now.
     let request = Memo::new(move |_| {
@@ -445,7 +457,7 @@ fn Confirm(
             end,
             note: note.get_untracked(),
             user: None,
-            lend: None,
+            lend: lend.get_untracked().then_some(true),
         };
         spawn_local(async move {
             match rest::send::<_, Booking>(Method::Post, "/api/v1/bookings", &body).await {
@@ -488,6 +500,15 @@ fn Confirm(
                             prop:value=move || note.get()
                             on:input=move |ev| note.set(event_target_value(&ev))
                         />
+                        <label class="check" title="Preemptible queue jobs may run on them while they sit idle; the moment your process or job starts there, they get SIGTERM and make way within the queue's grace">
+                            <input
+                                type="checkbox"
+                                name="lend"
+                                prop:checked=move || lend.get()
+                                on:change=move |ev| lend.set(event_target_checked(&ev))
+                            />
+                            "Lend while idle"
+                        </label>
                         <button type="submit" on:click=move |_| book()>"Book"</button>
                         <button on:click=move |_| { selection.set(None); error.set(None); }>"Cancel"</button>
                     </div>

@@ -280,6 +280,7 @@ fn GpuCard(
                     },
                 };
                 let color = holder.map(|b| user_color(&b.username));
+                let lent = holder.and_then(|b| b.lent_to.map(|job| (b.id, job)));
                 Some(view! {
                     <p class="holder" class:held=holder.is_some() data-testid="holder">
                         <span
@@ -287,6 +288,7 @@ fn GpuCard(
                             style=color.map(|c| format!("background:{c}")).unwrap_or_default()
                         ></span>
                         {text}
+                        {lent.map(|(booking, job)| view! { <Lent booking job /> })}
                     </p>
                 })
             })
@@ -432,6 +434,35 @@ fn GpuCard(
             </dl>
             <Processes gpu />
         </article>
+    }
+    .into_any()
+}
+
+/// "lent to queue job #N", and a button for its holder to take the card back.
+#[component]
+fn Lent(booking: i64, job: i64) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let reclaim = move |_| {
+        leptos::task::spawn_local(async move {
+            let url = format!("/api/v1/bookings/{booking}/reclaim");
+            let body = serde_json::json!({});
+            match crate::rest::send::<_, Booking>(crate::rest::Method::Post, &url, &body).await {
+                Ok(_) => error.set(None),
+                Err(message) => error.set(Some(message)),
+            }
+        });
+    };
+    view! {
+        <span class="lent" data-testid="lent">{format!("· lent to queue job #{job}")}</span>
+        <button
+            type="button"
+            class="small"
+            title="Take the card back now: the borrowing job gets SIGTERM, then SIGKILL after the queue's grace, and waits in the queue again"
+            on:click=reclaim
+        >
+            "Reclaim"
+        </button>
+        {move || error.get().map(|m| view! { <span class="form-error" role="alert">{m}</span> })}
     }
     .into_any()
 }

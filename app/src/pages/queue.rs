@@ -228,12 +228,18 @@ fn JobRow(
                 None => reason,
             }
         }
-        QueueState::Running => job
-            .cards
-            .iter()
-            .map(|g| short_uuid(&g.uuid))
-            .collect::<Vec<_>>()
-            .join(", "),
+        QueueState::Running => {
+            let cards = job
+                .cards
+                .iter()
+                .map(|g| short_uuid(&g.uuid))
+                .collect::<Vec<_>>()
+                .join(", ");
+            match job.borrowed_from {
+                Some(booking) => format!("{cards} (lent by booking #{booking} while idle)"),
+                None => cards,
+            }
+        }
         _ => {
             let code = job
                 .exit_code
@@ -245,6 +251,12 @@ fn JobRow(
                 .collect::<Vec<_>>()
                 .join("; ")
         }
+    };
+    // Preemptible jobs say so, and how often they made way for a holder.
+    let detail = match (job.preemptible, job.requeues) {
+        (false, _) => detail,
+        (true, 0) => format!("preemptible · {detail}"),
+        (true, n) => format!("preemptible, made way {n}× · {detail}"),
     };
     let live = matches!(job.state, QueueState::Pending | QueueState::Running);
     let position = job
