@@ -224,30 +224,6 @@ pub fn shares(pairs: &[String]) -> Result<ShareTable, SimulateError> {
     Ok(table)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spans_read_in_the_nearest_unit() {
-        assert_eq!(span(59.0), "59 s");
-        assert_eq!(span(600.0), "10.0 min");
-        assert_eq!(span(5_400.0 * 4.0), "6.0 h");
-        assert_eq!(span(86_400.0 * 10.0), "10.0 d");
-    }
-
-    #[test]
-    fn model_and_share_names_are_checked() {
-        assert_eq!(models(&["all".into()], 3_600).unwrap().len(), 4);
-        assert!(matches!(
-            models(&["lifo".into()], 1),
-            Err(SimulateError::Invalid(_))
-        ));
-        assert_eq!(shares(&["a=3".into()]).unwrap().groups["a"], 3.0);
-        assert!(shares(&["a=-1".into()]).is_err());
-    }
-}
-
 /// The mixed model (see [`crate::lending`]) over `traces` on `gpus` cards of which
 /// `model.booked_gpus` are booked, at each load (of the queue's own cards), without and with
 /// lending: a Markdown table.
@@ -301,4 +277,28 @@ pub fn lending_table(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_read_in_the_nearest_unit() {
+        assert_eq!(span(59.0), "59 s");
+        assert_eq!(span(600.0), "10.0 min");
+        assert_eq!(span(5_400.0 * 4.0), "6.0 h");
+        assert_eq!(span(86_400.0 * 10.0), "10.0 d");
+    }
+
+    #[test]
+    fn model_and_share_names_are_checked() {
+        assert_eq!(models(&["all".into()], 3_600).unwrap().len(), 4);
+        assert!(matches!(
+            models(&["lifo".into()], 1),
+            Err(SimulateError::Invalid(_))
+        ));
+        assert_eq!(shares(&["a=3".into()]).unwrap().groups["a"], 3.0);
+        assert!(shares(&["a=-1".into()]).is_err());
+    }
 }

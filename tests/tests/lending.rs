@@ -21,7 +21,6 @@ const HOLDER: &str = "lanes-test-holder";
 const GRACE_S: i64 = 3;
 
 struct World<'a> {
-    app: &'a TestApp,
     admin: Session<'a>,
     holder: Session<'a>,
     borrower: Session<'a>,
@@ -76,7 +75,6 @@ async fn world(app: &TestApp) -> World<'_> {
         .unwrap();
     let cards = cards(app).await.into_iter().map(|g| g.info.uuid).collect();
     World {
-        app,
         admin,
         holder,
         borrower,

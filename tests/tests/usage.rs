@@ -43,7 +43,11 @@ async fn two_users_on_one_card_are_charged_by_their_sm_share_and_the_booking_by_
     // ada books the card; bo's process runs on it too.
     // On a whole second, as the report's period is.
     let start = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp(), 0).unwrap();
-    let mut request = booking_of(&[card.clone()], start, start + chrono::Duration::hours(1));
+    let mut request = booking_of(
+        std::slice::from_ref(&card),
+        start,
+        start + chrono::Duration::hours(1),
+    );
     request.user = Some("ada".into());
     let booking = admin_client.book(&request).await.expect("booked for ada");
     for (user, pct) in [("ada", 30), ("bob", 60)] {

@@ -411,7 +411,17 @@ impl Queue {
             ));
             let loan = match self
                 .store
-                .create_loan(host.id, &owner, &cards, end, &note, audit, now)
+                .create_loan(
+                    &crate::store::NewLoan {
+                        host: host.id,
+                        borrower: &owner,
+                        cards: &cards,
+                        end,
+                        note: &note,
+                    },
+                    audit,
+                    now,
+                )
                 .await
             {
                 Ok(loan) => loan,

@@ -9,6 +9,19 @@ use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState, GpuRef};
 
+/// A loan to make: `cards` of booking `host` for `borrower`'s queue job, up to `end` (never past
+/// the host's end).
+pub struct NewLoan<'a> {
+    pub host: i64,
+    pub borrower: &'a User,
+    pub cards: &'a [GpuRef],
+    pub end: DateTime<Utc>,
+    pub note: &'a str,
+}
+
+/// A host booking's start, end, lending flag, idle mark and own loan link.
+type HostRow = (i64, i64, i64, Option<i64>, Option<i64>);
+
 impl Store {
     /// Active bookings that lend their cards, sit idle (the watchdog marked them), and lend
     /// them to nobody now.
@@ -35,14 +48,17 @@ impl Store {
     /// A refusal (`StoreError::Refused`) means the next pass may try again.
     pub async fn create_loan(
         &self,
-        host: i64,
-        borrower: &User,
-        cards: &[GpuRef],
-        end: DateTime<Utc>,
-        note: &str,
+        loan: &NewLoan<'_>,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
+        let NewLoan {
+            host,
+            borrower,
+            cards,
+            end,
+            note,
+        } = *loan;
         let refused = |why: &str| {
             StoreError::Refused(crate::bookings::BookingError::invalid("not_lendable", why))
         };
@@ -54,7 +70,7 @@ impl Store {
             ])
             .await?;
         let now_ms = ms(now);
-        let row: Option<(i64, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+        let row: Option<HostRow> = sqlx::query_as(
             "SELECT start_ms, end_ms, lend, idle_since_ms, loan_of FROM bookings
              WHERE id = $1 AND status = 'live'",
         )

@@ -40,6 +40,7 @@ pub use gauges::PoolGauges;
 pub use history::Bucket;
 pub use inventory::{KnownGpu, NodeRegistration, NodeRow};
 pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
+pub use lending::NewLoan;
 pub use logins::AttemptStart;
 pub use logs::Stream;
 pub use queue::{CardBlock, UsageSpan};
