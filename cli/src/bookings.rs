@@ -327,9 +327,12 @@ pub async fn list(args: BookingsArgs) -> Result<()> {
             cell(output::cards_name(&b.gpus, &inventory)),
             cell(output::when(b.start)),
             cell(output::when(b.end)),
-            cell(match b.queue_job {
-                Some(job) => format!("queue job {job}"),
-                None => b.note.clone(),
+            cell(match (b.queue_job, b.loan_of, b.lent_to) {
+                (Some(job), Some(host), _) => format!("queue job {job} on #{host}'s idle cards"),
+                (Some(job), None, _) => format!("queue job {job}"),
+                (None, _, Some(job)) => format!("lent to queue job {job} · {}", b.note),
+                (None, _, None) if b.lend => format!("lends while idle · {}", b.note),
+                (None, _, None) => b.note.clone(),
             }),
         ]);
     }
@@ -357,6 +360,26 @@ pub async fn extend(args: ExtendArgs) -> Result<()> {
         output::json(&extended);
     } else {
         output::say(&format!("Extended {}", describe(&extended, &inventory)));
+    }
+    Ok(())
+}
+
+/// `lanes reclaim ID`: takes back what the booking lends now.
+pub async fn reclaim(args: IdArgs) -> Result<()> {
+    let client = config::client()?;
+    let before = client.booking(args.id).await?;
+    let after = client.reclaim_booking(args.id).await?;
+    if args.common.json {
+        output::json(&after);
+    } else {
+        output::say(&match before.lent_to {
+            Some(job) => format!(
+                "Taking back booking {}'s cards from queue job {job}: it has the queue's grace to \
+                 checkpoint and go",
+                args.id
+            ),
+            None => format!("Booking {} lends nothing now", args.id),
+        });
     }
     Ok(())
 }

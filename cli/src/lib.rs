@@ -58,6 +58,10 @@ pub enum ClientCommand {
     /// Cancel a booking that has not started.
     #[command(after_help = "Example:\n  lanes cancel 42")]
     Cancel(bookings::IdArgs),
+    /// Take back the cards your booking lends to a queue job (it gets SIGTERM, and goes back to
+    /// the queue within the grace). Starting work on them does the same by itself.
+    #[command(after_help = "Example:\n  lanes reclaim 42")]
+    Reclaim(bookings::IdArgs),
     /// Run a command here, on this node's booked cards: your booking, or N cards booked now and
     /// released when the command ends.
     #[command(
@@ -161,6 +165,7 @@ async fn dispatch(command: ClientCommand) -> Result<ExitCode> {
         ClientCommand::Cancel(args) => bookings::withdraw(args, bookings::Withdraw::Cancel)
             .await
             .map(done),
+        ClientCommand::Reclaim(args) => bookings::reclaim(args).await.map(done),
         ClientCommand::Run(args) => run::run(args).await,
         ClientCommand::Env(args) => run::env(args).await.map(done),
         ClientCommand::Submit(args) => jobs::submit(args).await,

@@ -218,6 +218,7 @@ pub async fn report(args: ReportArgs) -> Result<()> {
             "IDLE BOOKED H",
             "JOBS",
             "VIOLATIONS",
+            "KWH",
         ]);
         for row in rows {
             let share = if row.gpu_hours_booked > 0.0 {
@@ -233,6 +234,15 @@ pub async fn report(args: ReportArgs) -> Result<()> {
                 cell(format!("{:.1}", row.idle_booked_hours)).right(),
                 cell(row.jobs.to_string()).right(),
                 cell(row.violations.to_string()).right(),
+                cell(match (row.cost, row.co2e_kg) {
+                    (Some(cost), Some(co2)) => {
+                        format!("{:.2} ({cost:.2}, {co2:.1} kg CO2e)", row.energy_kwh)
+                    }
+                    (Some(cost), None) => format!("{:.2} ({cost:.2})", row.energy_kwh),
+                    (None, Some(co2)) => format!("{:.2} ({co2:.1} kg CO2e)", row.energy_kwh),
+                    (None, None) => format!("{:.2}", row.energy_kwh),
+                })
+                .right(),
             ]);
         }
         text.push('\n');
@@ -240,6 +250,16 @@ pub async fn report(args: ReportArgs) -> Result<()> {
     }
     if report.users.is_empty() {
         text.push_str("no bookings in this range\n");
+    } else if report.per_process {
+        text.push_str(
+            "\nUsed GPU-hours and kWh split each card between its processes by their SM share, \
+             whoever booked it.\n",
+        );
+    } else {
+        text.push_str(
+            "\nNo per-process samples in this range: used GPU-hours are card-level figures, \
+             charged to each card's holder.\n",
+        );
     }
     output::print(&text);
     Ok(())

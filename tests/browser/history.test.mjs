@@ -61,7 +61,7 @@ test('the usage report lists the booking and the CSV downloads', async () => {
   csv = await page.request.get(url + href);
   assert.equal(csv.status(), 200);
   assert.match(csv.headers()['content-type'], /text\/csv/);
-  assert.match(await csv.text(), /^user,gpu_hours_booked,gpu_hours_used,idle_booked_hours,violations,jobs\r\nada,/);
+  assert.match(await csv.text(), /^user,gpu_hours_booked,gpu_hours_used,gpu_hours_used_card_level,idle_booked_hours,violations,jobs,energy_kwh,cost,co2e_kg\r\nada,/);
   if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
 });
 

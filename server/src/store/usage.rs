@@ -170,37 +170,37 @@ impl Store {
         let on = |alias: &str| {
             format!("{alias}.gpu_id = bg.gpu_id AND {alias}.t + 60 > {lo} AND {alias}.t < {hi}")
         };
-        let overlapping = "WHERE b.status != 'cancelled'
-             AND bg.end_ms > $1 * 1000 AND bg.start_ms < $2 * 1000";
-        let energy: Vec<(i64, f64)> = sqlx::query_as(&format!(
-            "SELECT bg.booking_id, COALESCE(SUM(e.mj * {part}), 0)
-             FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
-             JOIN energy_1m e ON {on} {overlapping}
-             GROUP BY bg.booking_id",
-            part = part("e"),
-            on = on("e"),
-        ))
-        .persistent(false)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.pool)
-        .await?;
-        let attributed: Vec<(i64, f64, f64)> = sqlx::query_as(&format!(
-            "SELECT bg.booking_id, COALESCE(SUM(p.used_pct_ms * {part}), 0),
-                    COALESCE(SUM(p.mj * {part}), 0)
-             FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
-             JOIN process_use_1m p ON {on} {overlapping}
-             GROUP BY bg.booking_id",
-            part = part("p"),
-            on = on("p"),
-        ))
-        .persistent(false)
-        .bind(from)
-        .bind(to)
-        .fetch_all(&self.pool)
-        .await?;
+        // Two sums per booking over one of the minute tables.
+        let sums = |table: &str, alias: &str, first: &str, second: &str| {
+            let part = part(alias);
+            format!(
+                "SELECT bg.booking_id, COALESCE(SUM({alias}.{first} * {part}), 0),
+                        COALESCE(SUM({alias}.{second} * {part}), 0)
+                 FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
+                 JOIN {table} {alias} ON {on}
+                 WHERE b.status != 'cancelled'
+                   AND bg.end_ms > $1 * 1000 AND bg.start_ms < $2 * 1000
+                 GROUP BY bg.booking_id",
+                on = on(alias),
+            )
+        };
+        let mut rows: Vec<Vec<(i64, f64, f64)>> = Vec::new();
+        for sql in [
+            sums("energy_1m", "e", "mj", "mj"),
+            sums("process_use_1m", "p", "used_pct_ms", "mj"),
+        ] {
+            rows.push(
+                sqlx::query_as(&sql)
+                    .persistent(false)
+                    .bind(from)
+                    .bind(to)
+                    .fetch_all(&self.pool)
+                    .await?,
+            );
+        }
+        let (energy, attributed) = (std::mem::take(&mut rows[0]), std::mem::take(&mut rows[1]));
         let mut out: HashMap<i64, BookingEnergy> = HashMap::new();
-        for (id, mj) in energy {
+        for (id, mj, _) in energy {
             out.entry(id).or_default().energy_mj = mj;
         }
         for (id, used, mj) in attributed {
