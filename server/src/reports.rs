@@ -123,16 +123,20 @@ pub fn build(inputs: &Inputs<'_>) -> UsageReport {
     let mut unix: BTreeMap<String, UnixUsage> = BTreeMap::new();
     let mut sm_weight: HashMap<String, f64> = HashMap::new();
     let mut job_sm_weight: HashMap<i64, (f64, f64)> = HashMap::new();
-    // Who each job and account belongs to.
-    let mut owners: HashMap<(i64, String), Option<i64>> = HashMap::new();
+    // Who each job and each account belongs to (an account: as its first row said, as its
+    // `username` does).
+    let mut job_owner: HashMap<i64, Option<i64>> = HashMap::new();
+    let mut account_owner: HashMap<String, Option<i64>> = HashMap::new();
     for p in inputs.processes {
         let owner = p
             .job_user_id
             .filter(|_| p.job_id != 0)
             .or_else(|| inputs.unix_accounts.get(&p.unix_user).copied());
         let kwh = p.energy_mj / MJ_PER_KWH;
-        owners.insert((p.job_id, String::new()), owner);
-        owners.insert((0, p.unix_user.clone()), owner);
+        if p.job_id != 0 {
+            job_owner.insert(p.job_id, owner);
+        }
+        account_owner.entry(p.unix_user.clone()).or_insert(owner);
         if let Some(owner) = owner {
             let user = per_user
                 .entry(owner)
@@ -185,9 +189,8 @@ pub fn build(inputs: &Inputs<'_>) -> UsageReport {
     // A member's report shows their own use only.
     if let Some(me) = inputs.only_user {
         per_user.retain(|id, _| *id == me);
-        let mine = |key: (i64, String)| owners.get(&key).copied().flatten() == Some(me);
-        jobs.retain(|id, _| mine((*id, String::new())));
-        unix.retain(|name, _| mine((0, name.clone())));
+        jobs.retain(|id, _| job_owner.get(id).copied().flatten() == Some(me));
+        unix.retain(|name, _| account_owner.get(name).copied().flatten() == Some(me));
     }
     for (user, n) in inputs.violations {
         per_user
