@@ -165,7 +165,7 @@ impl Store {
         let lo = format!("{greatest}(CAST(bg.start_ms AS {real}) / 1000, CAST($1 AS {real}))");
         let hi = format!("{least}(CAST(bg.end_ms AS {real}) / 1000, CAST($2 AS {real}))");
         let part = |alias: &str| {
-            format!("({least}({alias}.t + 60, {hi}) - {greatest}({alias}.t, {lo})) / 60")
+            format!("(CAST({least}({alias}.t + 60, {hi}) - {greatest}({alias}.t, {lo}) AS {real}) / 60)")
         };
         let on = |alias: &str| {
             format!("{alias}.gpu_id = bg.gpu_id AND {alias}.t + 60 > {lo} AND {alias}.t < {hi}")
