@@ -41,7 +41,7 @@ test('a job waiting for cards says why and when it should start', async () => {
   form = page.locator('[data-testid=submit-queue]');
   await form.locator('input').nth(0).fill('2');
   await form.locator('input').nth(1).fill('0.5');
-  await form.locator('input').nth(2).fill(`sh -c 'echo "on $CUDA_VISIBLE_DEVICES"; sleep 5'`);
+  await form.locator('input').nth(2).fill(`sh -c 'echo "on $CUDA_VISIBLE_DEVICES"; sleep 15'`);
   await form.locator('input').nth(4).fill('two-card job');
   await form.locator('button[type=submit]').click();
   live = page.locator('[data-testid=queue-live]');
