@@ -537,6 +537,7 @@ mod tests {
             state: BookingState::Active,
             created_at: now,
             idle_since: None,
+            in_use_at: None,
             queue_job: None,
             lend: false,
             loan_of: None,

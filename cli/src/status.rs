@@ -363,6 +363,7 @@ mod tests {
             },
             created_at: now,
             idle_since: None,
+            in_use_at: None,
             queue_job: None,
             lend: false,
             loan_of: None,

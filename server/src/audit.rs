@@ -48,10 +48,18 @@ pub enum AuditAction {
     DatabaseCopy,
     /// `lanes restore` put a backup in place as this database.
     DatabaseRestore,
+    /// A booking's holder answered an idle warning: still using it.
+    BookingInUse,
+    /// Admins changed the notification settings (SMTP, defaults, required events).
+    NotifySettings,
+    /// A member changed what they are told of, and where.
+    NotifyPrefs,
+    /// A test message was queued.
+    NotifyTest,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 33] = [
+    pub const ALL: [AuditAction; 37] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -85,6 +93,10 @@ impl AuditAction {
         AuditAction::SimInject,
         AuditAction::DatabaseCopy,
         AuditAction::DatabaseRestore,
+        AuditAction::BookingInUse,
+        AuditAction::NotifySettings,
+        AuditAction::NotifyPrefs,
+        AuditAction::NotifyTest,
     ];
 
     /// The dotted code the log stores and shows.
@@ -123,6 +135,10 @@ impl AuditAction {
             AuditAction::SimInject => "sim.inject",
             AuditAction::DatabaseCopy => "database.copy",
             AuditAction::DatabaseRestore => "database.restore",
+            AuditAction::BookingInUse => "booking.in_use",
+            AuditAction::NotifySettings => "notify.settings",
+            AuditAction::NotifyPrefs => "notify.prefs",
+            AuditAction::NotifyTest => "notify.test",
         }
     }
 }

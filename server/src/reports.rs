@@ -1,8 +1,10 @@
-//! Usage reports (pure): from the bookings of a period, what the history says about their cards,
+//! Usage reports: from the bookings of a period, what the history says about their cards,
 //! and counts of violations and jobs, the rows per user, per group and per booking; and the CSV
 //! form of each table.
+//! `build` is pure; `gather` reads its inputs from the store.
 
-use crate::store::{BookingEnergy, CardUse, ProcessTotal};
+use crate::history::Resolution;
+use crate::store::{BookingEnergy, BookingFilter, CardUse, ProcessTotal, Store, StoreError};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::report::{BookingUsage, JobUsage, UnixUsage, UsageReport, UsageRow, MJ_PER_KWH};
@@ -32,6 +34,91 @@ pub struct Inputs<'a> {
     pub unix_accounts: &'a HashMap<String, i64>,
     pub energy_price_per_kwh: Option<f64>,
     pub carbon_g_per_kwh: Option<f64>,
+}
+
+/// What a report covers and how it is read.
+pub struct Period {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+    /// A member's own report.
+    pub only_user: Option<i64>,
+    pub idle_threshold_pct: u32,
+    /// How long minute readings are kept: a period within it is read by the minute.
+    pub keep_minutes: chrono::Duration,
+    /// Seconds between readings.
+    pub interval_s: f64,
+    pub energy_price_per_kwh: Option<f64>,
+    pub carbon_g_per_kwh: Option<f64>,
+}
+
+/// Reads what a report of `period` needs from the store and builds it.
+pub async fn gather(store: &Store, period: &Period) -> Result<UsageReport, StoreError> {
+    let (from, to, mine) = (period.from, period.to, period.only_user);
+    let resolution = if period.now - from <= period.keep_minutes {
+        Resolution::Minute
+    } else {
+        Resolution::Hour
+    };
+    let filter = BookingFilter {
+        from: Some(from),
+        to: Some(to),
+        user_id: mine,
+        ..Default::default()
+    };
+    let bookings = store.bookings(&filter, period.now).await?;
+    let card_use = store
+        .booking_card_use(
+            from.timestamp(),
+            to.timestamp(),
+            period.idle_threshold_pct,
+            resolution,
+            period.interval_s,
+        )
+        .await?;
+    let keep = |mut counts: HashMap<i64, i64>| {
+        if let Some(me) = mine {
+            counts.retain(|user, _| *user == me);
+        }
+        counts
+    };
+    let violations = keep(store.violation_counts(from, to).await?);
+    let jobs = keep(store.job_counts(from, to).await?);
+    let users = store.users().await?;
+    let usernames: HashMap<i64, String> =
+        users.iter().map(|u| (u.id, u.username.clone())).collect();
+    let memberships = if mine.is_some() {
+        Vec::new()
+    } else {
+        store.memberships().await?
+    };
+    let unix_accounts: HashMap<String, i64> = users
+        .iter()
+        .filter_map(|u| Some((u.unix_user.clone()?, u.id)))
+        .collect();
+    let energy = store
+        .booking_energy(from.timestamp(), to.timestamp())
+        .await?;
+    let processes = store
+        .process_totals(from.timestamp(), to.timestamp())
+        .await?;
+    Ok(build(&Inputs {
+        from,
+        to,
+        idle_threshold_pct: period.idle_threshold_pct,
+        bookings: &bookings,
+        card_use: &card_use,
+        violations: &violations,
+        jobs: &jobs,
+        usernames: &usernames,
+        memberships: &memberships,
+        only_user: mine,
+        energy: &energy,
+        processes: &processes,
+        unix_accounts: &unix_accounts,
+        energy_price_per_kwh: period.energy_price_per_kwh,
+        carbon_g_per_kwh: period.carbon_g_per_kwh,
+    }))
 }
 
 /// Cost and CO2e of `kwh` at the admins' price and carbon intensity.
@@ -413,6 +500,7 @@ mod tests {
             state,
             created_at: at(-100),
             idle_since: None,
+            in_use_at: None,
             queue_job: None,
             lend: false,
             loan_of: None,

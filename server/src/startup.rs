@@ -351,7 +351,24 @@ impl Application {
         crate::cluster::relay::start(store.clone(), hub.clone(), instance, shutdown.clone())
             .await?;
         let leader = crate::cluster::leader::start(store.clone(), shutdown.clone());
-        let notifier = Notifier::start(policy.clone(), config.webhook_retry);
+        let notifier = Notifier::start(
+            crate::notify::NotifyContext {
+                store: store.clone(),
+                policy: policy.clone(),
+                retry: config.webhook_retry,
+                own_url: format!(
+                    "http://{}",
+                    config
+                        .advertise
+                        .clone()
+                        .unwrap_or_else(|| listener_address(&listener, config.listen))
+                ),
+                keep_minutes: chrono::Duration::from_std(config.history.retention.minute)
+                    .unwrap_or_default(),
+                interval_s: config.poll.interval.as_secs_f64().max(1.0),
+            },
+            shutdown.clone(),
+        );
         Enforcer {
             store: store.clone(),
             hub: hub.clone(),

@@ -240,6 +240,7 @@ fn the_invariant_check_catches_an_overlap() {
         state: BookingState::Upcoming,
         created_at: base,
         idle_since: None,
+        in_use_at: None,
         queue_job: None,
         lend: false,
         loan_of: None,

@@ -58,6 +58,10 @@ pub struct Booking {
     /// Since when its cards have sat idle (the watchdog's idle check); `None` while in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_since: Option<DateTime<Utc>>,
+    /// When its holder last said "still using it" (a one-click answer to an idle warning):
+    /// the idle watch starts a new window there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_use_at: Option<DateTime<Utc>>,
     /// The queue job whose cards it holds (the scheduler made it), by the job's link to it,
     /// never by its note.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,7 @@ pub mod enforcement;
 pub mod fleet;
 pub mod history;
 pub mod job;
+pub mod notify;
 pub mod query;
 pub mod queue;
 pub mod report;

@@ -17,6 +17,7 @@ use idle::{UtilHistory, Watch};
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::enforcement::{Policy, ViolationAction, WatchdogMode};
 use lanes_types::job::JobState;
+use lanes_types::notify::EventKind;
 use lanes_types::{GpuProcess, ProcessLane};
 use nix::sys::signal::Signal;
 use std::collections::{HashMap, HashSet};
@@ -310,8 +311,11 @@ impl Enforcer {
                 self.store
                     .set_violation_action(id, ViolationAction::Warned)
                     .await?;
-                self.notifier
-                    .send(self.violation_notice(&record, policy, now));
+                let mut notice = self.violation_notice(&record, policy, now);
+                if let Some(owner) = record.user_id {
+                    notice = notice.to(owner, EventKind::UnbookedUse);
+                }
+                self.notifier.send(notice);
                 ViolationAction::Warned
             };
             tracing::warn!(
@@ -357,18 +361,21 @@ impl Enforcer {
             ),
             _ => String::new(),
         };
-        Notice {
-            event: "violation",
-            at: now,
-            text: format!(
+        let terminate_at = (policy.watchdog == WatchdogMode::Terminate)
+            .then(|| now + chrono::Duration::seconds(policy.violation_grace_s as i64));
+        Notice::lab(
+            "violation",
+            now,
+            format!(
                 "{who} runs {what} (pid {}) on GPU {index} of {} without a booking{consequence}",
                 v.pid, v.node
             ),
-            details: serde_json::json!({
+            serde_json::json!({
                 "node": v.node, "gpu_uuid": v.gpu_uuid, "pid": v.pid, "user": v.unix_user,
                 "command": v.command, "memory_bytes": v.memory_bytes, "policy": policy.watchdog,
+                "terminate_at": terminate_at,
             }),
-        }
+        )
     }
 
     /// Notices for bookings that became active or ended since the last pass.
@@ -418,7 +425,11 @@ impl Enforcer {
                 .collect();
             let watch = Watch {
                 cards: &cards,
-                start_ms: booking.start.timestamp_millis(),
+                // "Still using it" starts a new window, as a new booking would.
+                start_ms: booking
+                    .in_use_at
+                    .map_or(booking.start, |t| t.max(booking.start))
+                    .timestamp_millis(),
                 idle: booking.idle_since.is_some(),
             };
             let judged = idle::judge(
@@ -436,8 +447,16 @@ impl Enforcer {
                         policy.idle_threshold_pct,
                         policy.idle_window_s / 60
                     );
-                    self.notifier
-                        .send(booking_notice("booking.idle", &text, *id, booking, now));
+                    let mut notice = booking_notice("booking.idle", &text, *id, booking, now)
+                        .to(booking.user_id, EventKind::BookingIdle);
+                    notice.details["threshold_pct"] = policy.idle_threshold_pct.into();
+                    notice.details["window_s"] = policy.idle_window_s.into();
+                    if policy.idle_release {
+                        let release = now
+                            + chrono::Duration::seconds(policy.idle_release_grace_s as i64);
+                        notice.details["release_at"] = serde_json::json!(release);
+                    }
+                    self.notifier.send(notice);
                     Some(now)
                 }
                 (Some(_), Some(false)) => {
@@ -461,13 +480,10 @@ impl Enforcer {
                 match self.store.withdraw_booking(*id, audit, now).await {
                     Ok(_) => {
                         let text = "released: it sat idle past the grace period";
-                        self.notifier.send(booking_notice(
-                            "booking.release",
-                            text,
-                            *id,
-                            booking,
-                            now,
-                        ));
+                        self.notifier.send(
+                            booking_notice("booking.release", text, *id, booking, now)
+                                .to(booking.user_id, EventKind::BookingReleased),
+                        );
                     }
                     Err(e) => {
                         tracing::warn!(booking = id, error = %e, "could not release an idle booking")
@@ -499,20 +515,20 @@ fn booking_notice(
     now: DateTime<Utc>,
 ) -> Notice {
     let cards: Vec<&str> = booking.gpus.iter().map(|g| g.uuid.as_str()).collect();
-    Notice {
+    Notice::lab(
         event,
-        at: now,
-        text: format!(
+        now,
+        format!(
             "booking {id} of {} ({} GPU{}) {what}",
             booking.username,
             cards.len(),
             if cards.len() == 1 { "" } else { "s" }
         ),
-        details: serde_json::json!({
+        serde_json::json!({
             "booking_id": id, "user": booking.username, "gpus": booking.gpus,
             "start": booking.start, "end": booking.end,
         }),
-    }
+    )
 }
 
 #[cfg(test)]

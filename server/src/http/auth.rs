@@ -218,6 +218,8 @@ pub fn is_public(path: &str) -> bool {
             | "/favicon.svg"
             | "/api/fn/viewer"
     ) || path.starts_with("/pkg/")
+        // One-click answers in messages: the link's secret is the authority.
+        || path.starts_with("/act/")
 }
 
 /// Pages only admins may open (their API calls are guarded each on its own as well).

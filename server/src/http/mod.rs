@@ -10,6 +10,7 @@ mod enforcement;
 mod error;
 mod history;
 mod jobs;
+mod notify;
 mod queue;
 mod reports;
 pub mod serve;
@@ -107,7 +108,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 12] {
+fn areas() -> [Routes; 13] {
     [
         api::routes(),
         auth::routes(),
@@ -120,6 +121,7 @@ fn areas() -> [Routes; 12] {
         enforcement::routes(),
         history::routes(),
         reports::routes(),
+        notify::routes(),
         ws::routes(),
     ]
 }

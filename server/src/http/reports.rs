@@ -5,8 +5,7 @@
 
 use super::auth::CurrentUser;
 use super::{ApiError, ApiQuery, AppState, Routes};
-use crate::history::Resolution;
-use crate::reports::{self, Inputs, Table};
+use crate::reports::{self, Table};
 use crate::store::BookingFilter;
 use axum::extract::State;
 use axum::http::header;
@@ -17,7 +16,6 @@ use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::query::ReportQuery;
 use lanes_types::report::{BookingEnergyNow, UsageReport, MJ_PER_KWH};
-use std::collections::HashMap;
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -75,79 +73,23 @@ async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<Usag
             "from must be before to, at most {MAX_DAYS} days apart"
         )));
     }
-    let threshold = state.policy().idle_threshold_pct;
-    // Minutes while retention keeps them for the whole period, else hours.
-    let keep_minutes =
-        chrono::Duration::from_std(state.history.retention.minute).unwrap_or_default();
-    let resolution = if now - from <= keep_minutes {
-        Resolution::Minute
-    } else {
-        Resolution::Hour
-    };
-    let mine = (!viewer.is_admin()).then_some(viewer.id);
-    let filter = BookingFilter {
-        from: Some(from),
-        to: Some(to),
-        user_id: mine,
-        ..Default::default()
-    };
-    let bookings = state.store.bookings(&filter, now).await?;
-    let card_use = state
-        .store
-        .booking_card_use(
-            from.timestamp(),
-            to.timestamp(),
-            threshold,
-            resolution,
-            state.hub.snapshot().interval_ms.max(1000) as f64 / 1000.0,
-        )
-        .await?;
-    let keep = |mut counts: HashMap<i64, i64>| {
-        if let Some(me) = mine {
-            counts.retain(|user, _| *user == me);
-        }
-        counts
-    };
-    let violations = keep(state.store.violation_counts(from, to).await?);
-    let jobs = keep(state.store.job_counts(from, to).await?);
-    let users = state.store.users().await?;
-    let usernames: HashMap<i64, String> =
-        users.iter().map(|u| (u.id, u.username.clone())).collect();
-    let memberships = if mine.is_some() {
-        Vec::new()
-    } else {
-        state.store.memberships().await?
-    };
-    let unix_accounts: HashMap<String, i64> = users
-        .iter()
-        .filter_map(|u| Some((u.unix_user.clone()?, u.id)))
-        .collect();
-    let energy = state
-        .store
-        .booking_energy(from.timestamp(), to.timestamp())
-        .await?;
-    let processes = state
-        .store
-        .process_totals(from.timestamp(), to.timestamp())
-        .await?;
     let settings = state.portal_settings();
-    Ok(reports::build(&Inputs {
-        from,
-        to,
-        idle_threshold_pct: threshold,
-        bookings: &bookings,
-        card_use: &card_use,
-        violations: &violations,
-        jobs: &jobs,
-        usernames: &usernames,
-        memberships: &memberships,
-        only_user: mine,
-        energy: &energy,
-        processes: &processes,
-        unix_accounts: &unix_accounts,
-        energy_price_per_kwh: settings.energy_price_per_kwh,
-        carbon_g_per_kwh: settings.carbon_g_per_kwh,
-    }))
+    Ok(reports::gather(
+        &state.store,
+        &reports::Period {
+            from,
+            to,
+            now,
+            only_user: (!viewer.is_admin()).then_some(viewer.id),
+            idle_threshold_pct: state.policy().idle_threshold_pct,
+            keep_minutes: chrono::Duration::from_std(state.history.retention.minute)
+                .unwrap_or_default(),
+            interval_s: state.hub.snapshot().interval_ms.max(1000) as f64 / 1000.0,
+            energy_price_per_kwh: settings.energy_price_per_kwh,
+            carbon_g_per_kwh: settings.carbon_g_per_kwh,
+        },
+    )
+    .await?)
 }
 
 async fn usage(

@@ -13,6 +13,7 @@ use super::wall::{JobCgroup, Wall};
 use crate::audit::AuditAction;
 use crate::events::Event;
 use crate::notify::{Notice, Notifier};
+use lanes_types::notify::EventKind;
 use crate::store::{AuditEntry, JobEnd, JobProcess, JobToRun, Store};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::procinfo;
@@ -314,6 +315,9 @@ impl Runner {
                                 continue;
                             }
                             self.attach(&job, &b, child.id());
+                            if job.job.queue.is_some() {
+                                self.notifier.send(started_notice(&job, &b, now));
+                            }
                             let handle = Handle::Child(child);
                             watched.insert(
                                 id,
@@ -454,23 +458,27 @@ impl Runner {
                 if let Some(booking) = job.job.booking_id {
                     super::release_booking_of(&self.store, booking, job.job.id).await;
                 }
-                self.notifier.send(Notice {
-                    event: "job.requeued",
-                    at: now,
-                    text: format!(
-                        "job {} ({}) of {} was stopped for the holder of its borrowed cards and waits in the queue again",
-                        job.job.id,
-                        job.job.title(),
-                        job.job.username
-                    ),
-                    details: serde_json::json!({
-                        "job_id": job.job.id,
-                        "booking_id": job.job.booking_id,
-                        "user": job.job.username,
-                        "exit_code": end.exit_code,
-                        "signal": end.signal,
-                    }),
-                });
+                self.notifier.send(
+                    Notice::lab(
+                        "job.requeued",
+                        now,
+                        format!(
+                            "job {} ({}) of {} was stopped for the holder of its borrowed cards and waits in the queue again",
+                            job.job.id,
+                            job.job.title(),
+                            job.job.username
+                        ),
+                        serde_json::json!({
+                            "job_id": job.job.id,
+                            "name": job.job.title(),
+                            "booking_id": job.job.booking_id,
+                            "user": job.job.username,
+                            "exit_code": end.exit_code,
+                            "signal": end.signal,
+                        }),
+                    )
+                    .to(job.job.user_id, EventKind::LoanReclaimed),
+                );
                 return Ok(());
             }
         }
@@ -488,12 +496,13 @@ impl Runner {
         if !end.message.is_empty() {
             text.push_str(&format!("; {}", end.message));
         }
-        self.notifier.send(Notice {
-            event: "job.end",
-            at: now,
+        let mut notice = Notice::lab(
+            "job.end",
+            now,
             text,
-            details: serde_json::json!({
+            serde_json::json!({
                 "job_id": job.job.id,
+                "name": name,
                 "booking_id": job.job.booking_id,
                 "queue": job.job.queue.is_some(),
                 "user": job.job.username,
@@ -501,8 +510,13 @@ impl Runner {
                 "exit_code": end.exit_code,
                 "signal": end.signal,
                 "message": end.message,
+                "how": how,
             }),
-        });
+        );
+        if let Some(kind) = personal_end(end) {
+            notice = notice.to(job.job.user_id, kind);
+        }
+        self.notifier.send(notice);
         Ok(())
     }
 
@@ -854,6 +868,32 @@ const CANCELLED: &str = "cancelled";
 pub const PREEMPTED: &str = "preempted: its lent cards were taken back";
 
 /// "exit code 0", "signal 9": how a job's process ended.
+/// The personal event of a job's end: none for a cancel (its owner asked for it).
+fn personal_end(end: &JobEnd) -> Option<EventKind> {
+    match end.state {
+        JobState::Exited if end.exit_code == Some(0) => Some(EventKind::JobFinished),
+        JobState::TimedOut => Some(EventKind::JobTimedOut),
+        JobState::Cancelled => None,
+        _ => Some(EventKind::JobFailed),
+    }
+}
+
+/// Tells a queue job's owner it started (a personal message only: the lab channel hears of
+/// its booking).
+fn started_notice(job: &JobToRun, booking: &Booking, now: DateTime<Utc>) -> Notice {
+    Notice {
+        event: None,
+        at: now,
+        text: format!("queue job {} ({}) of {} started", job.job.id, job.job.title(), job.job.username),
+        details: serde_json::json!({
+            "job_id": job.job.id, "name": job.job.title(), "booking_id": booking.id,
+            "gpus": booking.gpus, "end": booking.end,
+        }),
+        to: None,
+    }
+    .to(job.job.user_id, EventKind::JobStarted)
+}
+
 fn how_it_ended(end: &JobEnd) -> String {
     match (end.exit_code, end.signal) {
         (Some(code), _) => format!("exit code {code}"),

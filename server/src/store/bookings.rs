@@ -196,6 +196,7 @@ impl Store {
             state: rules::state_at(new.start, new.end, false, false, now),
             created_at: now,
             idle_since: None,
+            in_use_at: None,
             queue_job: None,
             lend: new.lend,
             loan_of: None,
@@ -247,6 +248,7 @@ impl Store {
             status: String,
             created_at: Stamp,
             idle_since_ms: Option<i64>,
+            in_use_ms: Option<i64>,
             queue_job: Option<i64>,
             lend: i64,
             loan_of: Option<i64>,
@@ -254,7 +256,7 @@ impl Store {
         // Built per call, so that each filter present can use its index.
         let mut sql = String::from(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
-                    b.status, b.created_at, b.idle_since_ms, b.lend, b.loan_of,
+                    b.status, b.created_at, b.idle_since_ms, b.in_use_ms, b.lend, b.loan_of,
                     (SELECT j.id FROM jobs j WHERE j.booking_id = b.id AND j.gpus IS NOT NULL
                      ORDER BY j.id LIMIT 1) AS queue_job
              FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
@@ -359,6 +361,7 @@ impl Store {
                     note: r.note,
                     created_at: r.created_at.0,
                     idle_since: r.idle_since_ms.map(at),
+                    in_use_at: r.in_use_ms.map(at),
                     queue_job: r.queue_job,
                     lend: r.lend != 0,
                     loan_of: r.loan_of,

@@ -11,7 +11,7 @@ use sqlx::{Row, ValueRef};
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 25] = [
+pub const TABLES: [(&str, Option<&str>); 28] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -37,6 +37,9 @@ pub const TABLES: [(&str, Option<&str>); 25] = [
     ("energy_1m", None),
     ("process_use_1m", None),
     ("login_attempts", Some("id")),
+    ("notify_prefs", None),
+    ("outbox", Some("id")),
+    ("action_links", Some("id")),
 ];
 
 /// Rows inserted per statement: well under both backends' limits on bound values.

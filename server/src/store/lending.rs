@@ -160,6 +160,7 @@ impl Store {
             state: BookingState::Active,
             created_at: now,
             idle_since: None,
+            in_use_at: None,
             queue_job: None,
             lend: false,
             loan_of: Some(host),

@@ -1,0 +1,233 @@
+//! Notifications over HTTP: a member's choices (`GET|PUT /api/v1/me/notifications`, a test to
+//! themselves), the admins' settings, outbox and test sends, and the one-click answers in
+//! messages (`GET|POST /act/{secret}`): public pages, since the link is the authority; opening
+//! one shows what it would do, its button does it.
+
+use super::auth::{AdminUser, CurrentUser};
+use super::{ApiError, ApiJson, ApiQuery, AppState, Routes};
+use crate::notify::links::Refused;
+use crate::usecases::notify::{self as notify, LinkFailure};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Json;
+use chrono::Utc;
+use html_escape::encode_text as esc;
+use lanes_types::notify::{
+    NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry, OutboxStatus, TestSend, TestSent,
+};
+use serde::Deserialize;
+
+pub fn routes() -> Routes {
+    Routes::default()
+        .route("/api/v1/me/notifications", get(my_prefs).put(save_my_prefs))
+        .route("/api/v1/me/notifications/test", post(test_me))
+        .route(
+            "/api/v1/notifications/settings",
+            get(settings).put(save_settings),
+        )
+        .route("/api/v1/notifications/outbox", get(outbox))
+        .route("/api/v1/notifications/test", post(test_send))
+        .route("/act/{secret}", get(confirm_page).post(act))
+}
+
+async fn my_prefs(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+) -> Result<Json<NotifyPrefsView>, ApiError> {
+    Ok(Json(notify::prefs(&state.store, &user).await?))
+}
+
+async fn save_my_prefs(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiJson(prefs): ApiJson<NotifyPrefs>,
+) -> Result<Json<NotifyPrefsView>, ApiError> {
+    Ok(Json(
+        notify::save_prefs(&state.store, &user, prefs, Utc::now()).await?,
+    ))
+}
+
+async fn test_me(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+) -> Result<Json<TestSent>, ApiError> {
+    Ok(Json(
+        notify::test_send(&state.store, &user, TestSend::default(), Utc::now()).await?,
+    ))
+}
+
+async fn settings(
+    State(state): State<AppState>,
+    _: AdminUser,
+) -> Result<Json<NotifySettings>, ApiError> {
+    Ok(Json(notify::settings(&state.store).await?))
+}
+
+async fn save_settings(
+    State(state): State<AppState>,
+    AdminUser(admin): AdminUser,
+    ApiJson(settings): ApiJson<NotifySettings>,
+) -> Result<Json<NotifySettings>, ApiError> {
+    Ok(Json(
+        notify::save_settings(&state.store, &admin, settings, Utc::now()).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboxQuery {
+    status: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn outbox(
+    State(state): State<AppState>,
+    _: AdminUser,
+    ApiQuery(q): ApiQuery<OutboxQuery>,
+) -> Result<Json<Vec<OutboxEntry>>, ApiError> {
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(OutboxStatus::parse(s).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "status must be pending, sent, failed or suppressed, not {s:?}"
+            ))
+        })?),
+    };
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    Ok(Json(state.store.outbox(status, limit).await?))
+}
+
+async fn test_send(
+    State(state): State<AppState>,
+    AdminUser(admin): AdminUser,
+    ApiJson(request): ApiJson<TestSend>,
+) -> Result<Json<TestSent>, ApiError> {
+    Ok(Json(
+        notify::test_send(&state.store, &admin, request, Utc::now()).await?,
+    ))
+}
+
+/// The zone a link's pages write times in: the lab's (the link's member may have chosen
+/// another; the page names the zone either way).
+async fn page_zone(state: &AppState, secret: &str) -> chrono_tz::Tz {
+    let settings = state.store.notify_settings().await.unwrap_or_default();
+    let mine = match state
+        .store
+        .link(&crate::accounts::session::hash_secret(secret))
+        .await
+    {
+        Ok(Some(link)) => state
+            .store
+            .notify_prefs(link.user_id)
+            .await
+            .ok()
+            .and_then(|p| p.time_zone),
+        _ => None,
+    };
+    crate::notify::deliver::zone(mine.as_deref(), &settings.time_zone)
+}
+
+async fn confirm_page(State(state): State<AppState>, Path(secret): Path<String>) -> Response {
+    let tz = page_zone(&state, &secret).await;
+    match notify::look(&state.store, &secret, tz, Utc::now()).await {
+        Ok(what) => page(
+            StatusCode::OK,
+            "Confirm",
+            &format!(
+                "<p>{}?</p><form method=\"post\"><button type=\"submit\">Confirm</button></form>\
+                 <p class=\"quiet\">This link works once, and only for this.</p>",
+                esc(&what)
+            ),
+        ),
+        Err(refused) => refused_page(refused, tz),
+    }
+}
+
+async fn act(State(state): State<AppState>, Path(secret): Path<String>) -> Response {
+    let tz = page_zone(&state, &secret).await;
+    let horizon = state.portal_settings().booking_horizon_days;
+    match notify::perform(&state.store, &state.queue, horizon, &secret, tz, Utc::now()).await {
+        Ok(done) => page(
+            StatusCode::OK,
+            "Done",
+            &format!(
+                "<p role=\"status\">{}</p><p><a href=\"/\">Open the dashboard</a></p>",
+                esc(&done)
+            ),
+        ),
+        Err(LinkFailure::Link(refused)) => refused_page(refused, tz),
+        Err(LinkFailure::Action(e)) => {
+            let error = ApiError::from(e);
+            let status = error.status();
+            page(
+                status,
+                "Not done",
+                &format!(
+                    "<p role=\"alert\">Lanes could not do this: {}</p>\
+                     <p class=\"quiet\">Nothing changed; the link still works once what stopped it changes.</p>",
+                    esc(&error.to_string())
+                ),
+            )
+        }
+    }
+}
+
+fn refused_page(refused: Refused, tz: chrono_tz::Tz) -> Response {
+    let (status, text) = match refused {
+        Refused::Unknown => (
+            StatusCode::NOT_FOUND,
+            "This link is not valid: it may be incomplete or altered.".to_string(),
+        ),
+        Refused::Used { at, outcome } => (
+            StatusCode::GONE,
+            format!(
+                "This link was already used, at {}; each link works once.{}",
+                crate::notify::render::when(at, tz),
+                outcome.map(|o| format!(" It did this: {o}")).unwrap_or_default()
+            ),
+        ),
+        Refused::Expired(at) => (
+            StatusCode::GONE,
+            format!(
+                "This link expired at {}.",
+                crate::notify::render::when(at, tz)
+            ),
+        ),
+        Refused::Gone(why) => (StatusCode::GONE, format!("This link does nothing now: {why}.")),
+        Refused::Store(e) => {
+            let error = ApiError::from(e);
+            (error.status(), format!("Lanes cannot answer now: {error}"))
+        }
+    };
+    page(
+        status,
+        "Link refused",
+        &format!(
+            "<p role=\"alert\">{}</p><p><a href=\"/\">Open Lanes</a> to do it there.</p>",
+            esc(&text)
+        ),
+    )
+}
+
+fn page(status: StatusCode, title: &str, body: &str) -> Response {
+    let html = format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"referrer\" content=\"no-referrer\"><title>{title} · Lanes</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;\
+         line-height:1.5;color:#1b1f24;background:#fff}}@media (prefers-color-scheme:dark){{body{{color:#e6edf3;\
+         background:#0d1117}}a{{color:#58a6ff}}}}button{{font:inherit;padding:.5rem 1.2rem;border-radius:6px;\
+         border:0;background:#0b5fff;color:#fff;cursor:pointer}}button:focus-visible{{outline:3px solid #f5a623;\
+         outline-offset:2px}}.quiet{{color:#6e7781;font-size:90%}}</style></head>\
+         <body><h1>{title}</h1>{body}</body></html>"
+    );
+    let mut response = (status, Html(html)).into_response();
+    // The secret is in the path: no cache keeps the page, no referrer carries it on.
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    response
+}

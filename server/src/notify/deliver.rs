@@ -1,0 +1,414 @@
+//! Delivery from the outbox: each process claims due messages one at a time (a lease in the
+//! row, so two nodes never send one message at once and a crashed sender's messages are taken
+//! up again), renders them for their reader, sends them by SMTP or webhook, and records the
+//! outcome: sent, retried later with a doubling backoff, failed after the last attempt, or
+//! suppressed (over the member's hourly limit, or nowhere to send). Addresses and webhook URLs
+//! are read at delivery, so a changed choice takes effect for messages still waiting; they are
+//! secrets, never logged.
+
+use super::render::{self, Reader};
+use super::{lab_body, links, NotifyContext};
+use crate::store::Claimed;
+use chrono::{DateTime, Utc};
+use lanes_types::enforcement::WebhookFormat;
+use lanes_types::notify::{Channel, OutboxStatus, SmtpSecurity, SmtpSettings};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Deliveries in flight at once, per process.
+const CONCURRENT: usize = 8;
+/// How often the outbox is looked at when nothing woke the deliverer (messages queued by other
+/// nodes, retries coming due).
+const POLL: Duration = Duration::from_secs(1);
+
+/// Why one attempt did not deliver.
+#[derive(Debug)]
+pub enum Undelivered {
+    /// Worth another attempt later.
+    Retry(String),
+    /// Nothing to send it to, or not allowed: it is suppressed at once.
+    Drop(String),
+}
+
+pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let slots = Arc::new(Semaphore::new(CONCURRENT));
+        let client = reqwest::Client::builder()
+            .timeout(context.retry.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let now = Utc::now();
+            let lease = chrono::Duration::from_std(context.retry.timeout * 4)
+                .unwrap_or(chrono::Duration::minutes(1));
+            match context.store.claim_message(now, lease).await {
+                Ok(Some(message)) => {
+                    let context = context.clone();
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        deliver(&context, &client, message).await;
+                        drop(slot);
+                    });
+                    continue;
+                }
+                Ok(None) => drop(slot),
+                Err(e) => {
+                    drop(slot);
+                    tracing::warn!(error = %e, "could not read the outbox");
+                }
+            }
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = shutdown.cancelled() => break,
+            }
+        }
+    });
+}
+
+/// One attempt at one message, and its outcome recorded.
+async fn deliver(context: &NotifyContext, client: &reqwest::Client, message: Claimed) {
+    let now = Utc::now();
+    let outcome = attempt(context, client, &message, now).await;
+    let retry = context.retry;
+    let (status, retry_at, error) = match &outcome {
+        Ok(()) => (OutboxStatus::Sent, None, None),
+        Err(Undelivered::Drop(why)) => (OutboxStatus::Suppressed, None, Some(why.as_str())),
+        Err(Undelivered::Retry(why)) if message.attempt < retry.attempts => {
+            let wait = chrono::Duration::from_std(retry.backoff(message.attempt))
+                .unwrap_or(chrono::Duration::hours(1));
+            (OutboxStatus::Pending, Some(now + wait), Some(why.as_str()))
+        }
+        Err(Undelivered::Retry(why)) => (OutboxStatus::Failed, None, Some(why.as_str())),
+    };
+    match (&outcome, status) {
+        (Ok(()), _) => tracing::info!(
+            id = message.id, channel = message.channel.as_str(), event = %message.event,
+            "notification sent"
+        ),
+        (Err(_), OutboxStatus::Failed) => tracing::error!(
+            id = message.id, channel = message.channel.as_str(), event = %message.event,
+            attempt = message.attempt, error = ?error, "notification failed; giving up"
+        ),
+        (Err(_), _) => tracing::warn!(
+            id = message.id, channel = message.channel.as_str(), event = %message.event,
+            attempt = message.attempt, error = ?error, "notification not delivered"
+        ),
+    }
+    if let Err(e) = context
+        .store
+        .finish_message(message.id, status, retry_at, error, Utc::now())
+        .await
+    {
+        // Its lease runs out and it is tried again: sent twice at worst, never lost.
+        tracing::error!(id = message.id, error = %e, "could not record a delivery");
+    }
+}
+
+async fn attempt(
+    context: &NotifyContext,
+    client: &reqwest::Client,
+    message: &Claimed,
+    now: DateTime<Utc>,
+) -> Result<(), Undelivered> {
+    let store_error = |e: crate::store::StoreError| Undelivered::Retry(e.to_string());
+    if message.channel == Channel::Lab {
+        let (url, format) = {
+            let policy = context.policy.read().unwrap_or_else(|p| p.into_inner());
+            (policy.webhook_url.clone(), policy.webhook_format)
+        };
+        let Some(url) = url else {
+            return Err(Undelivered::Drop(
+                "the policy names no lab webhook any more".into(),
+            ));
+        };
+        let body = lab_body(
+            &message.event,
+            message.created_at,
+            &message.text,
+            &message.details,
+            format,
+        );
+        return post(client, &url, &body).await;
+    }
+    let settings = context.store.notify_settings().await.map_err(store_error)?;
+    let Some(user_id) = message.user_id else {
+        return Err(Undelivered::Drop("a personal message without a member".into()));
+    };
+    let Some(user) = context.store.user(user_id).await.map_err(store_error)? else {
+        return Err(Undelivered::Drop("the member is gone".into()));
+    };
+    if !user.enabled {
+        return Err(Undelivered::Drop("the member's account is disabled".into()));
+    }
+    let test_to = message.details["to"].as_str().map(str::to_string);
+    let sent_lately = context
+        .store
+        .sent_to_since(user_id, now - chrono::Duration::hours(1))
+        .await
+        .map_err(store_error)?;
+    if test_to.is_none() && sent_lately >= settings.per_user_per_hour {
+        return Err(Undelivered::Drop(format!(
+            "over the limit of {} messages an hour for {}",
+            settings.per_user_per_hour, user.username
+        )));
+    }
+    let prefs = context
+        .store
+        .notify_prefs(user_id)
+        .await
+        .map_err(store_error)?;
+    let tz = zone(prefs.time_zone.as_deref(), &settings.time_zone);
+    let portal = settings
+        .portal_url
+        .clone()
+        .unwrap_or_else(|| context.own_url.clone());
+    let portal = portal.trim_end_matches('/').to_string();
+    let cards: HashMap<(String, String), u32> = context
+        .store
+        .known_gpus()
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .map(|g| ((g.node, g.uuid), g.index as u32))
+        .collect();
+    let offered = links::mint(
+        &context.store,
+        message,
+        user_id,
+        &portal,
+        &settings,
+        now,
+    )
+    .await
+    .map_err(store_error)?;
+    let reader = Reader {
+        lab: &settings.lab_name,
+        name: &user.display_name,
+        tz,
+        cards: &cards,
+        portal: &portal,
+    };
+    let rendered = render::render(&message.event, &message.details, now, &reader, &offered);
+    match message.channel {
+        Channel::Email => {
+            let Some(smtp) = &settings.smtp else {
+                return Err(Undelivered::Drop("no mail server is set up".into()));
+            };
+            let Some(to) = test_to.or(user.email.clone()) else {
+                return Err(Undelivered::Drop(format!(
+                    "{} has no email address",
+                    user.username
+                )));
+            };
+            send_mail(smtp, &to, message.id, &rendered, context.retry.timeout).await
+        }
+        Channel::Webhook => {
+            let Some(url) = prefs.webhook_url.clone() else {
+                return Err(Undelivered::Drop(format!(
+                    "{} has no webhook any more",
+                    user.username
+                )));
+            };
+            if !settings.allow_private_webhooks {
+                refuse_private(&url).await?;
+            }
+            let body = match prefs.webhook_format {
+                WebhookFormat::Slack => serde_json::json!({
+                    "text": personal_slack_text(&rendered, &offered),
+                }),
+                WebhookFormat::Json => serde_json::json!({
+                    "event": message.event,
+                    "at": message.created_at,
+                    "subject": rendered.subject,
+                    "text": rendered.text,
+                    "links": offered.iter().map(|(a, url)| (a.as_str().to_string(), serde_json::json!(url))).collect::<serde_json::Map<_, _>>(),
+                    "details": message.details,
+                }),
+            };
+            post(client, &url, &body).await
+        }
+        Channel::Lab => unreachable!("handled above"),
+    }
+}
+
+fn personal_slack_text(
+    rendered: &render::Message,
+    links: &[(lanes_types::notify::LinkAction, String)],
+) -> String {
+    let mut text = format!("*{}*", rendered.subject);
+    for (action, url) in links {
+        text.push_str(&format!("\n<{url}|{}>", action.label()));
+    }
+    text
+}
+
+/// The member's zone, else the lab's, else UTC.
+pub fn zone(mine: Option<&str>, lab: &str) -> chrono_tz::Tz {
+    mine.and_then(|z| z.parse().ok())
+        .or_else(|| lab.parse().ok())
+        .unwrap_or(chrono_tz::UTC)
+}
+
+/// POSTs `body` once; 2xx is delivered.
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> Result<(), Undelivered> {
+    match client.post(url).json(body).send().await {
+        Ok(response) if response.status().is_success() => Ok(()),
+        Ok(response) => Err(Undelivered::Retry(format!(
+            "the endpoint answered {}",
+            response.status()
+        ))),
+        // The URL is a secret (Slack's carry a token): the error without it.
+        Err(e) => Err(Undelivered::Retry(format!("{}", e.without_url()))),
+    }
+}
+
+/// Refuses a member's webhook whose host is this machine or a private network: from the server
+/// it would reach services members cannot (admins may allow it in the settings).
+async fn refuse_private(url: &str) -> Result<(), Undelivered> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|_| Undelivered::Drop("the webhook URL is not a URL".into()))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| Undelivered::Drop("the webhook URL has no host".into()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let addrs = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| Undelivered::Retry(format!("cannot resolve the webhook's host: {e}")))?;
+    for addr in addrs {
+        if is_private(addr.ip()) {
+            return Err(Undelivered::Drop(
+                "the webhook's host is on this machine or a private network, which the lab does not allow".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn is_private(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
+        }
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| {
+                    is_private(std::net::IpAddr::V4(v4))
+                })
+        }
+    }
+}
+
+/// Sends one message through the lab's mail server. Its Message-ID is the outbox row's, so a
+/// message sent again after a crash between the server's "250" and our record of it is one
+/// message to mail programs.
+async fn send_mail(
+    smtp: &SmtpSettings,
+    to: &str,
+    outbox_id: i64,
+    rendered: &render::Message,
+    timeout: Duration,
+) -> Result<(), Undelivered> {
+    use lettre::message::{Mailbox, MultiPart};
+    use lettre::transport::smtp::authentication::Credentials;
+    use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+    let from: Mailbox = smtp
+        .from
+        .parse()
+        .map_err(|e| Undelivered::Drop(format!("the sender address is not valid: {e}")))?;
+    let to: Mailbox = to
+        .parse()
+        .map_err(|e| Undelivered::Drop(format!("the member's address is not valid: {e}")))?;
+    let domain = from.email.domain().to_string();
+    let email = Message::builder()
+        .from(from)
+        .to(to)
+        .subject(&rendered.subject)
+        .message_id(Some(format!("<lanes-{outbox_id}@{domain}>")))
+        .multipart(MultiPart::alternative_plain_html(
+            rendered.text.clone(),
+            rendered.html.clone(),
+        ))
+        .map_err(|e| Undelivered::Drop(format!("cannot build the message: {e}")))?;
+    let builder = match smtp.security {
+        SmtpSecurity::None => {
+            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)
+        }
+        SmtpSecurity::Starttls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host)
+            .map_err(|e| Undelivered::Retry(format!("cannot set up STARTTLS: {e}")))?,
+        SmtpSecurity::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&smtp.host)
+            .map_err(|e| Undelivered::Retry(format!("cannot set up TLS: {e}")))?,
+    };
+    let mut builder = builder.port(smtp.port).timeout(Some(timeout));
+    if !smtp.username.is_empty() {
+        builder = builder.credentials(Credentials::new(
+            smtp.username.clone(),
+            smtp.password.clone().unwrap_or_default(),
+        ));
+    }
+    let transport = builder.build();
+    match transport.send(email).await {
+        Ok(_) => Ok(()),
+        // A permanent refusal (5xx: no such mailbox, not allowed) is not worth retrying.
+        Err(e) if e.is_permanent() => Err(Undelivered::Drop(format!(
+            "the mail server refused it: {e}"
+        ))),
+        Err(e) => Err(Undelivered::Retry(format!("the mail server: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_loopback_addresses_are_refused_and_public_ones_pass() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.9",
+            "172.16.5.5",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["8.8.8.8", "2001:4860:4860::8888", "100.128.0.1"] {
+            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn a_members_zone_wins_then_the_labs_then_utc() {
+        assert_eq!(zone(Some("Asia/Shanghai"), "UTC"), chrono_tz::Asia::Shanghai);
+        assert_eq!(zone(None, "Europe/Berlin"), chrono_tz::Europe::Berlin);
+        assert_eq!(zone(Some("Mars/Olympus"), "nowhere"), chrono_tz::UTC);
+    }
+}

@@ -1,0 +1,400 @@
+//! Reminders that come from the clock, not from an event: a booking starts soon, ends soon, a
+//! running job's booking ends soon, the weekly quota is nearly booked, the weekly digest. Every
+//! few seconds each process looks (`plan` is the pure part); each reminder has a key in the
+//! outbox, so a second look, or a second node, adds nothing.
+
+use super::{Notice, Notifier, NotifyContext, Personal};
+use crate::store::{BookingFilter, StoreError};
+use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
+use lanes_types::booking::{Booking, BookingState};
+use lanes_types::notify::{EventKind, NotifySettings};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// How often the clock is looked at.
+const PASS: std::time::Duration = std::time::Duration::from_secs(5);
+/// The digest goes out on Mondays from this hour, in each member's zone.
+const DIGEST_HOUR: u32 = 8;
+
+/// A job that runs in a booking, as far as reminders care.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningJob {
+    pub id: i64,
+    pub user_id: i64,
+    pub name: String,
+    pub booking_id: i64,
+}
+
+/// The reminders due at `now` for these bookings and running jobs.
+pub fn plan(
+    bookings: &[Booking],
+    jobs: &[RunningJob],
+    settings: &NotifySettings,
+    now: DateTime<Utc>,
+) -> Vec<Notice> {
+    let start_lead = Duration::minutes(i64::from(settings.starts_soon_min));
+    let end_lead = Duration::minutes(i64::from(settings.ends_soon_min));
+    let mut out = Vec::new();
+    for b in bookings.iter().filter(|b| b.loan_of.is_none()) {
+        let details = json!({
+            "booking_id": b.id, "start": b.start, "end": b.end, "gpus": b.gpus,
+            "note": b.note, "queue_job": b.queue_job,
+        });
+        // Booked inside the lead time: its holder knows already.
+        if b.state == BookingState::Upcoming
+            && b.start > now
+            && b.start - now <= start_lead
+            && b.created_at <= b.start - start_lead
+            && b.queue_job.is_none()
+        {
+            out.push(reminder(
+                b.user_id,
+                EventKind::BookingStartsSoon,
+                format!("booking_starts_soon:{}:{}", b.id, b.start.timestamp()),
+                format!("booking {} of {} starts at {}", b.id, b.username, b.start),
+                details.clone(),
+                now,
+            ));
+        }
+        if b.state == BookingState::Active
+            && b.end > now
+            && b.end - now <= end_lead
+            && b.start <= b.end - end_lead
+        {
+            if b.queue_job.is_none() {
+                out.push(reminder(
+                    b.user_id,
+                    EventKind::BookingEndsSoon,
+                    format!("booking_ends_soon:{}:{}", b.id, b.end.timestamp()),
+                    format!("booking {} of {} ends at {}", b.id, b.username, b.end),
+                    details.clone(),
+                    now,
+                ));
+            }
+            for job in jobs.iter().filter(|j| j.booking_id == b.id) {
+                let mut details = details.clone();
+                details["job_id"] = json!(job.id);
+                details["name"] = json!(job.name);
+                out.push(reminder(
+                    job.user_id,
+                    EventKind::JobBookingEnding,
+                    format!("job_booking_ending:{}:{}", job.id, b.end.timestamp()),
+                    format!(
+                        "job {} still runs; its booking {} ends at {}",
+                        job.id, b.id, b.end
+                    ),
+                    details,
+                    now,
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn reminder(
+    user_id: i64,
+    kind: EventKind,
+    key: String,
+    text: String,
+    details: serde_json::Value,
+    now: DateTime<Utc>,
+) -> Notice {
+    Notice {
+        event: None,
+        at: now,
+        text,
+        details,
+        to: Some(Personal {
+            user_id,
+            kind,
+            dedupe: Some(key),
+        }),
+    }
+}
+
+/// The Monday that starts the week of `local`, as "YYYY-Www", when the digest is due at
+/// `local` (Monday from [`DIGEST_HOUR`], or later in the week); the digest covers the week before.
+pub fn digest_week(local: chrono::NaiveDateTime) -> String {
+    let week = local.date().iso_week();
+    format!("{}-W{:02}", week.year(), week.week())
+}
+
+pub fn start(context: NotifyContext, notifier: Notifier, shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(PASS);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = shutdown.cancelled() => break,
+            }
+            match pass(&context, Utc::now()).await {
+                Ok(0) => {}
+                Ok(_) => notifier.wake(),
+                Err(e) => tracing::warn!(error = %e, "the reminder pass failed"),
+            }
+        }
+    });
+}
+
+/// One look at the clock; how many messages it queued.
+pub async fn pass(context: &NotifyContext, now: DateTime<Utc>) -> Result<usize, StoreError> {
+    let store = &context.store;
+    let settings = store.notify_settings().await?;
+    let lead = Duration::minutes(i64::from(
+        settings.starts_soon_min.max(settings.ends_soon_min),
+    ));
+    let filter = BookingFilter {
+        from: Some(now),
+        to: Some(now + lead + Duration::seconds(1)),
+        ..Default::default()
+    };
+    let bookings = store.bookings(&filter, now).await?;
+    let jobs: Vec<RunningJob> = store
+        .live_jobs()
+        .await?
+        .into_iter()
+        .filter(|j| j.job.state == lanes_types::job::JobState::Running)
+        .filter_map(|j| {
+            Some(RunningJob {
+                id: j.job.id,
+                user_id: j.job.user_id,
+                name: j.job.title(),
+                booking_id: j.job.booking_id?,
+            })
+        })
+        .collect();
+    let mut queued = 0;
+    let mut notices = plan(&bookings, &jobs, &settings, now);
+    notices.extend(quota_warnings(context, &settings, now).await?);
+    notices.extend(digests(context, &settings, now).await?);
+    for notice in notices {
+        queued += super::enqueue(context, &notice).await?.len();
+    }
+    Ok(queued)
+}
+
+/// Members whose booked GPU-hours in the coming week reached the warning share of their quota.
+async fn quota_warnings(
+    context: &NotifyContext,
+    settings: &NotifySettings,
+    now: DateTime<Utc>,
+) -> Result<Vec<Notice>, StoreError> {
+    let store = &context.store;
+    let users = store.users().await?;
+    let mut out = Vec::new();
+    for q in store.quota_use(now).await? {
+        let Some(limit) = q.limits.gpu_hours_per_week.filter(|l| *l > 0.0) else {
+            continue;
+        };
+        if q.kind != "user" || q.gpu_hours_week < limit * f64::from(settings.quota_near_pct) / 100.0
+        {
+            continue;
+        }
+        let Some(user) = users.iter().find(|u| u.username == q.name) else {
+            continue;
+        };
+        let week = digest_week(now.naive_utc());
+        out.push(reminder(
+            user.id,
+            EventKind::QuotaNear,
+            format!("quota_near:{}:{week}", user.id),
+            format!(
+                "{} booked {:.1} of {:.1} GPU-hours this week",
+                user.username, q.gpu_hours_week, limit
+            ),
+            json!({"used_h": q.gpu_hours_week, "limit_h": limit, "pct": settings.quota_near_pct}),
+            now,
+        ));
+    }
+    Ok(out)
+}
+
+/// The weekly digest of every member for whom it is due and not yet queued.
+async fn digests(
+    context: &NotifyContext,
+    settings: &NotifySettings,
+    now: DateTime<Utc>,
+) -> Result<Vec<Notice>, StoreError> {
+    let store = &context.store;
+    let mut out = Vec::new();
+    for user in store.users().await?.into_iter().filter(|u| u.enabled) {
+        let prefs = store.notify_prefs(user.id).await?;
+        let channels = prefs.channels(settings, EventKind::WeeklyDigest);
+        if !(channels.email || channels.webhook) {
+            continue;
+        }
+        let tz = super::deliver::zone(prefs.time_zone.as_deref(), &settings.time_zone);
+        let local = now.with_timezone(&tz);
+        if local.weekday() == chrono::Weekday::Mon && local.hour() < DIGEST_HOUR {
+            continue;
+        }
+        let week = digest_week(local.naive_local());
+        let key = format!("weekly_digest:{}:{week}", user.id);
+        if store.outbox_has(&format!("{key}:email")).await?
+            || store.outbox_has(&format!("{key}:webhook")).await?
+        {
+            continue;
+        }
+        // The week before this one, Monday to Monday in the member's zone.
+        let monday = local.date_naive()
+            - chrono::Duration::days(i64::from(local.weekday().num_days_from_monday()));
+        let Some(this_monday) = monday
+            .and_hms_opt(0, 0, 0)
+            .and_then(|t| t.and_local_timezone(tz).earliest())
+        else {
+            continue;
+        };
+        let to = this_monday.with_timezone(&Utc);
+        let from = to - Duration::days(7);
+        // A member who joined this week has no week before to tell of.
+        if store
+            .user_created_at(user.id)
+            .await?
+            .is_some_and(|created| created > to)
+        {
+            continue;
+        }
+        let portal = store.portal_settings().await?;
+        let idle_threshold_pct = context
+            .policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .idle_threshold_pct;
+        let report = crate::reports::gather(
+            store,
+            &crate::reports::Period {
+                from,
+                to,
+                now,
+                only_user: Some(user.id),
+                idle_threshold_pct,
+                keep_minutes: context.keep_minutes,
+                interval_s: context.interval_s,
+                energy_price_per_kwh: portal.energy_price_per_kwh,
+                carbon_g_per_kwh: portal.carbon_g_per_kwh,
+            },
+        )
+        .await?;
+        let row = report.users.iter().find(|r| r.name == user.username);
+        let (booked, used, jobs, kwh) = row.map_or((0.0, 0.0, 0, 0.0), |r| {
+            (r.gpu_hours_booked, r.gpu_hours_used, r.jobs, r.energy_kwh)
+        });
+        out.push(reminder(
+            user.id,
+            EventKind::WeeklyDigest,
+            key,
+            format!(
+                "{}: {booked:.1} GPU-hours booked, {used:.1} used in the week from {from}",
+                user.username
+            ),
+            json!({
+                "from": from, "to": to, "booked_h": booked, "used_h": used,
+                "jobs": jobs, "energy_kwh": kwh,
+            }),
+            now,
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanes_types::booking::GpuRef;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn booking(id: i64, start: &str, end: &str, now: DateTime<Utc>) -> Booking {
+        let (start, end) = (at(start), at(end));
+        Booking {
+            id,
+            user_id: 7,
+            username: "ada".into(),
+            display_name: "Ada".into(),
+            gpus: vec![GpuRef {
+                node: "n".into(),
+                uuid: "GPU-1".into(),
+            }],
+            start,
+            end,
+            note: String::new(),
+            state: state_at(start, end, now),
+            created_at: start - Duration::days(1),
+            idle_since: None,
+            in_use_at: None,
+            queue_job: None,
+            lend: false,
+            loan_of: None,
+            lent_to: None,
+        }
+    }
+
+    fn state_at(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<Utc>) -> BookingState {
+        crate::bookings::rules::state_at(start, end, false, false, now)
+    }
+
+    fn kinds(notices: &[Notice]) -> Vec<(EventKind, String)> {
+        notices
+            .iter()
+            .map(|n| {
+                let to = n.to.as_ref().unwrap();
+                (to.kind, to.dedupe.clone().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_start_reminder_comes_within_its_lead_time_and_not_before() {
+        let settings = NotifySettings::default(); // 10 min before the start, 15 before the end
+        let b = |now| vec![booking(1, "2026-12-02T17:00:00Z", "2026-12-02T19:00:00Z", now)];
+        let early = at("2026-12-02T16:49:59Z");
+        assert!(plan(&b(early), &[], &settings, early).is_empty());
+        let due = at("2026-12-02T16:50:00Z");
+        assert_eq!(
+            kinds(&plan(&b(due), &[], &settings, due)),
+            vec![(
+                EventKind::BookingStartsSoon,
+                format!("booking_starts_soon:1:{}", at("2026-12-02T17:00:00Z").timestamp())
+            )]
+        );
+        // Started: no more start reminder, and the end is far.
+        let started = at("2026-12-02T17:00:00Z");
+        assert!(plan(&b(started), &[], &settings, started).is_empty());
+        let ending = at("2026-12-02T18:45:00Z");
+        let job = RunningJob {
+            id: 5,
+            user_id: 8,
+            name: "train".into(),
+            booking_id: 1,
+        };
+        let planned = plan(&b(ending), &[job], &settings, ending);
+        assert_eq!(
+            kinds(&planned).iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            vec![EventKind::BookingEndsSoon, EventKind::JobBookingEnding]
+        );
+        // The job's owner is told of their job, whoever holds the booking.
+        assert_eq!(planned[1].to.as_ref().unwrap().user_id, 8);
+    }
+
+    #[test]
+    fn a_booking_made_inside_the_lead_time_or_shorter_than_it_gets_no_reminder() {
+        let settings = NotifySettings::default();
+        let now = at("2026-12-02T16:55:00Z");
+        let mut b = booking(1, "2026-12-02T17:00:00Z", "2026-12-02T19:00:00Z", now);
+        b.created_at = at("2026-12-02T16:54:00Z");
+        assert!(plan(&[b], &[], &settings, now).is_empty());
+        let now = at("2026-12-02T17:01:00Z");
+        let short = booking(2, "2026-12-02T17:00:00Z", "2026-12-02T17:10:00Z", now);
+        assert!(plan(&[short], &[], &settings, now).is_empty());
+    }
+
+    #[test]
+    fn the_digest_week_is_the_iso_week() {
+        let t = at("2027-01-04T09:00:00Z").naive_utc(); // a Monday
+        assert_eq!(digest_week(t), "2027-W01");
+    }
+}

@@ -1,0 +1,424 @@
+//! SQL of personal notifications: members' choices, the outbox (claimed, retried, marked sent or
+//! failed) and the one-click links in messages.
+
+use super::*;
+use lanes_types::notify::{
+    Channel, LinkAction, NotifyPrefs, NotifySettings, OutboxEntry, OutboxStatus,
+};
+
+/// A message to put in the outbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMessage {
+    pub user_id: Option<i64>,
+    pub channel: Channel,
+    /// The personal event's name, or the lab channel's event.
+    pub event: String,
+    pub text: String,
+    pub details: serde_json::Value,
+    /// Asking twice with one key adds one message.
+    pub dedupe_key: Option<String>,
+}
+
+/// A message claimed for one delivery attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claimed {
+    pub id: i64,
+    pub user_id: Option<i64>,
+    pub channel: Channel,
+    pub event: String,
+    pub text: String,
+    pub details: serde_json::Value,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A one-click link as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub id: i64,
+    pub user_id: i64,
+    pub action: LinkAction,
+    pub booking_id: Option<i64>,
+    pub job_id: Option<i64>,
+    pub expires_at: DateTime<Utc>,
+    pub used_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+}
+
+/// A link to store for a message: its secret's hash, what it does and until when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewLink {
+    pub token_hash: String,
+    pub user_id: i64,
+    pub action: LinkAction,
+    pub booking_id: Option<i64>,
+    pub job_id: Option<i64>,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct LinkRow {
+    id: i64,
+    user_id: i64,
+    action: String,
+    booking_id: Option<i64>,
+    job_id: Option<i64>,
+    expires_ms: i64,
+    used_ms: Option<i64>,
+    outcome: Option<String>,
+}
+
+const LINK_COLUMNS: &str = "id, user_id, action, booking_id, job_id, expires_ms, used_ms, outcome";
+
+impl TryFrom<LinkRow> for Link {
+    type Error = StoreError;
+    fn try_from(r: LinkRow) -> Result<Self, StoreError> {
+        Ok(Link {
+            id: r.id,
+            user_id: r.user_id,
+            action: LinkAction::parse(&r.action).ok_or_else(|| unreadable(&r.action))?,
+            booking_id: r.booking_id,
+            job_id: r.job_id,
+            expires_at: at(r.expires_ms),
+            used_at: r.used_ms.map(at),
+            outcome: r.outcome,
+        })
+    }
+}
+
+impl Store {
+    /// The notification settings, or the defaults when none were saved.
+    pub async fn notify_settings(&self) -> Result<NotifySettings, StoreError> {
+        self.setting("notify").await
+    }
+
+    /// Replaces the notification settings and audits the change, in one step.
+    pub async fn save_notify_settings(
+        &self,
+        settings: &NotifySettings,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.save_setting("notify", settings, audit, now).await
+    }
+
+    /// A member's choices (the defaults when they made none).
+    pub async fn notify_prefs(&self, user_id: i64) -> Result<NotifyPrefs, StoreError> {
+        let value: Option<String> =
+            sqlx::query_scalar("SELECT value FROM notify_prefs WHERE user_id = $1")
+                .bind(user_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        match value {
+            Some(json) => serde_json::from_str(&json).map_err(unreadable),
+            None => Ok(NotifyPrefs::default()),
+        }
+    }
+
+    /// Replaces a member's choices and audits the change, in one step.
+    pub async fn save_notify_prefs(
+        &self,
+        user_id: i64,
+        prefs: &NotifyPrefs,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(prefs)
+            .map_err(|e| StoreError::Database(format!("cannot store a value: {e}")))?;
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO notify_prefs (user_id, value) VALUES ($1, $2)
+             ON CONFLICT (user_id) DO UPDATE SET value = excluded.value",
+        )
+        .bind(user_id)
+        .bind(json)
+        .execute(&mut *tx)
+        .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Puts messages in the outbox, due now; one whose dedupe key is there already is left out.
+    /// The ids of those added.
+    pub async fn enqueue(
+        &self,
+        messages: &[NewMessage],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let mut tx = self.begin().await?;
+        let mut ids = Vec::new();
+        for m in messages {
+            let id: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO outbox (user_id, channel, event, text, details, dedupe_key,
+                                     created_ms, next_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                 ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
+            )
+            .bind(m.user_id)
+            .bind(m.channel.as_str())
+            .bind(&m.event)
+            .bind(&m.text)
+            .bind(m.details.to_string())
+            .bind(&m.dedupe_key)
+            .bind(ms(now))
+            .fetch_optional(&mut *tx)
+            .await?;
+            ids.extend(id);
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// Whether a message with this dedupe key was ever queued.
+    pub async fn outbox_has(&self, dedupe_key: &str) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM outbox WHERE dedupe_key = $1")
+            .bind(dedupe_key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(found.is_some())
+    }
+
+    /// Takes the next due message for one attempt, for `lease` (another node, or this one after
+    /// a crash, takes it again only once the lease is over). None when nothing is due.
+    pub async fn claim_message(
+        &self,
+        now: DateTime<Utc>,
+        lease: chrono::Duration,
+    ) -> Result<Option<Claimed>, StoreError> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            id: i64,
+            user_id: Option<i64>,
+            channel: String,
+            event: String,
+            text: String,
+            details: String,
+            attempts: i64,
+            created_ms: i64,
+        }
+        // The outer conditions repeat the inner ones: on PostgreSQL, a second node that picked
+        // the same row waits for the first, then finds it claimed and updates nothing.
+        let row: Option<Row> = sqlx::query_as(
+            "UPDATE outbox SET claimed_until_ms = $2, attempts = attempts + 1
+             WHERE id = (SELECT id FROM outbox
+                         WHERE status = 'pending' AND next_ms <= $1
+                           AND (claimed_until_ms IS NULL OR claimed_until_ms <= $1)
+                         ORDER BY next_ms, id LIMIT 1)
+               AND status = 'pending' AND (claimed_until_ms IS NULL OR claimed_until_ms <= $1)
+             RETURNING id, user_id, channel, event, text, details, attempts, created_ms",
+        )
+        .bind(ms(now))
+        .bind(ms(now + lease))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        Ok(Some(Claimed {
+            id: r.id,
+            user_id: r.user_id,
+            channel: Channel::parse(&r.channel).ok_or_else(|| unreadable(&r.channel))?,
+            event: r.event,
+            text: r.text,
+            details: serde_json::from_str(&r.details).map_err(unreadable)?,
+            attempt: r.attempts as u32,
+            created_at: at(r.created_ms),
+        }))
+    }
+
+    /// Records how an attempt ended: sent, to be retried at `retry_at`, or over (`status`
+    /// failed or suppressed) with the reason.
+    pub async fn finish_message(
+        &self,
+        id: i64,
+        status: OutboxStatus,
+        retry_at: Option<DateTime<Utc>>,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox SET status = $2, next_ms = COALESCE($3, next_ms),
+                    claimed_until_ms = NULL, last_error = $4,
+                    sent_ms = CASE WHEN $2 = 'sent' THEN $5 ELSE sent_ms END
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status.as_str())
+        .bind(retry_at.map(ms))
+        .bind(error)
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// How many messages a member was sent since `since`.
+    pub async fn sent_to_since(
+        &self,
+        user_id: i64,
+        since: DateTime<Utc>,
+    ) -> Result<u32, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM outbox WHERE user_id = $1 AND status = 'sent' AND sent_ms >= $2",
+        )
+        .bind(user_id)
+        .bind(ms(since))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n as u32)
+    }
+
+    /// The newest outbox messages, optionally only those in `status`.
+    pub async fn outbox(
+        &self,
+        status: Option<OutboxStatus>,
+        limit: u32,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            id: i64,
+            created_ms: i64,
+            username: Option<String>,
+            channel: String,
+            event: String,
+            text: String,
+            status: String,
+            attempts: i64,
+            next_ms: i64,
+            sent_ms: Option<i64>,
+            last_error: Option<String>,
+        }
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT o.id, o.created_ms, u.username, o.channel, o.event, o.text, o.status,
+                    o.attempts, o.next_ms, o.sent_ms, o.last_error
+             FROM outbox o LEFT JOIN users u ON u.id = o.user_id
+             WHERE ($1 IS NULL OR o.status = $1)
+             ORDER BY o.id DESC LIMIT $2",
+        )
+        .bind(status.map(|s| s.as_str()))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                let status = OutboxStatus::parse(&r.status).ok_or_else(|| unreadable(&r.status))?;
+                Ok(OutboxEntry {
+                    id: r.id,
+                    created_at: at(r.created_ms),
+                    username: r.username,
+                    channel: Channel::parse(&r.channel).ok_or_else(|| unreadable(&r.channel))?,
+                    event: r.event,
+                    text: r.text,
+                    status,
+                    attempts: r.attempts as u32,
+                    next_attempt_at: (status == OutboxStatus::Pending).then(|| at(r.next_ms)),
+                    sent_at: r.sent_ms.map(at),
+                    last_error: r.last_error,
+                })
+            })
+            .collect()
+    }
+
+    /// Stores the links of one attempt at a message, replacing those of earlier attempts (which
+    /// never reached anyone, or reached them with a message that is now sent again).
+    pub async fn replace_links(
+        &self,
+        outbox_id: i64,
+        links: &[NewLink],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("DELETE FROM action_links WHERE outbox_id = $1 AND used_ms IS NULL")
+            .bind(outbox_id)
+            .execute(&mut *tx)
+            .await?;
+        for link in links {
+            sqlx::query(
+                "INSERT INTO action_links (token_hash, outbox_id, user_id, action, booking_id,
+                                           job_id, created_ms, expires_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&link.token_hash)
+            .bind(outbox_id)
+            .bind(link.user_id)
+            .bind(link.action.as_str())
+            .bind(link.booking_id)
+            .bind(link.job_id)
+            .bind(ms(now))
+            .bind(ms(link.expires_at))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The link a secret's hash names, used or not.
+    pub async fn link(&self, token_hash: &str) -> Result<Option<Link>, StoreError> {
+        sqlx::query_as::<_, LinkRow>(&format!(
+            "SELECT {LINK_COLUMNS} FROM action_links WHERE token_hash = $1"
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(Link::try_from)
+        .transpose()
+    }
+
+    /// Marks a link used, if it is still unused and unexpired: only one caller gets `true`.
+    pub async fn use_link(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE action_links SET used_ms = $2
+             WHERE id = $1 AND used_ms IS NULL AND expires_ms > $2",
+        )
+        .bind(id)
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(done == 1)
+    }
+
+    /// Records what a used link did; `None` gives it back (its action was refused, and may be
+    /// asked again once what refused it changed).
+    pub async fn link_outcome(&self, id: i64, outcome: Option<&str>) -> Result<(), StoreError> {
+        let query = match outcome {
+            Some(_) => "UPDATE action_links SET outcome = $2 WHERE id = $1",
+            None => "UPDATE action_links SET used_ms = NULL, outcome = $2 WHERE id = $1",
+        };
+        sqlx::query(query)
+            .bind(id)
+            .bind(outcome)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// When an account was made.
+    pub async fn user_created_at(&self, user_id: i64) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at: Option<Stamp> = sqlx::query_scalar("SELECT created_at FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(at.map(|s| s.0))
+    }
+
+    /// "Still using it": clears a booking's idle mark and starts its idle watch again from now,
+    /// audited.
+    pub async fn confirm_in_use(
+        &self,
+        booking_id: i64,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE bookings SET idle_since_ms = NULL, in_use_ms = $2 WHERE id = $1")
+            .bind(booking_id)
+            .bind(ms(now))
+            .execute(&mut *tx)
+            .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,365 @@
+//! Notifications: the admins' settings, each member's choices, test messages, and using a
+//! one-click link from a message.
+
+use super::{require_admin, UseCaseError};
+use crate::audit::AuditAction;
+use crate::notify::links::{self, Refused};
+use crate::notify::render;
+use crate::queue::Queue;
+use crate::store::{AuditEntry, Link, NewMessage, Store};
+use crate::usecases;
+use chrono::{DateTime, Utc};
+use lanes_types::account::User;
+use lanes_types::booking::BookingState;
+use lanes_types::notify::{
+    Channel, EventKind, LinkAction, NotifyPrefs, NotifyPrefsView, NotifySettings, TestSend,
+    TestSent,
+};
+
+fn known_zone(zone: &str) -> Result<chrono_tz::Tz, UseCaseError> {
+    zone.parse().map_err(|_| {
+        UseCaseError::Unprocessable(format!(
+            "{zone:?} is not a time zone; use an IANA name such as Europe/Berlin or Asia/Shanghai"
+        ))
+    })
+}
+
+/// The settings as admins read them: the SMTP password is never sent back, only whether one
+/// is kept.
+pub async fn settings(store: &Store) -> Result<NotifySettings, UseCaseError> {
+    let mut settings = store.notify_settings().await?;
+    if let Some(smtp) = &mut settings.smtp {
+        smtp.password_set = smtp.password.is_some();
+        smtp.password = None;
+    }
+    Ok(settings)
+}
+
+/// Replaces the notification settings. An SMTP password left out keeps the one stored; an
+/// empty one removes it.
+pub async fn save_settings(
+    store: &Store,
+    admin: &User,
+    mut settings: NotifySettings,
+    now: DateTime<Utc>,
+) -> Result<NotifySettings, UseCaseError> {
+    require_admin(admin)?;
+    if let Some(problem) = settings.problem() {
+        return Err(UseCaseError::Unprocessable(problem));
+    }
+    known_zone(&settings.time_zone)?;
+    let stored = store.notify_settings().await?;
+    if let Some(smtp) = &mut settings.smtp {
+        smtp.password = match smtp.password.take() {
+            Some(p) if p.is_empty() => None,
+            Some(p) => Some(p),
+            None => stored.smtp.as_ref().and_then(|s| s.password.clone()),
+        };
+        smtp.password_set = false;
+    }
+    let detail = match &settings.smtp {
+        Some(smtp) => format!(
+            "lab {:?}; mail through {}:{} ({:?}{})",
+            settings.lab_name,
+            smtp.host,
+            smtp.port,
+            smtp.security,
+            if smtp.username.is_empty() { "" } else { ", with a login" }
+        ),
+        None => format!("lab {:?}; no mail server", settings.lab_name),
+    };
+    let audit = AuditEntry::new(Some(admin.id), AuditAction::NotifySettings, "notifications")
+        .detail(detail);
+    store.save_notify_settings(&settings, &audit, now).await?;
+    self::settings(store).await
+}
+
+/// What a member chose, with what the lab allows.
+pub async fn prefs(store: &Store, user: &User) -> Result<NotifyPrefsView, UseCaseError> {
+    let settings = store.notify_settings().await?;
+    Ok(NotifyPrefsView {
+        prefs: store.notify_prefs(user.id).await?,
+        email: user.email.clone(),
+        email_available: settings.smtp.is_some(),
+        rules: EventKind::ALL
+            .into_iter()
+            .map(|k| (k, settings.rule(k)))
+            .collect(),
+        lab_time_zone: settings.time_zone,
+    })
+}
+
+/// Replaces a member's choices. Choosing channels for an event the lab requires is refused
+/// with the event named, rather than silently ignored.
+pub async fn save_prefs(
+    store: &Store,
+    user: &User,
+    prefs: NotifyPrefs,
+    now: DateTime<Utc>,
+) -> Result<NotifyPrefsView, UseCaseError> {
+    if let Some(problem) = prefs.problem() {
+        return Err(UseCaseError::Unprocessable(problem));
+    }
+    if let Some(zone) = &prefs.time_zone {
+        known_zone(zone)?;
+    }
+    let settings = store.notify_settings().await?;
+    for (kind, channels) in &prefs.events {
+        let rule = settings.rule(*kind);
+        if rule.required && (rule.channels.email && !channels.email || rule.channels.webhook && !channels.webhook) {
+            return Err(UseCaseError::Unprocessable(format!(
+                "the lab requires \"{}\" ({}): it cannot be turned off",
+                kind.label(),
+                kind.as_str()
+            )));
+        }
+    }
+    let audit = AuditEntry::new(Some(user.id), AuditAction::NotifyPrefs, &user.username).detail(
+        format!(
+            "time zone {}, webhook {}",
+            prefs.time_zone.as_deref().unwrap_or("the lab's"),
+            if prefs.webhook_url.is_some() { "set" } else { "none" }
+        ),
+    );
+    store.save_notify_prefs(user.id, &prefs, &audit, now).await?;
+    self::prefs(store, user).await
+}
+
+/// Queues a test message: to an address (admins checking the mail server), to a member's
+/// channels (admins), or to the caller's own.
+pub async fn test_send(
+    store: &Store,
+    actor: &User,
+    request: TestSend,
+    now: DateTime<Utc>,
+) -> Result<TestSent, UseCaseError> {
+    if (request.email.is_some() || request.user.is_some()) && !actor.is_admin() {
+        return Err(UseCaseError::Forbidden(
+            "only admins may send a test to someone else".into(),
+        ));
+    }
+    let settings = store.notify_settings().await?;
+    let target = match &request.user {
+        Some(name) => store
+            .user_by_username(name)
+            .await?
+            .ok_or_else(|| UseCaseError::NotFound(format!("no user named {name:?}")))?,
+        None => actor.clone(),
+    };
+    let base = |channel, details| NewMessage {
+        user_id: Some(target.id),
+        channel,
+        event: "test".into(),
+        text: format!("a test message for {}", target.username),
+        details,
+        dedupe_key: None,
+    };
+    let mut messages = Vec::new();
+    if let Some(address) = &request.email {
+        if !address.contains('@') || address.len() > 320 {
+            return Err(UseCaseError::Unprocessable(format!(
+                "{address:?} is not an email address"
+            )));
+        }
+        messages.push(base(Channel::Email, serde_json::json!({ "to": address })));
+    } else {
+        let prefs = store.notify_prefs(target.id).await?;
+        if target.email.is_some() && settings.smtp.is_some() {
+            messages.push(base(Channel::Email, serde_json::json!({})));
+        }
+        if prefs.webhook_url.is_some() {
+            messages.push(base(Channel::Webhook, serde_json::json!({})));
+        }
+    }
+    if settings.smtp.is_none() && messages.iter().any(|m| m.channel == Channel::Email) {
+        return Err(UseCaseError::Unprocessable(
+            "no mail server is set up: save the SMTP settings first".into(),
+        ));
+    }
+    if messages.is_empty() {
+        return Err(UseCaseError::Unprocessable(format!(
+            "{} has no channel to reach: no email address (or no mail server) and no webhook",
+            target.username
+        )));
+    }
+    let queued = store.enqueue(&messages, now).await?;
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::NotifyTest, &target.username)
+        .detail(format!("{} test message(s)", queued.len()));
+    store.audit(&audit, now).await?;
+    Ok(TestSent { queued })
+}
+
+/// Why using a link did nothing: the link (unknown, used, expired, gone) or its action
+/// (refused as the same request from the member would be).
+#[derive(Debug)]
+pub enum LinkFailure {
+    Link(Refused),
+    Action(UseCaseError),
+}
+
+impl From<Refused> for LinkFailure {
+    fn from(e: Refused) -> Self {
+        LinkFailure::Link(e)
+    }
+}
+
+impl From<crate::store::StoreError> for LinkFailure {
+    fn from(e: crate::store::StoreError) -> Self {
+        LinkFailure::Link(Refused::Store(e))
+    }
+}
+
+/// The link `secret` names, if it may still act, and what it would do, in words.
+pub async fn look(
+    store: &Store,
+    secret: &str,
+    tz: chrono_tz::Tz,
+    now: DateTime<Utc>,
+) -> Result<String, Refused> {
+    let link = links::check(store, secret, now).await?;
+    describe(store, &link, tz).await
+}
+
+/// What a link would do, in words, for its confirmation page.
+async fn describe(store: &Store, link: &Link, tz: chrono_tz::Tz) -> Result<String, Refused> {
+    let now = Utc::now();
+    Ok(match (link.action, link.booking_id, link.job_id) {
+        (LinkAction::CancelJob, _, Some(job)) => {
+            let job = store
+                .job(job)
+                .await?
+                .ok_or_else(|| Refused::Gone("the job is gone".into()))?;
+            format!("Cancel job #{} ({})", job.id, job.title())
+        }
+        (action, Some(id), _) => {
+            let b = store
+                .booking(id, now)
+                .await?
+                .ok_or_else(|| Refused::Gone("the booking is gone".into()))?;
+            match action {
+                LinkAction::ExtendHour => format!(
+                    "Extend booking #{id} by an hour: to {} instead of {}",
+                    render::when(b.end + chrono::Duration::hours(1), tz),
+                    render::when(b.end, tz)
+                ),
+                LinkAction::Release if b.state == BookingState::Upcoming => format!(
+                    "Cancel booking #{id}, which would start at {}",
+                    render::when(b.start, tz)
+                ),
+                LinkAction::Release => format!(
+                    "Release booking #{id} now (it would end at {})",
+                    render::when(b.end, tz)
+                ),
+                _ => format!(
+                    "Tell Lanes you are still using booking #{id}: its idle mark is cleared and the idle watch starts again"
+                ),
+            }
+        }
+        _ => return Err(Refused::Gone("the link names nothing".into())),
+    })
+}
+
+/// Uses the link `secret`: marks it used (only one request can), does its action as its
+/// member, and records what was done. A refused action gives the link back, so that it may be
+/// used once what refused it changed. What was done, in words.
+pub async fn perform(
+    store: &Store,
+    queue: &Queue,
+    horizon_days: u32,
+    secret: &str,
+    tz: chrono_tz::Tz,
+    now: DateTime<Utc>,
+) -> Result<String, LinkFailure> {
+    let link = links::check(store, secret, now).await?;
+    let user = store
+        .user(link.user_id)
+        .await?
+        .filter(|u| u.enabled)
+        .ok_or(Refused::Gone("the account is disabled".into()))?;
+    if !store.use_link(link.id, now).await? {
+        // Another request used it a moment ago.
+        let again = store.link(&crate::accounts::session::hash_secret(secret)).await?;
+        return Err(LinkFailure::Link(Refused::Used {
+            at: again.and_then(|l| l.used_at).unwrap_or(now),
+            outcome: None,
+        }));
+    }
+    let done = act(store, queue, horizon_days, &link, &user, tz, now).await;
+    match done {
+        Ok(words) => {
+            store.link_outcome(link.id, Some(&words)).await?;
+            Ok(words)
+        }
+        Err(e) => {
+            store.link_outcome(link.id, None).await?;
+            Err(LinkFailure::Action(e))
+        }
+    }
+}
+
+async fn act(
+    store: &Store,
+    queue: &Queue,
+    horizon_days: u32,
+    link: &Link,
+    user: &lanes_types::account::User,
+    tz: chrono_tz::Tz,
+    now: DateTime<Utc>,
+) -> Result<String, UseCaseError> {
+    let gone = || UseCaseError::NotFound("the link names nothing".into());
+    match link.action {
+        LinkAction::CancelJob => {
+            let id = link.job_id.ok_or_else(gone)?;
+            let job = usecases::jobs::cancel(
+                store,
+                queue,
+                user,
+                id,
+                usecases::jobs::CancelScope::AnyJob,
+            )
+            .await?;
+            Ok(format!("Job #{} ({}) was cancelled.", job.id, job.title()))
+        }
+        LinkAction::ExtendHour => {
+            let id = link.booking_id.ok_or_else(gone)?;
+            let booking = usecases::bookings::changeable(store, user, id, now).await?;
+            let end = booking.end + chrono::Duration::hours(1);
+            let booking =
+                usecases::bookings::extend(store, user, id, end, horizon_days, now).await?;
+            Ok(format!(
+                "Booking #{id} now ends at {}.",
+                render::when(booking.end, tz)
+            ))
+        }
+        LinkAction::Release => {
+            let id = link.booking_id.ok_or_else(gone)?;
+            let booking = usecases::bookings::withdraw(store, user, id, now).await?;
+            Ok(match booking.state {
+                BookingState::Cancelled => format!("Booking #{id} was cancelled."),
+                _ => format!(
+                    "Booking #{id} was released at {}; its cards are free for others.",
+                    render::when(now, tz)
+                ),
+            })
+        }
+        LinkAction::StillUsing => {
+            let id = link.booking_id.ok_or_else(gone)?;
+            let booking = usecases::bookings::changeable(store, user, id, now).await?;
+            if booking.state != BookingState::Active {
+                return Err(UseCaseError::Unprocessable(format!(
+                    "booking #{id} is not active any more"
+                )));
+            }
+            let audit = AuditEntry::new(
+                Some(user.id),
+                AuditAction::BookingInUse,
+                format!("booking {id}"),
+            )
+            .detail("answered an idle warning: still using it");
+            store.confirm_in_use(id, &audit, now).await?;
+            Ok(format!(
+                "Booking #{id} is marked in use; the idle watch starts again from now."
+            ))
+        }
+    }
+}
