@@ -500,6 +500,70 @@ impl Client {
         Self::json(self.request(Method::PUT, "/api/v1/policy").json(policy)).await
     }
 
+    /// `GET /api/v1/me/notifications`: what the caller chose, and the lab's rules.
+    pub async fn my_notifications(&self) -> Result<lanes_types::notify::NotifyPrefsView> {
+        Self::json(self.request(Method::GET, "/api/v1/me/notifications")).await
+    }
+
+    /// `PUT /api/v1/me/notifications`.
+    pub async fn save_my_notifications(
+        &self,
+        prefs: &lanes_types::notify::NotifyPrefs,
+    ) -> Result<lanes_types::notify::NotifyPrefsView> {
+        Self::json(
+            self.request(Method::PUT, "/api/v1/me/notifications")
+                .json(prefs),
+        )
+        .await
+    }
+
+    /// `POST /api/v1/me/notifications/test`: a test message to the caller's channels.
+    pub async fn test_my_notifications(&self) -> Result<lanes_types::notify::TestSent> {
+        Self::json(self.request(Method::POST, "/api/v1/me/notifications/test")).await
+    }
+
+    /// `GET /api/v1/notifications/settings` (admins).
+    pub async fn notify_settings(&self) -> Result<lanes_types::notify::NotifySettings> {
+        Self::json(self.request(Method::GET, "/api/v1/notifications/settings")).await
+    }
+
+    /// `PUT /api/v1/notifications/settings` (admins).
+    pub async fn save_notify_settings(
+        &self,
+        settings: &lanes_types::notify::NotifySettings,
+    ) -> Result<lanes_types::notify::NotifySettings> {
+        Self::json(
+            self.request(Method::PUT, "/api/v1/notifications/settings")
+                .json(settings),
+        )
+        .await
+    }
+
+    /// `GET /api/v1/notifications/outbox` (admins): the newest messages, optionally of one
+    /// status (`pending`, `sent`, `failed`, `suppressed`).
+    pub async fn outbox(
+        &self,
+        status: Option<&str>,
+    ) -> Result<Vec<lanes_types::notify::OutboxEntry>> {
+        let mut request = self.request(Method::GET, "/api/v1/notifications/outbox");
+        if let Some(status) = status {
+            request = request.query(&[("status", status)]);
+        }
+        Self::json(request).await
+    }
+
+    /// `POST /api/v1/notifications/test` (admins): a test message to an address or a member.
+    pub async fn notify_test(
+        &self,
+        request: &lanes_types::notify::TestSend,
+    ) -> Result<lanes_types::notify::TestSent> {
+        Self::json(
+            self.request(Method::POST, "/api/v1/notifications/test")
+                .json(request),
+        )
+        .await
+    }
+
     /// `GET /api/v1/violations`.
     pub async fn violations(&self, query: &ViolationQuery) -> Result<Vec<Violation>> {
         Self::json(self.request(Method::GET, "/api/v1/violations").query(query)).await

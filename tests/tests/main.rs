@@ -18,6 +18,7 @@ mod history;
 mod job_launch;
 mod jobs;
 mod lending;
+mod notify;
 mod logging;
 mod openapi;
 mod postgres;

@@ -151,7 +151,7 @@ async fn attempt(
     let test_to = message.details["to"].as_str().map(str::to_string);
     let sent_lately = context
         .store
-        .sent_to_since(user_id, now - chrono::Duration::hours(1))
+        .sent_to_since(user_id, now - chrono::Duration::hours(1), message.id, now)
         .await
         .map_err(store_error)?;
     if test_to.is_none() && sent_lately >= settings.per_user_per_hour {
@@ -196,7 +196,13 @@ async fn attempt(
         cards: &cards,
         portal: &portal,
     };
-    let rendered = render::render(&message.event, &message.details, now, &reader, &offered);
+    let rendered = render::render(
+        &message.event,
+        &message.details,
+        message.created_at,
+        &reader,
+        &offered,
+    );
     match message.channel {
         Channel::Email => {
             let Some(smtp) = &settings.smtp else {

@@ -252,17 +252,24 @@ impl Store {
         Ok(())
     }
 
-    /// How many messages a member was sent since `since`.
+    /// How many messages a member was sent since `since`, counting those older than message
+    /// `id` that are being sent now (so that deliveries at once do not all pass a limit).
     pub async fn sent_to_since(
         &self,
         user_id: i64,
         since: DateTime<Utc>,
+        id: i64,
+        now: DateTime<Utc>,
     ) -> Result<u32, StoreError> {
         let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM outbox WHERE user_id = $1 AND status = 'sent' AND sent_ms >= $2",
+            "SELECT COUNT(*) FROM outbox WHERE user_id = $1
+               AND ((status = 'sent' AND sent_ms >= $2)
+                    OR (status = 'pending' AND id < $3 AND claimed_until_ms > $4))",
         )
         .bind(user_id)
         .bind(ms(since))
+        .bind(id)
+        .bind(ms(now))
         .fetch_one(&self.pool)
         .await?;
         Ok(n as u32)
