@@ -90,6 +90,29 @@ fn matrix() -> Vec<Row> {
         ),
         row(get.clone(), "/api/v1/me/quota", None, [401, 200, 200, 200]),
         row(get.clone(), "/api/v1/me", None, [401, 200, 200, 200]),
+        // One-click links: public, the secret is the authority; this one names no link.
+        row(get.clone(), "/act/{secret}", None, [404, 404, 404, 404]),
+        row(post.clone(), "/act/{secret}", None, [404, 404, 404, 404]),
+        // A member's own notification choices; `{}` is the defaults.
+        row(
+            get.clone(),
+            "/api/v1/me/notifications",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            Method::PUT,
+            "/api/v1/me/notifications",
+            EmptyJson,
+            [401, 200, 200, 200],
+        ),
+        // Nobody here has an address or a webhook: nothing to send a test to.
+        row(
+            post.clone(),
+            "/api/v1/me/notifications/test",
+            None,
+            [401, 422, 422, 422],
+        ),
         row(
             post.clone(),
             "/api/v1/me/password",
@@ -328,6 +351,30 @@ fn matrix() -> Vec<Row> {
             [401, 403, 403, 400],
         ),
         row(get.clone(), "/api/v1/audit", None, [401, 403, 403, 200]),
+        row(
+            get.clone(),
+            "/api/v1/notifications/settings",
+            None,
+            [401, 403, 403, 200],
+        ),
+        row(
+            Method::PUT,
+            "/api/v1/notifications/settings",
+            EmptyJson,
+            [401, 403, 403, 200],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/notifications/outbox",
+            None,
+            [401, 403, 403, 200],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/notifications/test",
+            EmptyJson,
+            [401, 403, 403, 422],
+        ),
         row(get.clone(), "/api/v1/settings", None, [401, 403, 403, 200]),
         row(
             Method::PUT,
@@ -365,6 +412,8 @@ impl World {
         route
             .replace("{id}", &id.to_string())
             .replace("{*rest}", "no-such-endpoint")
+            // No link has this secret.
+            .replace("{secret}", &"0".repeat(64))
     }
 
     async fn send(&self, method: Method, route: &str, body: Body, auth: Auth<'_>) -> StatusCode {
