@@ -296,7 +296,19 @@ pub struct NotifyPrefs {
 impl NotifyPrefs {
     /// The channels `kind` goes to for this member under `settings`.
     pub fn channels(&self, settings: &NotifySettings, kind: EventKind) -> Channels {
-        let rule = settings.rule(kind);
+        self.under(settings.rule(kind), kind)
+    }
+
+    /// The same, with the lab's rules as the account page has them.
+    pub fn channels_with(&self, rules: &BTreeMap<EventKind, EventRule>, kind: EventKind) -> Channels {
+        let rule = rules
+            .get(&kind)
+            .copied()
+            .unwrap_or_else(|| NotifySettings::default().rule(kind));
+        self.under(rule, kind)
+    }
+
+    fn under(&self, rule: EventRule, kind: EventKind) -> Channels {
         if rule.required {
             return rule.channels;
         }

@@ -1,5 +1,5 @@
-//! `/account`: every user's own page: who they are, changing their password, and their API
-//! tokens for scripts and the CLI.
+//! `/account`: every user's own page: who they are, what they are told of (notifications),
+//! changing their password, and their API tokens for scripts and the CLI.
 
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
@@ -19,6 +19,7 @@ pub fn AccountPage() -> impl IntoView {
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move { current_viewer().await.map(|user| view! { <Profile user /> }) })}
             </Suspense>
+            <crate::pages::notifications::MyNotifications />
             <PasswordForm />
             <Tokens />
         </main>

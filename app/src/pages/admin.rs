@@ -94,6 +94,7 @@ fn AdminSections() -> impl IntoView {
         </section>
         <crate::pages::quotas::QuotaPanel on_done=changed />
         <SettingsPanel on_done=changed />
+        <crate::pages::notifications::NotifyPanel on_done=changed />
         <crate::pages::enforcement::PolicyPanel on_done=changed />
         <crate::pages::enforcement::ViolationsPanel />
         <section class="panel">

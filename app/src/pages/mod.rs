@@ -9,5 +9,6 @@ pub mod history;
 pub mod jobs;
 pub mod login;
 pub mod not_found;
+pub mod notifications;
 pub mod queue;
 pub mod quotas;
