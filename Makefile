@@ -10,6 +10,9 @@ TOOLS_DIR            ?= $(HOME)/.cache/lanes-tools
 BINARYEN_BIN         := $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION)/node_modules/.bin
 SCHEMATHESIS_VERSION := 4.32.5
 SCHEMATHESIS         := $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/st
+# The real SMTP server the notification tests start (tests/notify/smtp_sink.py).
+AIOSMTPD_VERSION     := 1.4.6
+export LANES_TEST_PYTHON := $(TOOLS_DIR)/aiosmtpd-$(AIOSMTPD_VERSION)/bin/python
 # Seconds schemathesis may fuzz the API in `make test`.
 API_FUZZ_SECONDS     ?= 120
 export PATH          := $(BINARYEN_BIN):$(HOME)/.cargo/bin:$(PATH)
@@ -65,6 +68,9 @@ tools-test:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
 	@test -d tests/browser/node_modules/playwright-core \
 		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
+	@test -x $(LANES_TEST_PYTHON) \
+		|| (python3 -m venv $(TOOLS_DIR)/aiosmtpd-$(AIOSMTPD_VERSION) \
+			&& $(TOOLS_DIR)/aiosmtpd-$(AIOSMTPD_VERSION)/bin/pip install -q aiosmtpd==$(AIOSMTPD_VERSION))
 	@test -x $(SCHEMATHESIS) \
 		|| (python3 -m venv $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION) \
 			&& $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))

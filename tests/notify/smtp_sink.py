@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """A real SMTP server for the notification tests (aiosmtpd): it asks for a login (AUTH PLAIN or
 LOGIN with the user and password given), takes every message and writes it, as received, to
-DIR/NNNN.eml (written whole, then renamed, so a reader never sees half a message). It prints
+DIR/NNNN.eml (written whole, then renamed, so a reader never sees half a message), with its
+subject, recipients and decoded plain-text and HTML bodies beside it in DIR/NNNN.json. It prints
 "READY <port>" once it listens on 127.0.0.1.
 
     smtp_sink.py DIR USER PASSWORD [PORT]
 """
 import asyncio
+import email
+import email.policy
+import json
 import logging
 import warnings
 import os
@@ -25,6 +29,19 @@ class Sink:
     async def handle_DATA(self, server, session, envelope):
         self.count += 1
         name = os.path.join(self.folder, f"{self.count:04d}.eml")
+        message = email.message_from_bytes(envelope.original_content, policy=email.policy.default)
+        part = lambda kind: (message.get_body((kind,)) or message).get_content()
+        decoded = {
+            "to": envelope.rcpt_tos,
+            "subject": message["subject"],
+            "message_id": message["message-id"],
+            "text": part("plain"),
+            "html": part("html"),
+        }
+        side = os.path.join(self.folder, f"{self.count:04d}.json")
+        with open(side + ".part", "w") as f:
+            json.dump(decoded, f)
+        os.rename(side + ".part", side)
         with open(name + ".part", "wb") as f:
             f.write(f"X-Envelope-To: {', '.join(envelope.rcpt_tos)}\r\n".encode())
             f.write(envelope.original_content)

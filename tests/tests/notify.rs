@@ -225,19 +225,29 @@ async fn a_reminder_comes_at_its_time_and_its_link_works_once() {
         message.subject,
         format!("[Vision Lab] Booking #{} starts at {local} CST", booking.id)
     );
-    assert!(message.text.contains("GPU 0 · testnode"), "{}", message.text);
+    assert!(
+        message.text.contains("GPU 0 · testnode"),
+        "{}",
+        message.text
+    );
     assert!(message.text.contains("(UTC+08:00)"), "{}", message.text);
     assert!(message.html.contains("Release now"));
     assert!(message.message_id.starts_with("lanes-"));
 
     let url = link(&message, "Release now");
-    assert!(url.starts_with(&format!("http://{}/act/", app.addr)), "{url}");
+    assert!(
+        url.starts_with(&format!("http://{}/act/", app.addr)),
+        "{url}"
+    );
     let anonymous = reqwest::Client::new();
     // Opening the link only asks.
     let page = anonymous.get(&url).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let body = page.text().await.unwrap();
-    assert!(body.contains(&format!("Cancel booking #{}", booking.id)), "{body}");
+    assert!(
+        body.contains(&format!("Cancel booking #{}", booking.id)),
+        "{body}"
+    );
     assert_eq!(
         ada.client().booking(booking.id).await.unwrap().state,
         lanes_types::booking::BookingState::Upcoming
@@ -317,7 +327,10 @@ fn chrono_tz_offset() -> chrono::FixedOffset {
 }
 
 /// A tiny HTTP endpoint that keeps the JSON bodies POSTed to it.
-async fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>) {
+async fn receiver() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
     use axum::routing::post;
     let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let keep = got.clone();
@@ -359,7 +372,11 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
             required: true,
         },
     );
-    admin.client().save_notify_settings(&settings).await.unwrap();
+    admin
+        .client()
+        .save_notify_settings(&settings)
+        .await
+        .unwrap();
     // A private webhook is refused at delivery unless the lab allows it.
     let mut prefs = NotifyPrefs {
         webhook_url: Some(hook.clone()),
@@ -375,9 +392,13 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
     ada.client().save_my_notifications(&prefs).await.unwrap();
     // A required event cannot be turned off.
     let mut off = prefs.clone();
-    off.events.insert(EventKind::UnbookedUse, Channels::default());
+    off.events
+        .insert(EventKind::UnbookedUse, Channels::default());
     let refusal = ada.client().save_my_notifications(&off).await.unwrap_err();
-    assert!(format!("{refusal:?}").contains("cannot be turned off"), "{refusal:?}");
+    assert!(
+        format!("{refusal:?}").contains("cannot be turned off"),
+        "{refusal:?}"
+    );
     let view = ada.client().my_notifications().await.unwrap();
     assert!(view.rules[&EventKind::UnbookedUse].required);
     assert!(view.email_available);
@@ -388,43 +409,59 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
         serde_json::json!({"events": {"no_such_event": {"email": true}}}),
     ] {
         let (status, body) = ada
-            .call(reqwest::Method::PUT, "/api/v1/me/notifications", Some(bad.clone()))
+            .call(
+                reqwest::Method::PUT,
+                "/api/v1/me/notifications",
+                Some(bad.clone()),
+            )
             .await;
         assert!(status == 400 || status == 422, "{bad}: {status} {body}");
     }
-    assert_eq!(
-        ada.client().my_notifications().await.unwrap().prefs,
-        prefs
-    );
+    assert_eq!(ada.client().my_notifications().await.unwrap().prefs, prefs);
 
     // A job that fails goes to ada's webhook only (her choice): private, so suppressed.
     let card = cards(&app).await[0].info.uuid.clone();
     let booking = ada.book(&[card], 600).await;
     let job = ada.submit(booking.id, &["/nonexistent-program"]).await;
-    wait_until(Duration::from_secs(20), "the webhook message is suppressed", || async {
-        let outbox = admin.client().outbox(None).await.unwrap();
-        outbox
-            .iter()
-            .any(|m| {
-                m.event == "job_failed"
-                    && m.status == OutboxStatus::Suppressed
-                    && m.last_error.as_deref().is_some_and(|e| e.contains("private network"))
-            })
-            .then_some(())
-    })
+    wait_until(
+        Duration::from_secs(20),
+        "the webhook message is suppressed",
+        || async {
+            let outbox = admin.client().outbox(None).await.unwrap();
+            outbox
+                .iter()
+                .any(|m| {
+                    m.event == "job_failed"
+                        && m.status == OutboxStatus::Suppressed
+                        && m.last_error
+                            .as_deref()
+                            .is_some_and(|e| e.contains("private network"))
+                })
+                .then_some(())
+        },
+    )
     .await;
     assert!(got.lock().unwrap().is_empty());
     // Allowed: the next one reaches it, with its facts and subject.
     settings.allow_private_webhooks = true;
-    admin.client().save_notify_settings(&settings).await.unwrap();
+    admin
+        .client()
+        .save_notify_settings(&settings)
+        .await
+        .unwrap();
     let second = ada.submit(booking.id, &["/nonexistent-program"]).await;
-    let body = wait_until(Duration::from_secs(20), "the webhook gets the failure", || async {
-        got.lock().unwrap().first().cloned()
-    })
+    let body = wait_until(
+        Duration::from_secs(20),
+        "the webhook gets the failure",
+        || async { got.lock().unwrap().first().cloned() },
+    )
     .await;
     assert_eq!(body["event"], "job_failed");
     assert_eq!(body["details"]["job_id"], second.id);
-    assert!(body["subject"].as_str().unwrap().contains(&format!("Job #{} ", second.id)));
+    assert!(body["subject"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("Job #{} ", second.id)));
     assert!(job.id != second.id);
     // Email was turned off for failures: none came.
     assert!(sink.messages().is_empty());
@@ -433,25 +470,38 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
     for _ in 0..5 {
         ada.client().test_my_notifications().await.unwrap();
     }
-    wait_until(Duration::from_secs(20), "the tests are sent or suppressed", || async {
-        let outbox = admin.client().outbox(None).await.unwrap();
-        let tests: Vec<_> = outbox.iter().filter(|m| m.event == "test").collect();
-        (tests.len() == 10 && tests.iter().all(|m| m.status != OutboxStatus::Pending))
-            .then_some(())
-    })
+    wait_until(
+        Duration::from_secs(20),
+        "the tests are sent or suppressed",
+        || async {
+            let outbox = admin.client().outbox(None).await.unwrap();
+            let tests: Vec<_> = outbox.iter().filter(|m| m.event == "test").collect();
+            (tests.len() == 10 && tests.iter().all(|m| m.status != OutboxStatus::Pending))
+                .then_some(())
+        },
+    )
     .await;
     let outbox = admin.client().outbox(Some("suppressed")).await.unwrap();
-    assert!(outbox
-        .iter()
-        .any(|m| m.last_error.as_deref().is_some_and(|e| e.contains("limit of 3"))));
+    assert!(outbox.iter().any(|m| m
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.contains("limit of 3"))));
     let sent = admin.client().outbox(Some("sent")).await.unwrap();
-    assert_eq!(sent.iter().filter(|m| m.username.as_deref() == Some(MEMBER)).count(), 3);
+    assert_eq!(
+        sent.iter()
+            .filter(|m| m.username.as_deref() == Some(MEMBER))
+            .count(),
+        3
+    );
     // Members may not send tests to others, nor read the outbox.
     let request = TestSend {
         email: Some("x@y.example".into()),
         user: None,
     };
-    assert_eq!(lanes_tests::refused(ada.client().notify_test(&request).await), 403);
+    assert_eq!(
+        lanes_tests::refused(ada.client().notify_test(&request).await),
+        403
+    );
     assert_eq!(lanes_tests::refused(ada.client().outbox(None).await), 403);
     app.stop().await;
 }
@@ -486,11 +536,17 @@ async fn an_idle_warning_says_when_and_still_using_it_starts_the_watch_again() {
     let raw = sink.wait_for(1, Duration::from_secs(30)).await;
     let message = parse(&raw[0]);
     assert!(
-        message.subject.contains(&format!("Booking #{} is idle: released at", booking.id)),
+        message
+            .subject
+            .contains(&format!("Booking #{} is idle: released at", booking.id)),
         "{}",
         message.subject
     );
-    assert!(message.text.contains("(15 min from now)"), "{}", message.text);
+    assert!(
+        message.text.contains("(15 min from now)"),
+        "{}",
+        message.text
+    );
     let url = link(&message, "Still using it");
     let done = reqwest::Client::new().post(&url).send().await.unwrap();
     assert_eq!(done.status(), 200);
@@ -581,5 +637,91 @@ async fn a_restart_between_enqueue_and_send_delivers_exactly_once() {
     for id in [one[0], two[0]] {
         let m = outbox.iter().find(|m| m.id == id).unwrap();
         assert_eq!(m.status, OutboxStatus::Sent, "{m:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
+    let app = TestApp::spawn(1).await;
+    let mail = tempfile::tempdir().unwrap();
+    let sink = Sink::start(mail.path(), 0);
+    let (admin, ada) = people(&app).await;
+    admin
+        .client()
+        .save_notify_settings(&NotifySettings {
+            smtp: Some(smtp(sink.port)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    admin
+        .client()
+        .save_quotas(&lanes_types::booking::Quotas {
+            default: lanes_types::booking::Quota {
+                gpu_hours_per_week: Some(2.0),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // The digest is off by email unless chosen; ada chooses it.
+    let mut prefs = NotifyPrefs::default();
+    prefs.events.insert(
+        EventKind::WeeklyDigest,
+        Channels {
+            email: true,
+            webhook: false,
+        },
+    );
+    ada.client().save_my_notifications(&prefs).await.unwrap();
+    // 1.8 of her 2 GPU-hours: past the 80 % warning.
+    let card = cards(&app).await[0].info.uuid.clone();
+    ada.book(&[card], 108 * 60).await;
+    // A member of a week ago gets the digest of the week before this one.
+    let week_ago = Utc::now() - chrono::Duration::days(10);
+    backdate(&app.database_url(), MEMBER, week_ago).await;
+    let raw = sink.wait_for(2, Duration::from_secs(30)).await;
+    let subjects: Vec<String> = raw.iter().map(|r| parse(r).subject).collect();
+    assert!(
+        subjects
+            .iter()
+            .any(|s| s == "[Lanes] 1.8 of your 2.0 GPU-hours this week are booked"),
+        "{subjects:?}"
+    );
+    let digest = raw
+        .iter()
+        .map(|r| parse(r))
+        .find(|m| m.subject.starts_with("[Lanes] Your week from"))
+        .unwrap_or_else(|| panic!("no digest in {subjects:?}"));
+    assert!(digest.text.contains("GPU-hours"), "{}", digest.text);
+    // Once: later passes find them in the outbox.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(sink.messages().len(), 2);
+    app.stop().await;
+}
+
+/// Makes an account look older than it is (as made at `at`).
+async fn backdate(url: &str, username: &str, at: chrono::DateTime<Utc>) {
+    let sql = "UPDATE users SET created_at = $1 WHERE username = $2";
+    let at = at.to_rfc3339();
+    if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        sqlx::query(sql)
+            .bind(&at)
+            .bind(username)
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query(sql)
+            .bind(&at)
+            .bind(username)
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
     }
 }

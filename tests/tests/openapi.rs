@@ -210,19 +210,16 @@ async fn call_client(
             .save_my_notifications(&Default::default())
             .await
             .map(drop),
-        ("POST", "/api/v1/me/notifications/test") => {
-            client.test_my_notifications().await.map(drop)
-        }
+        ("POST", "/api/v1/me/notifications/test") => client.test_my_notifications().await.map(drop),
         ("GET", "/api/v1/notifications/settings") => client.notify_settings().await.map(drop),
         ("PUT", "/api/v1/notifications/settings") => client
             .save_notify_settings(&Default::default())
             .await
             .map(drop),
         ("GET", "/api/v1/notifications/outbox") => client.outbox(None).await.map(drop),
-        ("POST", "/api/v1/notifications/test") => client
-            .notify_test(&Default::default())
-            .await
-            .map(drop),
+        ("POST", "/api/v1/notifications/test") => {
+            client.notify_test(&Default::default()).await.map(drop)
+        }
         ("GET", "/api/v1/reports/usage.csv") => {
             client.usage_csv(&Default::default()).await.map(drop)
         }

@@ -270,8 +270,7 @@ impl NotifySettings {
             if !smtp.from.contains('@') || smtp.from.len() > 320 {
                 return Some("smtp.from must be an address (name@host or Name <name@host>)".into());
             }
-            if smtp.username.len() > 320 || smtp.password.as_ref().is_some_and(|p| p.len() > 1000)
-            {
+            if smtp.username.len() > 320 || smtp.password.as_ref().is_some_and(|p| p.len() > 1000) {
                 return Some("smtp.username and smtp.password must be shorter".into());
             }
         }
@@ -300,7 +299,11 @@ impl NotifyPrefs {
     }
 
     /// The same, with the lab's rules as the account page has them.
-    pub fn channels_with(&self, rules: &BTreeMap<EventKind, EventRule>, kind: EventKind) -> Channels {
+    pub fn channels_with(
+        &self,
+        rules: &BTreeMap<EventKind, EventRule>,
+        kind: EventKind,
+    ) -> Channels {
         let rule = rules
             .get(&kind)
             .copied()

@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 fn browser_zone() -> Option<String> {
     #[cfg(feature = "hydrate")]
     {
-        let options = js_sys::Intl::DateTimeFormat::new(&js_sys::Array::new(), &js_sys::Object::new())
-            .resolved_options();
+        let options =
+            js_sys::Intl::DateTimeFormat::new(&js_sys::Array::new(), &js_sys::Object::new())
+                .resolved_options();
         js_sys::Reflect::get(&options, &"timeZone".into())
             .ok()
             .and_then(|z| z.as_string())
@@ -37,23 +38,29 @@ fn optional(text: String) -> Option<String> {
 #[component]
 pub fn MyNotifications() -> impl IntoView {
     let prefs = Remote::<NotifyPrefsView>::new("/api/v1/me/notifications");
+    // Outside the form, which is made again when the saved choices come back.
+    let message = RwSignal::new(None::<Result<String, String>>);
     view! {
         <section class="panel" data-testid="my-notifications">
             <h3>"Notifications"</h3>
             {render_remote(prefs, "your notification choices", move |view: &NotifyPrefsView| {
-                view! { <PrefsForm view=view.clone() on_saved=move || prefs.reload() /> }
+                view! { <PrefsForm view=view.clone() message on_saved=move || prefs.reload() /> }
             })}
+            {outcome(message)}
         </section>
     }
     .into_any()
 }
 
 #[component]
-fn PrefsForm(view: NotifyPrefsView, on_saved: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn PrefsForm(
+    view: NotifyPrefsView,
+    message: RwSignal<Option<Result<String, String>>>,
+    on_saved: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let zone = NodeRef::<leptos::html::Input>::new();
     let hook = NodeRef::<leptos::html::Input>::new();
     let slack = NodeRef::<leptos::html::Input>::new();
-    let message = RwSignal::new(None::<Result<String, String>>);
     let rules = view.rules.clone();
     // What each event goes to now: the member's choice, else the lab's default.
     let chosen: RwSignal<BTreeMap<EventKind, Channels>> = RwSignal::new(
@@ -81,7 +88,9 @@ fn PrefsForm(view: NotifyPrefsView, on_saved: impl Fn() + Copy + Send + Sync + '
             events,
         };
         spawn_local(async move {
-            match rest::send::<_, NotifyPrefsView>(Method::Put, "/api/v1/me/notifications", &prefs).await {
+            match rest::send::<_, NotifyPrefsView>(Method::Put, "/api/v1/me/notifications", &prefs)
+                .await
+            {
                 Ok(_) => {
                     message.set(Some(Ok("Saved.".into())));
                     on_saved();
@@ -92,7 +101,9 @@ fn PrefsForm(view: NotifyPrefsView, on_saved: impl Fn() + Copy + Send + Sync + '
     };
     let test = move |_| {
         spawn_local(async move {
-            match rest::send::<_, TestSent>(Method::Post, "/api/v1/me/notifications/test", &()).await {
+            match rest::send::<_, TestSent>(Method::Post, "/api/v1/me/notifications/test", &())
+                .await
+            {
                 Ok(sent) => message.set(Some(Ok(format!(
                     "A test message is on its way ({} queued).",
                     sent.queued.len()
@@ -108,7 +119,9 @@ fn PrefsForm(view: NotifyPrefsView, on_saved: impl Fn() + Copy + Send + Sync + '
     };
     let email_line = match (&view.email, view.email_available) {
         (Some(address), true) => format!("Email goes to {address}."),
-        (Some(address), false) => format!("Your address is {address}, but the lab has no mail server set up yet."),
+        (Some(address), false) => {
+            format!("Your address is {address}, but the lab has no mail server set up yet.")
+        }
         (None, _) => "You have no email address on record: ask an admin to add one.".into(),
     };
     let rows = EventKind::ALL
@@ -169,10 +182,6 @@ fn PrefsForm(view: NotifyPrefsView, on_saved: impl Fn() + Copy + Send + Sync + '
                 <ListHead cols=&[Col::Text("Tell me when"), Col::Text("Email"), Col::Text("Webhook")] />
                 <tbody>{rows}</tbody>
             </table>
-            {move || message.get().map(|m| match m {
-                Ok(text) => view! { <p class="notice" role="status">{text}</p> }.into_any(),
-                Err(text) => view! { <p class="form-error" role="alert">{text}</p> }.into_any(),
-            })}
             <span class="inline">
                 <button type="submit">"Save notifications"</button>
                 <button type="button" class="secondary" on:click=test>"Send me a test"</button>
@@ -180,6 +189,16 @@ fn PrefsForm(view: NotifyPrefsView, on_saved: impl Fn() + Copy + Send + Sync + '
         </form>
     }
     .into_any()
+}
+
+/// A form's last outcome: saved (or queued), or why not.
+fn outcome(message: RwSignal<Option<Result<String, String>>>) -> impl IntoView {
+    move || {
+        message.get().map(|m| match m {
+            Ok(text) => view! { <p class="notice" role="status">{text}</p> }.into_any(),
+            Err(text) => view! { <p class="form-error" role="alert">{text}</p> }.into_any(),
+        })
+    }
 }
 
 /// What the admins' outbox table shows of a message's recipient.
@@ -194,6 +213,7 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     outbox.refresh_every(std::time::Duration::from_secs(5));
     let test_to = NodeRef::<leptos::html::Input>::new();
     let test_message = RwSignal::new(None::<Result<String, String>>);
+    let settings_message = RwSignal::new(None::<Result<String, String>>);
     let send_test = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let request = TestSend {
@@ -201,11 +221,17 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             user: None,
         };
         spawn_local(async move {
-            match rest::send::<_, TestSent>(Method::Post, "/api/v1/notifications/test", &request).await {
+            match rest::send::<_, TestSent>(Method::Post, "/api/v1/notifications/test", &request)
+                .await
+            {
                 Ok(sent) => {
                     test_message.set(Some(Ok(format!(
                         "Queued as message {}: watch it below.",
-                        sent.queued.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+                        sent.queued
+                            .iter()
+                            .map(|i| i.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ))));
                     outbox.reload();
                 }
@@ -217,17 +243,15 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         <section class="panel" data-testid="notify-settings">
             <h3>"Notifications"</h3>
             {render_remote(settings, "notification settings", move |s: &NotifySettings| {
-                view! { <NotifySettingsForm settings=s.clone() on_saved=move || { settings.reload(); on_done(); } /> }
+                view! { <NotifySettingsForm settings=s.clone() message=settings_message on_saved=move || { settings.reload(); on_done(); } /> }
             })}
+            {outcome(settings_message)}
             <h4>"Test message"</h4>
             <form class="inline" on:submit=send_test>
                 <input name="test_email" type="email" placeholder="an address (empty: your own channels)" node_ref=test_to />
                 <button type="submit">"Send test"</button>
             </form>
-            {move || test_message.get().map(|m| match m {
-                Ok(text) => view! { <p class="notice" role="status">{text}</p> }.into_any(),
-                Err(text) => view! { <p class="form-error" role="alert">{text}</p> }.into_any(),
-            })}
+            {outcome(test_message)}
             <h4>"Outbox"</h4>
             <p class="muted">"The latest 50 messages; failed and suppressed ones say why."</p>
             {render_remote(outbox, "the outbox", |list: &Vec<OutboxEntry>| {
@@ -266,7 +290,11 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 }
 
 #[component]
-fn NotifySettingsForm(settings: NotifySettings, on_saved: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn NotifySettingsForm(
+    settings: NotifySettings,
+    message: RwSignal<Option<Result<String, String>>>,
+    on_saved: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let lab = NodeRef::<leptos::html::Input>::new();
     let portal = NodeRef::<leptos::html::Input>::new();
     let zone = NodeRef::<leptos::html::Input>::new();
@@ -281,9 +309,11 @@ fn NotifySettingsForm(settings: NotifySettings, on_saved: impl Fn() + Copy + Sen
     let quota = NodeRef::<leptos::html::Input>::new();
     let per_hour = NodeRef::<leptos::html::Input>::new();
     let private = NodeRef::<leptos::html::Input>::new();
-    let message = RwSignal::new(None::<Result<String, String>>);
     let rules: RwSignal<BTreeMap<EventKind, EventRule>> = RwSignal::new(
-        EventKind::ALL.into_iter().map(|k| (k, settings.rule(k))).collect(),
+        EventKind::ALL
+            .into_iter()
+            .map(|k| (k, settings.rule(k)))
+            .collect(),
     );
     let link_hours = settings.link_hours;
     let smtp = settings.smtp.clone();
@@ -314,7 +344,9 @@ fn NotifySettingsForm(settings: NotifySettings, on_saved: impl Fn() + Copy + Sen
             None => None,
             Some(host) => {
                 let Ok(port) = field(port).trim().parse::<u16>() else {
-                    message.set(Some(Err("The mail server's port is a number from 1 to 65535.".into())));
+                    message.set(Some(Err(
+                        "The mail server's port is a number from 1 to 65535.".into(),
+                    )));
                     return;
                 };
                 let security = match security.get_untracked().map(|s| s.value()).as_deref() {
@@ -348,7 +380,13 @@ fn NotifySettingsForm(settings: NotifySettings, on_saved: impl Fn() + Copy + Sen
             events: rules.get_untracked(),
         };
         spawn_local(async move {
-            match rest::send::<_, NotifySettings>(Method::Put, "/api/v1/notifications/settings", &wanted).await {
+            match rest::send::<_, NotifySettings>(
+                Method::Put,
+                "/api/v1/notifications/settings",
+                &wanted,
+            )
+            .await
+            {
                 Ok(_) => {
                     message.set(Some(Ok("Saved.".into())));
                     on_saved();
@@ -435,10 +473,6 @@ fn NotifySettingsForm(settings: NotifySettings, on_saved: impl Fn() + Copy + Sen
                 <ListHead cols=&[Col::Text("Event"), Col::Text("Email by default"), Col::Text("Webhook by default"), Col::Text("Required")] />
                 <tbody>{rows}</tbody>
             </table>
-            {move || message.get().map(|m| match m {
-                Ok(text) => view! { <p class="notice" role="status">{text}</p> }.into_any(),
-                Err(text) => view! { <p class="form-error" role="alert">{text}</p> }.into_any(),
-            })}
             <button type="submit">"Save notification settings"</button>
         </form>
     }

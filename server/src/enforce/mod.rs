@@ -452,8 +452,8 @@ impl Enforcer {
                     notice.details["threshold_pct"] = policy.idle_threshold_pct.into();
                     notice.details["window_s"] = policy.idle_window_s.into();
                     if policy.idle_release {
-                        let release = now
-                            + chrono::Duration::seconds(policy.idle_release_grace_s as i64);
+                        let release =
+                            now + chrono::Duration::seconds(policy.idle_release_grace_s as i64);
                         notice.details["release_at"] = serde_json::json!(release);
                     }
                     self.notifier.send(notice);

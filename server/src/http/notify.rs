@@ -185,7 +185,9 @@ fn refused_page(refused: Refused, tz: chrono_tz::Tz) -> Response {
             format!(
                 "This link was already used, at {}; each link works once.{}",
                 crate::notify::render::when(at, tz),
-                outcome.map(|o| format!(" It did this: {o}")).unwrap_or_default()
+                outcome
+                    .map(|o| format!(" It did this: {o}"))
+                    .unwrap_or_default()
             ),
         ),
         Refused::Expired(at) => (
@@ -195,7 +197,10 @@ fn refused_page(refused: Refused, tz: chrono_tz::Tz) -> Response {
                 crate::notify::render::when(at, tz)
             ),
         ),
-        Refused::Gone(why) => (StatusCode::GONE, format!("This link does nothing now: {why}.")),
+        Refused::Gone(why) => (
+            StatusCode::GONE,
+            format!("This link does nothing now: {why}."),
+        ),
         Refused::Store(e) => {
             let error = ApiError::from(e);
             (error.status(), format!("Lanes cannot answer now: {error}"))

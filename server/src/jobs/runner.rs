@@ -13,7 +13,6 @@ use super::wall::{JobCgroup, Wall};
 use crate::audit::AuditAction;
 use crate::events::Event;
 use crate::notify::{Notice, Notifier};
-use lanes_types::notify::EventKind;
 use crate::store::{AuditEntry, JobEnd, JobProcess, JobToRun, Store};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::procinfo;
@@ -21,6 +20,7 @@ use crate::telemetry::Processes;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::job::JobState;
+use lanes_types::notify::EventKind;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -884,7 +884,12 @@ fn started_notice(job: &JobToRun, booking: &Booking, now: DateTime<Utc>) -> Noti
     Notice {
         event: None,
         at: now,
-        text: format!("queue job {} ({}) of {} started", job.job.id, job.job.title(), job.job.username),
+        text: format!(
+            "queue job {} ({}) of {} started",
+            job.job.id,
+            job.job.title(),
+            job.job.username
+        ),
         details: serde_json::json!({
             "job_id": job.job.id, "name": job.job.title(), "booking_id": booking.id,
             "gpus": booking.gpus, "end": booking.end,

@@ -140,7 +140,9 @@ async fn attempt(
     }
     let settings = context.store.notify_settings().await.map_err(store_error)?;
     let Some(user_id) = message.user_id else {
-        return Err(Undelivered::Drop("a personal message without a member".into()));
+        return Err(Undelivered::Drop(
+            "a personal message without a member".into(),
+        ));
     };
     let Some(user) = context.store.user(user_id).await.map_err(store_error)? else {
         return Err(Undelivered::Drop("the member is gone".into()));
@@ -179,16 +181,9 @@ async fn attempt(
         .into_iter()
         .map(|g| ((g.node, g.uuid), g.index as u32))
         .collect();
-    let offered = links::mint(
-        &context.store,
-        message,
-        user_id,
-        &portal,
-        &settings,
-        now,
-    )
-    .await
-    .map_err(store_error)?;
+    let offered = links::mint(&context.store, message, user_id, &portal, &settings, now)
+        .await
+        .map_err(store_error)?;
     let reader = Reader {
         lab: &settings.lab_name,
         name: &user.display_name,
@@ -320,9 +315,9 @@ pub fn is_private(ip: std::net::IpAddr) -> bool {
                 || v6.is_unspecified()
                 || (v6.segments()[0] & 0xfe00) == 0xfc00
                 || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6.to_ipv4_mapped().is_some_and(|v4| {
-                    is_private(std::net::IpAddr::V4(v4))
-                })
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_private(std::net::IpAddr::V4(v4)))
         }
     }
 }
@@ -359,9 +354,7 @@ async fn send_mail(
         ))
         .map_err(|e| Undelivered::Drop(format!("cannot build the message: {e}")))?;
     let builder = match smtp.security {
-        SmtpSecurity::None => {
-            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)
-        }
+        SmtpSecurity::None => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host),
         SmtpSecurity::Starttls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host)
             .map_err(|e| Undelivered::Retry(format!("cannot set up STARTTLS: {e}")))?,
         SmtpSecurity::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&smtp.host)
@@ -413,7 +406,10 @@ mod tests {
 
     #[test]
     fn a_members_zone_wins_then_the_labs_then_utc() {
-        assert_eq!(zone(Some("Asia/Shanghai"), "UTC"), chrono_tz::Asia::Shanghai);
+        assert_eq!(
+            zone(Some("Asia/Shanghai"), "UTC"),
+            chrono_tz::Asia::Shanghai
+        );
         assert_eq!(zone(None, "Europe/Berlin"), chrono_tz::Europe::Berlin);
         assert_eq!(zone(Some("Mars/Olympus"), "nowhere"), chrono_tz::UTC);
     }

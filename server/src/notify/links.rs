@@ -93,4 +93,3 @@ pub async fn check(store: &Store, secret: &str, now: DateTime<Utc>) -> Result<Li
     }
     Ok(link)
 }
-

@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the clock is looked at.
 const PASS: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long the outbox keeps messages that are over (for admins to look back on).
+const KEEP: Duration = Duration::days(90);
 /// The digest goes out on Mondays from this hour, in each member's zone.
 const DIGEST_HOUR: u32 = 8;
 
@@ -61,7 +63,9 @@ pub fn plan(
             && b.end - now <= end_lead
             && b.start <= b.end - end_lead
         {
-            if b.queue_job.is_none() {
+            let running: Vec<&RunningJob> = jobs.iter().filter(|j| j.booking_id == b.id).collect();
+            // A holder whose own job runs in it hears of the job's end instead (one message).
+            if b.queue_job.is_none() && !running.iter().any(|j| j.user_id == b.user_id) {
                 out.push(reminder(
                     b.user_id,
                     EventKind::BookingEndsSoon,
@@ -71,7 +75,7 @@ pub fn plan(
                     now,
                 ));
             }
-            for job in jobs.iter().filter(|j| j.booking_id == b.id) {
+            for job in running {
                 let mut details = details.clone();
                 details["job_id"] = json!(job.id);
                 details["name"] = json!(job.name);
@@ -124,11 +128,20 @@ pub fn start(context: NotifyContext, notifier: Notifier, shutdown: CancellationT
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(PASS);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut passes: u64 = 0;
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
                 _ = shutdown.cancelled() => break,
             }
+            // Hourly (and at start): old messages go. Keys of pruned reminders go with them;
+            // their bookings ended long before.
+            if passes.is_multiple_of(720) {
+                if let Err(e) = context.store.prune_outbox(Utc::now() - KEEP).await {
+                    tracing::warn!(error = %e, "could not prune the outbox");
+                }
+            }
+            passes += 1;
             match pass(&context, Utc::now()).await {
                 Ok(0) => {}
                 Ok(_) => notifier.wake(),
@@ -350,7 +363,14 @@ mod tests {
     #[test]
     fn a_start_reminder_comes_within_its_lead_time_and_not_before() {
         let settings = NotifySettings::default(); // 10 min before the start, 15 before the end
-        let b = |now| vec![booking(1, "2026-12-02T17:00:00Z", "2026-12-02T19:00:00Z", now)];
+        let b = |now| {
+            vec![booking(
+                1,
+                "2026-12-02T17:00:00Z",
+                "2026-12-02T19:00:00Z",
+                now,
+            )]
+        };
         let early = at("2026-12-02T16:49:59Z");
         assert!(plan(&b(early), &[], &settings, early).is_empty());
         let due = at("2026-12-02T16:50:00Z");
@@ -358,7 +378,10 @@ mod tests {
             kinds(&plan(&b(due), &[], &settings, due)),
             vec![(
                 EventKind::BookingStartsSoon,
-                format!("booking_starts_soon:1:{}", at("2026-12-02T17:00:00Z").timestamp())
+                format!(
+                    "booking_starts_soon:1:{}",
+                    at("2026-12-02T17:00:00Z").timestamp()
+                )
             )]
         );
         // Started: no more start reminder, and the end is far.
@@ -378,6 +401,18 @@ mod tests {
         );
         // The job's owner is told of their job, whoever holds the booking.
         assert_eq!(planned[1].to.as_ref().unwrap().user_id, 8);
+        // A holder whose own job runs there gets one message: the job's.
+        let own = RunningJob {
+            id: 6,
+            user_id: 7,
+            name: "mine".into(),
+            booking_id: 1,
+        };
+        let planned = plan(&b(ending), &[own], &settings, ending);
+        assert_eq!(
+            kinds(&planned).iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            vec![EventKind::JobBookingEnding]
+        );
     }
 
     #[test]

@@ -244,7 +244,7 @@ pub fn render(
             let used = details["used_h"].as_f64().unwrap_or(0.0);
             let limit = details["limit_h"].as_f64().unwrap_or(0.0);
             (
-                format!("{used:.0} of your {limit:.0} GPU-hours this week are booked"),
+                format!("{used:.1} of your {limit:.1} GPU-hours this week are booked"),
                 vec![
                     format!("You have booked {used:.1} of your {limit:.1} GPU-hours for this week."),
                     "Bookings beyond the quota are refused until older ones leave the week.".into(),
@@ -320,7 +320,9 @@ pub fn render(
                 esc(action.label())
             ));
         }
-        html.push_str("</p><p style=\"color:#57606a;font-size:90%\">Each link works once and expires.</p>");
+        html.push_str(
+            "</p><p style=\"color:#57606a;font-size:90%\">Each link works once and expires.</p>",
+        );
     }
     html.push_str(&format!(
         "<p><a href=\"{0}\">Open {1}</a> · <a href=\"{0}/account\">choose what you are told of</a></p>\
@@ -371,7 +373,11 @@ mod tests {
             &links,
         );
         assert_eq!(m.subject, "[Vision Lab] Booking #12 starts at 17:00 CET");
-        assert!(m.text.contains("Tue 2 Dec 17:00 CET (UTC+01:00)"), "{}", m.text);
+        assert!(
+            m.text.contains("Tue 2 Dec 17:00 CET (UTC+01:00)"),
+            "{}",
+            m.text
+        );
         assert!(m.text.contains("GPU 3 · node-a"));
         assert!(m.text.contains("Release now: https://x/act/abc"));
         // The HTML body has the same facts, escaped.
@@ -413,7 +419,9 @@ mod tests {
             vec![LinkAction::StillUsing, LinkAction::Release]
         );
         // A queue job's booking is sized to its time limit: no extending it by link.
-        assert!(!actions(EventKind::BookingEndsSoon, &json!({"queue_job": 3}))
-            .contains(&LinkAction::ExtendHour));
+        assert!(
+            !actions(EventKind::BookingEndsSoon, &json!({"queue_job": 3}))
+                .contains(&LinkAction::ExtendHour)
+        );
     }
 }

@@ -401,6 +401,26 @@ impl Store {
         Ok(())
     }
 
+    /// Forgets messages that are over (sent, failed, suppressed) and older than `before`, with
+    /// their links; how many.
+    pub async fn prune_outbox(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut tx = self.begin().await?;
+        let old = "SELECT id FROM outbox WHERE status <> 'pending' AND created_ms < $1";
+        sqlx::query(&format!(
+            "DELETE FROM action_links WHERE outbox_id IN ({old})"
+        ))
+        .bind(ms(before))
+        .execute(&mut *tx)
+        .await?;
+        let gone = sqlx::query(&format!("DELETE FROM outbox WHERE id IN ({old})"))
+            .bind(ms(before))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(gone)
+    }
+
     /// When an account was made.
     pub async fn user_created_at(&self, user_id: i64) -> Result<Option<DateTime<Utc>>, StoreError> {
         let at: Option<Stamp> = sqlx::query_scalar("SELECT created_at FROM users WHERE id = $1")

@@ -64,7 +64,11 @@ pub async fn save_settings(
             smtp.host,
             smtp.port,
             smtp.security,
-            if smtp.username.is_empty() { "" } else { ", with a login" }
+            if smtp.username.is_empty() {
+                ""
+            } else {
+                ", with a login"
+            }
         ),
         None => format!("lab {:?}; no mail server", settings.lab_name),
     };
@@ -106,7 +110,10 @@ pub async fn save_prefs(
     let settings = store.notify_settings().await?;
     for (kind, channels) in &prefs.events {
         let rule = settings.rule(*kind);
-        if rule.required && (rule.channels.email && !channels.email || rule.channels.webhook && !channels.webhook) {
+        if rule.required
+            && (rule.channels.email && !channels.email
+                || rule.channels.webhook && !channels.webhook)
+        {
             return Err(UseCaseError::Unprocessable(format!(
                 "the lab requires \"{}\" ({}): it cannot be turned off",
                 kind.label(),
@@ -114,14 +121,19 @@ pub async fn save_prefs(
             )));
         }
     }
-    let audit = AuditEntry::new(Some(user.id), AuditAction::NotifyPrefs, &user.username).detail(
-        format!(
+    let audit =
+        AuditEntry::new(Some(user.id), AuditAction::NotifyPrefs, &user.username).detail(format!(
             "time zone {}, webhook {}",
             prefs.time_zone.as_deref().unwrap_or("the lab's"),
-            if prefs.webhook_url.is_some() { "set" } else { "none" }
-        ),
-    );
-    store.save_notify_prefs(user.id, &prefs, &audit, now).await?;
+            if prefs.webhook_url.is_some() {
+                "set"
+            } else {
+                "none"
+            }
+        ));
+    store
+        .save_notify_prefs(user.id, &prefs, &audit, now)
+        .await?;
     self::prefs(store, user).await
 }
 
@@ -278,7 +290,9 @@ pub async fn perform(
         .ok_or(Refused::Gone("the account is disabled".into()))?;
     if !store.use_link(link.id, now).await? {
         // Another request used it a moment ago.
-        let again = store.link(&crate::accounts::session::hash_secret(secret)).await?;
+        let again = store
+            .link(&crate::accounts::session::hash_secret(secret))
+            .await?;
         return Err(LinkFailure::Link(Refused::Used {
             at: again.and_then(|l| l.used_at).unwrap_or(now),
             outcome: None,
@@ -310,14 +324,9 @@ async fn act(
     match link.action {
         LinkAction::CancelJob => {
             let id = link.job_id.ok_or_else(gone)?;
-            let job = usecases::jobs::cancel(
-                store,
-                queue,
-                user,
-                id,
-                usecases::jobs::CancelScope::AnyJob,
-            )
-            .await?;
+            let job =
+                usecases::jobs::cancel(store, queue, user, id, usecases::jobs::CancelScope::AnyJob)
+                    .await?;
             Ok(format!("Job #{} ({}) was cancelled.", job.id, job.title()))
         }
         LinkAction::ExtendHour => {
