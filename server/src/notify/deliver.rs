@@ -150,7 +150,7 @@ async fn attempt(
     if !user.enabled {
         return Err(Undelivered::Drop("the member's account is disabled".into()));
     }
-    let test_to = message.details["to"].as_str().map(str::to_string);
+    let test_to = message.details["test_address"].as_str().map(str::to_string);
     let sent_lately = context
         .store
         .sent_to_since(user_id, now - chrono::Duration::hours(1), message.id, now)

@@ -46,7 +46,7 @@ pub fn actions(kind: EventKind, details: &Value) -> Vec<LinkAction> {
     }
 }
 
-/// A time for the reader: "Tue 2 Dec 17:00 CET (UTC+01:00)".
+/// A time for the reader: "Wed 2 Dec 17:00 CET (UTC+01:00)".
 pub fn when(t: DateTime<Utc>, tz: Tz) -> String {
     let local = t.with_timezone(&tz);
     let offset = local.format("%:z").to_string();
@@ -374,7 +374,7 @@ mod tests {
         );
         assert_eq!(m.subject, "[Vision Lab] Booking #12 starts at 17:00 CET");
         assert!(
-            m.text.contains("Tue 2 Dec 17:00 CET (UTC+01:00)"),
+            m.text.contains("Wed 2 Dec 17:00 CET (UTC+01:00)"),
             "{}",
             m.text
         );

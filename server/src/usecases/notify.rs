@@ -173,7 +173,10 @@ pub async fn test_send(
                 "{address:?} is not an email address"
             )));
         }
-        messages.push(base(Channel::Email, serde_json::json!({ "to": address })));
+        messages.push(base(
+            Channel::Email,
+            serde_json::json!({ "test_address": address }),
+        ));
     } else {
         let prefs = store.notify_prefs(target.id).await?;
         if target.email.is_some() && settings.smtp.is_some() {
