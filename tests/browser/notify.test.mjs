@@ -9,7 +9,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -78,6 +78,7 @@ test('the admin sets up the mail server on the admin page, and a test message is
   const test = await mailWhere((m) => m.to.includes('ops@lab.example'), 20_000);
   assert.equal(test.subject, '[Vision Lab] Test message');
   await panel.locator('[data-testid=outbox] tr.outbox-sent', { hasText: 'test' }).first().waitFor({ timeout: 15_000 });
+  if (process.env.SCREENSHOT) await panel.screenshot({ path: process.env.SCREENSHOT.replace('.png', '-admin.png') });
 });
 
 test('Ada chooses her time zone on her account page', async () => {
@@ -91,6 +92,7 @@ test('Ada chooses her time zone on her account page', async () => {
   await mine.locator('input[name=job_failed_email]').uncheck();
   await mine.locator('button', { hasText: 'Save notifications' }).click();
   await mine.locator('[role=status]', { hasText: 'Saved.' }).waitFor();
+  if (process.env.SCREENSHOT) await mine.screenshot({ path: process.env.SCREENSHOT.replace('.png', '-account.png') });
   const prefs = await (await ada.request.get(url + '/api/v1/me/notifications')).json();
   assert.equal(prefs.time_zone, 'Europe/Berlin');
   assert.deepEqual(prefs.events.job_failed, { email: false, webhook: true });
@@ -116,6 +118,7 @@ test('the reminder comes a minute before the start, in her zone, with a link tha
   assert.match(reminder.text, /GPU 0 · /);
   assert.match(reminder.html, /Release now/);
   const link = reminder.text.match(/Release now: (\S+)/)[1];
+  if (process.env.SCREENSHOT) writeFileSync(process.env.SCREENSHOT.replace('.png', '-mail.json'), JSON.stringify(reminder, null, 1));
 
   // A fresh browser, logged in as nobody, as a mail program opens it.
   const stranger = await browser.newPage();

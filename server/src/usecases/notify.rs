@@ -158,11 +158,14 @@ pub async fn test_send(
             .ok_or_else(|| UseCaseError::NotFound(format!("no user named {name:?}")))?,
         None => actor.clone(),
     };
-    let base = |channel, details| NewMessage {
+    let base = |channel, details: serde_json::Value| NewMessage {
         user_id: Some(target.id),
         channel,
         event: "test".into(),
-        text: format!("a test message for {}", target.username),
+        text: match details["test_address"].as_str() {
+            Some(address) => format!("a test message to {address}"),
+            None => format!("a test message for {}", target.username),
+        },
         details,
         dedupe_key: None,
     };
