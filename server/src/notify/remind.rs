@@ -6,6 +6,7 @@
 use super::{Notice, Notifier, NotifyContext, Personal};
 use crate::store::{BookingFilter, StoreError};
 use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
+use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::notify::{EventKind, NotifySettings};
 use serde_json::json;
@@ -180,8 +181,9 @@ pub async fn pass(context: &NotifyContext, now: DateTime<Utc>) -> Result<usize, 
         .collect();
     let mut queued = 0;
     let mut notices = plan(&bookings, &jobs, &settings, now);
-    notices.extend(quota_warnings(context, &settings, now).await?);
-    notices.extend(digests(context, &settings, now).await?);
+    let users = store.users().await?;
+    notices.extend(quota_warnings(context, &settings, &users, now).await?);
+    notices.extend(digests(context, &settings, &users, now).await?);
     for notice in notices {
         queued += super::enqueue(context, &notice).await?.len();
     }
@@ -192,10 +194,10 @@ pub async fn pass(context: &NotifyContext, now: DateTime<Utc>) -> Result<usize, 
 async fn quota_warnings(
     context: &NotifyContext,
     settings: &NotifySettings,
+    users: &[User],
     now: DateTime<Utc>,
 ) -> Result<Vec<Notice>, StoreError> {
     let store = &context.store;
-    let users = store.users().await?;
     let mut out = Vec::new();
     for q in store.quota_use(now).await? {
         let Some(limit) = q.limits.gpu_hours_per_week.filter(|l| *l > 0.0) else {
@@ -228,11 +230,12 @@ async fn quota_warnings(
 async fn digests(
     context: &NotifyContext,
     settings: &NotifySettings,
+    users: &[User],
     now: DateTime<Utc>,
 ) -> Result<Vec<Notice>, StoreError> {
     let store = &context.store;
     let mut out = Vec::new();
-    for user in store.users().await?.into_iter().filter(|u| u.enabled) {
+    for user in users.iter().filter(|u| u.enabled) {
         let prefs = store.notify_prefs(user.id).await?;
         let channels = prefs.channels(settings, EventKind::WeeklyDigest);
         if !(channels.email || channels.webhook) {

@@ -147,9 +147,22 @@ impl Store {
         messages: &[NewMessage],
         now: DateTime<Utc>,
     ) -> Result<Vec<i64>, StoreError> {
+        // Reminders are asked for on every pass while due: those queued already are found by a
+        // read, so that a pass with nothing new takes no write transaction (SQLite has one
+        // writer). The insert's conflict clause still settles two nodes asking at once.
+        let mut fresh = Vec::with_capacity(messages.len());
+        for m in messages {
+            match &m.dedupe_key {
+                Some(key) if self.outbox_has(key).await? => {}
+                _ => fresh.push(m),
+            }
+        }
+        if fresh.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut tx = self.begin().await?;
         let mut ids = Vec::new();
-        for m in messages {
+        for m in fresh {
             let id: Option<i64> = sqlx::query_scalar(
                 "INSERT INTO outbox (user_id, channel, event, text, details, dedupe_key,
                                      created_ms, next_ms)
