@@ -68,4 +68,26 @@ pub fn App() -> impl IntoView {
 pub fn hydrate() {
     console_error_panic_hook::set_once();
     leptos::mount::hydrate_body(App);
+    label_table_cells();
+}
+
+/// Below 600 px a table row is drawn as a card (style/main.css), each value under its
+/// column's title: every cell gets its column's title as `data-label`, kept up as pages
+/// redraw.
+#[cfg(feature = "hydrate")]
+fn label_table_cells() {
+    let script = js_sys::Function::new_no_args(
+        r#"
+        const label = () => document.querySelectorAll('table').forEach((table) => {
+          const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+          if (!heads.length) return;
+          table.querySelectorAll('tbody tr').forEach((tr) => [...tr.children].forEach((td, i) => {
+            if (heads[i] && td.dataset.label !== heads[i]) td.dataset.label = heads[i];
+          }));
+        });
+        label();
+        new MutationObserver(label).observe(document.body, { childList: true, subtree: true });
+        "#,
+    );
+    let _ = script.call0(&wasm_bindgen::JsValue::NULL);
 }

@@ -34,6 +34,8 @@ pub struct Inputs<'a> {
     pub unix_accounts: &'a HashMap<String, i64>,
     pub energy_price_per_kwh: Option<f64>,
     pub carbon_g_per_kwh: Option<f64>,
+    /// To name each booking's cards.
+    pub cards: &'a lanes_types::CardIndex,
 }
 
 /// What a report covers and how it is read.
@@ -102,6 +104,7 @@ pub async fn gather(store: &Store, period: &Period) -> Result<UsageReport, Store
     let processes = store
         .process_totals(from.timestamp(), to.timestamp())
         .await?;
+    let cards = store.card_index().await?;
     Ok(build(&Inputs {
         from,
         to,
@@ -118,6 +121,7 @@ pub async fn gather(store: &Store, period: &Period) -> Result<UsageReport, Store
         unix_accounts: &unix_accounts,
         energy_price_per_kwh: period.energy_price_per_kwh,
         carbon_g_per_kwh: period.carbon_g_per_kwh,
+        cards: &cards,
     }))
 }
 
@@ -193,6 +197,7 @@ pub fn build(inputs: &Inputs<'_>) -> UsageReport {
             booking_id: b.id,
             username: b.username.clone(),
             gpus: b.gpus.len(),
+            cards: inputs.cards.names(&b.gpus),
             start: b.start,
             end: b.end,
             gpu_hours_booked: booked,
@@ -414,14 +419,15 @@ pub fn csv(report: &UsageReport, table: Table) -> String {
         }
         Table::Bookings => {
             lines.push(format!(
-                "booking_id,user,gpus,start,end,gpu_hours_booked,gpu_hours_used,avg_utilization_pct,peak_memory_bytes,{ENERGY}"
+                "booking_id,user,gpus,cards,start,end,gpu_hours_booked,gpu_hours_used,avg_utilization_pct,peak_memory_bytes,{ENERGY}"
             ));
             for b in &report.bookings {
                 lines.push(format!(
-                    "{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{}",
                     b.booking_id,
                     field(&b.username),
                     b.gpus,
+                    field(&b.cards.join("; ")),
                     b.start.to_rfc3339(),
                     b.end.to_rfc3339(),
                     num(b.gpu_hours_booked),
@@ -565,7 +571,16 @@ mod tests {
             unix_accounts: &HashMap::new(),
             energy_price_per_kwh: None,
             carbon_g_per_kwh: None,
+            cards: &lanes_types::CardIndex::new([
+                ("n".into(), "GPU-0".into(), 0),
+                ("n".into(), "GPU-1".into(), 1),
+            ]),
         });
+        assert_eq!(
+            report.bookings[0].cards,
+            ["GPU 0 · n", "GPU 1 · n"],
+            "a booking's cards are named by index and node"
+        );
         let ada = &report.users[0];
         // 2 cards × 3 h + 1 card × 2 h.
         assert_eq!((ada.name.as_str(), ada.gpu_hours_booked), ("ada", 8.0));
@@ -691,6 +706,7 @@ mod tests {
             unix_accounts: &unix_accounts,
             energy_price_per_kwh: Some(0.25),
             carbon_g_per_kwh: Some(400.0),
+            cards: &lanes_types::CardIndex::default(),
         };
         let report = build(&inputs);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;

@@ -1,14 +1,15 @@
-// `make screenshot`: the README's picture of today's product, from a scripted scenario. A
+// `make screenshot`: the README's pictures of today's product, from a scripted scenario. A
 // simulated 8-GPU node; ada and bob hold bookings and run on them, a queue job waits, and a
-// process nobody booked sits on GPU 7 (red). Saved after a minute of history to
-// docs/dashboard.png (SCREENSHOT=path picks another).
+// process nobody booked sits on GPU 7 (red). After a minute of history (SCREENSHOT_WAIT
+// seconds), the dashboard, the calendar and the queue are saved as dashboard.png,
+// calendar.png and queue.png in docs/ (SCREENSHOT_DIR picks another folder).
 
 import { mkdirSync, rmSync } from 'node:fs';
-import { resolve, dirname } from 'node:path';
+import { resolve } from 'node:path';
 import assert from 'node:assert/strict';
 import { root, freshDataDir, addUser, startServer, stopServer, launchBrowser, logIn, ensureUnixAccount } from './lib.mjs';
 
-const out = resolve(root, process.env.SCREENSHOT || 'docs/dashboard.png');
+const outDir = resolve(root, process.env.SCREENSHOT_DIR || 'docs');
 const wait = Number(process.env.SCREENSHOT_WAIT || 60) * 1000;
 const dataDir = freshDataDir();
 for (const name of ['ada', 'bob']) ensureUnixAccount(name);
@@ -55,9 +56,19 @@ try {
   await logIn(page, server.url, 'ada', 'ada passphrase');
   await page.locator('[data-testid=link-status]', { hasText: 'live' }).waitFor({ timeout: 30_000 });
   await page.waitForTimeout(wait);
-  mkdirSync(dirname(out), { recursive: true });
-  await page.screenshot({ path: out });
-  console.log(`screenshot saved to ${out}`);
+  mkdirSync(outDir, { recursive: true });
+  const save = async (name) => {
+    const path = resolve(outDir, name);
+    await page.screenshot({ path });
+    console.log(`screenshot saved to ${path}`);
+  };
+  await save('dashboard.png');
+  await page.goto(server.url + '/calendar');
+  await page.locator('[data-testid=calendar] .cal-bar').first().waitFor();
+  await save('calendar.png');
+  await page.goto(server.url + '/queue');
+  await page.locator('[data-queue-job]').first().waitFor();
+  await save('queue.png');
 } finally {
   await browser.close();
   await stopServer(server.child);

@@ -170,6 +170,39 @@ async fn minute_and_hour_rollups_keep_exact_min_mean_and_max_across_bucket_edges
 }
 
 #[tokio::test]
+async fn what_is_not_rolled_up_yet_is_answered_from_raw_readings() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::fresh(dir.path()).await;
+    let (store, id) = store_with_card(&db).await;
+    let ts: Vec<i64> = (100..290).filter(|t| t % 5 != 0).collect();
+    let rows: Vec<(i64, Reading)> = ts.iter().map(|t| (id, reading(*t, util_at(*t)))).collect();
+    store.insert_readings(&rows).await.unwrap();
+    let minutes = Plan {
+        resolution: Resolution::Minute,
+        bucket_s: 60,
+    };
+    let want: Vec<(i64, f64, f64, f64)> = (60..300)
+        .step_by(60)
+        .filter_map(|m| {
+            expected(&ts, m, m + 60, |t| Some(util_at(t))).map(|(a, b, c)| (m, a, b, c))
+        })
+        .collect();
+    // A fresh install: nothing rolled up, every bucket from the readings.
+    assert_eq!(
+        buckets(&store, id, Metric::Utilization, 60, 300, minutes).await,
+        want
+    );
+    // Minutes up to 180 rolled up: those from the rollups, the rest still from readings, and
+    // the figures are the same.
+    assert_eq!(store.roll_up(100, 200).await.unwrap().0, 180);
+    assert_eq!(
+        buckets(&store, id, Metric::Utilization, 60, 300, minutes).await,
+        want
+    );
+    store.close().await;
+}
+
+#[tokio::test]
 async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
     let dir = tempfile::tempdir().unwrap();
     let db = TestDb::fresh(dir.path()).await;

@@ -17,7 +17,25 @@ pub struct HistoryBucket {
 pub struct HistorySeries {
     pub node: String,
     pub uuid: String,
+    /// The card's index on its node, for its name ("GPU 3 · node-a"); `None` for a card
+    /// Lanes no longer knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
     pub points: Vec<HistoryBucket>,
+}
+
+impl HistorySeries {
+    /// "GPU 3 · node-a", or the UUID's start for a card no longer known.
+    pub fn name(&self) -> String {
+        match self.index {
+            Some(i) => crate::card_name(i, &self.node),
+            None => format!(
+                "{} · {}",
+                self.uuid.chars().take(12).collect::<String>(),
+                self.node
+            ),
+        }
+    }
 }
 
 /// The answer to a history query.

@@ -20,6 +20,66 @@ pub mod units;
 
 use serde::{Deserialize, Serialize};
 
+/// How a card is named to people, everywhere (pages, reports, CSV, notifications): its index
+/// on its node, then the node ("GPU 3 · node-a"). The UUID is what identifies it; pages show
+/// it on hover or in details.
+pub fn card_name(index: u32, node: &str) -> String {
+    format!("GPU {index} · {node}")
+}
+
+/// Which index each known card has on its node, to name cards that are given by
+/// `(node, uuid)` alone (bookings, jobs, history series).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CardIndex(std::collections::HashMap<(String, String), u32>);
+
+impl CardIndex {
+    pub fn new(cards: impl IntoIterator<Item = (String, String, u32)>) -> Self {
+        Self(
+            cards
+                .into_iter()
+                .map(|(node, uuid, index)| ((node, uuid), index))
+                .collect(),
+        )
+    }
+
+    pub fn of_gpus<'a>(gpus: impl IntoIterator<Item = &'a GpuInfo>) -> Self {
+        Self::new(
+            gpus.into_iter()
+                .map(|g| (g.node.clone(), g.uuid.clone(), g.index)),
+        )
+    }
+
+    pub fn index(&self, node: &str, uuid: &str) -> Option<u32> {
+        self.0.get(&(node.to_string(), uuid.to_string())).copied()
+    }
+
+    /// "GPU 3 · node-a"; a card no longer known keeps the start of its UUID.
+    pub fn name(&self, node: &str, uuid: &str) -> String {
+        match self.index(node, uuid) {
+            Some(i) => card_name(i, node),
+            None => format!("{} · {node}", uuid.chars().take(12).collect::<String>()),
+        }
+    }
+
+    /// The names of `cards`, ordered by node then index.
+    pub fn names(&self, cards: &[booking::GpuRef]) -> Vec<String> {
+        let mut keyed: Vec<_> = cards
+            .iter()
+            .map(|c| {
+                (
+                    (
+                        c.node.clone(),
+                        self.index(&c.node, &c.uuid).unwrap_or(u32::MAX),
+                    ),
+                    self.name(&c.node, &c.uuid),
+                )
+            })
+            .collect();
+        keyed.sort();
+        keyed.into_iter().map(|(_, name)| name).collect()
+    }
+}
+
 /// Static facts about one card; they do not change while the server runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuInfo {
@@ -31,6 +91,13 @@ pub struct GpuInfo {
     /// PCI bus id in NVML's `domain:bus:device.function` form.
     pub pci_bus_id: String,
     pub memory_total_bytes: u64,
+}
+
+impl GpuInfo {
+    /// "GPU 3 · node-a" (see [`card_name`]).
+    pub fn name_for_people(&self) -> String {
+        card_name(self.index, &self.node)
+    }
 }
 
 /// One reading of a card's counters. Fields a card does not support are `None`.
@@ -212,12 +279,53 @@ pub struct GpuUpdate {
     pub idle_booking: Option<i64>,
 }
 
-/// A point of a card's recent history, as drawn in the dashboard charts.
+/// A point of a card's recent history, as drawn in the dashboard charts. The fields after
+/// memory are absent from nodes older than 0.22 and where the card does not report them.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HistoryPoint {
     pub at_ms: i64,
     pub utilization_gpu_pct: u32,
     pub memory_used_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_memory_pct: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_watts: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_mhz: Option<u32>,
+}
+
+#[cfg(test)]
+mod naming_tests {
+    use super::*;
+    use booking::GpuRef;
+
+    #[test]
+    fn cards_are_named_by_index_and_node_and_ordered_node_then_index() {
+        let index = CardIndex::new([
+            ("b".into(), "GPU-b0".into(), 0),
+            ("a".into(), "GPU-a10".into(), 10),
+            ("a".into(), "GPU-a2".into(), 2),
+        ]);
+        let refs = |list: &[(&str, &str)]| {
+            list.iter()
+                .map(|(n, u)| GpuRef {
+                    node: n.to_string(),
+                    uuid: u.to_string(),
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            index.names(&refs(&[("b", "GPU-b0"), ("a", "GPU-a10"), ("a", "GPU-a2")])),
+            ["GPU 2 · a", "GPU 10 · a", "GPU 0 · b"]
+        );
+        assert_eq!(
+            index.name("a", "GPU-0123456789abcdef"),
+            "GPU-01234567 · a",
+            "an unknown card keeps the start of its UUID"
+        );
+    }
 }
 
 impl HistoryPoint {
@@ -226,6 +334,10 @@ impl HistoryPoint {
             at_ms: sample.at_ms,
             utilization_gpu_pct: sample.utilization_gpu_pct,
             memory_used_bytes: sample.memory_used_bytes,
+            utilization_memory_pct: Some(sample.utilization_memory_pct),
+            temperature_c: sample.temperature_c,
+            power_watts: sample.power_watts,
+            sm_clock_mhz: sample.sm_clock_mhz,
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct BookingUsage {
     pub booking_id: i64,
     pub username: String,
     pub gpus: usize,
+    /// Its cards by name ("GPU 3 · node-a"), node then index.
+    #[serde(default)]
+    pub cards: Vec<String>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     /// Cards × hours inside the period.

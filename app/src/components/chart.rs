@@ -62,6 +62,23 @@ pub fn series_path(
     path
 }
 
+/// The smallest and largest value drawn.
+fn range_of(points: &[(i64, f64)]) -> Option<(f64, f64)> {
+    points.iter().fold(None, |acc, &(_, v)| match acc {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+    })
+}
+
+/// A value as a short number: whole above 10, one decimal below.
+fn round(v: f64) -> String {
+    if v.abs() >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 /// A filled line chart of one metric over a sliding window ending at the newest point.
 #[component]
 pub fn TimeSeriesChart(
@@ -82,24 +99,46 @@ pub fn TimeSeriesChart(
     /// CSS class picking the series color.
     #[prop(default = "series-a")]
     class: &'static str,
+    /// `data-testid` of the current value.
+    #[prop(optional)]
+    testid: Option<&'static str>,
+    /// How the text alternative writes a value (a short number unless given).
+    #[prop(optional)]
+    format: Option<fn(f64) -> String>,
 ) -> impl IntoView {
+    let write = format.unwrap_or(round);
     let path = Memo::new(move |_| {
         points.with(|pts| {
             let end = pts.last().map_or(0, |p| p.0);
             series_path(pts, end, window_ms, y_max.get(), gap_ms)
         })
     });
+    // The numbers the chart draws, for screen readers: its range over the window and now.
+    let described = move || {
+        points.with(|pts| {
+            let now = current.get();
+            match range_of(pts) {
+                Some((lo, hi)) => format!(
+                    "{label}, last {} min: from {} to {}; now {now}",
+                    window_ms / 60_000,
+                    write(lo),
+                    write(hi)
+                ),
+                None => format!("{label}: no readings yet"),
+            }
+        })
+    };
     view! {
         <figure class=format!("chart {class}")>
             <figcaption>
                 <span class="chart-label">{label}</span>
-                <span class="chart-value">{current}</span>
+                <span class="chart-value" data-testid=testid>{current}</span>
             </figcaption>
             <svg
                 viewBox=format!("0 0 {WIDTH} {HEIGHT}")
                 preserveAspectRatio="none"
                 role="img"
-                aria-label=label
+                aria-label=described
             >
                 <line class="grid" x1="0" x2=WIDTH y1=HEIGHT / 2.0 y2=HEIGHT / 2.0></line>
                 <path class="area" d=move || path.with(|p| p.area.clone())></path>

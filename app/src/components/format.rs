@@ -32,9 +32,12 @@ pub fn kwh(k: f64) -> String {
     }
 }
 
-/// A moment to the minute, in UTC ("2026-11-30 01:40 UTC").
+/// A moment to the minute in the viewer's zone ("2026-11-30 01:40"); the top bar names the
+/// zone. On the server (and in tests) that zone is UTC.
 pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M UTC").to_string()
+    at.with_timezone(&super::clock::offset_at(at))
+        .format("%Y-%m-%d %H:%M")
+        .to_string()
 }
 
 /// A span of seconds in the two largest units ("2 h 30 min", "45 s", "3 d 4 h").
@@ -65,9 +68,10 @@ mod tests {
     }
 
     #[test]
-    fn moments_are_shown_to_the_minute_in_utc() {
+    fn moments_are_shown_to_the_minute_in_the_viewers_zone() {
+        // Outside a browser the viewer's zone is UTC.
         let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T01:40:59+01:00").unwrap();
-        assert_eq!(date_time(at.into()), "2026-11-30 00:40 UTC");
+        assert_eq!(date_time(at.into()), "2026-11-30 00:40");
     }
 
     #[test]

@@ -1,4 +1,5 @@
 //! Reusable view pieces.
+pub mod cards;
 pub mod chart;
 pub mod clock;
 pub mod format;

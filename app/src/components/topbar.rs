@@ -1,5 +1,6 @@
 //! The bar on top of every signed-in page: where you are, where you can go, who you are.
 
+use crate::components::clock::ZoneBadge;
 use lanes_types::account::User;
 use leptos::prelude::*;
 
@@ -47,6 +48,7 @@ pub fn TopBar(
                 </Suspense>
             </nav>
             <span class="spacer"></span>
+            <ZoneBadge />
             {children.map(|c| c())}
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {

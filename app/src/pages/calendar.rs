@@ -96,7 +96,7 @@ fn Calendar() -> impl IntoView {
     let book_now = RwSignal::new(0u64);
     #[cfg(feature = "hydrate")]
     {
-        let handle = window_event_listener(leptos::ev::mouseup, move |_| dragging.set(false));
+        let handle = window_event_listener(leptos::ev::pointerup, move |_| dragging.set(false));
         on_cleanup(move || handle.remove());
     }
 
@@ -266,21 +266,15 @@ fn Grid(
                                 class:selected=move || selection.get().is_some_and(|s| s.contains(row, cell))
                                 on:keydown=move |ev| on_key(ev, row, cell)
                                 on:focus=move |_| cursor.set((row, cell))
-                                on:mousedown=move |ev| {
+                                on:pointerdown=move |ev| {
+                                    if ev.button() != 0 {
+                                        return;
+                                    }
                                     ev.prevent_default();
                                     dragging.set(true);
                                     cursor.set((row, cell));
                                     selection.set(Some(Selection { rows: (row, row), cells: (cell, cell) }));
                                 }
-                                on:mouseenter=move |_| {
-                                    if dragging.get_untracked() {
-                                        selection.update(|s| if let Some(s) = s {
-                                            s.rows.1 = row;
-                                            s.cells.1 = cell;
-                                        });
-                                    }
-                                }
-                                on:mouseup=move |_| dragging.set(false)
                             ></div>
                         }
                     })
@@ -375,9 +369,37 @@ fn Grid(
             }
         })
         .collect_view();
+    // A drag goes on over whatever cell the pointer is over now: a finger's pointer stays with
+    // the cell it touched first, so the cell is found by position, for mouse and touch alike.
+    let drag_over = move |ev: leptos::ev::PointerEvent| {
+        if !dragging.get_untracked() {
+            return;
+        }
+        if let Some((row, cell)) = cell_at(ev.client_x(), ev.client_y()) {
+            selection.update(|s| {
+                if let Some(s) = s {
+                    if s.rows.1 != row || s.cells.1 != cell {
+                        s.rows.1 = row;
+                        s.cells.1 = cell;
+                    }
+                }
+            });
+        }
+    };
+    // On open (and on another day), the grid scrolls sideways to now when it is wider than
+    // the screen, so a phone shows the now-line and this hour's bookings.
+    let grid = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        view.track();
+        scroll_to_now(grid);
+    });
     view! {
         <div
             class="cal"
+            node_ref=grid
+            on:pointermove=drag_over
+            on:pointerup=move |_| dragging.set(false)
+            on:pointercancel=move |_| dragging.set(false)
             role="grid"
             aria-label="Bookings: cards by time. Arrows move, Shift+arrows choose cards and time, Enter books."
             aria-multiselectable="true"
@@ -392,6 +414,43 @@ fn Grid(
         </div>
     }
     .into_any()
+}
+
+/// The grid cell (row, cell) under the point, if any.
+fn cell_at(x: i32, y: i32) -> Option<(usize, usize)> {
+    #[cfg(feature = "hydrate")]
+    {
+        let element = document().element_from_point(x as f32, y as f32)?;
+        let row = element.get_attribute("data-row")?.parse().ok()?;
+        let cell = element.get_attribute("data-cell")?.parse().ok()?;
+        Some((row, cell))
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = (x, y);
+        None
+    }
+}
+
+/// Scrolls the grid so that the now-line sits a third of the way in, once it is drawn.
+fn scroll_to_now(grid: NodeRef<leptos::html::Div>) {
+    #[cfg(feature = "hydrate")]
+    request_animation_frame(move || {
+        let Some(grid) = grid.get_untracked() else {
+            return;
+        };
+        let Some(line) = grid.query_selector(".cal-now").ok().flatten() else {
+            return;
+        };
+        let (box_, at) = (
+            grid.get_bounding_client_rect(),
+            line.get_bounding_client_rect(),
+        );
+        let offset = at.left() - box_.left() + grid.scroll_left() as f64;
+        grid.set_scroll_left((offset - box_.width() / 3.0).max(0.0) as i32);
+    });
+    #[cfg(not(feature = "hydrate"))]
+    let _ = grid;
 }
 
 /// Moves the keyboard focus to the grid cell at (row, cell).

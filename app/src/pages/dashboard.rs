@@ -311,6 +311,37 @@ fn GpuCard(
     };
     let util_points = series(|p| p.utilization_gpu_pct as f64);
     let mem_points = series(|p| p.memory_used_bytes as f64);
+    // A point without the reading (an older node, a card without the sensor) is left out.
+    let optional = |pick: fn(&lanes_types::HistoryPoint) -> Option<f64>| {
+        let (node, uuid) = (node.clone(), uuid.clone());
+        Signal::derive(move || {
+            fleet.with(|f| {
+                f.history_of(&node, &uuid)
+                    .iter()
+                    .filter_map(|p| Some((p.at_ms, pick(p)?)))
+                    .collect::<Vec<_>>()
+            })
+        })
+    };
+    let temp_points = optional(|p| p.temperature_c.map(f64::from));
+    let power_points = optional(|p| p.power_watts);
+    let clock_points = optional(|p| p.sm_clock_mhz.map(f64::from));
+    let mem_busy_points = optional(|p| p.utilization_memory_pct.map(f64::from));
+    // Scales: power against the card's limit; temperature to 100 °C (or what it reached);
+    // the clock to the fastest it ran in the window.
+    let top_of = |points: Signal<Vec<(i64, f64)>>, floor: f64| {
+        Signal::derive(move || points.with(|p| p.iter().map(|(_, v)| *v).fold(floor, f64::max)))
+    };
+    let temp_max = top_of(temp_points, 100.0);
+    let clock_max = top_of(clock_points, 1.0);
+    let power_max = Signal::derive(move || {
+        gpu.with(|g| {
+            g.as_ref()
+                .and_then(|g| g.sample.as_ref())
+                .and_then(|s| s.power_limit_watts)
+        })
+        .unwrap_or_else(|| power_points.with(|p| p.iter().map(|(_, v)| *v).fold(1.0, f64::max)))
+    });
     let gap_ms = fleet.with_untracked(|f| (f.interval_ms as i64).max(250) * 5);
     let field = move |f: fn(&GpuState) -> String| {
         move || gpu.with(|g| g.as_ref().map(f).unwrap_or_default())
@@ -386,6 +417,7 @@ fn GpuCard(
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
                     label="Memory"
+                    format=memory_text
                     current=Signal::derive(move || {
                         gpu.with(|g| match g.as_ref().and_then(|g| g.sample.as_ref().map(|s| (s, g))) {
                             Some((s, g)) => {
@@ -401,41 +433,150 @@ fn GpuCard(
                     class="series-mem"
                 />
             </div>
-            <dl class="stats">
-                <div>
-                    <dt>"Temperature"</dt>
-                    <dd data-testid="temperature">
-                        {sample_text(|s| s.temperature_c.map_or("—".into(), |t| format!("{t} °C")))}
-                    </dd>
-                </div>
-                <div>
-                    <dt>"Power"</dt>
-                    <dd>
-                        {sample_text(|s| match (s.power_watts, s.power_limit_watts) {
-                            (Some(p), Some(l)) => format!("{p:.0} / {l:.0} W"),
-                            (Some(p), None) => format!("{p:.0} W"),
-                            _ => "—".into(),
-                        })}
-                        <meter
-                            min="0"
-                            max=move || gpu.with(|g| g.as_ref().and_then(|g| g.sample.as_ref()).and_then(|s| s.power_limit_watts).unwrap_or(1.0))
-                            value=move || gpu.with(|g| g.as_ref().and_then(|g| g.sample.as_ref()).and_then(|s| s.power_watts).unwrap_or(0.0))
-                        ></meter>
-                    </dd>
-                </div>
-                <div>
-                    <dt>"SM clock"</dt>
-                    <dd>{sample_text(|s| s.sm_clock_mhz.map_or("—".into(), |c| format!("{c} MHz")))}</dd>
-                </div>
-                <div>
-                    <dt title="Share of time device memory was read or written">"Mem busy"</dt>
-                    <dd>{sample_text(|s| format!("{} %", s.utilization_memory_pct))}</dd>
-                </div>
-            </dl>
+            <div class="charts compact" data-testid="small-charts">
+                <TimeSeriesChart
+                    points=temp_points
+                    y_max=temp_max
+                    window_ms=HISTORY_WINDOW_MS
+                    gap_ms
+                    label="Temperature"
+                    current=sample_text(|s| s.temperature_c.map_or("—".into(), |t| format!("{t} °C")))
+                    class="series-temp"
+                    testid="temperature"
+                />
+                <TimeSeriesChart
+                    points=power_points
+                    y_max=power_max
+                    window_ms=HISTORY_WINDOW_MS
+                    gap_ms
+                    label="Power"
+                    current=sample_text(|s| match (s.power_watts, s.power_limit_watts) {
+                        (Some(p), Some(l)) => format!("{p:.0} / {l:.0} W"),
+                        (Some(p), None) => format!("{p:.0} W"),
+                        _ => "—".into(),
+                    })
+                    class="series-power"
+                    testid="power"
+                />
+                <TimeSeriesChart
+                    points=clock_points
+                    y_max=clock_max
+                    window_ms=HISTORY_WINDOW_MS
+                    gap_ms
+                    label="SM clock"
+                    current=sample_text(|s| s.sm_clock_mhz.map_or("—".into(), |c| format!("{c} MHz")))
+                    class="series-clock"
+                    testid="sm-clock"
+                />
+                <TimeSeriesChart
+                    points=mem_busy_points
+                    y_max=100.0
+                    window_ms=HISTORY_WINDOW_MS
+                    gap_ms
+                    label="Memory activity"
+                    current=sample_text(|s| format!("{} %", s.utilization_memory_pct))
+                    class="series-membusy"
+                    testid="mem-busy"
+                />
+            </div>
+            <CardDay node=node.clone() uuid=uuid.clone() />
             <Processes gpu />
         </article>
     }
     .into_any()
+}
+
+fn memory_text(v: f64) -> String {
+    bytes(v.max(0.0) as u64)
+}
+
+/// The metrics of a card's day, as `/api/v1/history` names them, with their captions.
+const DAY_METRICS: [(&str, &str); 5] = [
+    ("utilization", "Utilization (%)"),
+    ("memory", "Memory"),
+    ("temperature", "Temperature (°C)"),
+    ("power", "Power (W)"),
+    ("sm_clock", "SM clock (MHz)"),
+];
+
+/// A card's last 24 hours, loaded when the viewer opens it.
+#[component]
+fn CardDay(node: String, uuid: String) -> impl IntoView {
+    let open = RwSignal::new(false);
+    view! {
+        <div class="card-day">
+            <button
+                type="button"
+                class="day-toggle"
+                data-testid="card-day"
+                aria-expanded=move || open.get().to_string()
+                on:click=move |_| open.update(|o| *o = !*o)
+            >
+                {move || if open.get() { "Hide the last 24 hours" } else { "Last 24 hours" }}
+            </button>
+            <Show when=move || open.get()>
+                <DayCharts node=node.clone() uuid=uuid.clone() />
+            </Show>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn DayCharts(node: String, uuid: String) -> impl IntoView {
+    let to = now();
+    let from = to - chrono::Duration::hours(24);
+    let charts = DAY_METRICS
+        .iter()
+        .map(|(metric, caption)| {
+            let answer = Remote::<lanes_types::history::HistoryAnswer>::new(format!(
+                "/api/v1/history?gpu={uuid}&metric={metric}&from={}&to={}&points=144",
+                query_time(from),
+                query_time(to)
+            ));
+            let node = node.clone();
+            view! {
+                <figure class="history-chart" data-metric=*metric>
+                    {move || answer.data.with(|data| match data {
+                        None => view! { <figcaption>{format!("{caption} · loading…")}</figcaption> }.into_any(),
+                        Some(Err(e)) => view! { <figcaption class="form-error">{e.clone()}</figcaption> }.into_any(),
+                        Some(Ok(a)) => {
+                            let series = a.series.iter().find(|s| s.node == node);
+                            let points: Vec<(i64, f64)> = series
+                                .map(|s| s.points.iter().map(|p| (p.t_ms, p.avg)).collect())
+                                .unwrap_or_default();
+                            let top = if *metric == "utilization" {
+                                100.0
+                            } else {
+                                series.map_or(1.0, |s| s.points.iter().map(|p| p.max).fold(1.0, f64::max))
+                            };
+                            let line = crate::components::chart::series_path(
+                                &points,
+                                a.to_ms,
+                                a.to_ms - a.from_ms,
+                                top,
+                                a.bucket_s * 1500,
+                            )
+                            .line;
+                            let text = |v: f64| if *metric == "memory" { memory_text(v) } else { format!("{v:.0}") };
+                            let summary = match (points.iter().map(|p| p.1).reduce(f64::min), points.iter().map(|p| p.1).reduce(f64::max)) {
+                                (Some(lo), Some(hi)) => format!("{caption}, last 24 h: from {} to {}", text(lo), text(hi)),
+                                _ => format!("{caption}: no readings in the last 24 h"),
+                            };
+                            view! {
+                                <figcaption>{summary.clone()}</figcaption>
+                                <svg viewBox="0 0 300 60" preserveAspectRatio="none" role="img" aria-label=summary>
+                                    <path d=line class="line" />
+                                </svg>
+                            }
+                            .into_any()
+                        }
+                    })}
+                </figure>
+            }
+        })
+        .collect_view();
+    view! { <div class="day-charts">{charts}</div> }.into_any()
 }
 
 /// "lent to queue job #N", and a button for its holder to take the card back.

@@ -3,22 +3,13 @@
 //! viewer's quota), each booked in one click; and "any N" booked straight from the same form.
 
 use crate::calendar::{card_list, long_time};
-use crate::components::clock::{now, query_time};
+use crate::components::clock::{local_input, now, query_time};
 use crate::rest::{self, Method};
-use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone, Utc};
+use chrono::FixedOffset;
 use lanes_types::booking::{Booking, CreateBooking, FreeSlot};
 use lanes_types::GpuState;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-
-/// A `datetime-local` value in the viewer's zone; `None` when empty or malformed.
-fn local_input(value: &str, offset: FixedOffset) -> Option<DateTime<Utc>> {
-    let naive = NaiveDateTime::parse_from_str(value, "%Y-%m-%dT%H:%M").ok()?;
-    offset
-        .from_local_datetime(&naive)
-        .single()
-        .map(|t| t.with_timezone(&Utc))
-}
 
 #[component]
 pub fn FindSlot(
@@ -70,10 +61,10 @@ pub fn FindSlot(
             "/api/v1/slots?gpus={n}&duration={}&limit=5",
             d.num_seconds()
         );
-        if let Some(t) = local_input(&from.get_untracked(), offset) {
+        if let Some(t) = local_input(&from.get_untracked()) {
             url.push_str(&format!("&from={}", query_time(t)));
         }
-        if let Some(t) = local_input(&to.get_untracked(), offset) {
+        if let Some(t) = local_input(&to.get_untracked()) {
             url.push_str(&format!("&to={}", query_time(t)));
         }
         let node = node.get_untracked();
@@ -114,7 +105,7 @@ pub fn FindSlot(
             Ok(asked) => asked,
             Err(message) => return error.set(Some(message)),
         };
-        let start = local_input(&from.get_untracked(), offset)
+        let start = local_input(&from.get_untracked())
             .filter(|t| *t > now())
             .unwrap_or_else(now);
         submit(CreateBooking {

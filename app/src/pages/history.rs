@@ -1,9 +1,9 @@
 //! `/history`: every card's past at a glance (a heatmap of cards × time) and one chart per card,
-//! over 1 h, 24 h, 7 d, 30 d or a custom range, with zoom and paging; and the usage report of
-//! the same range with CSV downloads.
+//! or chosen cards on one chart to compare them, over presets or a range typed in the viewer's
+//! zone, with zoom and paging; and the usage report of the same range with CSV downloads.
 
 use crate::components::chart::series_path;
-use crate::components::clock::{now, query_time};
+use crate::components::clock::{local_input, local_input_value, now, offset_at, query_time};
 use crate::components::format::{bytes, date_time, kwh};
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
@@ -36,6 +36,20 @@ impl Range {
         Self {
             from: to - span,
             to,
+        }
+    }
+
+    /// From the viewer's midnight today until now.
+    pub fn today(now: DateTime<Utc>) -> Self {
+        let local = now.with_timezone(&offset_at(now));
+        let midnight = local
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .and_then(|m| m.and_local_timezone(offset_at(now)).single())
+            .map_or(now - Duration::hours(24), |m| m.with_timezone(&Utc));
+        Self {
+            from: midnight,
+            to: now.max(midnight + Duration::minutes(1)),
         }
     }
 
@@ -129,28 +143,68 @@ pub fn HistoryPage() -> impl IntoView {
         }
         next
     });
-    let preset = move |hours: i64| range.set(Range::last(Duration::hours(hours), now()));
+    // Which preset is showing ("" once zoomed, paged or typed).
+    let chosen = RwSignal::new("24h");
+    let preset = move |key: &'static str| {
+        let t = now();
+        range.set(match key {
+            "1h" => Range::last(Duration::hours(1), t),
+            "7d" => Range::last(Duration::days(7), t),
+            "30d" => Range::last(Duration::days(30), t),
+            "today" => Range::today(t),
+            _ => Range::last(Duration::hours(24), t),
+        });
+        chosen.set(key);
+    };
+    let moved = move |f: fn(&Range) -> Range| {
+        range.update(|r| *r = f(r));
+        chosen.set("");
+    };
+    let compare = RwSignal::new(Vec::<String>::new());
+    let presets: [(&'static str, &'static str); 5] = [
+        ("1h", "1 h"),
+        ("24h", "24 h"),
+        ("today", "Today"),
+        ("7d", "7 d"),
+        ("30d", "30 d"),
+    ];
     view! {
         <TopBar />
         <main class="page">
             <h2>"History"</h2>
             <div class="toolbar" data-testid="range">
-                <button on:click=move |_| preset(1)>"1 h"</button>
-                <button on:click=move |_| preset(24)>"24 h"</button>
-                <button on:click=move |_| preset(24 * 7)>"7 d"</button>
-                <button on:click=move |_| preset(24 * 30)>"30 d"</button>
-                <button aria-label="Earlier" on:click=move |_| range.update(|r| *r = r.page(-1))>"◀"</button>
-                <button aria-label="Zoom in" on:click=move |_| range.update(|r| *r = r.zoom_in())>"+"</button>
-                <button aria-label="Zoom out" on:click=move |_| range.update(|r| *r = r.zoom_out())>"−"</button>
-                <button aria-label="Later" on:click=move |_| range.update(|r| *r = r.page(1))>"▶"</button>
-                <CustomRange range />
-                <select on:change=move |ev| metric.set(event_target_value(&ev))>
-                    {METRICS
-                        .iter()
-                        .map(|(value, label)| view! { <option value=*value>{*label}</option> })
+                <div class="segmented" role="group" aria-label="Range">
+                    {presets
+                        .into_iter()
+                        .map(|(key, label)| view! {
+                            <button
+                                type="button"
+                                class:active=move || chosen.get() == key
+                                aria-pressed=move || (chosen.get() == key).to_string()
+                                on:click=move |_| preset(key)
+                            >
+                                {label}
+                            </button>
+                        })
                         .collect_view()}
-                </select>
+                </div>
+                <div class="segmented" role="group" aria-label="Move and zoom">
+                    <button type="button" aria-label="Earlier" on:click=move |_| moved(|r| r.page(-1))>"‹"</button>
+                    <button type="button" aria-label="Zoom in" on:click=move |_| moved(Range::zoom_in)>"+"</button>
+                    <button type="button" aria-label="Zoom out" on:click=move |_| moved(Range::zoom_out)>"−"</button>
+                    <button type="button" aria-label="Later" on:click=move |_| moved(|r| r.page(1))>"›"</button>
+                </div>
+                <label class="inline">
+                    "Metric "
+                    <select on:change=move |ev| metric.set(event_target_value(&ev))>
+                        {METRICS
+                            .iter()
+                            .map(|(value, label)| view! { <option value=*value>{*label}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
             </div>
+            <CustomRange range chosen />
             <p class="muted">
                 {move || {
                     let r = range.get();
@@ -160,6 +214,7 @@ pub fn HistoryPage() -> impl IntoView {
             {render_remote(history, "history", move |answer: &HistoryAnswer| {
                 view! {
                     <Heatmap answer=answer.clone() />
+                    <Compare answer=answer.clone() chosen=compare />
                     <Charts answer=answer.clone() />
                 }
             })}
@@ -174,34 +229,42 @@ pub fn HistoryPage() -> impl IntoView {
     .into_any()
 }
 
+/// The range typed in the viewer's zone; the fields follow the range shown.
 #[component]
-fn CustomRange(range: RwSignal<Range>) -> impl IntoView {
-    let (from, to) = (
-        NodeRef::<leptos::html::Input>::new(),
-        NodeRef::<leptos::html::Input>::new(),
-    );
+fn CustomRange(range: RwSignal<Range>, chosen: RwSignal<&'static str>) -> impl IntoView {
+    let from = RwSignal::new(String::new());
+    let to = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        let r = range.get();
+        from.set(local_input_value(r.from));
+        to.set(local_input_value(r.to));
+    });
     let error = RwSignal::new(None::<String>);
     let apply = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let parse = |node: NodeRef<leptos::html::Input>| {
-            let text = node.get().map(|i| i.value()).unwrap_or_default();
-            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M")
-                .map(|t| t.and_utc())
-                .map_err(|_| "Pick both ends of the range.".to_string())
+        let parse = |text: String| {
+            local_input(&text).ok_or_else(|| "Pick both ends of the range.".to_string())
         };
-        match (parse(from), parse(to)) {
+        match (parse(from.get_untracked()), parse(to.get_untracked())) {
             (Ok(f), Ok(t)) if f < t => {
                 error.set(None);
                 range.set(Range { from: f, to: t });
+                chosen.set("");
             }
             (Ok(_), Ok(_)) => error.set(Some("The start must be before the end.".into())),
             (Err(e), _) | (_, Err(e)) => error.set(Some(e)),
         }
     };
     view! {
-        <form class="inline-form" on:submit=apply>
-            <label>"From (UTC) " <input type="datetime-local" node_ref=from /></label>
-            <label>"to " <input type="datetime-local" node_ref=to /></label>
+        <form class="inline-form range-form" on:submit=apply data-testid="custom-range">
+            <label>
+                "From "
+                <input type="datetime-local" name="from" prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev)) />
+            </label>
+            <label>
+                "to "
+                <input type="datetime-local" name="to" prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev)) />
+            </label>
             <button type="submit">"Show"</button>
             {move || error.get().map(|e| view! { <span class="form-error" role="alert">{e}</span> })}
         </form>
@@ -215,7 +278,7 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
     let span_ms = (answer.to_ms - answer.from_ms).max(1) as f64;
     let max = scale_max(&answer.metric, &answer.series);
     let row_h = 18.0;
-    let label_w = 100.0;
+    let label_w = 150.0;
     let width = 1000.0;
     let cell_w = (answer.bucket_s as f64 * 1000.0 / span_ms * (width - label_w)).max(0.5);
     let height = row_h * answer.series.len() as f64;
@@ -232,7 +295,7 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
                     let x = label_w + (p.t_ms - answer.from_ms) as f64 / span_ms * (width - label_w);
                     let title = format!(
                         "{} · {} · mean {}, max {}",
-                        short_uuid(&s.uuid),
+                        s.name(),
                         date_time(DateTime::from_timestamp_millis(p.t_ms).unwrap_or_default()),
                         value_text(&answer.metric, p.avg),
                         value_text(&answer.metric, p.max)
@@ -245,7 +308,10 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
                 })
                 .collect_view();
             view! {
-                <text x="0" y=format!("{:.1}", y + row_h * 0.7) class="heat-label">{short_uuid(&s.uuid)}</text>
+                <text x="0" y=format!("{:.1}", y + row_h * 0.7) class="heat-label">
+                    {s.name()}
+                    <title>{s.uuid.clone()}</title>
+                </text>
                 {cells}
             }
         })
@@ -262,8 +328,120 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
     .into_any()
 }
 
-fn short_uuid(uuid: &str) -> String {
-    uuid.chars().take(12).collect()
+/// Colours of compared cards, in order of choice (distinct in light and dark themes).
+const COMPARE_COLORS: [&str; 6] = [
+    "#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2",
+];
+
+/// Chosen cards on one chart, each its own colour, with their means as text beside.
+#[component]
+fn Compare(answer: HistoryAnswer, chosen: RwSignal<Vec<String>>) -> impl IntoView {
+    let max = scale_max(&answer.metric, &answer.series).max(1.0);
+    let window = answer.to_ms - answer.from_ms;
+    let gap = answer.bucket_s * 1000 * 3 / 2;
+    let series = answer.series.clone();
+    let metric = answer.metric.clone();
+    let boxes = answer
+        .series
+        .iter()
+        .map(|s| {
+            let uuid = s.uuid.clone();
+            let checked = {
+                let uuid = uuid.clone();
+                move || chosen.with(|c| c.contains(&uuid))
+            };
+            let title = uuid.clone();
+            let key = uuid.clone();
+            view! {
+                <label class="check" title=title>
+                    <input
+                        type="checkbox"
+                        data-compare=key
+                        prop:checked=checked
+                        on:change=move |ev| {
+                            let on = event_target_checked(&ev);
+                            let uuid = uuid.clone();
+                            chosen.update(|c| {
+                                c.retain(|u| *u != uuid);
+                                if on {
+                                    c.push(uuid);
+                                }
+                            });
+                        }
+                    />
+                    {s.name()}
+                </label>
+            }
+        })
+        .collect_view();
+    let drawn = move || {
+        let picked = chosen.get();
+        let lines: Vec<_> = picked
+            .iter()
+            .take(COMPARE_COLORS.len())
+            .enumerate()
+            .filter_map(|(i, uuid)| {
+                let s = series.iter().find(|s| s.uuid == *uuid)?;
+                let points: Vec<(i64, f64)> = s.points.iter().map(|p| (p.t_ms, p.avg)).collect();
+                let path = series_path(&points, answer.to_ms, window, max, gap);
+                let mean = (!s.points.is_empty())
+                    .then(|| s.points.iter().map(|p| p.avg).sum::<f64>() / s.points.len() as f64);
+                Some((COMPARE_COLORS[i], s.name(), path.line, mean))
+            })
+            .collect();
+        if lines.is_empty() {
+            return view! { <p class="muted">"Tick cards above to draw them on one chart."</p> }
+                .into_any();
+        }
+        let summary = lines
+            .iter()
+            .map(|(_, name, _, mean)| {
+                format!(
+                    "{name}: {}",
+                    mean.map_or("no readings".into(), |m| format!(
+                        "mean {}",
+                        value_text(&metric, m)
+                    ))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let legend = lines
+            .iter()
+            .map(|(color, name, _, mean)| {
+                view! {
+                    <li>
+                        <span class="swatch" style=format!("background:{color}")></span>
+                        {format!(
+                            "{name} · {}",
+                            mean.map_or("no readings".into(), |m| format!("mean {}", value_text(&metric, m)))
+                        )}
+                    </li>
+                }
+            })
+            .collect_view();
+        let paths = lines
+            .into_iter()
+            .map(|(color, _, line, _)| view! { <path d=line class="line" style=format!("stroke:{color}") /> })
+            .collect_view();
+        view! {
+            <figure class="history-chart compare-chart" data-testid="compare-chart">
+                <svg viewBox="0 0 300 60" preserveAspectRatio="none" role="img" aria-label=summary>
+                    {paths}
+                </svg>
+                <ul class="legend">{legend}</ul>
+            </figure>
+        }
+        .into_any()
+    };
+    view! {
+        <section class="panel" data-testid="compare">
+            <h3>"Compare cards"</h3>
+            <div class="checks">{boxes}</div>
+            {drawn}
+        </section>
+    }
+    .into_any()
 }
 
 /// One chart per card: the mean as a line over the min–max band.
@@ -289,8 +467,11 @@ fn Charts(answer: HistoryAnswer) -> impl IntoView {
             };
             view! {
                 <figure class="history-chart" data-uuid=s.uuid.clone()>
-                    <figcaption>{format!("{} · {}", short_uuid(&s.uuid), mean)}</figcaption>
-                    <svg viewBox="0 0 300 60" preserveAspectRatio="none">
+                    <figcaption title=s.uuid.clone()>
+                        <span class="card-name">{s.name()}</span>
+                        {format!(" · {mean}")}
+                    </figcaption>
+                    <svg viewBox="0 0 300 60" preserveAspectRatio="none" role="img" aria-label=format!("{} {}: {mean}", s.name(), answer.metric)>
                         <path d=top.area class="band" />
                         <path d=avg.line class="line" />
                     </svg>
@@ -361,7 +542,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
                 <tr>
                     <td>{format!("#{}", b.booking_id)}</td>
                     <td>{b.username.clone()}</td>
-                    <td class="num">{b.gpus}</td>
+                    <td class="cards">{if b.cards.is_empty() { b.gpus.to_string() } else { b.cards.join(", ") }}</td>
                     <td>{date_time(b.start)}</td>
                     <td>{date_time(b.end)}</td>
                     <td class="num">{format!("{:.1}", b.gpu_hours_booked)}</td>
@@ -415,7 +596,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
         {(!report.groups.is_empty()).then(|| table(report.groups.clone(), "Group", "groups"))}
         <h4>"Bookings " <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
         <table class="list" data-testid="report-bookings">
-            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory"), Col::Num("Energy")] />
+            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Text("Cards"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory"), Col::Num("Energy")] />
             <tbody>{bookings}</tbody>
         </table>
         {(!report.jobs.is_empty()).then(|| view! {

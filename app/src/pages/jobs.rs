@@ -1,6 +1,7 @@
 //! `/jobs`: submit a command to one of your bookings, follow your jobs (admins: everyone's),
 //! read a job's output live as it is written, cancel a job.
 
+use crate::components::cards::Cards;
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
@@ -63,6 +64,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
     let now = crate::components::clock::query_time(crate::components::clock::now());
     let bookings =
         Remote::<Vec<Booking>>::new(format!("/api/v1/bookings?from={now}&user={}", me.username));
+    let cards = Cards::provide();
     let booking = NodeRef::<leptos::html::Select>::new();
     let (command, cwd, name) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
     let error = RwSignal::new(None::<String>);
@@ -106,10 +108,9 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
                             .filter(|b| b.state.holds_cards())
                             .map(|b| {
                                 let label = format!(
-                                    "#{} · {} GPU{} · {} → {}",
+                                    "#{} · {} · {} → {}",
                                     b.id,
-                                    b.gpus.len(),
-                                    if b.gpus.len() == 1 { "" } else { "s" },
+                                    cards.names(&b.gpus),
                                     date_time(b.start),
                                     date_time(b.end),
                                 );

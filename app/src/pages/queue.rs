@@ -1,6 +1,7 @@
 //! `/queue`: submit a job that waits for free cards, see what runs and what waits (with why and
 //! until when), cancel your jobs, and see everyone's use against their fair share.
 
+use crate::components::cards::Cards;
 use crate::components::format::{date_time, span};
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
@@ -21,6 +22,7 @@ pub fn QueuePage() -> impl IntoView {
 fn QueueSections(me: User) -> impl IntoView {
     let queue = Remote::<QueueView>::new("/api/v1/queue");
     queue.refresh_every(Duration::from_secs(2));
+    Cards::provide();
     view! {
         <h2>"Queue"</h2>
         <section class="panel">
@@ -229,12 +231,9 @@ fn JobRow(
             }
         }
         QueueState::Running => {
-            let cards = job
-                .cards
-                .iter()
-                .map(|g| short_uuid(&g.uuid))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let cards = Cards::get()
+                .map(|c| c.names(&job.cards))
+                .unwrap_or_default();
             match job.borrowed_from {
                 Some(booking) => format!("{cards} (lent by booking #{booking} while idle)"),
                 None => cards,
@@ -281,10 +280,6 @@ fn JobRow(
         </tr>
     }
     .into_any()
-}
-
-fn short_uuid(uuid: &str) -> String {
-    uuid.chars().take(12).collect()
 }
 
 #[component]

@@ -67,11 +67,13 @@ async fn query(
         .history(&card_ids, metric, from_s, to_s, plan)
         .await?;
     let scale = metric.scale();
+    let names = state.store.card_index().await?;
     let mut series: Vec<HistorySeries> = cards
         .into_iter()
         .map(|((node, uuid), id)| HistorySeries {
             node: node.clone(),
             uuid: uuid.clone(),
+            index: names.index(node, uuid),
             points: found
                 .remove(id)
                 .unwrap_or_default()
@@ -85,7 +87,14 @@ async fn query(
                 .collect(),
         })
         .collect();
-    series.sort_by(|a, b| (&a.node, &a.uuid).cmp(&(&b.node, &b.uuid)));
+    // Node then index, as the dashboard and the calendar list them.
+    series.sort_by(|a, b| {
+        (&a.node, a.index.unwrap_or(u32::MAX), &a.uuid).cmp(&(
+            &b.node,
+            b.index.unwrap_or(u32::MAX),
+            &b.uuid,
+        ))
+    });
     Ok(Json(HistoryAnswer {
         metric: q.metric.unwrap_or_else(|| "utilization".into()),
         resolution: serde_json::to_value(plan.resolution)

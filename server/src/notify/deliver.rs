@@ -12,7 +12,6 @@ use crate::store::Claimed;
 use chrono::{DateTime, Utc};
 use lanes_types::enforcement::WebhookFormat;
 use lanes_types::notify::{Channel, OutboxStatus, SmtpSecurity, SmtpSettings};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -173,14 +172,7 @@ async fn attempt(
         .clone()
         .unwrap_or_else(|| context.own_url.clone());
     let portal = portal.trim_end_matches('/').to_string();
-    let cards: HashMap<(String, String), u32> = context
-        .store
-        .known_gpus()
-        .await
-        .map_err(store_error)?
-        .into_iter()
-        .map(|g| ((g.node, g.uuid), g.index as u32))
-        .collect();
+    let cards = context.store.card_index().await.map_err(store_error)?;
     let offered = links::mint(&context.store, message, user_id, &portal, &settings, now)
         .await
         .map_err(store_error)?;

@@ -8,7 +8,6 @@ use chrono_tz::Tz;
 use html_escape::encode_text as esc;
 use lanes_types::notify::{EventKind, LinkAction};
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// Who reads it, and how to name things for them.
 pub struct Reader<'a> {
@@ -16,7 +15,7 @@ pub struct Reader<'a> {
     pub name: &'a str,
     pub tz: Tz,
     /// Each card's index on its node, by (node, UUID), to name it "GPU 3 · node".
-    pub cards: &'a HashMap<(String, String), u32>,
+    pub cards: &'a lanes_types::CardIndex,
     /// Where the portal is, for the "open" link.
     pub portal: &'a str,
 }
@@ -72,19 +71,16 @@ fn time(details: &Value, key: &str) -> Option<DateTime<Utc>> {
 
 /// "GPU 0 · node-a, GPU 1 · node-a" for the cards in `details["gpus"]`.
 fn cards(details: &Value, reader: &Reader<'_>) -> String {
-    let names: Vec<String> = details["gpus"]
+    let refs: Vec<lanes_types::booking::GpuRef> = details["gpus"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|g| {
-            let node = g["node"].as_str().unwrap_or("?").to_string();
-            let uuid = g["uuid"].as_str().unwrap_or("?").to_string();
-            match reader.cards.get(&(node.clone(), uuid.clone())) {
-                Some(index) => format!("GPU {index} · {node}"),
-                None => format!("{uuid} · {node}"),
-            }
+        .map(|g| lanes_types::booking::GpuRef {
+            node: g["node"].as_str().unwrap_or("?").to_string(),
+            uuid: g["uuid"].as_str().unwrap_or("?").to_string(),
         })
         .collect();
+    let names = reader.cards.names(&refs);
     if names.is_empty() {
         "no cards".into()
     } else {
@@ -342,7 +338,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn reader<'a>(cards: &'a HashMap<(String, String), u32>, tz: Tz) -> Reader<'a> {
+    fn reader<'a>(cards: &'a lanes_types::CardIndex, tz: Tz) -> Reader<'a> {
         Reader {
             lab: "Vision Lab",
             name: "Ada <Lovelace>",
@@ -354,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_reminder_says_what_and_when_in_the_readers_zone_with_its_cards_named() {
-        let cards = HashMap::from([(("node-a".to_string(), "GPU-1".to_string()), 3)]);
+        let cards = lanes_types::CardIndex::new([("node-a".into(), "GPU-1".into(), 3)]);
         let details = json!({
             "booking_id": 12,
             "start": "2026-12-02T16:00:00Z",
@@ -397,7 +393,7 @@ mod tests {
 
     #[test]
     fn an_idle_warning_says_how_long_is_left_and_offers_still_using_it() {
-        let cards = HashMap::new();
+        let cards = lanes_types::CardIndex::default();
         let at = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z")
             .unwrap()
             .with_timezone(&Utc);

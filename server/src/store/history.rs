@@ -83,6 +83,16 @@ fn replace_on_conflict(columns: &[&str]) -> String {
 /// bucket start, min, mean, max.
 type BucketRow = (i64, Option<f64>, Option<f64>, Option<f64>);
 
+/// A rollup resolution's name in `history_progress`.
+fn level_name(resolution: Resolution) -> &'static str {
+    match resolution {
+        Resolution::Raw => "raw",
+        Resolution::Minute => "1m",
+        Resolution::TenMinutes => "10m",
+        Resolution::Hour => "1h",
+    }
+}
+
 impl Store {
     /// Writes readings (card id, reading) in one transaction. A second reading of the same card
     /// in the same second replaces the first.
@@ -278,9 +288,59 @@ impl Store {
         to: i64,
         plan: Plan,
     ) -> Result<HashMap<i64, Vec<Bucket>>, StoreError> {
-        let (raw, prefix) = metric.column();
         let width = plan.bucket_s;
-        let aggregates = match plan.resolution {
+        let cards: Vec<i64> = if gpus.is_empty() {
+            sqlx::query_scalar("SELECT id FROM gpus")
+                .fetch_all(&self.pool)
+                .await?
+        } else {
+            gpus.to_vec()
+        };
+        let mut series = self
+            .buckets(&cards, metric, plan.resolution, from, to, width)
+            .await?;
+        // Rollups lag the readings (a minute, ten, an hour): the buckets after the last one
+        // rolled up come from raw readings, which are kept until they are, so a fresh install
+        // and the last minutes of any range show data at once.
+        if plan.resolution != Resolution::Raw {
+            let done: Option<i64> =
+                sqlx::query_scalar("SELECT done_until FROM history_progress WHERE level = $1")
+                    .bind(level_name(plan.resolution))
+                    .fetch_optional(&self.pool)
+                    .await?;
+            let done = done.unwrap_or(from).max(from);
+            if done < to {
+                let tail = from + (done - from) / width * width;
+                let recent = self
+                    .buckets(&cards, metric, Resolution::Raw, tail, to, width)
+                    .await?;
+                for (card, fresh) in recent {
+                    let buckets = series.entry(card).or_default();
+                    let kept: Vec<Bucket> = buckets
+                        .drain(..)
+                        .filter(|b| b.t < tail || !fresh.iter().any(|f| f.t == b.t))
+                        .collect();
+                    *buckets = kept.into_iter().chain(fresh).collect();
+                    buckets.sort_by_key(|b| b.t);
+                }
+            }
+        }
+        Ok(series)
+    }
+
+    /// One metric of `cards` over `[from, to)` from one resolution's table, in buckets of
+    /// `width` seconds starting at `from`.
+    async fn buckets(
+        &self,
+        cards: &[i64],
+        metric: Metric,
+        resolution: Resolution,
+        from: i64,
+        to: i64,
+        width: i64,
+    ) -> Result<HashMap<i64, Vec<Bucket>>, StoreError> {
+        let (raw, prefix) = metric.column();
+        let aggregates = match resolution {
             Resolution::Raw => format!(
                 "CAST(MIN({raw}) AS DOUBLE PRECISION), CAST(AVG({raw}) AS DOUBLE PRECISION),
                  CAST(MAX({raw}) AS DOUBLE PRECISION)"
@@ -302,15 +362,8 @@ impl Store {
             "SELECT $1 + ((t - $1) / {width}) * {width} AS b, {aggregates}
              FROM {} WHERE gpu_id = $3 AND t >= $1 AND t < $2
              GROUP BY b ORDER BY b",
-            plan.resolution.table()
+            resolution.table()
         );
-        let cards: Vec<i64> = if gpus.is_empty() {
-            sqlx::query_scalar("SELECT id FROM gpus")
-                .fetch_all(&self.pool)
-                .await?
-        } else {
-            gpus.to_vec()
-        };
         // One query per card, run side by side on the pool's connections: each walks one key
         // range, and the bucket sort of one card's rows is smaller than of all of them.
         let answers = futures::future::try_join_all(cards.iter().map(|card| {
@@ -322,7 +375,7 @@ impl Store {
         }))
         .await?;
         let mut series: HashMap<i64, Vec<Bucket>> = HashMap::new();
-        for (card, rows) in cards.into_iter().zip(answers) {
+        for (card, rows) in cards.iter().zip(answers) {
             let buckets: Vec<Bucket> = rows
                 .into_iter()
                 // A bucket where the metric was never reported (a card without power readings).
@@ -336,7 +389,7 @@ impl Store {
                 })
                 .collect();
             if !buckets.is_empty() {
-                series.insert(card, buckets);
+                series.insert(*card, buckets);
             }
         }
         Ok(series)

@@ -178,6 +178,18 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Every known card's index on its node, to name cards given by `(node, uuid)`.
+    pub async fn card_index(&self) -> Result<lanes_types::CardIndex, StoreError> {
+        Ok(lanes_types::CardIndex::new(
+            self.known_gpus()
+                .await?
+                .into_iter()
+                .map(|g| (g.node, g.uuid, g.index as u32)),
+        ))
+    }
+}
+
 /// What a node says of itself when it starts.
 #[derive(Clone, Debug)]
 pub struct NodeRegistration {
