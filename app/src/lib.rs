@@ -15,7 +15,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    StaticSegment,
+    ParamSegment, StaticSegment,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -54,6 +54,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("account") view=pages::account::AccountPage />
                 <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
                 <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
+                <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage />
                 <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
                 <Route path=StaticSegment("queue") view=pages::queue::QueuePage />
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage />

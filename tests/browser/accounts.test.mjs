@@ -31,6 +31,9 @@ test('an admin reaches the admin page from the top bar', async () => {
 });
 
 test('the admin creates a group', async () => {
+  await page.click('[data-testid=admin-nav] >> text=Groups');
+  await page.waitForURL(url + '/admin/groups');
+  assert.equal(await page.locator('[data-testid=admin-nav] a[aria-current=page]').textContent(), 'Groups');
   await page.fill('input[name=group_name]', 'vision');
   await page.fill('input[name=group_description]', 'Vision team');
   await page.click('button:text("Create group")');
@@ -38,6 +41,8 @@ test('the admin creates a group', async () => {
 });
 
 test('a taken username is refused with the server\'s message', async () => {
+  await page.click('[data-testid=admin-nav] >> text=Users');
+  await page.waitForURL(url + '/admin/users');
   await page.click('summary:text("New user")');
   form = page.locator('[data-testid=create-user]');
   await form.locator('input[name=username]').fill('bob');
@@ -65,14 +70,33 @@ test('the admin puts the user in the group', async () => {
   await editor.locator('button[type=submit]').click();
   await bobRow.locator('td', { hasText: 'vision' }).waitFor();
   await page.locator('td', { hasText: 'bob' }).filter({ hasText: /^bob$/ }).first().waitFor();
-  assert.match(await page.locator('tr', { hasText: 'Vision team' }).textContent(), /bob/);
+  await page.click('[data-testid=admin-nav] >> text=Groups');
+  const vision = page.locator('[data-testid=groups] tr', { hasText: 'Vision team' });
+  await vision.waitFor();
+  assert.match(await vision.textContent(), /bob/);
 });
 
 test('the audit log shows the changes and who made them', async () => {
+  // A deep link opens the section itself, server-routed.
+  await page.goto(url + '/admin/audit');
   audit = page.locator('[data-testid=audit]');
   await audit.locator('code', { hasText: 'user.create' }).first().waitFor();
   await audit.locator('code', { hasText: 'group.create' }).first().waitFor();
   await audit.locator('td', { hasText: 'groups [vision]' }).first().waitFor();
+});
+
+test('the audit log filters by who and what', async () => {
+  const filter = page.locator('[data-testid=audit-filter]');
+  await filter.locator('input[name=actor]').fill('root-admin');
+  await filter.locator('input[name=action]').fill('group.create');
+  await filter.locator('button[type=submit]').click();
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=audit] code')].every((c) => c.textContent === 'group.create'));
+  assert.equal(await audit.locator('tbody tr').count(), 1);
+  assert.match(await audit.locator('tbody tr').textContent(), /root-admin.*group\.create.*vision/);
+  await filter.locator('input[name=action]').fill('no.such.action');
+  await filter.locator('button[type=submit]').click();
+  await page.locator('[data-testid=audit-empty]').waitFor();
+  assert.equal(await page.locator('[data-testid=audit-page]').textContent(), 'Page 1');
 });
 
 test('the new user logs in, and is kept out of the admin page', async () => {

@@ -69,15 +69,17 @@ test('the dashboard shows the unbooked process in red', async () => {
 test('the admin sees the violation and sets the policy to terminate', async () => {
   adminPage = await admin.newPage({ viewport: { width: 1400, height: 900 } });
   adminPage.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
-  await adminPage.goto(url + '/admin');
+  await adminPage.goto(url + '/admin/violations');
   violations = adminPage.locator('[data-testid=violations]');
   await violations.locator('tr', { hasText: 'mallory' }).waitFor();
   assert.match(await violations.locator('tr', { hasText: 'mallory' }).textContent(), /still running.*observed/);
+  await adminPage.click('[data-testid=admin-nav] >> text=Policy and settings');
   policy = adminPage.locator('[data-testid=policy]');
   await policy.locator('select[name=watchdog]').selectOption('terminate');
   await policy.locator('input[name=violation_grace_s]').fill('1');
   await policy.locator('button[type=submit]').click();
   await adminPage.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  await adminPage.click('[data-testid=admin-nav] >> text=Unbooked use');
 });
 
 test('under terminate the process is ended after the grace period', async () => {

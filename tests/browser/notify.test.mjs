@@ -55,7 +55,7 @@ let boss, ada, booking, reminder;
 test('the admin sets up the mail server on the admin page, and a test message is sent', async () => {
   boss = await watchedPage(browser, failures);
   await logIn(boss, url, 'boss', 'boss passphrase');
-  await boss.goto(url + '/admin');
+  await boss.goto(url + '/admin/notifications');
   const panel = boss.locator('[data-testid=notify-settings]');
   await panel.locator('input[name=lab_name]').fill('Vision Lab');
   await panel.locator('input[name=smtp_host]').fill('127.0.0.1');

@@ -330,6 +330,7 @@ fn matrix() -> Vec<Row> {
             [401, 403, 403, 404],
         ),
         row(get.clone(), "/admin", None, [303, 403, 403, 200]),
+        row(get.clone(), "/admin/{section}", None, [303, 403, 403, 200]),
         row(get.clone(), "/api/v1/users", None, [401, 403, 403, 200]),
         row(
             post.clone(),
@@ -412,6 +413,7 @@ impl World {
         route
             .replace("{id}", &id.to_string())
             .replace("{*rest}", "no-such-endpoint")
+            .replace("{section}", "audit")
             // No link has this secret.
             .replace("{secret}", &"0".repeat(64))
     }

@@ -396,7 +396,10 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         );
     }
     let audit_after = admin
-        .audit(&AuditQuery { limit: Some(1_000) })
+        .audit(&AuditQuery {
+            limit: Some(1_000),
+            ..Default::default()
+        })
         .await
         .unwrap();
     let old_lines: Vec<_> = audit_after

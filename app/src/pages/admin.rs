@@ -1,6 +1,7 @@
-//! `/admin`: accounts and access for admins: users (create, disable, reset password, role, Unix
-//! account, groups), groups, portal settings and the audit log. Everything goes through the
-//! same REST API scripts use, so the page can do nothing the API would not allow.
+//! `/admin/{section}`: the admins' area in sections: users (create, disable, reset password,
+//! role, Unix account, groups), groups, quotas, policy and settings, notifications, unbooked
+//! use and the audit log (paged, filtered). Everything goes through the same REST API scripts
+//! use, so the page can do nothing the API would not allow.
 
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
@@ -15,15 +16,38 @@ use lanes_types::job::DefaultEnvironment;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+/// The admin area's sections, in the side navigation's order: (path segment, title).
+pub const SECTIONS: [(&str, &str); 7] = [
+    ("users", "Users"),
+    ("groups", "Groups"),
+    ("quotas", "Quotas"),
+    ("policy", "Policy and settings"),
+    ("notifications", "Notifications"),
+    ("violations", "Unbooked use"),
+    ("audit", "Audit log"),
+];
+
+/// `/admin` (the users) and `/admin/{section}`: one section at a time beside a side
+/// navigation, each at its own address so that it can be linked and reloaded.
 #[component]
 pub fn AdminPage() -> impl IntoView {
+    let params = leptos_router::hooks::use_params_map();
+    let section = move || params.with(|p| p.get("section").unwrap_or_else(|| "users".to_string()));
     view! {
         <TopBar />
-        <main class="page">
+        <main class="page admin">
             <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     if current_viewer().await.is_some_and(|u| u.is_admin()) {
-                        view! { <AdminSections /> }.into_any()
+                        view! {
+                            <div class="admin-layout">
+                                <SideNav section />
+                                <div class="admin-section" data-section=section>
+                                    {move || view! { <Section name=section() /> }}
+                                </div>
+                            </div>
+                        }
+                        .into_any()
                     } else {
                         view! { <p class="page error">"Only admins may see this page."</p> }.into_any()
                     }
@@ -35,18 +59,63 @@ pub fn AdminPage() -> impl IntoView {
 }
 
 #[component]
-fn AdminSections() -> impl IntoView {
-    let users = Remote::<Vec<UserView>>::new("/api/v1/users");
-    let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
-    let audit = Remote::<Vec<AuditRecord>>::new("/api/v1/audit?limit=200");
-    // Any change shows up in the audit log, and group changes in the user list.
-    let changed = move || {
-        users.reload();
-        groups.reload();
-        audit.reload();
-    };
+fn SideNav(section: impl Fn() -> String + Send + Sync + Copy + 'static) -> impl IntoView {
+    let links = SECTIONS
+        .iter()
+        .map(|(key, title)| {
+            let current = move || section() == *key;
+            view! {
+                <li>
+                    <a
+                        href=format!("/admin/{key}")
+                        class:current=current
+                        aria-current=move || current().then_some("page")
+                    >
+                        {*title}
+                    </a>
+                </li>
+            }
+        })
+        .collect_view();
     view! {
-        <h2>"Admin"</h2>
+        <nav class="side-nav" aria-label="Admin sections" data-testid="admin-nav">
+            <h2>"Admin"</h2>
+            <ul>{links}</ul>
+        </nav>
+    }
+}
+
+#[component]
+fn Section(name: String) -> impl IntoView {
+    // A change in one section can show in another (a user's groups, the audit log): each
+    // section loads its own data when opened, so nothing else needs reloading.
+    let nothing = || ();
+    match name.as_str() {
+        "users" => view! { <UsersSection /> }.into_any(),
+        "groups" => view! { <GroupsSection /> }.into_any(),
+        "quotas" => view! { <crate::pages::quotas::QuotaPanel on_done=nothing /> }.into_any(),
+        "policy" => view! {
+            <SettingsPanel on_done=nothing />
+            <crate::pages::enforcement::PolicyPanel on_done=nothing />
+        }
+        .into_any(),
+        "notifications" => {
+            view! { <crate::pages::notifications::NotifyPanel on_done=nothing /> }.into_any()
+        }
+        "violations" => view! { <crate::pages::enforcement::ViolationsPanel /> }.into_any(),
+        "audit" => view! { <AuditSection /> }.into_any(),
+        other => view! {
+            <p class="page error" role="alert">{format!("There is no admin section \"{other}\".")}</p>
+        }
+        .into_any(),
+    }
+}
+
+#[component]
+fn UsersSection() -> impl IntoView {
+    let users = Remote::<Vec<UserView>>::new("/api/v1/users");
+    let changed = move || users.reload();
+    view! {
         <section class="panel">
             <h3>"Users"</h3>
             <CreateUserForm on_done=changed />
@@ -64,9 +133,17 @@ fn AdminSections() -> impl IntoView {
                 }
             })}
         </section>
+    }
+    .into_any()
+}
+
+#[component]
+fn GroupsSection() -> impl IntoView {
+    let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
+    view! {
         <section class="panel">
             <h3>"Groups"</h3>
-            <CreateGroupForm on_done=changed />
+            <CreateGroupForm on_done=move || groups.reload() />
             {render_remote(groups, "groups", |list: &Vec<Group>| {
                 if list.is_empty() {
                     return view! { <p class="muted">"No groups yet."</p> }.into_any();
@@ -84,7 +161,7 @@ fn AdminSections() -> impl IntoView {
                     })
                     .collect_view();
                 view! {
-                    <table class="list">
+                    <table class="list" data-testid="groups">
                         <ListHead cols=&[Col::Text("Name"), Col::Text("Description"), Col::Text("Members")] />
                         <tbody>{rows}</tbody>
                     </table>
@@ -92,20 +169,126 @@ fn AdminSections() -> impl IntoView {
                     .into_any()
             })}
         </section>
-        <crate::pages::quotas::QuotaPanel on_done=changed />
-        <SettingsPanel on_done=changed />
-        <crate::pages::notifications::NotifyPanel on_done=changed />
-        <crate::pages::enforcement::PolicyPanel on_done=changed />
-        <crate::pages::enforcement::ViolationsPanel />
+    }
+    .into_any()
+}
+
+/// Entries per page of the audit log.
+const AUDIT_PAGE: usize = 50;
+
+/// The audit log's query string for a filter and a page (`before`: older than that entry).
+pub fn audit_url(actor: &str, action: &str, from: &str, to: &str, before: Option<i64>) -> String {
+    let mut parts = vec![format!("limit={AUDIT_PAGE}")];
+    let mut add = |key: &str, value: &str| {
+        if !value.trim().is_empty() {
+            parts.push(format!("{key}={}", encode(value.trim())));
+        }
+    };
+    add("actor", actor);
+    add("action", action);
+    add("from", from);
+    add("to", to);
+    if let Some(id) = before {
+        parts.push(format!("before={id}"));
+    }
+    format!("/api/v1/audit?{}", parts.join("&"))
+}
+
+/// Percent-encodes a query value (letters, digits and `-._~` stay).
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The audit log, newest first, a page at a time, narrowed by who, what and when.
+#[component]
+fn AuditSection() -> impl IntoView {
+    let (actor, action, from, to) = (
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+    );
+    // The pages walked so far: each entry is the `before` cursor of that page.
+    let pages = RwSignal::new(vec![None::<i64>]);
+    let error = RwSignal::new(None::<String>);
+    let url = move || {
+        let range = |text: String| {
+            if text.is_empty() {
+                Ok(String::new())
+            } else {
+                crate::components::clock::local_input(&text)
+                    .map(crate::components::clock::query_time)
+                    .ok_or_else(|| format!("{text:?} is not a date and time"))
+            }
+        };
+        let before = pages.with(|p| p.last().copied().flatten());
+        match (range(from.get()), range(to.get())) {
+            (Ok(f), Ok(t)) => Ok(audit_url(&actor.get(), &action.get(), &f, &t, before)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    };
+    let audit = Remote::<Vec<AuditRecord>>::new(audit_url("", "", "", "", None));
+    let apply = move || match url() {
+        Ok(u) => {
+            error.set(None);
+            audit.load(u);
+        }
+        Err(e) => error.set(Some(e)),
+    };
+    let filter = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        pages.set(vec![None]);
+        apply();
+    };
+    let older = move |_| {
+        let last = audit.data.with(|d| {
+            d.as_ref()
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|l| l.last().map(|e| e.id))
+        });
+        if let Some(id) = last {
+            pages.update(|p| p.push(Some(id)));
+            apply();
+        }
+    };
+    let newer = move |_| {
+        pages.update(|p| {
+            if p.len() > 1 {
+                p.pop();
+            }
+        });
+        apply();
+    };
+    let input = |signal: RwSignal<String>| move |ev| signal.set(event_target_value(&ev));
+    view! {
         <section class="panel">
             <h3>"Audit log"</h3>
-            <p class="muted">"The latest 200 entries: logins, account, token and settings changes."</p>
+            <p class="muted">"Logins, account, token, booking and settings changes, newest first."</p>
+            <form class="inline-form" on:submit=filter data-testid="audit-filter">
+                <label>"Who " <input name="actor" placeholder="username" prop:value=move || actor.get() on:input=input(actor) /></label>
+                <label>"What " <input name="action" placeholder="booking.create" prop:value=move || action.get() on:input=input(action) /></label>
+                <label>"From " <input name="from" type="datetime-local" prop:value=move || from.get() on:input=input(from) /></label>
+                <label>"to " <input name="to" type="datetime-local" prop:value=move || to.get() on:input=input(to) /></label>
+                <button type="submit">"Filter"</button>
+                {move || error.get().map(|e| view! { <span class="form-error" role="alert">{e}</span> })}
+            </form>
             {render_remote(audit, "the audit log", |list: &Vec<AuditRecord>| {
+                if list.is_empty() {
+                    return view! { <p class="muted" data-testid="audit-empty">"No entries match."</p> }.into_any();
+                }
                 let rows = list
                     .iter()
                     .map(|a| {
                         view! {
-                            <tr>
+                            <tr data-audit=a.id>
                                 <td class="nowrap">{date_time(a.at)}</td>
                                 <td>{a.actor.clone().unwrap_or_else(|| "—".into())}</td>
                                 <td><code>{a.action.clone()}</code></td>
@@ -122,7 +305,19 @@ fn AdminSections() -> impl IntoView {
                         <tbody>{rows}</tbody>
                     </table>
                 }
+                .into_any()
             })}
+            <div class="pager">
+                <button type="button" on:click=newer disabled=move || pages.with(|p| p.len() <= 1)>"Newer"</button>
+                <span class="muted" data-testid="audit-page">{move || format!("Page {}", pages.with(Vec::len))}</span>
+                <button
+                    type="button"
+                    on:click=older
+                    disabled=move || audit.data.with(|d| d.as_ref().and_then(|r| r.as_ref().ok()).is_none_or(|l| l.len() < AUDIT_PAGE))
+                >
+                    "Older"
+                </button>
+            </div>
         </section>
     }
     .into_any()

@@ -86,10 +86,14 @@ async fn audit_log(
     _: AdminUser,
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditRecord>>, ApiError> {
-    Ok(Json(
-        state
-            .store
-            .recent_audit(query.limit.unwrap_or(100).clamp(1, 1000))
-            .await?,
-    ))
+    super::check_times(&[query.from, query.to])?;
+    let filter = crate::store::AuditFilter {
+        limit: query.limit.unwrap_or(100).clamp(1, 1000),
+        before: query.before,
+        actor: query.actor.filter(|a| !a.is_empty()),
+        action: query.action.filter(|a| !a.is_empty()),
+        from: query.from,
+        to: query.to,
+    };
+    Ok(Json(state.store.audit_page(&filter).await?))
 }

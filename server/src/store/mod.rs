@@ -30,7 +30,7 @@ mod usage;
 
 use accounts::{UserRow, USER_COLUMNS};
 use audit::insert_audit;
-pub use audit::AuditEntry;
+pub use audit::{AuditEntry, AuditFilter};
 pub use bookings::BookingFilter;
 pub use bus::{Bus, Leadership, Notice, MAX_PAYLOAD};
 pub use copy::{TableCopy, TABLES};
