@@ -66,7 +66,7 @@ tools-test:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 	@command -v prometheus >/dev/null && command -v debootstrap >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
-	@test -d tests/browser/node_modules/playwright-core \
+	@test -d tests/browser/node_modules/playwright-core -a -d tests/browser/node_modules/axe-core \
 		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
 	@test -x $(LANES_TEST_PYTHON) \
 		|| (python3 -m venv $(TOOLS_DIR)/aiosmtpd-$(AIOSMTPD_VERSION) \

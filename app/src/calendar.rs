@@ -80,7 +80,7 @@ pub fn user_color(username: &str) -> String {
     let hash = username.bytes().fold(2166136261u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(16777619)
     });
-    format!("hsl({} 65% 45%)", hash % 360)
+    format!("hsl({} 60% 28%)", hash % 360)
 }
 
 /// "Tue 14:00" in the viewer's offset.

@@ -218,6 +218,7 @@ pub fn HistoryPage() -> impl IntoView {
                     <Charts answer=answer.clone() />
                 }
             })}
+            <ByDay range />
             <section class="panel">
                 <h3>"Usage in this range"</h3>
                 {render_remote(report, "the usage report", move |r: &UsageReport| {
@@ -326,6 +327,174 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
         </section>
     }
     .into_any()
+}
+
+/// Most days the per-user view asks reports for (one request a day).
+const MAX_DAYS: usize = 31;
+
+/// The viewer's days that `range` touches, as `[start, end)` clipped to the range.
+pub fn days_of(range: Range) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    let mut days = Vec::new();
+    let mut start = range.from;
+    while start < range.to && days.len() < MAX_DAYS {
+        let offset = offset_at(start);
+        let next = start
+            .with_timezone(&offset)
+            .date_naive()
+            .succ_opt()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .and_then(|m| m.and_local_timezone(offset).single())
+            .map_or(range.to, |m| m.with_timezone(&Utc))
+            .min(range.to);
+        days.push((start, next));
+        start = next;
+    }
+    days
+}
+
+/// Per user and day: GPU-hours booked beside GPU-hours used, each bar stacked by user (the
+/// usage report of each day in the range).
+#[component]
+fn ByDay(range: RwSignal<Range>) -> impl IntoView {
+    let days = RwSignal::new(None::<Result<Vec<(DateTime<Utc>, UsageReport)>, String>>);
+    Effect::new(move |_| {
+        let spans = days_of(range.get());
+        days.set(None);
+        leptos::task::spawn_local(async move {
+            let mut out = Vec::new();
+            for (from, to) in spans {
+                let url = format!(
+                    "/api/v1/reports/usage?from={}&to={}",
+                    query_time(from),
+                    query_time(to)
+                );
+                match crate::rest::get::<UsageReport>(&url).await {
+                    Ok(r) => out.push((from, r)),
+                    Err(e) => {
+                        days.set(Some(Err(e)));
+                        return;
+                    }
+                }
+            }
+            days.set(Some(Ok(out)));
+        });
+    });
+    let chart = move || {
+        days.with(|d| match d {
+            None => view! { <p class="muted">"Loading the days…"</p> }.into_any(),
+            Some(Err(e)) => view! { <p class="form-error" role="alert">{e.clone()}</p> }.into_any(),
+            Some(Ok(list)) => view! { <ByDayChart days=list.clone() /> }.into_any(),
+        })
+    };
+    view! {
+        <section class="panel" data-testid="by-day">
+            <h3>"Per user, by day"</h3>
+            <p class="muted">"Each day: GPU-hours booked (left bar) and used (right bar), stacked by user."</p>
+            {chart}
+        </section>
+    }
+    .into_any()
+}
+
+#[component]
+fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
+    let mut users: Vec<String> = days
+        .iter()
+        .flat_map(|(_, r)| r.users.iter().map(|u| u.name.clone()))
+        .collect();
+    users.sort();
+    users.dedup();
+    if users.is_empty() {
+        return view! { <p class="muted">"Nobody booked or used a card in this range."</p> }
+            .into_any();
+    }
+    let total = |r: &UsageReport, f: fn(&UsageRow) -> f64| r.users.iter().map(f).sum::<f64>();
+    let top = days
+        .iter()
+        .map(|(_, r)| total(r, |u| u.gpu_hours_booked).max(total(r, |u| u.gpu_hours_used)))
+        .fold(0.0, f64::max)
+        .max(0.1);
+    let (width, height) = (600.0, 160.0);
+    let slot = width / days.len() as f64;
+    let bar = (slot * 0.35).min(28.0);
+    let mut rects = Vec::new();
+    let mut lines = Vec::new();
+    for (i, (day, r)) in days.iter().enumerate() {
+        let x = i as f64 * slot + slot / 2.0;
+        for (side, f, kind) in [
+            (
+                -1.0,
+                (|u: &UsageRow| u.gpu_hours_booked) as fn(&UsageRow) -> f64,
+                "booked",
+            ),
+            (0.0, |u: &UsageRow| u.gpu_hours_used, "used"),
+        ] {
+            let mut y = height;
+            for u in &r.users {
+                let h = f(u) / top * height;
+                if h <= 0.0 {
+                    continue;
+                }
+                y -= h;
+                rects.push(view! {
+                    <rect
+                        x=format!("{:.1}", x + side * bar)
+                        y=format!("{y:.1}")
+                        width=format!("{bar:.1}")
+                        height=format!("{h:.1}")
+                        fill=crate::calendar::user_color(&u.name)
+                        class=kind
+                    >
+                        <title>{format!("{} · {} · {:.1} GPU-hours {kind}", day_label(*day), u.name, f(u))}</title>
+                    </rect>
+                });
+            }
+        }
+        lines.push(format!(
+            "{}: {:.1} booked, {:.1} used",
+            day_label(*day),
+            total(r, |u| u.gpu_hours_booked),
+            total(r, |u| u.gpu_hours_used)
+        ));
+    }
+    let labels = days
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| days.len() <= 10 || i % (days.len() / 7).max(1) == 0)
+        .map(|(i, (day, _))| {
+            view! {
+                <text x=format!("{:.1}", i as f64 * slot + slot / 2.0) y=height + 14.0 class="day-label" text-anchor="middle">
+                    {day_label(*day)}
+                </text>
+            }
+        })
+        .collect_view();
+    let legend = users
+        .iter()
+        .map(|u| {
+            view! {
+                <li>
+                    <span class="swatch" style=format!("background:{}", crate::calendar::user_color(u))></span>
+                    {u.clone()}
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <svg class="by-day" viewBox=format!("0 0 {width} {}", height + 18.0) role="img" aria-label=format!("GPU-hours per day: {}", lines.join("; "))>
+            {rects}
+            {labels}
+        </svg>
+        <ul class="legend">{legend}</ul>
+    }
+    .into_any()
+}
+
+/// "Tue 1 Dec" in the viewer's zone.
+fn day_label(t: DateTime<Utc>) -> String {
+    t.with_timezone(&offset_at(t))
+        .format("%a %-d %b")
+        .to_string()
 }
 
 /// Colours of compared cards, in order of choice (distinct in light and dark themes).
@@ -664,6 +833,28 @@ mod tests {
             to: at(0) + Duration::seconds(40),
         };
         assert_eq!(tiny.zoom_in().span(), Duration::seconds(60));
+    }
+
+    #[test]
+    fn a_range_splits_into_the_viewers_days_clipped_at_both_ends() {
+        // Outside a browser the viewer's zone is UTC.
+        let r = Range {
+            from: at(-30),
+            to: at(20),
+        };
+        let days = days_of(r);
+        assert_eq!(days.first().unwrap().0, at(-30));
+        assert_eq!(days.last().unwrap().1, at(20));
+        assert!(days.windows(2).all(|w| w[0].1 == w[1].0));
+        assert!(days
+            .iter()
+            .skip(1)
+            .all(|(from, _)| from.timestamp() % 86_400 == 0));
+        let long = Range {
+            from: at(-24 * 90),
+            to: at(0),
+        };
+        assert_eq!(days_of(long).len(), MAX_DAYS);
     }
 
     #[test]

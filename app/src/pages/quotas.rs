@@ -222,7 +222,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                 <tbody>{editor}</tbody>
             </table>
             <div class="inline">
-                <select on:change=move |ev| new_scope.set(event_target_value(&ev))>
+                <select aria-label="For a user or a group" on:change=move |ev| new_scope.set(event_target_value(&ev))>
                     <option value="user" selected>"user"</option>
                     <option value="group">"group"</option>
                 </select>
