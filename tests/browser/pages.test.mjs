@@ -82,6 +82,11 @@ test('the report and its CSV name the booking\'s card', async () => {
   const text = await csv.text();
   assert.match(text, /^booking_id,user,gpus,cards,start,end,/);
   assert.match(text, new RegExp(`\\r\\n${booking.id},ada,1,GPU 2 · ${node},`));
+  // The same range per user and day: today's bar of booked hours is ada's.
+  const byDay = page.locator('[data-testid=by-day] svg.by-day');
+  await byDay.locator('rect.booked').first().waitFor();
+  assert.match(await byDay.locator('rect.booked title').first().textContent(), /· ada · \d+\.\d GPU-hours booked$/);
+  assert.match(await byDay.getAttribute('aria-label'), /^GPU-hours per day: .*\d+\.\d booked, \d+\.\d used/);
 });
 
 test('compare cards draws the chosen cards on one chart, named in its legend and its text', async () => {

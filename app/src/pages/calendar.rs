@@ -135,7 +135,6 @@ fn Calendar() -> impl IntoView {
                 <button on:click=move |_| { date.set(now().with_timezone(&offset).date_naive()); selection.set(None); }>"Today"</button>
                 <button on:click=move |_| step(true) aria-label="Later">"›"</button>
             </div>
-            <span class="muted">{format!("Times in your zone (UTC{})", offset)}</span>
         </div>
         <p class="muted">"Drag across free cells to choose cards and time, then confirm. By keyboard: arrows move, Shift+arrows choose, Enter books, Escape clears."</p>
         {render_remote(gpus, "the GPUs", move |list: &Vec<GpuState>| {

@@ -172,6 +172,7 @@ pub fn HistoryPage() -> impl IntoView {
         <TopBar />
         <main class="page">
             <h2>"History"</h2>
+            <div class="panel history-controls">
             <div class="toolbar" data-testid="range">
                 <div class="segmented" role="group" aria-label="Range">
                     {presets
@@ -205,6 +206,7 @@ pub fn HistoryPage() -> impl IntoView {
                 </label>
             </div>
             <CustomRange range chosen />
+            </div>
             <p class="muted">
                 {move || {
                     let r = range.get();
