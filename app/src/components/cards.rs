@@ -6,13 +6,21 @@ use lanes_types::booking::GpuRef;
 use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
 
+/// The index of the page's cards, built once per answer of `/api/v1/gpus`.
 #[derive(Clone, Copy)]
-pub struct Cards(Remote<Vec<GpuState>>);
+pub struct Cards(Memo<CardIndex>);
 
 impl Cards {
     /// Loads the cards for this page and its components (found again with [`Cards::get`]).
     pub fn provide() -> Self {
-        let cards = Cards(Remote::new("/api/v1/gpus"));
+        let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
+        let index = Memo::new(move |_| {
+            gpus.data.with(|data| match data {
+                Some(Ok(list)) => CardIndex::of_gpus(list.iter().map(|g| &g.info)),
+                _ => CardIndex::default(),
+            })
+        });
+        let cards = Cards(index);
         provide_context(cards);
         cards
     }
@@ -24,12 +32,6 @@ impl Cards {
     /// "GPU 0 · node-a, GPU 1 · node-a", node then index (reactive: names fill in once the
     /// cards are loaded).
     pub fn names(&self, refs: &[GpuRef]) -> String {
-        self.0.data.with(|data| {
-            let index = match data {
-                Some(Ok(list)) => CardIndex::of_gpus(list.iter().map(|g| &g.info)),
-                _ => CardIndex::default(),
-            };
-            index.names(refs).join(", ")
-        })
+        self.0.with(|index| index.names(refs).join(", "))
     }
 }

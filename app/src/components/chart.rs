@@ -62,8 +62,8 @@ pub fn series_path(
     path
 }
 
-/// The smallest and largest value drawn.
-fn range_of(points: &[(i64, f64)]) -> Option<(f64, f64)> {
+/// The smallest and largest value of `points`; `None` without points.
+pub fn range_of(points: &[(i64, f64)]) -> Option<(f64, f64)> {
     points.iter().fold(None, |acc, &(_, v)| match acc {
         None => Some((v, v)),
         Some((lo, hi)) => Some((lo.min(v), hi.max(v))),

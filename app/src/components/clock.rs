@@ -6,15 +6,7 @@ use leptos::prelude::*;
 
 /// The browser's current UTC offset (UTC on the server).
 pub fn local_offset() -> FixedOffset {
-    #[cfg(feature = "hydrate")]
-    {
-        let minutes = js_sys::Date::new_0().get_timezone_offset();
-        FixedOffset::west_opt((minutes * 60.0) as i32).unwrap_or(utc())
-    }
-    #[cfg(not(feature = "hydrate"))]
-    {
-        utc()
-    }
+    offset_at(now())
 }
 
 /// The viewer's UTC offset at `t`: the browser's zone with its summer time, so a time from

@@ -298,21 +298,9 @@ fn GpuCard(
         let (node, uuid) = (node.clone(), uuid.clone());
         Memo::new(move |_| fleet.with(|f| f.gpu(&node, &uuid).cloned()))
     };
-    let series = |pick: fn(&lanes_types::HistoryPoint) -> f64| {
-        let (node, uuid) = (node.clone(), uuid.clone());
-        Signal::derive(move || {
-            fleet.with(|f| {
-                f.history_of(&node, &uuid)
-                    .iter()
-                    .map(|p| (p.at_ms, pick(p)))
-                    .collect::<Vec<_>>()
-            })
-        })
-    };
-    let util_points = series(|p| p.utilization_gpu_pct as f64);
-    let mem_points = series(|p| p.memory_used_bytes as f64);
-    // A point without the reading (an older node, a card without the sensor) is left out.
-    let optional = |pick: fn(&lanes_types::HistoryPoint) -> Option<f64>| {
+    // A card's recent points of one reading; a point without it (an older node, a card
+    // without the sensor) is left out.
+    let series = |pick: fn(&lanes_types::HistoryPoint) -> Option<f64>| {
         let (node, uuid) = (node.clone(), uuid.clone());
         Signal::derive(move || {
             fleet.with(|f| {
@@ -323,10 +311,12 @@ fn GpuCard(
             })
         })
     };
-    let temp_points = optional(|p| p.temperature_c.map(f64::from));
-    let power_points = optional(|p| p.power_watts);
-    let clock_points = optional(|p| p.sm_clock_mhz.map(f64::from));
-    let mem_busy_points = optional(|p| p.utilization_memory_pct.map(f64::from));
+    let util_points = series(|p| Some(p.utilization_gpu_pct as f64));
+    let mem_points = series(|p| Some(p.memory_used_bytes as f64));
+    let temp_points = series(|p| p.temperature_c.map(f64::from));
+    let power_points = series(|p| p.power_watts);
+    let clock_points = series(|p| p.sm_clock_mhz.map(f64::from));
+    let mem_busy_points = series(|p| p.utilization_memory_pct.map(f64::from));
     // Scales: power against the card's limit; temperature to 100 °C (or what it reached);
     // the clock to the fastest it ran in the window.
     let top_of = |points: Signal<Vec<(i64, f64)>>, floor: f64| {
@@ -334,13 +324,14 @@ fn GpuCard(
     };
     let temp_max = top_of(temp_points, 100.0);
     let clock_max = top_of(clock_points, 1.0);
+    let power_top = top_of(power_points, 1.0);
     let power_max = Signal::derive(move || {
         gpu.with(|g| {
             g.as_ref()
                 .and_then(|g| g.sample.as_ref())
                 .and_then(|s| s.power_limit_watts)
         })
-        .unwrap_or_else(|| power_points.with(|p| p.iter().map(|(_, v)| *v).fold(1.0, f64::max)))
+        .unwrap_or_else(|| power_top.get())
     });
     let gap_ms = fleet.with_untracked(|f| (f.interval_ms as i64).max(250) * 5);
     let field = move |f: fn(&GpuState) -> String| {
@@ -490,15 +481,6 @@ fn memory_text(v: f64) -> String {
     bytes(v.max(0.0) as u64)
 }
 
-/// The metrics of a card's day, as `/api/v1/history` names them, with their captions.
-const DAY_METRICS: [(&str, &str); 5] = [
-    ("utilization", "Utilization (%)"),
-    ("memory", "Memory"),
-    ("temperature", "Temperature (°C)"),
-    ("power", "Power (W)"),
-    ("sm_clock", "SM clock (MHz)"),
-];
-
 /// A card's last 24 hours, loaded when the viewer opens it.
 #[component]
 fn CardDay(node: String, uuid: String) -> impl IntoView {
@@ -526,7 +508,8 @@ fn CardDay(node: String, uuid: String) -> impl IntoView {
 fn DayCharts(node: String, uuid: String) -> impl IntoView {
     let to = now();
     let from = to - chrono::Duration::hours(24);
-    let charts = DAY_METRICS
+    // The metrics the history page offers, with its captions.
+    let charts = crate::pages::history::METRICS
         .iter()
         .map(|(metric, caption)| {
             let answer = Remote::<lanes_types::history::HistoryAnswer>::new(format!(
@@ -545,11 +528,9 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
                             let points: Vec<(i64, f64)> = series
                                 .map(|s| s.points.iter().map(|p| (p.t_ms, p.avg)).collect())
                                 .unwrap_or_default();
-                            let top = if *metric == "utilization" {
-                                100.0
-                            } else {
-                                series.map_or(1.0, |s| s.points.iter().map(|p| p.max).fold(1.0, f64::max))
-                            };
+                            let top = series.map_or(1.0, |s| {
+                                crate::pages::history::scale_max(metric, std::slice::from_ref(s)).max(1.0)
+                            });
                             let line = crate::components::chart::series_path(
                                 &points,
                                 a.to_ms,
@@ -559,9 +540,9 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
                             )
                             .line;
                             let text = |v: f64| if *metric == "memory" { memory_text(v) } else { format!("{v:.0}") };
-                            let summary = match (points.iter().map(|p| p.1).reduce(f64::min), points.iter().map(|p| p.1).reduce(f64::max)) {
-                                (Some(lo), Some(hi)) => format!("{caption}, last 24 h: from {} to {}", text(lo), text(hi)),
-                                _ => format!("{caption}: no readings in the last 24 h"),
+                            let summary = match crate::components::chart::range_of(&points) {
+                                Some((lo, hi)) => format!("{caption}, last 24 h: from {} to {}", text(lo), text(hi)),
+                                None => format!("{caption}: no readings in the last 24 h"),
                             };
                             view! {
                                 <figcaption>{summary.clone()}</figcaption>

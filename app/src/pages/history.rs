@@ -16,7 +16,8 @@ use leptos::prelude::*;
 /// Buckets per card the page asks for: about one per heatmap column.
 const POINTS: i64 = 240;
 
-const METRICS: [(&str, &str); 5] = [
+/// The metrics `/api/v1/history` answers, with their captions.
+pub const METRICS: [(&str, &str); 5] = [
     ("utilization", "Utilization (%)"),
     ("memory", "Memory"),
     ("temperature", "Temperature (°C)"),
@@ -98,7 +99,7 @@ pub fn heat_color(value: f64, max: f64) -> String {
 }
 
 /// The value a metric's scale tops out at: 100 for percentages, else the largest maximum seen.
-fn scale_max(metric: &str, series: &[HistorySeries]) -> f64 {
+pub fn scale_max(metric: &str, series: &[HistorySeries]) -> f64 {
     if metric == "utilization" {
         return 100.0;
     }
