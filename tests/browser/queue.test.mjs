@@ -78,7 +78,9 @@ test('the dashboard shows the queue job on its cards', async () => {
 
 test('it ends as completed and the fair-share table lists its owner', async () => {
   ended = page.locator('[data-testid=queue-ended] tr', { hasText: 'two-card job' });
-  await ended.filter({ hasText: 'completed' }).waitFor({ timeout: 15_000 });
+  // The job sleeps 15 s from its start two steps ago and the page looks every 2 s: a 15 s
+  // wait begun after the dashboard step passed only by the time that step took.
+  await ended.filter({ hasText: 'completed' }).waitFor({ timeout: 30_000 });
   standings = page.locator('[data-testid=standings]');
   await standings.locator('tr', { hasText: 'ada' }).waitFor();
   assert.match(await standings.locator('tr', { hasText: 'ada' }).textContent(), /50\.0%/);
