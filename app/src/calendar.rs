@@ -2,6 +2,7 @@
 //! shows, where a booking's bar goes, which slot a dragged selection means, what a booking
 //! does to a quota, and each user's color. The page only wires these to the DOM.
 
+use crate::components::format::dated;
 use chrono::{DateTime, Duration, FixedOffset, NaiveDate, TimeZone, Utc};
 use lanes_types::booking::{Quota, QuotaUse};
 
@@ -85,14 +86,12 @@ pub fn user_color(username: &str) -> String {
 
 /// "Tue 14:00" in the viewer's offset.
 pub fn short_time(t: DateTime<Utc>, offset: FixedOffset) -> String {
-    t.with_timezone(&offset).format("%a %H:%M").to_string()
+    dated(t.with_timezone(&offset), tr!(date.weekday_time))
 }
 
 /// "Tue 1 Dec 14:00" in the viewer's offset.
 pub fn long_time(t: DateTime<Utc>, offset: FixedOffset) -> String {
-    t.with_timezone(&offset)
-        .format("%a %-d %b %H:%M")
-        .to_string()
+    dated(t.with_timezone(&offset), tr!(date.day_month_time))
 }
 
 /// What a booking of `gpus` cards for `hours` does to the booker's quota, in words: the
@@ -100,7 +99,7 @@ pub fn long_time(t: DateTime<Utc>, offset: FixedOffset) -> String {
 pub fn quota_impact(gpus: u32, hours: f64, usage: Option<&QuotaUse>) -> String {
     let gpu_hours = f64::from(gpus) * hours;
     let Some(usage) = usage else {
-        return format!("{gpu_hours:.1} GPU-hours.");
+        return tr!(calendar.gpu_hours, hours = format!("{gpu_hours:.1}"));
     };
     let Quota {
         max_gpus,
@@ -109,14 +108,19 @@ pub fn quota_impact(gpus: u32, hours: f64, usage: Option<&QuotaUse>) -> String {
     } = &usage.limits;
     let mut parts = Vec::new();
     match gpu_hours_per_week {
-        Some(limit) => parts.push(format!(
-            "Uses {gpu_hours:.1} of your {limit} GPU-hours a week ({:.1} already booked in the next 7 days).",
-            usage.gpu_hours_week
+        Some(limit) => parts.push(tr!(
+            calendar.uses_of_weekly,
+            hours = format!("{gpu_hours:.1}"),
+            limit,
+            booked = format!("{:.1}", usage.gpu_hours_week)
         )),
-        None => parts.push(format!("Uses {gpu_hours:.1} GPU-hours (no weekly limit).")),
+        None => parts.push(tr!(
+            calendar.uses_no_limit,
+            hours = format!("{gpu_hours:.1}")
+        )),
     }
     if let Some(limit) = max_gpus {
-        parts.push(format!("{gpus} of the {limit} cards you may hold at once."));
+        parts.push(tr!(calendar.cards_of_limit, gpus, limit));
     }
     parts.join(" ")
 }

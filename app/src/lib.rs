@@ -2,6 +2,9 @@
 //! with the server live in `lanes-types`. Built for the server with `ssr`, for the browser with
 //! `hydrate`.
 
+// First, so that `tr!` is in scope in every other module.
+#[macro_use]
+pub mod i18n;
 pub mod api;
 pub mod calendar;
 pub mod components;
@@ -22,7 +25,7 @@ use leptos_router::{
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang=leptos_i18n::Locale::as_str(i18n::locale())>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />

@@ -21,13 +21,11 @@ pub enum LinkStatus {
 impl LinkStatus {
     pub fn label(self) -> String {
         match self {
-            LinkStatus::Connecting => "connecting…".into(),
-            LinkStatus::Live => "live".into(),
+            LinkStatus::Connecting => tr!(live.connecting).into(),
+            LinkStatus::Live => tr!(live.live).into(),
             LinkStatus::Reconnecting { delay_ms, .. } => {
-                format!(
-                    "reconnecting in {:.0} s…",
-                    (delay_ms as f64 / 1000.0).ceil()
-                )
+                let seconds = format!("{:.0}", (delay_ms as f64 / 1000.0).ceil());
+                tr!(live.reconnecting, seconds)
             }
         }
     }

@@ -46,14 +46,14 @@ pub async fn send_empty<B: Serialize>(
 }
 
 fn parse<T: DeserializeOwned>(text: String) -> Result<T, String> {
-    serde_json::from_str(&text).map_err(|e| format!("unexpected answer from the server: {e}"))
+    serde_json::from_str(&text).map_err(|error| tr!(rest.unexpected_answer, error))
 }
 
 /// The message to show for a failed call: the API's own words when it sent them.
 pub fn error_message(status: u16, body: &str) -> String {
     match serde_json::from_str::<lanes_types::account::ErrorBody>(body) {
         Ok(error) => error.message,
-        Err(_) => format!("the server answered {status}"),
+        Err(_) => tr!(rest.server_answered, status),
     }
 }
 
@@ -79,7 +79,7 @@ async fn request(method: Method, url: &str, body: Option<String>) -> Result<Stri
         }
         None => builder.send().await,
     }
-    .map_err(|_| "the server could not be reached; check your connection".to_string())?;
+    .map_err(|_| tr!(rest.unreachable).to_string())?;
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
     if (200..300).contains(&status) {

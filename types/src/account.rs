@@ -184,6 +184,14 @@ pub struct PasswordChange {
     pub keep_tokens: bool,
 }
 
+/// Body of `PUT /api/v1/me/language`: the interface's language for this account (`en` or
+/// `zh`), which pages, API messages and the messages Lanes sends then use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanguageChoice {
+    pub language: String,
+}
+
 /// One line of the audit log, as admins read it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {

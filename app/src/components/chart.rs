@@ -118,13 +118,15 @@ pub fn TimeSeriesChart(
         points.with(|pts| {
             let now = current.get();
             match range_of(pts) {
-                Some((lo, hi)) => format!(
-                    "{label}, last {} min: from {} to {}; now {now}",
-                    window_ms / 60_000,
-                    write(lo),
-                    write(hi)
+                Some((lo, hi)) => tr!(
+                    chart.described,
+                    label,
+                    minutes = window_ms / 60_000,
+                    low = write(lo),
+                    high = write(hi),
+                    now
                 ),
-                None => format!("{label}: no readings yet"),
+                None => tr!(chart.no_readings, label),
             }
         })
     };

@@ -67,8 +67,8 @@ pub fn ZoneBadge() -> impl IntoView {
         mounted.get().then(|| {
             let zone = zone_name(local_offset());
             view! {
-                <span class="zone" data-testid="zone" title="Every time on this page is in your browser's time zone">
-                    {format!("Times in {zone}")}
+                <span class="zone" data-testid="zone" title=tr!(clock.every_time_on_this_page_is)>
+                    {tr!(clock.times_in, zone)}
                 </span>
             }
         })

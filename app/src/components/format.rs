@@ -40,17 +40,34 @@ pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
         .to_string()
 }
 
+/// `t` written with a strftime `pattern` from the translation files, weekday and month names
+/// (`%a %A %b %B`) in the page's language.
+pub fn dated(t: chrono::DateTime<chrono::FixedOffset>, pattern: &str) -> String {
+    use chrono::Datelike;
+    let name = |list: &str, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
+    let (day, month) = (
+        t.weekday().num_days_from_monday() as usize,
+        t.month0() as usize,
+    );
+    let pattern = pattern
+        .replace("%A", &name(tr!(date.weekdays_long), day))
+        .replace("%a", &name(tr!(date.weekdays_short), day))
+        .replace("%B", &name(tr!(date.months_long), month))
+        .replace("%b", &name(tr!(date.months_short), month));
+    t.format(&pattern).to_string()
+}
+
 /// A span of seconds in the two largest units ("2 h 30 min", "45 s", "3 d 4 h").
 pub fn span(seconds: i64) -> String {
     let s = seconds.max(0);
     let (d, h, m) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60);
     match (d, h, m) {
-        (0, 0, 0) => format!("{s} s"),
-        (0, 0, m) => format!("{m} min"),
-        (0, h, 0) => format!("{h} h"),
-        (0, h, m) => format!("{h} h {m} min"),
-        (d, 0, _) => format!("{d} d"),
-        (d, h, _) => format!("{d} d {h} h"),
+        (0, 0, 0) => tr!(span.s, n = s),
+        (0, 0, m) => tr!(span.min, n = m),
+        (0, h, 0) => tr!(span.h, n = h),
+        (0, h, m) => tr!(span.h_min, h, m),
+        (d, 0, _) => tr!(span.d, n = d),
+        (d, h, _) => tr!(span.d_h, d, h),
     }
 }
 

@@ -3,6 +3,7 @@ pub mod cards;
 pub mod chart;
 pub mod clock;
 pub mod format;
+pub mod language;
 pub mod remote;
 pub mod table;
 pub mod topbar;

@@ -69,9 +69,9 @@ where
 {
     move || {
         remote.data.with(|data| match data {
-            None => view! { <p class="muted">{format!("Loading {what}…")}</p> }.into_any(),
+            None => view! { <p class="muted">{tr!(remote.loading, what)}</p> }.into_any(),
             Some(Err(message)) => {
-                view! { <p class="form-error" role="alert">{format!("Could not load {what}: {message}")}</p> }
+                view! { <p class="form-error" role="alert">{tr!(remote.could_not_load, what, message = message.clone())}</p> }
                     .into_any()
             }
             Some(Ok(value)) => show(value).into_any(),

@@ -15,10 +15,10 @@ pub enum Col {
 
 /// `<thead>` with one `<th>` per column.
 #[component]
-pub fn ListHead(cols: &'static [Col]) -> impl IntoView {
+pub fn ListHead(#[prop(into)] cols: Vec<Col>) -> impl IntoView {
     let cells = cols
-        .iter()
-        .map(|col| match *col {
+        .into_iter()
+        .map(|col| match col {
             Col::Text(title) => view! { <th>{title}</th> }.into_any(),
             Col::Num(title) => view! { <th class="num">{title}</th> }.into_any(),
             Col::Blank => view! { <th></th> }.into_any(),

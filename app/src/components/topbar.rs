@@ -30,25 +30,26 @@ pub fn TopBar(
     view! {
         <header class="topbar">
             <a href="/" class="brand">
-                <h1>"Lanes"</h1>
+                <h1>{tr!(topbar.lanes)}</h1>
             </a>
             <nav class="nav">
-                <a href="/">"Dashboard"</a>
-                <a href="/calendar">"Calendar"</a>
-                <a href="/jobs">"Jobs"</a>
-                <a href="/queue">"Queue"</a>
-                <a href="/history">"History"</a>
+                <a href="/">{tr!(topbar.dashboard)}</a>
+                <a href="/calendar">{tr!(topbar.calendar)}</a>
+                <a href="/jobs">{tr!(topbar.jobs)}</a>
+                <a href="/queue">{tr!(topbar.queue)}</a>
+                <a href="/history">{tr!(topbar.history)}</a>
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
                         current_viewer()
                             .await
                             .filter(User::is_admin)
-                            .map(|_| view! { <a href="/admin">"Admin"</a> })
+                            .map(|_| view! { <a href="/admin">{tr!(topbar.admin)}</a> })
                     })}
                 </Suspense>
             </nav>
             <span class="spacer"></span>
             <ZoneBadge />
+            <crate::components::language::LanguageSwitch />
             {children.map(|c| c())}
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
@@ -59,12 +60,12 @@ pub fn TopBar(
                                     {user.display_name}
                                 </a>
                                 <form method="post" action="/auth/logout" class="logout">
-                                    <button type="submit">"Log out"</button>
+                                    <button type="submit">{tr!(topbar.log_out)}</button>
                                 </form>
                             }
                                 .into_any()
                         }
-                        None => view! { <a href="/login" class="login-link">"Log in"</a> }.into_any(),
+                        None => view! { <a href="/login" class="login-link">{tr!(topbar.log_in)}</a> }.into_any(),
                     }
                 })}
             </Suspense>
@@ -84,7 +85,7 @@ where
     view! {
         <TopBar />
         <main class="page">
-            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="muted">{tr!(topbar.loading)}</p> }>
                 {move || {
                     let body = body.clone();
                     Suspend::new(async move {

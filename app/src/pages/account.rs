@@ -15,7 +15,7 @@ pub fn AccountPage() -> impl IntoView {
     view! {
         <TopBar />
         <main class="page narrow">
-            <h2>"Your account"</h2>
+            <h2>{tr!(account.your_account)}</h2>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move { current_viewer().await.map(|user| view! { <Profile user /> }) })}
             </Suspense>
@@ -32,13 +32,13 @@ fn Profile(user: User) -> impl IntoView {
     view! {
         <section class="panel">
             <dl class="facts">
-                <dt>"Username"</dt>
+                <dt>{tr!(account.username)}</dt>
                 <dd>{user.username}</dd>
-                <dt>"Role"</dt>
-                <dd>{user.role.to_string()}</dd>
-                <dt>"Jobs run as"</dt>
-                <dd>{user.unix_user.unwrap_or_else(|| "(no Unix account yet: ask an admin)".into())}</dd>
-                <dt>"Email"</dt>
+                <dt>{tr!(account.role)}</dt>
+                <dd>{crate::i18n::role_name(user.role)}</dd>
+                <dt>{tr!(account.jobs_run_as)}</dt>
+                <dd>{user.unix_user.unwrap_or_else(|| tr!(account.no_unix_account).into())}</dd>
+                <dt>{tr!(account.email)}</dt>
                 <dd>{user.email.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
@@ -61,7 +61,7 @@ fn PasswordForm() -> impl IntoView {
             keep_tokens: !checked(revoke),
         };
         if change.new_password != field(again) {
-            error.set(Some("The two new passwords differ.".into()));
+            error.set(Some(tr!(account.passwords_differ).into()));
             return;
         }
         spawn_local(async move {
@@ -76,27 +76,27 @@ fn PasswordForm() -> impl IntoView {
     };
     view! {
         <section class="panel">
-            <h3>"Change password"</h3>
+            <h3>{tr!(account.change_password)}</h3>
             <form class="stack" on:submit=submit>
                 <label>
-                    "Current password"
+                    {tr!(account.current_password)}
                     <input type="password" name="current_password" autocomplete="current-password" required node_ref=current />
                 </label>
                 <label>
-                    "New password (at least 10 characters)"
+                    {tr!(account.new_password_at_least_10_characters)}
                     <input type="password" name="new_password" autocomplete="new-password" minlength="10" required node_ref=new />
                 </label>
                 <label>
-                    "New password again"
+                    {tr!(account.new_password_again)}
                     <input type="password" name="new_password_again" autocomplete="new-password" required node_ref=again />
                 </label>
                 <label class="check">
                     <input type="checkbox" name="revoke_tokens" checked node_ref=revoke />
-                    "Also revoke my API tokens (whoever knew the old password may have made one)"
+                    {tr!(account.also_revoke_my_api_tokens_whoever)}
                 </label>
                 {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
-                <p class="muted">"Changing it logs you out everywhere, here included."</p>
-                <button type="submit">"Change password"</button>
+                <p class="muted">{tr!(account.changing_it_logs_you_out_everywhere)}</p>
+                <button type="submit">{tr!(account.change_password)}</button>
             </form>
         </section>
     }
@@ -137,11 +137,11 @@ fn Tokens() -> impl IntoView {
     };
     view! {
         <section class="panel">
-            <h3>"API tokens"</h3>
+            <h3>{tr!(account.api_tokens)}</h3>
             <p class="muted">
-                "For scripts and the " <code>"lanes"</code> " command line: send "
+                {tr!(account.for_scripts_and_the)} <code>"lanes"</code> {tr!(account.command_line_send)}
                 <code>"Authorization: Bearer <token>"</code>
-                ". A token can do everything you can; revoke one you no longer use."
+                {tr!(account.a_token_can_do_everything_you)}
             </p>
             {move || {
                 created
@@ -150,8 +150,8 @@ fn Tokens() -> impl IntoView {
                         view! {
                             <div class="notice" role="status">
                                 <p>
-                                    "Token " <strong>{token.token.name}</strong>
-                                    " created. Copy it now: it is not shown again."
+                                    {tr!(account.token)} <strong>{token.token.name}</strong>
+                                    {tr!(account.created_copy_it_now_it_is)}
                                 </p>
                                 <code class="secret" data-testid="token-secret">{token.secret}</code>
                             </div>
@@ -159,13 +159,13 @@ fn Tokens() -> impl IntoView {
                     })
             }}
             <form class="inline" on:submit=create>
-                <input name="token_name" placeholder="What it is for, e.g. laptop CLI" maxlength="256" required node_ref=name />
-                <button type="submit">"Create token"</button>
+                <input name="token_name" placeholder=tr!(account.what_it_is_for_e_g) maxlength="256" required node_ref=name />
+                <button type="submit">{tr!(account.create_token)}</button>
             </form>
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
-            {render_remote(tokens, "tokens", move |list: &Vec<ApiToken>| {
+            {render_remote(tokens, tr!(account.what_tokens), move |list: &Vec<ApiToken>| {
                 if list.is_empty() {
-                    return view! { <p class="muted">"No tokens."</p> }.into_any();
+                    return view! { <p class="muted">{tr!(account.no_tokens)}</p> }.into_any();
                 }
                 let rows = list
                     .iter()
@@ -175,9 +175,9 @@ fn Tokens() -> impl IntoView {
                             <tr>
                                 <td>{token.name.clone()}</td>
                                 <td>{date_time(token.created_at)}</td>
-                                <td>{token.last_used_at.map_or("never".into(), date_time)}</td>
+                                <td>{token.last_used_at.map_or(tr!(common.never).into(), date_time)}</td>
                                 <td class="actions">
-                                    <button class="danger" on:click=move |_| revoke(id)>"Revoke"</button>
+                                    <button class="danger" on:click=move |_| revoke(id)>{tr!(account.revoke)}</button>
                                 </td>
                             </tr>
                         }
@@ -185,7 +185,7 @@ fn Tokens() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=&[Col::Text("Name"), Col::Text("Created"), Col::Text("Last used"), Col::Blank] />
+                        <ListHead cols=vec![Col::Text(tr!(account.col_name)), Col::Text(tr!(account.col_created)), Col::Text(tr!(account.col_last_used)), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -16,16 +16,29 @@ use lanes_types::job::DefaultEnvironment;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-/// The admin area's sections, in the side navigation's order: (path segment, title).
-pub const SECTIONS: [(&str, &str); 7] = [
-    ("users", "Users"),
-    ("groups", "Groups"),
-    ("quotas", "Quotas"),
-    ("policy", "Policy and settings"),
-    ("notifications", "Notifications"),
-    ("violations", "Unbooked use"),
-    ("audit", "Audit log"),
+/// The admin area's sections, in the side navigation's order (their path segments).
+pub const SECTIONS: [&str; 7] = [
+    "users",
+    "groups",
+    "quotas",
+    "policy",
+    "notifications",
+    "violations",
+    "audit",
 ];
+
+/// A section's title in the side navigation.
+fn section_title(key: &str) -> &'static str {
+    match key {
+        "users" => tr!(admin_section.users),
+        "groups" => tr!(admin_section.groups),
+        "quotas" => tr!(admin_section.quotas),
+        "policy" => tr!(admin_section.policy),
+        "notifications" => tr!(admin_section.notifications),
+        "violations" => tr!(admin_section.violations),
+        _ => tr!(admin_section.audit),
+    }
+}
 
 /// `/admin` (the users) and `/admin/{section}`: one section at a time beside a side
 /// navigation, each at its own address so that it can be linked and reloaded.
@@ -36,7 +49,7 @@ pub fn AdminPage() -> impl IntoView {
     view! {
         <TopBar />
         <main class="page admin">
-            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="muted">{tr!(admin.loading)}</p> }>
                 {move || Suspend::new(async move {
                     if current_viewer().await.is_some_and(|u| u.is_admin()) {
                         view! {
@@ -49,7 +62,7 @@ pub fn AdminPage() -> impl IntoView {
                         }
                         .into_any()
                     } else {
-                        view! { <p class="page error">"Only admins may see this page."</p> }.into_any()
+                        view! { <p class="page error">{tr!(admin.only_admins_may_see_this_page)}</p> }.into_any()
                     }
                 })}
             </Suspense>
@@ -62,7 +75,7 @@ pub fn AdminPage() -> impl IntoView {
 fn SideNav(section: impl Fn() -> String + Send + Sync + Copy + 'static) -> impl IntoView {
     let links = SECTIONS
         .iter()
-        .map(|(key, title)| {
+        .map(|key| {
             let current = move || section() == *key;
             view! {
                 <li>
@@ -71,15 +84,15 @@ fn SideNav(section: impl Fn() -> String + Send + Sync + Copy + 'static) -> impl 
                         class:current=current
                         aria-current=move || current().then_some("page")
                     >
-                        {*title}
+                        {section_title(key)}
                     </a>
                 </li>
             }
         })
         .collect_view();
     view! {
-        <nav class="side-nav" aria-label="Admin sections" data-testid="admin-nav">
-            <h2>"Admin"</h2>
+        <nav class="side-nav" aria-label=tr!(admin.admin_sections) data-testid="admin-nav">
+            <h2>{tr!(admin.admin)}</h2>
             <ul>{links}</ul>
         </nav>
     }
@@ -105,7 +118,7 @@ fn Section(name: String) -> impl IntoView {
         "violations" => view! { <crate::pages::enforcement::ViolationsPanel /> }.into_any(),
         "audit" => view! { <AuditSection /> }.into_any(),
         other => view! {
-            <p class="page error" role="alert">{format!("There is no admin section \"{other}\".")}</p>
+            <p class="page error" role="alert">{tr!(admin.no_such_section, name = other.to_string())}</p>
         }
         .into_any(),
     }
@@ -117,9 +130,9 @@ fn UsersSection() -> impl IntoView {
     let changed = move || users.reload();
     view! {
         <section class="panel">
-            <h3>"Users"</h3>
+            <h3>{tr!(admin.users)}</h3>
             <CreateUserForm on_done=changed />
-            {render_remote(users, "users", move |list: &Vec<UserView>| {
+            {render_remote(users, tr!(admin.what_users), move |list: &Vec<UserView>| {
                 let rows = list
                     .iter()
                     .cloned()
@@ -127,7 +140,7 @@ fn UsersSection() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list users" data-testid="users">
-                        <ListHead cols=&[Col::Text("Username"), Col::Text("Name"), Col::Text("Role"), Col::Text("Runs as"), Col::Text("Groups"), Col::Text("Status"), Col::Blank] />
+                        <ListHead cols=vec![Col::Text(tr!(admin.col_username)), Col::Text(tr!(admin.col_name)), Col::Text(tr!(admin.col_role)), Col::Text(tr!(admin.col_runs_as)), Col::Text(tr!(admin.col_groups)), Col::Text(tr!(admin.col_status)), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -142,11 +155,11 @@ fn GroupsSection() -> impl IntoView {
     let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
     view! {
         <section class="panel">
-            <h3>"Groups"</h3>
+            <h3>{tr!(admin.groups)}</h3>
             <CreateGroupForm on_done=move || groups.reload() />
-            {render_remote(groups, "groups", |list: &Vec<Group>| {
+            {render_remote(groups, tr!(admin.what_groups), |list: &Vec<Group>| {
                 if list.is_empty() {
-                    return view! { <p class="muted">"No groups yet."</p> }.into_any();
+                    return view! { <p class="muted">{tr!(admin.no_groups_yet)}</p> }.into_any();
                 }
                 let rows = list
                     .iter()
@@ -162,7 +175,7 @@ fn GroupsSection() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list" data-testid="groups">
-                        <ListHead cols=&[Col::Text("Name"), Col::Text("Description"), Col::Text("Members")] />
+                        <ListHead cols=vec![Col::Text(tr!(admin.col_name)), Col::Text(tr!(admin.col_description)), Col::Text(tr!(admin.col_members))] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -226,7 +239,7 @@ fn AuditSection() -> impl IntoView {
             } else {
                 crate::components::clock::local_input(&text)
                     .map(crate::components::clock::query_time)
-                    .ok_or_else(|| format!("{text:?} is not a date and time"))
+                    .ok_or_else(|| tr!(admin.not_a_time, text = text.to_string()))
             }
         };
         let before = pages.with(|p| p.last().copied().flatten());
@@ -270,19 +283,19 @@ fn AuditSection() -> impl IntoView {
     let input = |signal: RwSignal<String>| move |ev| signal.set(event_target_value(&ev));
     view! {
         <section class="panel">
-            <h3>"Audit log"</h3>
-            <p class="muted">"Logins, account, token, booking and settings changes, newest first."</p>
+            <h3>{tr!(admin.audit_log)}</h3>
+            <p class="muted">{tr!(admin.logins_account_token_booking_and_settings)}</p>
             <form class="inline-form" on:submit=filter data-testid="audit-filter">
-                <label>"Who " <input name="actor" placeholder="username" prop:value=move || actor.get() on:input=input(actor) /></label>
-                <label>"What " <input name="action" placeholder="booking.create" prop:value=move || action.get() on:input=input(action) /></label>
-                <label>"From " <input name="from" type="datetime-local" prop:value=move || from.get() on:input=input(from) /></label>
-                <label>"to " <input name="to" type="datetime-local" prop:value=move || to.get() on:input=input(to) /></label>
-                <button type="submit">"Filter"</button>
+                <label>{tr!(admin.who)} <input name="actor" placeholder=tr!(admin.username) prop:value=move || actor.get() on:input=input(actor) /></label>
+                <label>{tr!(admin.what)} <input name="action" placeholder="booking.create" prop:value=move || action.get() on:input=input(action) /></label>
+                <label>{tr!(admin.from)} <input name="from" type="datetime-local" prop:value=move || from.get() on:input=input(from) /></label>
+                <label>{tr!(admin.to)} <input name="to" type="datetime-local" prop:value=move || to.get() on:input=input(to) /></label>
+                <button type="submit">{tr!(admin.filter)}</button>
                 {move || error.get().map(|e| view! { <span class="form-error" role="alert">{e}</span> })}
             </form>
-            {render_remote(audit, "the audit log", |list: &Vec<AuditRecord>| {
+            {render_remote(audit, tr!(admin.what_audit), |list: &Vec<AuditRecord>| {
                 if list.is_empty() {
-                    return view! { <p class="muted" data-testid="audit-empty">"No entries match."</p> }.into_any();
+                    return view! { <p class="muted" data-testid="audit-empty">{tr!(admin.no_entries_match)}</p> }.into_any();
                 }
                 let rows = list
                     .iter()
@@ -301,21 +314,21 @@ fn AuditSection() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list" data-testid="audit">
-                        <ListHead cols=&[Col::Text("When"), Col::Text("Who"), Col::Text("What"), Col::Text("On"), Col::Text("Detail"), Col::Text("From")] />
+                        <ListHead cols=vec![Col::Text(tr!(admin.col_when)), Col::Text(tr!(admin.col_who)), Col::Text(tr!(admin.col_what)), Col::Text(tr!(admin.col_on)), Col::Text(tr!(admin.col_detail)), Col::Text(tr!(admin.col_from))] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
                 .into_any()
             })}
             <div class="pager">
-                <button type="button" on:click=newer disabled=move || pages.with(|p| p.len() <= 1)>"Newer"</button>
+                <button type="button" on:click=newer disabled=move || pages.with(|p| p.len() <= 1)>{tr!(admin.newer)}</button>
                 <span class="muted" data-testid="audit-page">{move || format!("Page {}", pages.with(Vec::len))}</span>
                 <button
                     type="button"
                     on:click=older
                     disabled=move || audit.data.with(|d| d.as_ref().and_then(|r| r.as_ref().ok()).is_none_or(|l| l.len() < AUDIT_PAGE))
                 >
-                    "Older"
+                    {tr!(admin.older)}
                 </button>
             </div>
         </section>
@@ -370,7 +383,7 @@ fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
             match rest::send::<_, UserView>(Method::Post, "/api/v1/users", &request).await {
                 Ok(user) => {
                     error.set(None);
-                    notice.set(Some(format!("Created {}.", user.user.username)));
+                    notice.set(Some(tr!(admin.created, name = user.user.username.clone())));
                     if let Some(form) = form.get_untracked() {
                         form.reset();
                     }
@@ -385,24 +398,24 @@ fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
     };
     view! {
         <details class="create">
-            <summary>"New user"</summary>
+            <summary>{tr!(admin.new_user)}</summary>
             <form class="grid-form" on:submit=submit node_ref=form data-testid="create-user">
-                <label>"Username" <input name="username" required maxlength="32" node_ref=username /></label>
-                <label>"Display name" <input name="display_name" maxlength="256" node_ref=display_name /></label>
-                <label>"Email" <input name="email" type="email" maxlength="256" node_ref=email /></label>
-                <label>"Unix account for jobs" <input name="unix_user" maxlength="32" node_ref=unix_user /></label>
+                <label>{tr!(admin.username_2)} <input name="username" required maxlength="32" node_ref=username /></label>
+                <label>{tr!(admin.display_name)} <input name="display_name" maxlength="256" node_ref=display_name /></label>
+                <label>{tr!(admin.email)} <input name="email" type="email" maxlength="256" node_ref=email /></label>
+                <label>{tr!(admin.unix_account_for_jobs)} <input name="unix_user" maxlength="32" node_ref=unix_user /></label>
                 <label>
-                    "Role"
+                    {tr!(admin.role)}
                     <select name="role" node_ref=role>
-                        <option value="user" selected>"user"</option>
-                        <option value="admin">"admin"</option>
+                        <option value="user" selected>{tr!(admin.user)}</option>
+                        <option value="admin">{tr!(admin.admin_2)}</option>
                     </select>
                 </label>
                 <label>
-                    "Initial password (≥ 10 characters)"
+                    {tr!(admin.initial_password_10_characters)}
                     <input name="password" type="password" autocomplete="new-password" required minlength="10" node_ref=password />
                 </label>
-                <button type="submit">"Create user"</button>
+                <button type="submit">{tr!(admin.create_user)}</button>
             </form>
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
             {move || notice.get().map(|m| view! { <p class="notice" role="status">{m}</p> })}
@@ -434,14 +447,14 @@ fn UserRow(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) ->
         <tr class:disabled=!enabled data-username=u.username.clone()>
             <td>{u.username.clone()}</td>
             <td>{u.display_name.clone()}</td>
-            <td>{u.role.to_string()}</td>
+            <td>{crate::i18n::role_name(u.role)}</td>
             <td>{u.unix_user.clone().unwrap_or_else(|| "—".into())}</td>
             <td>{user.groups.join(", ")}</td>
-            <td>{if enabled { "enabled" } else { "disabled" }}</td>
+            <td>{if enabled { tr!(admin.enabled) } else { tr!(admin.disabled) }}</td>
             <td class="actions">
-                <button on:click=move |_| editing.update(|e| *e = !*e)>"Edit"</button>
+                <button on:click=move |_| editing.update(|e| *e = !*e)>{tr!(admin.edit)}</button>
                 <button class:danger=enabled on:click=toggle>
-                    {if enabled { "Disable" } else { "Enable" }}
+                    {if enabled { tr!(admin.disable) } else { tr!(admin.enable) }}
                 </button>
             </td>
         </tr>
@@ -497,26 +510,26 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
     let is_admin = u.is_admin();
     view! {
         <form class="grid-form" on:submit=submit>
-            <label>"Display name" <input name="display_name" value=u.display_name maxlength="256" node_ref=display_name /></label>
-            <label>"Email" <input name="email" type="email" value=u.email.unwrap_or_default() maxlength="256" node_ref=email /></label>
-            <label>"Unix account for jobs" <input name="unix_user" value=u.unix_user.unwrap_or_default() maxlength="32" node_ref=unix_user /></label>
+            <label>{tr!(admin.display_name)} <input name="display_name" value=u.display_name maxlength="256" node_ref=display_name /></label>
+            <label>{tr!(admin.email)} <input name="email" type="email" value=u.email.unwrap_or_default() maxlength="256" node_ref=email /></label>
+            <label>{tr!(admin.unix_account_for_jobs)} <input name="unix_user" value=u.unix_user.unwrap_or_default() maxlength="32" node_ref=unix_user /></label>
             <label>
-                "Role"
+                {tr!(admin.role)}
                 <select name="role" node_ref=role>
-                    <option value="user" selected=!is_admin>"user"</option>
-                    <option value="admin" selected=is_admin>"admin"</option>
+                    <option value="user" selected=!is_admin>{tr!(admin.user)}</option>
+                    <option value="admin" selected=is_admin>{tr!(admin.admin_2)}</option>
                 </select>
             </label>
-            <label>"Groups (comma-separated)" <input name="groups" value=user.groups.join(", ") node_ref=groups /></label>
+            <label>{tr!(admin.groups_comma_separated)} <input name="groups" value=user.groups.join(", ") node_ref=groups /></label>
             <label>
-                "Reset password (leave empty to keep)"
+                {tr!(admin.reset_password_leave_empty_to_keep)}
                 <input name="password" type="password" autocomplete="new-password" minlength="10" node_ref=password />
             </label>
             <label class="check">
                 <input type="checkbox" name="revoke_tokens" checked node_ref=revoke />
-                "A reset also revokes their API tokens"
+                {tr!(admin.a_reset_also_revokes_their_api)}
             </label>
-            <button type="submit">"Save"</button>
+            <button type="submit">{tr!(admin.save)}</button>
         </form>
         {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
     }
@@ -550,9 +563,9 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     };
     view! {
         <form class="inline" on:submit=submit node_ref=form>
-            <input name="group_name" placeholder="group name, e.g. vision" required maxlength="32" node_ref=name />
-            <input name="group_description" placeholder="description" maxlength="256" node_ref=description />
-            <button type="submit">"Create group"</button>
+            <input name="group_name" placeholder=tr!(admin.group_name_e_g_vision) required maxlength="32" node_ref=name />
+            <input name="group_description" placeholder=tr!(admin.description) maxlength="256" node_ref=description />
+            <button type="submit">{tr!(admin.create_group)}</button>
         </form>
         {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
     }
@@ -571,25 +584,21 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
     let error = RwSignal::new(None::<String>);
     let change = move |_| {
         let Ok(booking_horizon_days) = field(horizon).trim().parse::<u32>() else {
-            error.set(Some(
-                "The booking horizon is a whole number of days.".into(),
-            ));
+            error.set(Some(tr!(admin.horizon_whole_days).into()));
             return;
         };
         // An empty box: not set.
-        let optional = |node: NodeRef<leptos::html::Input>, what: &str| {
+        let optional = |node: NodeRef<leptos::html::Input>, what: &'static str| {
             let text = field(node);
             let text = text.trim();
             if text.is_empty() {
                 return Ok(None);
             }
-            text.parse::<f64>()
-                .map(Some)
-                .map_err(|_| format!("The {what} is a number (or empty for none)."))
+            text.parse::<f64>().map(Some).map_err(|_| what.to_string())
         };
         let (energy_price_per_kwh, carbon_g_per_kwh) = match (
-            optional(price, "price per kWh"),
-            optional(carbon, "carbon intensity"),
+            optional(price, tr!(admin.price_not_number)),
+            optional(carbon, tr!(admin.carbon_not_number)),
         ) {
             (Ok(p), Ok(c)) => (p, c),
             (Err(m), _) | (_, Err(m)) => {
@@ -622,8 +631,8 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
     };
     view! {
         <section class="panel">
-            <h3>"Settings"</h3>
-            {render_remote(settings, "settings", move |s: &PortalSettings| {
+            <h3>{tr!(admin.settings)}</h3>
+            {render_remote(settings, tr!(admin.what_settings), move |s: &PortalSettings| {
                 view! {
                     <label class="check">
                         <input
@@ -633,10 +642,10 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             on:change=change
                             node_ref=anonymous
                         />
-                        "Anyone may watch the dashboard without logging in (read-only; process owners and commands stay hidden)"
+                        {tr!(admin.anyone_may_watch_the_dashboard_without)}
                     </label>
                     <label>
-                        "Bookings may end at most this many days ahead "
+                        {tr!(admin.bookings_may_end_at_most_this)}
                         <input
                             type="number"
                             name="booking_horizon_days"
@@ -655,7 +664,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             on:change=change
                             node_ref=clean
                         />
-                        "Jobs start in a clean environment (PATH=/usr/local/bin:/usr/bin:/bin), not in their user's login environment (unless a job asks for it)"
+                        {tr!(admin.jobs_start_in_a_clean_environment)}
                     </label>
                     <label class="check">
                         <input
@@ -665,10 +674,10 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             on:change=change
                             node_ref=lend
                         />
-                        "New bookings lend their cards to preemptible queue jobs while idle, unless their holder says no"
+                        {tr!(admin.new_bookings_lend_their_cards_to)}
                     </label>
                     <label>
-                        "Energy price per kWh (for reports; empty: none) "
+                        {tr!(admin.energy_price_per_kwh_for_reports)}
                         <input
                             type="number"
                             name="energy_price_per_kwh"
@@ -680,7 +689,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                         />
                     </label>
                     <label>
-                        "Grid carbon intensity, g CO2e per kWh (empty: none) "
+                        {tr!(admin.grid_carbon_intensity_g_co2e_per)}
                         <input
                             type="number"
                             name="carbon_g_per_kwh"

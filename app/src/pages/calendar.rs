@@ -7,6 +7,7 @@
 
 use crate::calendar::{card_list, long_time, quota_impact, short_time, user_color, Span, View};
 use crate::components::clock::{local_offset, now, query_time};
+use crate::components::format::dated;
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
@@ -30,7 +31,7 @@ pub fn CalendarPage() -> impl IntoView {
         <main class="page">
             <Show
                 when=move || mounted.get()
-                fallback=|| view! { <p class="muted">"Loading the calendar…"</p> }
+                fallback=|| view! { <p class="muted">{tr!(calendar.loading_the_calendar)}</p> }
             >
                 <Calendar />
             </Show>
@@ -112,13 +113,14 @@ fn Calendar() -> impl IntoView {
         let v = view.get();
         let first = v.start.with_timezone(&offset);
         match span.get() {
-            Span::Day => first.format("%A %-d %B %Y").to_string(),
-            Span::Week => format!(
-                "Week of {} – {}",
-                first.format("%-d %b"),
-                (v.end() - Duration::seconds(1))
-                    .with_timezone(&offset)
-                    .format("%-d %b %Y")
+            Span::Day => dated(first, tr!(date.full_day)),
+            Span::Week => tr!(
+                calendar.week_of,
+                first = dated(first, tr!(date.day_month)),
+                last = dated(
+                    (v.end() - Duration::seconds(1)).with_timezone(&offset),
+                    tr!(date.day_month_year)
+                )
             ),
         }
     };
@@ -127,17 +129,17 @@ fn Calendar() -> impl IntoView {
         <div class="cal-controls">
             <h2>{title}</h2>
             <div class="segmented">
-                <button class:active=move || span.get() == Span::Day on:click=move |_| span.set(Span::Day)>"Day"</button>
-                <button class:active=move || span.get() == Span::Week on:click=move |_| span.set(Span::Week)>"Week"</button>
+                <button class:active=move || span.get() == Span::Day on:click=move |_| span.set(Span::Day)>{tr!(calendar.day)}</button>
+                <button class:active=move || span.get() == Span::Week on:click=move |_| span.set(Span::Week)>{tr!(calendar.week)}</button>
             </div>
             <div class="segmented">
-                <button on:click=move |_| step(false) aria-label="Earlier">"‹"</button>
-                <button on:click=move |_| { date.set(now().with_timezone(&offset).date_naive()); selection.set(None); }>"Today"</button>
-                <button on:click=move |_| step(true) aria-label="Later">"›"</button>
+                <button on:click=move |_| step(false) aria-label=tr!(calendar.earlier)>"‹"</button>
+                <button on:click=move |_| { date.set(now().with_timezone(&offset).date_naive()); selection.set(None); }>{tr!(calendar.today)}</button>
+                <button on:click=move |_| step(true) aria-label=tr!(calendar.later)>"›"</button>
             </div>
         </div>
-        <p class="muted">"Drag across free cells to choose cards and time, then confirm. By keyboard: arrows move, Shift+arrows choose, Enter books, Escape clears."</p>
-        {render_remote(gpus, "the GPUs", move |list: &Vec<GpuState>| {
+        <p class="muted">{tr!(calendar.drag_across_free_cells_to_choose)}</p>
+        {render_remote(gpus, tr!(calendar.what_gpus), move |list: &Vec<GpuState>| {
             let mut rows: Vec<GpuState> = list.clone();
             rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
             view! { <Grid rows view bookings maintenance selection dragging cursor book_now offset /> }
@@ -222,12 +224,12 @@ fn Grid(
                 let label = (i % every == 0).then(|| {
                     let t = v.cell_start(i).with_timezone(&offset);
                     if v.cells > 24 {
-                        t.format("%a %-d").to_string()
+                        dated(t, tr!(date.weekday_day))
                     } else {
                         t.format("%H:%M").to_string()
                     }
                 });
-                let name = v.cell_start(i).with_timezone(&offset).format("%a %H:%M").to_string();
+                let name = dated(v.cell_start(i).with_timezone(&offset), tr!(date.weekday_time));
                 view! { <div class="cal-time" role="columnheader" aria-label=name>{label}</div> }
             })
             .collect_view()
@@ -292,7 +294,7 @@ fn Grid(
                             let idle = b.idle_since.is_some() && b.state == BookingState::Active;
                             let lent = b
                                 .lent_to
-                                .map(|job| format!(" · lent to queue job #{job}"))
+                                .map(|job| tr!(calendar.lent_suffix, job))
                                 .unwrap_or_default();
                             let title = format!(
                                 "{} · {} – {}{}{}{lent}",
@@ -300,11 +302,11 @@ fn Grid(
                                 long_time(b.start, offset),
                                 short_time(b.end, offset),
                                 if b.note.is_empty() { String::new() } else { format!(" · {}", b.note) },
-                                if idle { " · IDLE" } else { "" }
+                                if idle { tr!(calendar.idle_suffix) } else { "" }
                             );
                             // A loan is drawn as a band along the foot of its host's bar.
                             let label = match (b.loan_of, b.queue_job) {
-                                (Some(_), Some(job)) => format!("lent to queue job #{job}"),
+                                (Some(_), Some(job)) => tr!(calendar.lent, job),
                                 _ => b.display_name.clone(),
                             };
                             Some(view! {
@@ -333,8 +335,8 @@ fn Grid(
                         .filter_map(|m| {
                             let (left, width) = v.bar(m.start, m.end)?;
                             Some(view! {
-                                <div class="cal-maint" style=format!("left:{left:.3}%;width:{width:.3}%") title=format!("Maintenance: {}", m.reason)>
-                                    "maintenance"
+                                <div class="cal-maint" style=format!("left:{left:.3}%;width:{width:.3}%") title=tr!(calendar.maintenance_title, reason = m.reason.clone())>
+                                    {tr!(calendar.maintenance)}
                                 </div>
                             })
                         })
@@ -348,7 +350,7 @@ fn Grid(
                 })
             };
             let unmanaged = gpu.unmanaged.then(|| {
-                view! { <span class="muted" title="Lanes does not manage this card on this node">" · unmanaged"</span> }
+                view! { <span class="muted" title=tr!(calendar.lanes_does_not_manage_this_card)>{tr!(calendar.unmanaged)}</span> }
             });
             view! {
                 {heading}
@@ -400,13 +402,13 @@ fn Grid(
             on:pointerup=move |_| dragging.set(false)
             on:pointercancel=move |_| dragging.set(false)
             role="grid"
-            aria-label="Bookings: cards by time. Arrows move, Shift+arrows choose cards and time, Enter books."
+            aria-label=tr!(calendar.bookings_cards_by_time_arrows_move)
             aria-multiselectable="true"
             style=move || format!("--cells:{}", view.get().cells)
             data-testid="calendar"
         >
             <div class="cal-row cal-head" role="row">
-                <div class="cal-gpu" role="columnheader">"Card"</div>
+                <div class="cal-gpu" role="columnheader">{tr!(calendar.card)}</div>
                 <div class="cal-track cal-times" role="presentation">{header}</div>
             </div>
             {rows_view}
@@ -544,31 +546,31 @@ fn Confirm(
             let impact = my_quota.data.with(|q| quota_impact(cards.len() as u32, hours, q.as_ref().and_then(|q| q.as_ref().ok())));
             view! {
                 <section class="panel confirm" data-testid="confirm">
-                    <h3>"Book these cards?"</h3>
+                    <h3>{tr!(calendar.book_these_cards)}</h3>
                     <p>
                         <strong>{names.join(", ")}</strong>
-                        {format!(" from {} to {} ({hours:.1} h)", long_time(start, offset), long_time(end, offset))}
+                        {tr!(calendar.from_to, start = long_time(start, offset), end = long_time(end, offset), hours = format!("{hours:.1}"))}
                     </p>
                     <p class="muted" data-testid="quota-impact">{impact}</p>
                     <div class="inline">
                         <input
                             name="note"
-                            placeholder="Note (optional): what it is for"
+                            placeholder=tr!(calendar.note_optional_what_it_is_for)
                             maxlength="1000"
                             prop:value=move || note.get()
                             on:input=move |ev| note.set(event_target_value(&ev))
                         />
-                        <label class="check" title="Preemptible queue jobs may run on them while they sit idle; the moment your process or job starts there, they get SIGTERM and make way within the queue's grace">
+                        <label class="check" title=tr!(calendar.preemptible_queue_jobs_may_run_on)>
                             <input
                                 type="checkbox"
                                 name="lend"
                                 prop:checked=move || lend.get()
                                 on:change=move |ev| lend.set(event_target_checked(&ev))
                             />
-                            "Lend while idle"
+                            {tr!(calendar.lend_while_idle)}
                         </label>
-                        <button type="submit" on:click=move |_| book()>"Book"</button>
-                        <button on:click=move |_| { selection.set(None); error.set(None); }>"Cancel"</button>
+                        <button type="submit" on:click=move |_| book()>{tr!(calendar.book)}</button>
+                        <button on:click=move |_| { selection.set(None); error.set(None); }>{tr!(calendar.cancel)}</button>
                     </div>
                     {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
                 </section>
@@ -627,9 +629,9 @@ fn MyBookings(
     };
     view! {
         <section class="panel" data-testid="my-bookings">
-            <h3>"My bookings"</h3>
+            <h3>{tr!(calendar.my_bookings)}</h3>
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
-            {render_remote(mine, "your bookings", move |list: &Vec<Booking>| {
+            {render_remote(mine, tr!(calendar.what_mine), move |list: &Vec<Booking>| {
                 let my_id = me.data.with(|m| m.as_ref().and_then(|m| m.as_ref().ok()).map(|m| m.id));
                 let rows: Vec<Booking> = list
                     .iter()
@@ -637,7 +639,7 @@ fn MyBookings(
                     .cloned()
                     .collect();
                 if rows.is_empty() {
-                    return view! { <p class="muted">"No upcoming or active bookings."</p> }.into_any();
+                    return view! { <p class="muted">{tr!(calendar.no_upcoming_or_active_bookings)}</p> }.into_any();
                 }
                 let rows = rows
                     .into_iter()
@@ -649,16 +651,16 @@ fn MyBookings(
                             card_list(&b.gpus, list.as_ref().and_then(|l| l.as_ref().ok()))
                         });
                         let (label, withdraw) = match (b.state, b.idle_since) {
-                            (BookingState::Active, Some(_)) => ("active, idle", "Release"),
-                            (BookingState::Active, None) => ("active", "Release"),
-                            _ => ("upcoming", "Cancel"),
+                            (BookingState::Active, Some(_)) => (tr!(calendar.state_active_idle), tr!(calendar.release)),
+                            (BookingState::Active, None) => (tr!(calendar.state_active), tr!(calendar.release)),
+                            _ => (tr!(calendar.state_upcoming), tr!(calendar.withdraw)),
                         };
                         view! {
                             <tr data-booking=id>
                                 <td>{format!("{} – {}", long_time(b.start, offset), long_time(b.end, offset))}</td>
                                 <td>{cards}</td>
                                 <td>{label}</td>
-                                <td class="num" title="mean utilization of its cards so far, and the most memory one held">{move || use_of(id).unwrap_or_default()}</td>
+                                <td class="num" title=tr!(calendar.mean_utilization_of_its_cards_so)>{move || use_of(id).unwrap_or_default()}</td>
                                 <td>{b.note.clone()}</td>
                                 <td class="actions">
                                     <button on:click=move |_| act(Method::Patch, id, Some(ExtendBooking { end: end + Duration::hours(1) }))>"+1 h"</button>
@@ -670,7 +672,7 @@ fn MyBookings(
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=&[Col::Text("When"), Col::Text("Cards"), Col::Text("State"), Col::Num("Use"), Col::Text("Note"), Col::Blank] />
+                        <ListHead cols=vec![Col::Text(tr!(calendar.col_when)), Col::Text(tr!(calendar.col_cards)), Col::Text(tr!(calendar.col_state)), Col::Num(tr!(calendar.col_use)), Col::Text(tr!(calendar.col_note)), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -21,7 +21,7 @@ use leptos::prelude::*;
 pub fn DashboardPage() -> impl IntoView {
     let initial = Resource::new(|| (), |_| get_fleet());
     view! {
-        <Suspense fallback=|| view! { <p class="page loading">"Loading GPUs…"</p> }>
+        <Suspense fallback=|| view! { <p class="page loading">{tr!(dashboard.loading_gpus)}</p> }>
             {move || Suspend::new(async move {
                 match initial.await {
                     Ok(snapshot) => view! { <LiveFleet snapshot /> }.into_any(),
@@ -81,9 +81,9 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
         </TopBar>
         <Show when=simulated>
             <p class="banner" role="status">
-                "Simulated GPU fleet: no NVIDIA driver was found on this host (or "
+                {tr!(dashboard.simulated_gpu_fleet_no_nvidia_driver)}
                 <code>"--gpus sim:N"</code>
-                " was asked for). The cards and values below are not real."
+                {tr!(dashboard.was_asked_for_the_cards_and)}
             </p>
         </Show>
         <main class="page">
@@ -107,12 +107,12 @@ fn NodeFilter(
 ) -> impl IntoView {
     view! {
         <label class="node-filter">
-            "Node "
+            {tr!(dashboard.node)}
             <select
                 data-testid="node-filter"
                 on:change=move |ev| shown.set(event_target_value(&ev))
             >
-                <option value="" selected=move || shown.get().is_empty()>"all nodes"</option>
+                <option value="" selected=move || shown.get().is_empty()>{tr!(dashboard.all_nodes)}</option>
                 <For each=nodes key=|n| n.clone() let:name>
                     <option value=name.clone()>{name.clone()}</option>
                 </For>
@@ -156,22 +156,22 @@ fn NodeSection(
         let name = name.clone();
         move || {
             fleet.with(|f| {
-                let mut parts = f.node_summary(&name).counts();
+                let mut parts = counts(&f.node_summary(&name));
                 let unmanaged = f
                     .gpus
                     .iter()
                     .filter(|g| g.info.node == name && g.unmanaged)
                     .count();
                 if unmanaged > 0 {
-                    parts.push(format!("{unmanaged} unmanaged"));
+                    parts.push(tr!(counts.unmanaged, n = unmanaged));
                 }
                 if let Some(node) = f.node(&name) {
                     if node.status == NodeStatus::Unreachable {
                         parts.insert(
                             0,
-                            format!(
-                                "unreachable since {} (last values shown)",
-                                short_time(node.last_seen, local_offset())
+                            tr!(
+                                dashboard.unreachable_since,
+                                when = short_time(node.last_seen, local_offset())
                             ),
                         );
                     }
@@ -212,12 +212,12 @@ fn Summary(fleet: RwSignal<FleetSnapshot>) -> impl IntoView {
         <p class="summary" data-testid="summary">
             {move || {
                 let s = summary.get();
-                let mut parts = s.counts();
+                let mut parts = counts(&s);
                 parts.push(
-                    format!(
-                        "{} of {} memory in use",
-                        bytes(s.memory_used_bytes),
-                        gib(s.memory_total_bytes),
+                    tr!(
+                        dashboard.memory_in_use,
+                        used = bytes(s.memory_used_bytes),
+                        total = gib(s.memory_total_bytes)
                     ),
                 );
                 parts.join(" · ")
@@ -239,7 +239,7 @@ fn GpuCard(
             let list = data.as_ref()?.as_ref().ok()?;
             list.iter()
                 .find(|e| e.booking_id == booking)
-                .map(|e| format!(" · this booking: {} so far", kwh(e.energy_kwh)))
+                .map(|e| tr!(dashboard.this_booking_energy, energy = kwh(e.energy_kwh)))
         })
     };
     let holder = {
@@ -252,8 +252,13 @@ fn GpuCard(
                 let list = data.as_ref()?.as_ref().ok()?;
                 let offset = local_offset();
                 let (holder, next) = holder_and_next(list, &card, now());
-                let next_text = next
-                    .map(|b| format!("next: {} {}", b.display_name, short_time(b.start, offset)));
+                let next_text = next.map(|b| {
+                    tr!(
+                        dashboard.next,
+                        who = b.display_name.clone(),
+                        when = short_time(b.start, offset)
+                    )
+                });
                 let next_part = next_text
                     .clone()
                     .map(|n| format!(" · {n}"))
@@ -262,21 +267,24 @@ fn GpuCard(
                     Some(b) => {
                         let drawn = energy_of(b.id).unwrap_or_default();
                         match b.queue_job {
-                            Some(job) => format!(
-                                "Queue job #{job} of {} (limit {}){drawn}{next_part}",
-                                b.display_name,
-                                short_time(b.end, offset),
+                            Some(job) => tr!(
+                                dashboard.queue_job_holds,
+                                job,
+                                who = b.display_name.clone(),
+                                until = short_time(b.end, offset),
+                                rest = format!("{drawn}{next_part}")
                             ),
-                            None => format!(
-                                "Booked by {} until {}{drawn}{next_part}",
-                                b.display_name,
-                                short_time(b.end, offset),
+                            None => tr!(
+                                dashboard.booked_by,
+                                who = b.display_name.clone(),
+                                until = short_time(b.end, offset),
+                                rest = format!("{drawn}{next_part}")
                             ),
                         }
                     }
                     None => match next_text {
-                        Some(n) => format!("Free · {n}"),
-                        None => "Free · no bookings in the next 7 days".into(),
+                        Some(next) => tr!(dashboard.free_next, next),
+                        None => tr!(dashboard.free_week).into(),
                     },
                 };
                 let color = holder.map(|b| user_color(&b.username));
@@ -340,9 +348,9 @@ fn GpuCard(
 
     let state_label = move || {
         gpu.with(|g| match g {
-            Some(g) if !g.health.is_ok() => "unhealthy",
-            Some(g) if g.is_busy() => "busy",
-            _ => "idle",
+            Some(g) if !g.health.is_ok() => tr!(gpu_state.unhealthy),
+            Some(g) if g.is_busy() => tr!(gpu_state.busy),
+            _ => tr!(gpu_state.idle),
         })
     };
     let reason = move || {
@@ -377,18 +385,18 @@ fn GpuCard(
                 <span class="gpu-name">{field(|g| g.info.name.clone())}</span>
                 <span class=move || format!("badge {}", state_label())>{state_label}</span>
                 {move || gpu.with(|g| g.as_ref().is_some_and(|g| g.unmanaged)).then(|| view! {
-                    <span class="badge unmanaged" title="Lanes does not manage this card on this node (--gpus names the managed ones): nobody books it here">"unmanaged"</span>
+                    <span class="badge unmanaged" title=tr!(dashboard.lanes_does_not_manage_this_card)>{tr!(dashboard.unmanaged)}</span>
                 })}
                 {move || gpu.with(|g| g.as_ref().and_then(|g| g.idle_booking)).map(|id| view! {
-                    <span class="badge idle-booking" title=format!("booking {id} is booked but idle")>"booked, idle"</span>
+                    <span class="badge idle-booking" title=format!("booking {id} is booked but idle")>{tr!(dashboard.booked_idle)}</span>
                 })}
             </header>
             <p class="ids">
                 <span title="UUID">{uuid.clone()}</span>
                 " · "
-                <span title="PCI bus id">{field(|g| g.info.pci_bus_id.clone())}</span>
+                <span title=tr!(dashboard.pci_bus_id)>{field(|g| g.info.pci_bus_id.clone())}</span>
                 " · "
-                <span title="node">{field(|g| g.info.node.clone())}</span>
+                <span title=tr!(dashboard.node_2)>{field(|g| g.info.node.clone())}</span>
             </p>
             {holder}
             {move || reason().map(|r| view! { <p class="health-error">{r}</p> })}
@@ -398,7 +406,7 @@ fn GpuCard(
                     y_max=100.0
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
-                    label="Utilization"
+                    label=tr!(live_chart.utilization)
                     current=sample_text(|s| format!("{} %", s.utilization_gpu_pct))
                     class="series-util"
                 />
@@ -407,7 +415,7 @@ fn GpuCard(
                     y_max=mem_total
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
-                    label="Memory"
+                    label=tr!(live_chart.memory)
                     format=memory_text
                     current=Signal::derive(move || {
                         gpu.with(|g| match g.as_ref().and_then(|g| g.sample.as_ref().map(|s| (s, g))) {
@@ -430,7 +438,7 @@ fn GpuCard(
                     y_max=temp_max
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
-                    label="Temperature"
+                    label=tr!(live_chart.temperature)
                     current=sample_text(|s| s.temperature_c.map_or("—".into(), |t| format!("{t} °C")))
                     class="series-temp"
                     testid="temperature"
@@ -440,7 +448,7 @@ fn GpuCard(
                     y_max=power_max
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
-                    label="Power"
+                    label=tr!(live_chart.power)
                     current=sample_text(|s| match (s.power_watts, s.power_limit_watts) {
                         (Some(p), Some(l)) => format!("{p:.0} / {l:.0} W"),
                         (Some(p), None) => format!("{p:.0} W"),
@@ -454,7 +462,7 @@ fn GpuCard(
                     y_max=clock_max
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
-                    label="SM clock"
+                    label=tr!(live_chart.sm_clock)
                     current=sample_text(|s| s.sm_clock_mhz.map_or("—".into(), |c| format!("{c} MHz")))
                     class="series-clock"
                     testid="sm-clock"
@@ -464,7 +472,7 @@ fn GpuCard(
                     y_max=100.0
                     window_ms=HISTORY_WINDOW_MS
                     gap_ms
-                    label="Memory activity"
+                    label=tr!(live_chart.memory_activity)
                     current=sample_text(|s| format!("{} %", s.utilization_memory_pct))
                     class="series-membusy"
                     testid="mem-busy"
@@ -494,7 +502,7 @@ fn CardDay(node: String, uuid: String) -> impl IntoView {
                 aria-expanded=move || open.get().to_string()
                 on:click=move |_| open.update(|o| *o = !*o)
             >
-                {move || if open.get() { "Hide the last 24 hours" } else { "Last 24 hours" }}
+                {move || if open.get() { tr!(dashboard.hide_day) } else { tr!(dashboard.show_day) }}
             </button>
             <Show when=move || open.get()>
                 <DayCharts node=node.clone() uuid=uuid.clone() />
@@ -511,7 +519,8 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
     // The metrics the history page offers, with its captions.
     let charts = crate::pages::history::METRICS
         .iter()
-        .map(|(metric, caption)| {
+        .map(|metric| {
+            let caption = crate::pages::history::caption(metric);
             let answer = Remote::<lanes_types::history::HistoryAnswer>::new(format!(
                 "/api/v1/history?gpu={uuid}&metric={metric}&from={}&to={}&points=144",
                 query_time(from),
@@ -521,7 +530,7 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
             view! {
                 <figure class="history-chart" data-metric=*metric>
                     {move || answer.data.with(|data| match data {
-                        None => view! { <figcaption>{format!("{caption} · loading…")}</figcaption> }.into_any(),
+                        None => view! { <figcaption>{tr!(dashboard.chart_loading, caption)}</figcaption> }.into_any(),
                         Some(Err(e)) => view! { <figcaption class="form-error">{e.clone()}</figcaption> }.into_any(),
                         Some(Ok(a)) => {
                             let series = a.series.iter().find(|s| s.node == node);
@@ -541,8 +550,8 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
                             .line;
                             let text = |v: f64| if *metric == "memory" { memory_text(v) } else { format!("{v:.0}") };
                             let summary = match crate::components::chart::range_of(&points) {
-                                Some((lo, hi)) => format!("{caption}, last 24 h: from {} to {}", text(lo), text(hi)),
-                                None => format!("{caption}: no readings in the last 24 h"),
+                                Some((lo, hi)) => tr!(dashboard.day_range, caption, low = text(lo), high = text(hi)),
+                                None => tr!(dashboard.day_none, caption),
                             };
                             view! {
                                 <figcaption>{summary.clone()}</figcaption>
@@ -575,27 +584,40 @@ fn Lent(booking: i64, job: i64) -> impl IntoView {
         });
     };
     view! {
-        <span class="lent" data-testid="lent">{format!("· lent to queue job #{job}")}</span>
+        <span class="lent" data-testid="lent">{tr!(dashboard.lent, job)}</span>
         <button
             type="button"
             class="small"
-            title="Take the card back now: the borrowing job gets SIGTERM, then SIGKILL after the queue's grace, and waits in the queue again"
+            title=tr!(dashboard.take_the_card_back_now_the)
             on:click=reclaim
         >
-            "Reclaim"
+            {tr!(dashboard.reclaim)}
         </button>
         {move || error.get().map(|m| view! { <span class="form-error" role="alert">{m}</span> })}
     }
     .into_any()
 }
 
+/// "8 GPUs · 3 busy · 5 idle", and the unhealthy ones if any.
+fn counts(s: &lanes_types::fleet::FleetSummary) -> Vec<String> {
+    let mut parts = vec![
+        tr!(counts.gpus, n = s.total),
+        tr!(counts.busy, n = s.busy),
+        tr!(counts.idle, n = s.idle),
+    ];
+    if s.unhealthy > 0 {
+        parts.push(tr!(counts.unhealthy, n = s.unhealthy));
+    }
+    parts
+}
+
 /// What the watchdog made of a process, in a word or two.
 fn lane_text(lane: Option<ProcessLane>) -> String {
     match lane {
-        Some(ProcessLane::Job { id }) => format!("job {id}"),
-        Some(ProcessLane::Booked) => "booked".into(),
-        Some(ProcessLane::Exempt) => "exempt".into(),
-        Some(ProcessLane::Unbooked) => "UNBOOKED".into(),
+        Some(ProcessLane::Job { id }) => tr!(lane.job, id),
+        Some(ProcessLane::Booked) => tr!(lane.booked).into(),
+        Some(ProcessLane::Exempt) => tr!(lane.exempt).into(),
+        Some(ProcessLane::Unbooked) => tr!(lane.unbooked).into(),
         None => "—".into(),
     }
 }
@@ -607,10 +629,10 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
     view! {
         <Show
             when=move || !processes().is_empty()
-            fallback=|| view! { <p class="no-procs">"No processes"</p> }
+            fallback=|| view! { <p class="no-procs">{tr!(dashboard.no_processes)}</p> }
         >
             <table class="procs">
-                <ListHead cols=&[Col::Text("PID"), Col::Text("User"), Col::Text("Command"), Col::Num("SM"), Col::Num("Memory"), Col::Text("Lane")] />
+                <ListHead cols=vec![Col::Text("PID"), Col::Text(tr!(dashboard.col_user)), Col::Text(tr!(dashboard.col_command)), Col::Num("SM"), Col::Num(tr!(dashboard.col_memory)), Col::Text(tr!(dashboard.col_lane))] />
                 <tbody>
                     <For each=processes key=|p| p.clone() let:p>
                         <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked)>
@@ -619,10 +641,10 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
                             <td>{p.command.unwrap_or_else(|| "?".into())}</td>
                             {match p.sm_pct {
                                 Some(sm) => view! {
-                                    <td class="num sm" title="Its share of the card's SM time over the last sample period (the driver's per-process samples)">{format!("{sm} %")}</td>
+                                    <td class="num sm" title=tr!(dashboard.its_share_of_the_card_s)>{format!("{sm} %")}</td>
                                 }.into_any(),
                                 None => view! {
-                                    <td class="num sm" title="The driver gives no per-process samples on this card: its use is shown, and reported, for the card as a whole">"n/a"</td>
+                                    <td class="num sm" title=tr!(dashboard.the_driver_gives_no_per_process)>"n/a"</td>
                                 }.into_any(),
                             }}
                             <td class="num">{p.used_memory_bytes.map_or("—".into(), bytes)}</td>

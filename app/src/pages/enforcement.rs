@@ -33,11 +33,11 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         NodeRef::new(),
         NodeRef::new(),
     );
-    let number = |input: NodeRef<leptos::html::Input>, what: &str| {
+    let number = |input: NodeRef<leptos::html::Input>, what: &'static str| {
         field(input)
             .trim()
             .parse::<u64>()
-            .map_err(|_| format!("{what} must be a whole number"))
+            .map_err(|_| tr!(common.whole_number, what))
     };
     let save = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -50,13 +50,13 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                     "terminate" => WatchdogMode::Terminate,
                     _ => WatchdogMode::Observe,
                 },
-                violation_grace_s: number(grace, "The grace period")?,
+                violation_grace_s: number(grace, tr!(enforcement.grace))?,
                 exempt_users: names(&field(exempt_users)),
                 exempt_commands: names(&field(exempt_commands)),
-                idle_threshold_pct: number(threshold, "The idle threshold")? as u32,
-                idle_window_s: number(window, "The idle window")? * 60,
+                idle_threshold_pct: number(threshold, tr!(enforcement.idle_threshold))? as u32,
+                idle_window_s: number(window, tr!(enforcement.idle_window))? * 60,
                 idle_release: checked(release),
-                idle_release_grace_s: number(release_grace, "The release grace")? * 60,
+                idle_release_grace_s: number(release_grace, tr!(enforcement.release_grace))? * 60,
                 webhook_url: Some(field(webhook).trim().to_string()).filter(|u| !u.is_empty()),
                 webhook_format: if select(format) == "slack" {
                     WebhookFormat::Slack
@@ -83,38 +83,38 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     };
     view! {
         <section class="panel">
-            <h3>"Enforcement"</h3>
-            {render_remote(policy, "the policy", move |p: &Policy| {
+            <h3>{tr!(enforcement.enforcement)}</h3>
+            {render_remote(policy, tr!(enforcement.what_policy), move |p: &Policy| {
                 let mode_is = |m: WatchdogMode| p.watchdog == m;
                 view! {
                     <form class="policy" on:submit=save data-testid="policy">
                         <label>
-                            "Unbooked GPU use "
+                            {tr!(enforcement.unbooked_gpu_use)}
                             <select node_ref=mode name="watchdog">
-                                <option value="observe" selected=mode_is(WatchdogMode::Observe)>"observe: record and show it"</option>
-                                <option value="warn" selected=mode_is(WatchdogMode::Warn)>"warn: also notify"</option>
-                                <option value="terminate" selected=mode_is(WatchdogMode::Terminate)>"terminate: also end it after the grace period"</option>
+                                <option value="observe" selected=mode_is(WatchdogMode::Observe)>{tr!(enforcement.observe_record_and_show_it)}</option>
+                                <option value="warn" selected=mode_is(WatchdogMode::Warn)>{tr!(enforcement.warn_also_notify)}</option>
+                                <option value="terminate" selected=mode_is(WatchdogMode::Terminate)>{tr!(enforcement.terminate_also_end_it_after_the)}</option>
                             </select>
                         </label>
-                        <label>"Grace period (s) " <input node_ref=grace name="violation_grace_s" type="number" min="0" value=p.violation_grace_s /></label>
-                        <label>"Exempt Unix accounts " <input node_ref=exempt_users name="exempt_users" value=p.exempt_users.join(", ") placeholder="e.g. dcgm" /></label>
-                        <label>"Exempt executables " <input node_ref=exempt_commands name="exempt_commands" value=p.exempt_commands.join(", ") placeholder="e.g. /usr/bin/nvidia-persistenced" /></label>
-                        <label>"Idle under (% GPU utilization) " <input node_ref=threshold name="idle_threshold_pct" type="number" min="0" max="100" value=p.idle_threshold_pct /></label>
-                        <label>"for (min) " <input node_ref=window name="idle_window_min" type="number" min="1" value=p.idle_window_s / 60 /></label>
+                        <label>{tr!(enforcement.grace_period_s)} <input node_ref=grace name="violation_grace_s" type="number" min="0" value=p.violation_grace_s /></label>
+                        <label>{tr!(enforcement.exempt_unix_accounts)} <input node_ref=exempt_users name="exempt_users" value=p.exempt_users.join(", ") placeholder=tr!(enforcement.e_g_dcgm) /></label>
+                        <label>{tr!(enforcement.exempt_executables)} <input node_ref=exempt_commands name="exempt_commands" value=p.exempt_commands.join(", ") placeholder=tr!(enforcement.e_g_usr_bin_nvidia_persistenced) /></label>
+                        <label>{tr!(enforcement.idle_under_gpu_utilization)} <input node_ref=threshold name="idle_threshold_pct" type="number" min="0" max="100" value=p.idle_threshold_pct /></label>
+                        <label>{tr!(enforcement.for_min)} <input node_ref=window name="idle_window_min" type="number" min="1" value=p.idle_window_s / 60 /></label>
                         <label class="check">
                             <input node_ref=release name="idle_release" type="checkbox" prop:checked=p.idle_release />
-                            "Release idle bookings after (min) "
+                            {tr!(enforcement.release_idle_bookings_after_min)}
                             <input node_ref=release_grace name="idle_release_grace_min" type="number" min="0" value=p.idle_release_grace_s / 60 />
                         </label>
-                        <label>"Webhook URL " <input node_ref=webhook name="webhook_url" type="url" value=p.webhook_url.clone().unwrap_or_default() placeholder="https://hooks.slack.com/…" /></label>
+                        <label>{tr!(enforcement.webhook_url)} <input node_ref=webhook name="webhook_url" type="url" value=p.webhook_url.clone().unwrap_or_default() placeholder="https://hooks.slack.com/…" /></label>
                         <label>
-                            "Body "
+                            {tr!(enforcement.body)}
                             <select node_ref=format name="webhook_format">
                                 <option value="json" selected=p.webhook_format == WebhookFormat::Json>"JSON"</option>
-                                <option value="slack" selected=p.webhook_format == WebhookFormat::Slack>"Slack-compatible"</option>
+                                <option value="slack" selected=p.webhook_format == WebhookFormat::Slack>{tr!(enforcement.slack_compatible)}</option>
                             </select>
                         </label>
-                        <button type="submit">"Save policy"</button>
+                        <button type="submit">{tr!(enforcement.save_policy)}</button>
                     </form>
                 }
             })}
@@ -130,11 +130,11 @@ pub fn ViolationsPanel() -> impl IntoView {
     let violations = Remote::<Vec<Violation>>::new("/api/v1/violations");
     view! {
         <section class="panel">
-            <h3>"Unbooked GPU use"</h3>
-            <button class="secondary" on:click=move |_| violations.reload()>"Refresh"</button>
-            {render_remote(violations, "violations", move |list: &Vec<Violation>| {
+            <h3>{tr!(enforcement.unbooked_gpu_use_2)}</h3>
+            <button class="secondary" on:click=move |_| violations.reload()>{tr!(enforcement.refresh)}</button>
+            {render_remote(violations, tr!(enforcement.what_violations), move |list: &Vec<Violation>| {
                 if list.is_empty() {
-                    return view! { <p class="muted">"None seen."</p> }.into_any();
+                    return view! { <p class="muted">{tr!(enforcement.none_seen)}</p> }.into_any();
                 }
                 let rows = list
                     .iter()
@@ -148,7 +148,7 @@ pub fn ViolationsPanel() -> impl IntoView {
                                 <td>{v.command.clone().unwrap_or_else(|| "?".into())}</td>
                                 <td class="num">{v.memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
                                 <td>{date_time(v.first_seen)}</td>
-                                <td>{v.ended.map(date_time).unwrap_or_else(|| "still running".into())}</td>
+                                <td>{v.ended.map(date_time).unwrap_or_else(|| tr!(enforcement.still_running).into())}</td>
                                 <td>{v.action.as_str()}</td>
                             </tr>
                         }
@@ -156,7 +156,7 @@ pub fn ViolationsPanel() -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list violations" data-testid="violations">
-                        <ListHead cols=&[Col::Text("Card"), Col::Text("PID"), Col::Text("Owner"), Col::Text("Command"), Col::Num("Memory"), Col::Text("First seen"), Col::Text("Ended"), Col::Text("Action")] />
+                        <ListHead cols=vec![Col::Text(tr!(enforcement.col_card)), Col::Text("PID"), Col::Text(tr!(enforcement.col_owner)), Col::Text(tr!(enforcement.col_command)), Col::Num(tr!(enforcement.col_memory)), Col::Text(tr!(enforcement.col_first_seen)), Col::Text(tr!(enforcement.col_ended)), Col::Text(tr!(enforcement.col_action))] />
                         <tbody>{rows}</tbody>
                     </table>
                 }

@@ -47,7 +47,7 @@ pub fn FindSlot(
             .parse()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or("the number of cards must be a whole number of at least 1")?;
+            .ok_or(tr!(find_slot.cards_whole))?;
         let d = lanes_types::units::parse_duration(&duration.get_untracked())?;
         Ok((n, d))
     };
@@ -87,11 +87,11 @@ pub fn FindSlot(
                 Ok(booking) => {
                     error.set(None);
                     found.set(None);
-                    booked.set(Some(format!(
-                        "Booked {} card(s) from {} to {}.",
-                        booking.gpus.len(),
-                        long_time(booking.start, offset),
-                        long_time(booking.end, offset)
+                    booked.set(Some(tr!(
+                        find_slot.booked,
+                        n = booking.gpus.len(),
+                        start = long_time(booking.start, offset),
+                        end = long_time(booking.end, offset)
                     )));
                     on_done();
                 }
@@ -125,7 +125,7 @@ pub fn FindSlot(
     let results = move || {
         found.get().map(|list| {
             if list.is_empty() {
-                return view! { <p class="muted" role="status">"No window fits in that range."</p> }
+                return view! { <p class="muted" role="status">{tr!(find_slot.no_window_fits_in_that_range)}</p> }
                     .into_any();
             }
             let rows = list
@@ -158,7 +158,7 @@ pub fn FindSlot(
                                     let mut body = body.clone();
                                     body.start = body.start.max(now());
                                     submit(body)
-                                }>"Book"</button>
+                                }>{tr!(find_slot.book)}</button>
                             </td>
                         </tr>
                     }
@@ -166,7 +166,7 @@ pub fn FindSlot(
                 .collect_view();
             view! {
                 <table class="list" data-testid="slots">
-                    <thead><tr><th>"When"</th><th>"Node"</th><th>"Cards"</th><th class="num">"Free then"</th><th></th></tr></thead>
+                    <thead><tr><th>{tr!(find_slot.when)}</th><th>{tr!(find_slot.node)}</th><th>{tr!(find_slot.cards)}</th><th class="num">{tr!(find_slot.free_then)}</th><th></th></tr></thead>
                     <tbody>{rows}</tbody>
                 </table>
             }
@@ -175,20 +175,20 @@ pub fn FindSlot(
     };
     view! {
         <section class="panel find-slot" data-testid="find-slot">
-            <h3>"Find a slot"</h3>
+            <h3>{tr!(find_slot.find_a_slot)}</h3>
             <div class="form-row">
-                <label>"Cards" <input name="slot-gpus" type="number" min="1" prop:value=move || count.get() on:input=move |ev| count.set(event_target_value(&ev)) /></label>
-                <label>"For" <input name="slot-duration" placeholder="4h, 90m" prop:value=move || duration.get() on:input=move |ev| duration.set(event_target_value(&ev)) /></label>
-                <label>"From" <input name="slot-from" type="datetime-local" prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev)) /></label>
-                <label>"Until" <input name="slot-to" type="datetime-local" prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev)) /></label>
-                <label>"Node"
+                <label>{tr!(find_slot.cards)} <input name="slot-gpus" type="number" min="1" prop:value=move || count.get() on:input=move |ev| count.set(event_target_value(&ev)) /></label>
+                <label>{tr!(find_slot.for_text)} <input name="slot-duration" placeholder="4h, 90m" prop:value=move || duration.get() on:input=move |ev| duration.set(event_target_value(&ev)) /></label>
+                <label>{tr!(find_slot.from)} <input name="slot-from" type="datetime-local" prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev)) /></label>
+                <label>{tr!(find_slot.until)} <input name="slot-to" type="datetime-local" prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev)) /></label>
+                <label>{tr!(find_slot.node)}
                     <select name="slot-node" on:change=move |ev| node.set(event_target_value(&ev))>
-                        <option value="">"any"</option>
+                        <option value="">{tr!(find_slot.any)}</option>
                         {move || nodes().into_iter().map(|n| view! { <option value=n.clone()>{n.clone()}</option> }).collect_view()}
                     </select>
                 </label>
-                <button on:click=find>"Find"</button>
-                <button on:click=book_any title="Any free cards, chosen by Lanes, from the start given (or now)">"Book any"</button>
+                <button on:click=find>{tr!(find_slot.find)}</button>
+                <button on:click=book_any title=tr!(find_slot.any_free_cards_chosen_by_lanes)>{tr!(find_slot.book_any)}</button>
             </div>
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
             {move || booked.get().map(|m| view! { <p class="ok" role="status">{m}</p> })}

@@ -16,14 +16,19 @@ use leptos::prelude::*;
 /// Buckets per card the page asks for: about one per heatmap column.
 const POINTS: i64 = 240;
 
-/// The metrics `/api/v1/history` answers, with their captions.
-pub const METRICS: [(&str, &str); 5] = [
-    ("utilization", "Utilization (%)"),
-    ("memory", "Memory"),
-    ("temperature", "Temperature (°C)"),
-    ("power", "Power (W)"),
-    ("sm_clock", "SM clock (MHz)"),
-];
+/// The metrics `/api/v1/history` answers.
+pub const METRICS: [&str; 5] = ["utilization", "memory", "temperature", "power", "sm_clock"];
+
+/// A metric's caption, with its unit.
+pub fn caption(metric: &str) -> &'static str {
+    match metric {
+        "utilization" => tr!(metric.utilization),
+        "memory" => tr!(metric.memory),
+        "temperature" => tr!(metric.temperature),
+        "power" => tr!(metric.power),
+        _ => tr!(metric.sm_clock),
+    }
+}
 
 /// The range shown, `[from, to)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,19 +168,19 @@ pub fn HistoryPage() -> impl IntoView {
     };
     let compare = RwSignal::new(Vec::<String>::new());
     let presets: [(&'static str, &'static str); 5] = [
-        ("1h", "1 h"),
-        ("24h", "24 h"),
-        ("today", "Today"),
-        ("7d", "7 d"),
-        ("30d", "30 d"),
+        ("1h", tr!(history_preset.p1h)),
+        ("24h", tr!(history_preset.p24h)),
+        ("today", tr!(history_preset.today)),
+        ("7d", tr!(history_preset.p7d)),
+        ("30d", tr!(history_preset.p30d)),
     ];
     view! {
         <TopBar />
         <main class="page">
-            <h2>"History"</h2>
+            <h2>{tr!(history.history)}</h2>
             <div class="panel history-controls">
             <div class="toolbar" data-testid="range">
-                <div class="segmented" role="group" aria-label="Range">
+                <div class="segmented" role="group" aria-label=tr!(history.range)>
                     {presets
                         .into_iter()
                         .map(|(key, label)| view! {
@@ -190,18 +195,18 @@ pub fn HistoryPage() -> impl IntoView {
                         })
                         .collect_view()}
                 </div>
-                <div class="segmented" role="group" aria-label="Move and zoom">
-                    <button type="button" aria-label="Earlier" on:click=move |_| moved(|r| r.page(-1))>"‹"</button>
-                    <button type="button" aria-label="Zoom in" on:click=move |_| moved(Range::zoom_in)>"+"</button>
-                    <button type="button" aria-label="Zoom out" on:click=move |_| moved(Range::zoom_out)>"−"</button>
-                    <button type="button" aria-label="Later" on:click=move |_| moved(|r| r.page(1))>"›"</button>
+                <div class="segmented" role="group" aria-label=tr!(history.move_and_zoom)>
+                    <button type="button" aria-label=tr!(history.earlier) on:click=move |_| moved(|r| r.page(-1))>"‹"</button>
+                    <button type="button" aria-label=tr!(history.zoom_in) on:click=move |_| moved(Range::zoom_in)>"+"</button>
+                    <button type="button" aria-label=tr!(history.zoom_out) on:click=move |_| moved(Range::zoom_out)>"−"</button>
+                    <button type="button" aria-label=tr!(history.later) on:click=move |_| moved(|r| r.page(1))>"›"</button>
                 </div>
                 <label class="inline">
-                    "Metric "
+                    {tr!(history.metric)}
                     <select on:change=move |ev| metric.set(event_target_value(&ev))>
                         {METRICS
                             .iter()
-                            .map(|(value, label)| view! { <option value=*value>{*label}</option> })
+                            .map(|value| view! { <option value=*value>{caption(value)}</option> })
                             .collect_view()}
                     </select>
                 </label>
@@ -214,7 +219,7 @@ pub fn HistoryPage() -> impl IntoView {
                     format!("{} → {}", date_time(r.from), date_time(r.to))
                 }}
             </p>
-            {render_remote(history, "history", move |answer: &HistoryAnswer| {
+            {render_remote(history, tr!(history.what_history), move |answer: &HistoryAnswer| {
                 view! {
                     <Heatmap answer=answer.clone() />
                     <Compare answer=answer.clone() chosen=compare />
@@ -223,8 +228,8 @@ pub fn HistoryPage() -> impl IntoView {
             })}
             <ByDay range />
             <section class="panel">
-                <h3>"Usage in this range"</h3>
-                {render_remote(report, "the usage report", move |r: &UsageReport| {
+                <h3>{tr!(history.usage_in_this_range)}</h3>
+                {render_remote(report, tr!(history.what_report), move |r: &UsageReport| {
                     view! { <ReportTables report=r.clone() query=report_url() /> }
                 })}
             </section>
@@ -246,30 +251,29 @@ fn CustomRange(range: RwSignal<Range>, chosen: RwSignal<&'static str>) -> impl I
     let error = RwSignal::new(None::<String>);
     let apply = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let parse = |text: String| {
-            local_input(&text).ok_or_else(|| "Pick both ends of the range.".to_string())
-        };
+        let parse =
+            |text: String| local_input(&text).ok_or_else(|| tr!(history.pick_both).to_string());
         match (parse(from.get_untracked()), parse(to.get_untracked())) {
             (Ok(f), Ok(t)) if f < t => {
                 error.set(None);
                 range.set(Range { from: f, to: t });
                 chosen.set("");
             }
-            (Ok(_), Ok(_)) => error.set(Some("The start must be before the end.".into())),
+            (Ok(_), Ok(_)) => error.set(Some(tr!(history.start_before_end).into())),
             (Err(e), _) | (_, Err(e)) => error.set(Some(e)),
         }
     };
     view! {
         <form class="inline-form range-form" on:submit=apply data-testid="custom-range">
             <label>
-                "From "
+                {tr!(history.from)}
                 <input type="datetime-local" name="from" prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev)) />
             </label>
             <label>
-                "to "
+                {tr!(history.to)}
                 <input type="datetime-local" name="to" prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev)) />
             </label>
-            <button type="submit">"Show"</button>
+            <button type="submit">{tr!(history.show)}</button>
             {move || error.get().map(|e| view! { <span class="form-error" role="alert">{e}</span> })}
         </form>
     }
@@ -297,12 +301,12 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
                 .iter()
                 .map(|p| {
                     let x = label_w + (p.t_ms - answer.from_ms) as f64 / span_ms * (width - label_w);
-                    let title = format!(
-                        "{} · {} · mean {}, max {}",
-                        s.name(),
-                        date_time(DateTime::from_timestamp_millis(p.t_ms).unwrap_or_default()),
-                        value_text(&answer.metric, p.avg),
-                        value_text(&answer.metric, p.max)
+                    let title = tr!(
+                        history.cell_title,
+                        card = s.name(),
+                        when = date_time(DateTime::from_timestamp_millis(p.t_ms).unwrap_or_default()),
+                        mean = value_text(&answer.metric, p.avg),
+                        max = value_text(&answer.metric, p.max)
                     );
                     view! {
                         <rect x=format!("{x:.1}") y=format!("{y:.1}") width=format!("{cell_w:.2}") height=format!("{:.1}", row_h - 2.0) fill=heat_color(p.avg, max)>
@@ -322,8 +326,8 @@ fn Heatmap(answer: HistoryAnswer) -> impl IntoView {
         .collect_view();
     view! {
         <section class="panel">
-            <h3>{format!("All cards · buckets of {} s ({} data)", answer.bucket_s, answer.resolution)}</h3>
-            <svg class="heatmap" data-testid="heatmap" viewBox=format!("0 0 {width} {height}") role="img" aria-label="Cards by time">
+            <h3>{tr!(history.all_cards, seconds = answer.bucket_s, resolution = answer.resolution.to_string())}</h3>
+            <svg class="heatmap" data-testid="heatmap" viewBox=format!("0 0 {width} {height}") role="img" aria-label=tr!(history.cards_by_time)>
                 <rect x=label_w y="0" width=width - label_w height=height class="heat-gap" />
                 {rows}
             </svg>
@@ -384,15 +388,15 @@ fn ByDay(range: RwSignal<Range>) -> impl IntoView {
     });
     let chart = move || {
         days.with(|d| match d {
-            None => view! { <p class="muted">"Loading the days…"</p> }.into_any(),
+            None => view! { <p class="muted">{tr!(history.loading_the_days)}</p> }.into_any(),
             Some(Err(e)) => view! { <p class="form-error" role="alert">{e.clone()}</p> }.into_any(),
             Some(Ok(list)) => view! { <ByDayChart days=list.clone() /> }.into_any(),
         })
     };
     view! {
         <section class="panel" data-testid="by-day">
-            <h3>"Per user, by day"</h3>
-            <p class="muted">"Each day: GPU-hours booked (left bar) and used (right bar), stacked by user."</p>
+            <h3>{tr!(history.per_user_by_day)}</h3>
+            <p class="muted">{tr!(history.each_day_gpu_hours_booked_left)}</p>
             {chart}
         </section>
     }
@@ -408,7 +412,7 @@ fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
     users.sort();
     users.dedup();
     if users.is_empty() {
-        return view! { <p class="muted">"Nobody booked or used a card in this range."</p> }
+        return view! { <p class="muted">{tr!(history.nobody_booked_or_used_a_card)}</p> }
             .into_any();
     }
     let total = |r: &UsageReport, f: fn(&UsageRow) -> f64| r.users.iter().map(f).sum::<f64>();
@@ -448,16 +452,16 @@ fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
                         fill=crate::calendar::user_color(&u.name)
                         class=kind
                     >
-                        <title>{format!("{} · {} · {:.1} GPU-hours {kind}", day_label(*day), u.name, f(u))}</title>
+                        <title>{tr!(history.bar_title, day = day_label(*day), user = u.name.clone(), hours = format!("{:.1}", f(u)), kind = if kind == "booked" { tr!(history.booked) } else { tr!(history.used) })}</title>
                     </rect>
                 });
             }
         }
-        lines.push(format!(
-            "{}: {:.1} booked, {:.1} used",
-            day_label(*day),
-            total(r, |u| u.gpu_hours_booked),
-            total(r, |u| u.gpu_hours_used)
+        lines.push(tr!(
+            history.day_line,
+            day = day_label(*day),
+            booked = format!("{:.1}", total(r, |u| u.gpu_hours_booked)),
+            used = format!("{:.1}", total(r, |u| u.gpu_hours_used))
         ));
     }
     let labels = days
@@ -495,9 +499,7 @@ fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
 
 /// "Tue 1 Dec" in the viewer's zone.
 fn day_label(t: DateTime<Utc>) -> String {
-    t.with_timezone(&offset_at(t))
-        .format("%a %-d %b")
-        .to_string()
+    crate::components::format::dated(t.with_timezone(&offset_at(t)), tr!(date.weekday_day_month))
 }
 
 /// Colours of compared cards, in order of choice (distinct in light and dark themes).
@@ -562,7 +564,7 @@ fn Compare(answer: HistoryAnswer, chosen: RwSignal<Vec<String>>) -> impl IntoVie
             })
             .collect();
         if lines.is_empty() {
-            return view! { <p class="muted">"Tick cards above to draw them on one chart."</p> }
+            return view! { <p class="muted">{tr!(history.tick_cards_above_to_draw_them)}</p> }
                 .into_any();
         }
         let summary = lines
@@ -570,9 +572,9 @@ fn Compare(answer: HistoryAnswer, chosen: RwSignal<Vec<String>>) -> impl IntoVie
             .map(|(_, name, _, mean)| {
                 format!(
                     "{name}: {}",
-                    mean.map_or("no readings".into(), |m| format!(
-                        "mean {}",
-                        value_text(&metric, m)
+                    mean.map_or(tr!(history.no_readings).into(), |m| tr!(
+                        history.mean,
+                        value = value_text(&metric, m)
                     ))
                 )
             })
@@ -586,7 +588,7 @@ fn Compare(answer: HistoryAnswer, chosen: RwSignal<Vec<String>>) -> impl IntoVie
                         <span class="swatch" style=format!("background:{color}")></span>
                         {format!(
                             "{name} · {}",
-                            mean.map_or("no readings".into(), |m| format!("mean {}", value_text(&metric, m)))
+                            mean.map_or(tr!(history.no_readings).into(), |m| tr!(history.mean, value = value_text(&metric, m)))
                         )}
                     </li>
                 }
@@ -608,7 +610,7 @@ fn Compare(answer: HistoryAnswer, chosen: RwSignal<Vec<String>>) -> impl IntoVie
     };
     view! {
         <section class="panel" data-testid="compare">
-            <h3>"Compare cards"</h3>
+            <h3>{tr!(history.compare_cards)}</h3>
             <div class="checks">{boxes}</div>
             {drawn}
         </section>
@@ -632,10 +634,10 @@ fn Charts(answer: HistoryAnswer) -> impl IntoView {
             };
             let (avg, top) = (path(|p| p.avg), path(|p| p.max));
             let mean = if s.points.is_empty() {
-                "no readings".to_string()
+                tr!(history.no_readings).to_string()
             } else {
                 let m = s.points.iter().map(|p| p.avg).sum::<f64>() / s.points.len() as f64;
-                format!("mean {}", value_text(&answer.metric, m))
+                tr!(history.mean, value = value_text(&answer.metric, m))
             };
             view! {
                 <figure class="history-chart" data-uuid=s.uuid.clone()>
@@ -677,7 +679,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
                     <tr>
                         <td>{r.name}</td>
                         <td class="num">{format!("{:.1}", r.gpu_hours_booked)}</td>
-                        <td class="num" title=format!("{:.2} of them from card-level figures", r.gpu_hours_used_card_level)>
+                        <td class="num" title=tr!(history.card_level, hours = format!("{:.2}", r.gpu_hours_used_card_level))>
                             {format!("{:.1}", r.gpu_hours_used)}
                         </td>
                         <td class="num">{format!("{:.1}", r.idle_booked_hours)}</td>
@@ -694,12 +696,12 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
                 <thead>
                     <tr>
                         <th>{who}</th>
-                        <th class="num">"GPU-hours booked"</th>
-                        <th class="num">"GPU-hours used"</th>
-                        <th class="num">"Idle booked hours"</th>
-                        <th class="num">"Violations"</th>
-                        <th class="num">"Jobs"</th>
-                        <th class="num">"Energy"</th>
+                        <th class="num">{tr!(history.gpu_hours_booked)}</th>
+                        <th class="num">{tr!(history.gpu_hours_used)}</th>
+                        <th class="num">{tr!(history.idle_booked_hours)}</th>
+                        <th class="num">{tr!(history.violations)}</th>
+                        <th class="num">{tr!(history.jobs)}</th>
+                        <th class="num">{tr!(history.energy)}</th>
                     </tr>
                 </thead>
                 <tbody>{body}</tbody>
@@ -757,31 +759,31 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
         })
         .collect_view();
     let attribution = if report.per_process {
-        "Used GPU-hours split each card between the processes on it by their share of its SM time (the driver's per-process samples), whoever booked it; what no sample covered is the holder's (card-level)."
+        tr!(history.per_process)
     } else {
-        "No per-process samples in this period (the driver gives none here): used GPU-hours are card-level figures, charged to each card's holder."
+        tr!(history.card_level_only)
     };
     view! {
-        <p class="muted">{format!("Idle: minutes whose utilization averaged under {} %.", report.idle_threshold_pct)}</p>
+        <p class="muted">{tr!(history.idle_line, pct = report.idle_threshold_pct)}</p>
         <p class="muted" data-testid="attribution">{attribution}</p>
-        {table(report.users.clone(), "User", "users")}
-        {(!report.groups.is_empty()).then(|| table(report.groups.clone(), "Group", "groups"))}
-        <h4>"Bookings " <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
+        {table(report.users.clone(), tr!(history.who_user), "users")}
+        {(!report.groups.is_empty()).then(|| table(report.groups.clone(), tr!(history.who_group), "groups"))}
+        <h4>{tr!(history.bookings)} <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
         <table class="list" data-testid="report-bookings">
-            <ListHead cols=&[Col::Text("Booking"), Col::Text("User"), Col::Text("Cards"), Col::Text("Start"), Col::Text("End"), Col::Num("GPU-hours"), Col::Num("Mean utilization"), Col::Num("Peak memory"), Col::Num("Energy")] />
+            <ListHead cols=vec![Col::Text(tr!(history.col_booking)), Col::Text(tr!(history.col_user)), Col::Text(tr!(history.col_cards)), Col::Text(tr!(history.col_start)), Col::Text(tr!(history.col_end)), Col::Num(tr!(history.col_gpu_hours)), Col::Num(tr!(history.col_mean_util)), Col::Num(tr!(history.col_peak_memory)), Col::Num(tr!(history.col_energy))] />
             <tbody>{bookings}</tbody>
         </table>
         {(!report.jobs.is_empty()).then(|| view! {
-            <h4>"Jobs " <a href=format!("/api/v1/reports/usage.csv?table=jobs&{query}") download>"CSV"</a></h4>
+            <h4>{tr!(history.jobs_2)} <a href=format!("/api/v1/reports/usage.csv?table=jobs&{query}") download>"CSV"</a></h4>
             <table class="list" data-testid="report-jobs">
-                <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Num("GPU-hours used"), Col::Num("Mean SM"), Col::Num("Energy")] />
+                <ListHead cols=vec![Col::Text(tr!(history.col_job)), Col::Text(tr!(history.col_user)), Col::Num(tr!(history.col_used)), Col::Num(tr!(history.col_mean_sm)), Col::Num(tr!(history.col_energy))] />
                 <tbody>{jobs}</tbody>
             </table>
         })}
         {(!report.unix_users.is_empty()).then(|| view! {
-            <h4>"Unix accounts " <a href=format!("/api/v1/reports/usage.csv?table=unix_users&{query}") download>"CSV"</a></h4>
+            <h4>{tr!(history.unix_accounts)} <a href=format!("/api/v1/reports/usage.csv?table=unix_users&{query}") download>"CSV"</a></h4>
             <table class="list" data-testid="report-unix_users">
-                <ListHead cols=&[Col::Text("Account"), Col::Text("Lanes user"), Col::Num("GPU-hours used"), Col::Num("Hours on a card"), Col::Num("Mean SM"), Col::Num("Energy")] />
+                <ListHead cols=vec![Col::Text(tr!(history.col_account)), Col::Text(tr!(history.col_lanes_user)), Col::Num(tr!(history.col_used)), Col::Num(tr!(history.col_hours_on_card)), Col::Num(tr!(history.col_mean_sm)), Col::Num(tr!(history.col_energy))] />
                 <tbody>{accounts}</tbody>
             </table>
         })}

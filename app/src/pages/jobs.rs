@@ -15,7 +15,7 @@ use leptos::task::spawn_local;
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
-    view! { <MemberPage absent="Log in to see your jobs." body=|me| view! { <JobsSections me /> } /> }
+    view! { <MemberPage absent=tr!(jobs.log_in) body=|me| view! { <JobsSections me /> } /> }
 }
 
 #[component]
@@ -26,17 +26,17 @@ fn JobsSections(me: User) -> impl IntoView {
         .with_untracked(|q| q.get("watch").and_then(|id| id.parse::<i64>().ok()));
     let watching = RwSignal::new(asked);
     view! {
-        <h2>"Jobs"</h2>
+        <h2>{tr!(jobs.jobs)}</h2>
         <section class="panel">
-            <h3>"Run a command in a booking"</h3>
+            <h3>{tr!(jobs.run_a_command_in_a_booking)}</h3>
             <SubmitForm me=me.clone() on_done=move |id| { jobs.reload(); watching.set(Some(id)); } />
         </section>
         <section class="panel">
-            <h3>"Jobs"</h3>
-            <button class="secondary" data-testid="refresh-jobs" on:click=move |_| jobs.reload()>"Refresh"</button>
-            {render_remote(jobs, "jobs", move |list: &Vec<Job>| {
+            <h3>{tr!(jobs.jobs)}</h3>
+            <button class="secondary" data-testid="refresh-jobs" on:click=move |_| jobs.reload()>{tr!(jobs.refresh)}</button>
+            {render_remote(jobs, tr!(jobs.what_jobs), move |list: &Vec<Job>| {
                 if list.is_empty() {
-                    return view! { <p class="muted">"No jobs yet."</p> }.into_any();
+                    return view! { <p class="muted">{tr!(jobs.no_jobs_yet)}</p> }.into_any();
                 }
                 let rows = list
                     .iter()
@@ -45,7 +45,7 @@ fn JobsSections(me: User) -> impl IntoView {
                     .collect_view();
                 view! {
                     <table class="list jobs" data-testid="jobs">
-                        <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Text("Booking"), Col::Text("State"), Col::Text("Started"), Col::Text("Ended"), Col::Num("Peak GPU memory"), Col::Blank] />
+                        <ListHead cols=vec![Col::Text(tr!(jobs.col_job)), Col::Text(tr!(jobs.col_user)), Col::Text(tr!(jobs.col_booking)), Col::Text(tr!(jobs.col_state)), Col::Text(tr!(jobs.col_started)), Col::Text(tr!(jobs.col_ended)), Col::Num(tr!(jobs.col_peak)), Col::Blank] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -72,7 +72,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
         ev.prevent_default();
         let booking_id = booking.get().and_then(|s| s.value().parse::<i64>().ok());
         let Some(booking_id) = booking_id else {
-            error.set(Some("Pick one of your bookings first.".into()));
+            error.set(Some(tr!(jobs.pick_booking).into()));
             return;
         };
         let argv = match command_words(&field(command)) {
@@ -100,7 +100,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
     view! {
         <form class="inline-form" on:submit=submit data-testid="submit-job">
             <label>
-                "Booking "
+                {tr!(jobs.booking)}
                 <select node_ref=booking>
                     {move || bookings.data.with(|data| match data {
                         Some(Ok(list)) => list
@@ -122,14 +122,14 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
                     })}
                 </select>
             </label>
-            <label>"Command " <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
-            <label>"Directory " <input node_ref=cwd placeholder="your home" /></label>
-            <label>"Name " <input node_ref=name placeholder="optional" /></label>
-            <button type="submit">"Run"</button>
+            <label>{tr!(jobs.command)} <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
+            <label>{tr!(jobs.directory)} <input node_ref=cwd placeholder=tr!(jobs.your_home) /></label>
+            <label>{tr!(jobs.name)} <input node_ref=name placeholder=tr!(jobs.optional) /></label>
+            <button type="submit">{tr!(jobs.run)}</button>
             <p class="hint">
-                "The command runs as you, in your login environment on the node (your profile's "
-                <code>"PATH"</code>", venv or conda), without a shell (write " <code>"sh -c '…'"</code>
-                " for one), with only the booking's cards visible. It starts when the booking does."
+                {tr!(jobs.the_command_runs_as_you_in)}
+                <code>"PATH"</code>{tr!(jobs.venv_or_conda_without_a_shell)} <code>"sh -c '…'"</code>
+                {tr!(jobs.for_one_with_only_the_booking)}
             </p>
             {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
         </form>
@@ -141,8 +141,8 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
 pub fn command_words(line: &str) -> Result<Vec<String>, String> {
     match shell_words::split(line) {
         Ok(argv) if !argv.is_empty() => Ok(argv),
-        Ok(_) => Err("Type the command to run.".into()),
-        Err(e) => Err(format!("The command does not parse: {e}")),
+        Ok(_) => Err(tr!(jobs.type_command).into()),
+        Err(error) => Err(tr!(jobs.bad_command, error)),
     }
 }
 
@@ -164,8 +164,8 @@ fn JobRow(
     };
     let title = job.title();
     let how = match (job.exit_code, job.signal) {
-        (Some(code), _) => format!(" (exit {code})"),
-        (None, Some(signal)) => format!(" (signal {signal})"),
+        (Some(code), _) => tr!(jobs.exit, code),
+        (None, Some(signal)) => tr!(jobs.signal, signal),
         _ => String::new(),
     };
     let live = !job.state.is_over();
@@ -186,24 +186,24 @@ fn JobRow(
         <tr data-job=id.to_string()>
             <td title=job.argv.join(" ")>
                 {format!("#{id} ")}<code>{title}</code>
-                {ran_in.map(|line| view! { <br /><small class="muted" title=format!("device wall: {wall}")>{line}</small> })}
+                {ran_in.map(|line| view! { <br /><small class="muted" title=tr!(jobs.device_wall, wall = wall.clone())>{line}</small> })}
             </td>
             <td>{job.username.clone()}</td>
             <td>{match (job.booking_id, job.queue.is_some()) {
                 (Some(b), false) => format!("#{b}"),
-                (Some(b), true) => format!("queue, #{b}"),
-                (None, _) => "queue".into(),
+                (Some(booking), true) => tr!(jobs.queue_booking, booking),
+                (None, _) => tr!(jobs.queue).into(),
             }}</td>
             <td class=format!("state {}", job.state.as_str()) title=job.message.clone()>
-                {format!("{}{how}", job.state.as_str())}
+                {format!("{}{how}", crate::i18n::job_state(job.state))}
                 {(!job.message.is_empty()).then(|| view! { <br /><small class="muted">{job.message.clone()}</small> })}
             </td>
             <td>{job.started_at.map(date_time).unwrap_or_default()}</td>
             <td>{job.ended_at.map(date_time).unwrap_or_default()}</td>
             <td class="num">{job.peak_memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
             <td>
-                <button class="secondary" on:click=move |_| watching.set(Some(id))>"Log"</button>
-                {live.then(|| view! { <button class="danger" on:click=cancel>"Cancel"</button> })}
+                <button class="secondary" on:click=move |_| watching.set(Some(id))>{tr!(jobs.log)}</button>
+                {live.then(|| view! { <button class="danger" on:click=cancel>{tr!(jobs.cancel)}</button> })}
                 {move || error.get().map(|e| view! { <span class="form-error">{e}</span> })}
             </td>
         </tr>
@@ -215,7 +215,7 @@ fn JobRow(
 #[component]
 fn LogTail(id: i64) -> impl IntoView {
     let text = RwSignal::new(String::new());
-    let status = RwSignal::new("connecting…".to_string());
+    let status = RwSignal::new(tr!(live.connecting).to_string());
     #[cfg(feature = "hydrate")]
     {
         let socket = follow_log(id, text, status);
@@ -245,7 +245,7 @@ fn follow_log(
     use web_sys::{CloseEvent, MessageEvent, WebSocket};
     let url = crate::live::socket_url(&format!("/api/v1/jobs/{id}/log/ws"))?;
     let socket = WebSocket::new(&url).ok()?;
-    let on_open = Closure::<dyn FnMut()>::new(move || status.set("live".into()));
+    let on_open = Closure::<dyn FnMut()>::new(move || status.set(tr!(live.live).into()));
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
         if let Some(chunk) = event.data().as_string() {
             text.update(|t| t.push_str(&chunk));
@@ -253,9 +253,9 @@ fn follow_log(
     });
     let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |event: CloseEvent| {
         status.set(if event.code() == 1000 {
-            "the job is over".into()
+            tr!(jobs.over).into()
         } else {
-            "disconnected".into()
+            tr!(jobs.disconnected).into()
         });
     });
     crate::live::attach(&socket, on_open, on_message, on_close);

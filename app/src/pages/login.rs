@@ -7,14 +7,14 @@ use leptos_router::hooks::use_query_map;
 /// The message for an `error` code the login handler sends back.
 pub fn error_message(code: &str, retry_secs: Option<&str>) -> String {
     match code {
-        "invalid" => "Wrong username or password.".into(),
+        "invalid" => tr!(login.wrong_password).into(),
         "locked" => {
             let minutes = retry_secs
                 .and_then(|s| s.parse::<u64>().ok())
                 .map_or(15, |s| s.div_ceil(60));
-            format!("Too many failed logins. Try again in {minutes} min.")
+            tr!(login.locked, minutes)
         }
-        _ => "The login could not be read; please try again.".into(),
+        _ => tr!(login.unreadable).into(),
     }
 }
 
@@ -34,16 +34,16 @@ pub fn LoginPage() -> impl IntoView {
             .read()
             .get("notice")
             .filter(|n| n == "password")
-            .map(|_| "Your password was changed. Log in with the new one.")
+            .map(|_| tr!(login.password_changed))
     };
     view! {
         <main class="login-page">
             <form class="login-form" method="post" action="/auth/login">
-                <h1>"Lanes"</h1>
-                <p class="subtitle">"Log in to see and book the GPUs."</p>
+                <h1>{tr!(login.lanes)}</h1>
+                <p class="subtitle">{tr!(login.log_in_to_see_and_book)}</p>
                 <input type="hidden" name="next" value=next />
                 <label>
-                    "Username"
+                    {tr!(login.username)}
                     <input
                         name="username"
                         autocomplete="username"
@@ -53,7 +53,7 @@ pub fn LoginPage() -> impl IntoView {
                     />
                 </label>
                 <label>
-                    "Password"
+                    {tr!(login.password)}
                     <input
                         type="password"
                         name="password"
@@ -65,7 +65,7 @@ pub fn LoginPage() -> impl IntoView {
                 {move || {
                     error().map(|message| view! { <p class="form-error" role="alert">{message}</p> })
                 }}
-                <button type="submit">"Log in"</button>
+                <button type="submit">{tr!(login.log_in)}</button>
             </form>
         </main>
     }

@@ -9,8 +9,8 @@ pub fn NotFound() -> impl IntoView {
     }
     view! {
         <main class="page">
-            <h1>"Page not found"</h1>
-            <p><a href="/">"Back to the dashboard"</a></p>
+            <h1>{tr!(not_found.page_not_found)}</h1>
+            <p><a href="/">{tr!(not_found.back_to_the_dashboard)}</a></p>
         </main>
     }
 }

@@ -42,8 +42,8 @@ pub fn MyNotifications() -> impl IntoView {
     let message = RwSignal::new(None::<Result<String, String>>);
     view! {
         <section class="panel" data-testid="my-notifications">
-            <h3>"Notifications"</h3>
-            {render_remote(prefs, "your notification choices", move |view: &NotifyPrefsView| {
+            <h3>{tr!(notifications.notifications)}</h3>
+            {render_remote(prefs, tr!(notifications.what_prefs), move |view: &NotifyPrefsView| {
                 view! { <PrefsForm view=view.clone() message on_saved=move || prefs.reload() /> }
             })}
             {outcome(message)}
@@ -92,7 +92,7 @@ fn PrefsForm(
                 .await
             {
                 Ok(_) => {
-                    message.set(Some(Ok("Saved.".into())));
+                    message.set(Some(Ok(tr!(notifications.saved).into())));
                     on_saved();
                 }
                 Err(e) => message.set(Some(Err(e))),
@@ -104,9 +104,9 @@ fn PrefsForm(
             match rest::send::<_, TestSent>(Method::Post, "/api/v1/me/notifications/test", &())
                 .await
             {
-                Ok(sent) => message.set(Some(Ok(format!(
-                    "A test message is on its way ({} queued).",
-                    sent.queued.len()
+                Ok(sent) => message.set(Some(Ok(tr!(
+                    notifications.test_on_way,
+                    n = sent.queued.len()
                 )))),
                 Err(e) => message.set(Some(Err(e))),
             }
@@ -118,11 +118,11 @@ fn PrefsForm(
         }
     };
     let email_line = match (&view.email, view.email_available) {
-        (Some(address), true) => format!("Email goes to {address}."),
+        (Some(address), true) => tr!(notifications.email_goes, address = address.clone()),
         (Some(address), false) => {
-            format!("Your address is {address}, but the lab has no mail server set up yet.")
+            tr!(notifications.no_mail_server, address = address.clone())
         }
-        (None, _) => "You have no email address on record: ask an admin to add one.".into(),
+        (None, _) => tr!(notifications.no_address).into(),
     };
     let rows = EventKind::ALL
         .into_iter()
@@ -141,16 +141,16 @@ fn PrefsForm(
             };
             view! {
                 <tr>
-                    <td>{kind.label()}{required.then_some(view! { <span class="muted">" (required by the lab)"</span> })}</td>
+                    <td>{crate::i18n::event_label(kind)}{required.then_some(view! { <span class="muted">{tr!(notifications.required_by_the_lab)}</span> })}</td>
                     <td>
                         <input type="checkbox" name=format!("{}_email", kind.as_str())
-                            aria-label=format!("{} by email", kind.label())
+                            aria-label=tr!(notifications.by_email, event = crate::i18n::event_label(kind))
                             prop:checked=move || chosen.with(|m| m.get(&kind).is_some_and(|c| c.email))
                             disabled=required on:change=move |_| flip(true) />
                     </td>
                     <td>
                         <input type="checkbox" name=format!("{}_webhook", kind.as_str())
-                            aria-label=format!("{} by webhook", kind.label())
+                            aria-label=tr!(notifications.by_webhook, event = crate::i18n::event_label(kind))
                             prop:checked=move || chosen.with(|m| m.get(&kind).is_some_and(|c| c.webhook))
                             disabled=required on:change=move |_| flip(false) />
                     </td>
@@ -162,29 +162,29 @@ fn PrefsForm(
         <form class="stack" on:submit=save>
             <p class="muted">{email_line}</p>
             <label>
-                {format!("Time zone for times in messages (empty: the lab's, {})", view.lab_time_zone)}
+                {tr!(notifications.zone_label, zone = view.lab_time_zone.clone())}
                 <span class="inline">
-                    <input name="time_zone" placeholder="e.g. Europe/Berlin" maxlength="64"
+                    <input name="time_zone" placeholder=tr!(notifications.e_g_europe_berlin) maxlength="64"
                         prop:value=view.prefs.time_zone.clone().unwrap_or_default() node_ref=zone />
-                    <button type="button" class="secondary" on:click=use_browser_zone>"Use this browser's"</button>
+                    <button type="button" class="secondary" on:click=use_browser_zone>{tr!(notifications.use_this_browser_s)}</button>
                 </span>
             </label>
             <label>
-                "Your own webhook (optional; JSON POST, or Slack-compatible)"
+                {tr!(notifications.your_own_webhook_optional_json_post)}
                 <input name="webhook_url" type="url" placeholder="https://hooks.example/…" maxlength="2000"
                     prop:value=view.prefs.webhook_url.clone().unwrap_or_default() node_ref=hook />
             </label>
             <label class="check">
                 <input type="checkbox" name="webhook_slack" prop:checked=view.prefs.webhook_format == WebhookFormat::Slack node_ref=slack />
-                "Send it as Slack's (and Mattermost's) incoming webhooks take it"
+                {tr!(notifications.send_it_as_slack_s_and)}
             </label>
             <table class="list" data-testid="notify-events">
-                <ListHead cols=&[Col::Text("Tell me when"), Col::Text("Email"), Col::Text("Webhook")] />
+                <ListHead cols=vec![Col::Text(tr!(notifications.col_when_event)), Col::Text(tr!(notifications.col_email)), Col::Text(tr!(notifications.col_webhook))] />
                 <tbody>{rows}</tbody>
             </table>
             <span class="inline">
-                <button type="submit">"Save notifications"</button>
-                <button type="button" class="secondary" on:click=test>"Send me a test"</button>
+                <button type="submit">{tr!(notifications.save_notifications)}</button>
+                <button type="button" class="secondary" on:click=test>{tr!(notifications.send_me_a_test)}</button>
             </span>
         </form>
     }
@@ -203,7 +203,9 @@ fn outcome(message: RwSignal<Option<Result<String, String>>>) -> impl IntoView {
 
 /// What the admins' outbox table shows of a message's recipient.
 fn recipient(m: &OutboxEntry) -> String {
-    m.username.clone().unwrap_or_else(|| "lab channel".into())
+    m.username
+        .clone()
+        .unwrap_or_else(|| tr!(notifications.lab_channel).into())
 }
 
 #[component]
@@ -225,14 +227,13 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 .await
             {
                 Ok(sent) => {
-                    test_message.set(Some(Ok(format!(
-                        "Queued as message {}: watch it below.",
-                        sent.queued
-                            .iter()
-                            .map(|i| i.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))));
+                    let ids = sent
+                        .queued
+                        .iter()
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    test_message.set(Some(Ok(tr!(notifications.queued_as, ids))));
                     outbox.reload();
                 }
                 Err(e) => test_message.set(Some(Err(e))),
@@ -241,22 +242,22 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     };
     view! {
         <section class="panel" data-testid="notify-settings">
-            <h3>"Notifications"</h3>
-            {render_remote(settings, "notification settings", move |s: &NotifySettings| {
+            <h3>{tr!(notifications.notifications)}</h3>
+            {render_remote(settings, tr!(notifications.what_settings), move |s: &NotifySettings| {
                 view! { <NotifySettingsForm settings=s.clone() message=settings_message on_saved=move || { settings.reload(); on_done(); } /> }
             })}
             {outcome(settings_message)}
-            <h4>"Test message"</h4>
+            <h4>{tr!(notifications.test_message)}</h4>
             <form class="inline" on:submit=send_test>
-                <input name="test_email" type="email" placeholder="an address (empty: your own channels)" node_ref=test_to />
-                <button type="submit">"Send test"</button>
+                <input name="test_email" type="email" placeholder=tr!(notifications.an_address_empty_your_own_channels) node_ref=test_to />
+                <button type="submit">{tr!(notifications.send_test)}</button>
             </form>
             {outcome(test_message)}
-            <h4>"Outbox"</h4>
-            <p class="muted">"The latest 50 messages; failed and suppressed ones say why."</p>
-            {render_remote(outbox, "the outbox", |list: &Vec<OutboxEntry>| {
+            <h4>{tr!(notifications.outbox)}</h4>
+            <p class="muted">{tr!(notifications.the_latest_50_messages_failed_and)}</p>
+            {render_remote(outbox, tr!(notifications.what_outbox), |list: &Vec<OutboxEntry>| {
                 if list.is_empty() {
-                    return view! { <p class="muted">"Nothing sent yet."</p> }.into_any();
+                    return view! { <p class="muted">{tr!(notifications.nothing_sent_yet)}</p> }.into_any();
                 }
                 let rows = list
                     .iter()
@@ -278,7 +279,7 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                     .collect_view();
                 view! {
                     <table class="list" data-testid="outbox">
-                        <ListHead cols=&[Col::Text("When"), Col::Text("To"), Col::Text("By"), Col::Text("Event"), Col::Text("What"), Col::Text("Status"), Col::Text("Tries"), Col::Text("Why not sent")] />
+                        <ListHead cols=vec![Col::Text(tr!(notifications.col_when)), Col::Text(tr!(notifications.col_to)), Col::Text(tr!(notifications.col_by)), Col::Text(tr!(notifications.col_event)), Col::Text(tr!(notifications.col_what)), Col::Text(tr!(notifications.col_status)), Col::Text(tr!(notifications.col_tries)), Col::Text(tr!(notifications.col_why))] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
@@ -319,18 +320,18 @@ fn NotifySettingsForm(
     let smtp = settings.smtp.clone();
     let save = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let number = |node: NodeRef<leptos::html::Input>, what: &str| {
+        let number = |node: NodeRef<leptos::html::Input>, what: &'static str| {
             field(node)
                 .trim()
                 .parse::<u32>()
-                .map_err(|_| format!("{what} is a whole number."))
+                .map_err(|_| tr!(notifications.is_whole, what))
         };
         let numbers = (|| {
             Ok::<_, String>((
-                number(starts, "The start reminder")?,
-                number(ends, "The end reminder")?,
-                number(quota, "The quota warning")?,
-                number(per_hour, "The hourly limit")?,
+                number(starts, tr!(notifications.start_reminder))?,
+                number(ends, tr!(notifications.end_reminder))?,
+                number(quota, tr!(notifications.quota_warning))?,
+                number(per_hour, tr!(notifications.hourly_limit))?,
             ))
         })();
         let (starts_soon_min, ends_soon_min, quota_near_pct, per_user_per_hour) = match numbers {
@@ -344,9 +345,7 @@ fn NotifySettingsForm(
             None => None,
             Some(host) => {
                 let Ok(port) = field(port).trim().parse::<u16>() else {
-                    message.set(Some(Err(
-                        "The mail server's port is a number from 1 to 65535.".into(),
-                    )));
+                    message.set(Some(Err(tr!(notifications.bad_port).into())));
                     return;
                 };
                 let security = match security.get_untracked().map(|s| s.value()).as_deref() {
@@ -388,7 +387,7 @@ fn NotifySettingsForm(
             .await
             {
                 Ok(_) => {
-                    message.set(Some(Ok("Saved.".into())));
+                    message.set(Some(Ok(tr!(notifications.saved).into())));
                     on_saved();
                 }
                 Err(e) => message.set(Some(Err(e))),
@@ -420,10 +419,10 @@ fn NotifySettingsForm(
             };
             view! {
                 <tr>
-                    <td>{kind.label()}</td>
-                    <td><input type="checkbox" name=format!("default_{}_email", kind.as_str()) aria-label=format!("{} by email by default", kind.label()) prop:checked=move || is(0) on:change=move |_| flip(0) /></td>
-                    <td><input type="checkbox" name=format!("default_{}_webhook", kind.as_str()) aria-label=format!("{} by webhook by default", kind.label()) prop:checked=move || is(1) on:change=move |_| flip(1) /></td>
-                    <td><input type="checkbox" name=format!("required_{}", kind.as_str()) aria-label=format!("{}: members may not turn it off", kind.label()) prop:checked=move || is(2) on:change=move |_| flip(2) /></td>
+                    <td>{crate::i18n::event_label(kind)}</td>
+                    <td><input type="checkbox" name=format!("default_{}_email", kind.as_str()) aria-label=tr!(notifications.by_email_default, event = crate::i18n::event_label(kind)) prop:checked=move || is(0) on:change=move |_| flip(0) /></td>
+                    <td><input type="checkbox" name=format!("default_{}_webhook", kind.as_str()) aria-label=tr!(notifications.by_webhook_default, event = crate::i18n::event_label(kind)) prop:checked=move || is(1) on:change=move |_| flip(1) /></td>
+                    <td><input type="checkbox" name=format!("required_{}", kind.as_str()) aria-label=tr!(notifications.required_aria, event = crate::i18n::event_label(kind)) prop:checked=move || is(2) on:change=move |_| flip(2) /></td>
                 </tr>
             }
         })
@@ -435,45 +434,45 @@ fn NotifySettingsForm(
         SmtpSecurity::None => "none".into(),
     });
     let password_hint = if smtp_value(|s| s.password_set.to_string()) == "true" {
-        "a password is kept: leave empty to keep it"
+        tr!(notifications.password_kept)
     } else {
-        "none"
+        tr!(notifications.no_password)
     };
     view! {
         <form class="stack" on:submit=save>
-            <label>"Lab name (in every subject)" <input name="lab_name" required maxlength="80" prop:value=settings.lab_name.clone() node_ref=lab /></label>
-            <label>"Portal address for links in messages (empty: this server's own)" <input name="portal_url" type="url" placeholder="https://gpu.lab.example" prop:value=settings.portal_url.clone().unwrap_or_default() node_ref=portal /></label>
-            <label>"The lab's time zone" <input name="lab_time_zone" prop:value=settings.time_zone.clone() node_ref=zone /></label>
+            <label>{tr!(notifications.lab_name_in_every_subject)} <input name="lab_name" required maxlength="80" prop:value=settings.lab_name.clone() node_ref=lab /></label>
+            <label>{tr!(notifications.portal_address_for_links_in_messages)} <input name="portal_url" type="url" placeholder="https://gpu.lab.example" prop:value=settings.portal_url.clone().unwrap_or_default() node_ref=portal /></label>
+            <label>{tr!(notifications.the_lab_s_time_zone)} <input name="lab_time_zone" prop:value=settings.time_zone.clone() node_ref=zone /></label>
             <fieldset>
-                <legend>"Mail server (empty host: no email)"</legend>
-                <label>"Host" <input name="smtp_host" prop:value=smtp_value(|s| s.host.clone()) node_ref=host /></label>
-                <label>"Port" <input name="smtp_port" type="number" min="1" max="65535" prop:value=smtp_value(|s| s.port.to_string()) placeholder="587" node_ref=port /></label>
-                <label>"Security"
+                <legend>{tr!(notifications.mail_server_empty_host_no_email)}</legend>
+                <label>{tr!(notifications.host)} <input name="smtp_host" prop:value=smtp_value(|s| s.host.clone()) node_ref=host /></label>
+                <label>{tr!(notifications.port)} <input name="smtp_port" type="number" min="1" max="65535" prop:value=smtp_value(|s| s.port.to_string()) placeholder="587" node_ref=port /></label>
+                <label>{tr!(notifications.security)}
                     <select name="smtp_security" node_ref=security prop:value=security_now.clone()>
-                        <option value="starttls" selected=security_now == "starttls" || security_now.is_empty()>"STARTTLS (587)"</option>
-                        <option value="tls" selected=security_now == "tls">"TLS (465)"</option>
-                        <option value="none" selected=security_now == "none">"None (a relay on this host only)"</option>
+                        <option value="starttls" selected=security_now == "starttls" || security_now.is_empty()>{tr!(notifications.starttls_587)}</option>
+                        <option value="tls" selected=security_now == "tls">{tr!(notifications.tls_465)}</option>
+                        <option value="none" selected=security_now == "none">{tr!(notifications.none_a_relay_on_this_host)}</option>
                     </select>
                 </label>
-                <label>"Login (empty: none)" <input name="smtp_username" autocomplete="off" prop:value=smtp_value(|s| s.username.clone()) node_ref=username /></label>
-                <label>"Password" <input name="smtp_password" type="password" autocomplete="new-password" placeholder=password_hint node_ref=password /></label>
-                <label>"Sender" <input name="smtp_from" placeholder="Lab GPUs <gpus@lab.example>" prop:value=smtp_value(|s| s.from.clone()) node_ref=from /></label>
+                <label>{tr!(notifications.login_empty_none)} <input name="smtp_username" autocomplete="off" prop:value=smtp_value(|s| s.username.clone()) node_ref=username /></label>
+                <label>{tr!(notifications.password)} <input name="smtp_password" type="password" autocomplete="new-password" placeholder=password_hint node_ref=password /></label>
+                <label>{tr!(notifications.sender)} <input name="smtp_from" placeholder=tr!(notifications.lab_gpus_gpus_lab_example) prop:value=smtp_value(|s| s.from.clone()) node_ref=from /></label>
             </fieldset>
             <span class="inline">
-                <label>"Remind this many minutes before a booking starts" <input name="starts_soon_min" type="number" min="1" max="1440" prop:value=settings.starts_soon_min.to_string() node_ref=starts /></label>
-                <label>"…and before it ends" <input name="ends_soon_min" type="number" min="1" max="1440" prop:value=settings.ends_soon_min.to_string() node_ref=ends /></label>
-                <label>"Warn at this % of the weekly quota" <input name="quota_near_pct" type="number" min="1" max="100" prop:value=settings.quota_near_pct.to_string() node_ref=quota /></label>
-                <label>"Most messages per member an hour" <input name="per_user_per_hour" type="number" min="1" max="10000" prop:value=settings.per_user_per_hour.to_string() node_ref=per_hour /></label>
+                <label>{tr!(notifications.remind_this_many_minutes_before_a)} <input name="starts_soon_min" type="number" min="1" max="1440" prop:value=settings.starts_soon_min.to_string() node_ref=starts /></label>
+                <label>{tr!(notifications.and_before_it_ends)} <input name="ends_soon_min" type="number" min="1" max="1440" prop:value=settings.ends_soon_min.to_string() node_ref=ends /></label>
+                <label>{tr!(notifications.warn_at_this_of_the_weekly)} <input name="quota_near_pct" type="number" min="1" max="100" prop:value=settings.quota_near_pct.to_string() node_ref=quota /></label>
+                <label>{tr!(notifications.most_messages_per_member_an_hour)} <input name="per_user_per_hour" type="number" min="1" max="10000" prop:value=settings.per_user_per_hour.to_string() node_ref=per_hour /></label>
             </span>
             <label class="check">
                 <input type="checkbox" name="allow_private_webhooks" prop:checked=settings.allow_private_webhooks node_ref=private />
-                "Members' webhooks may point at this machine or a private network"
+                {tr!(notifications.members_webhooks_may_point_at_this)}
             </label>
             <table class="list" data-testid="notify-defaults">
-                <ListHead cols=&[Col::Text("Event"), Col::Text("Email by default"), Col::Text("Webhook by default"), Col::Text("Required")] />
+                <ListHead cols=vec![Col::Text(tr!(notifications.col_event)), Col::Text(tr!(notifications.col_email_default)), Col::Text(tr!(notifications.col_webhook_default)), Col::Text(tr!(notifications.col_required))] />
                 <tbody>{rows}</tbody>
             </table>
-            <button type="submit">"Save notification settings"</button>
+            <button type="submit">{tr!(notifications.save_notification_settings)}</button>
         </form>
     }
     .into_any()

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 #[component]
 pub fn QueuePage() -> impl IntoView {
-    view! { <MemberPage absent="Log in to see the queue." body=|me| view! { <QueueSections me /> } /> }
+    view! { <MemberPage absent=tr!(queue.log_in) body=|me| view! { <QueueSections me /> } /> }
 }
 
 #[component]
@@ -24,17 +24,17 @@ fn QueueSections(me: User) -> impl IntoView {
     queue.refresh_every(Duration::from_secs(2));
     Cards::provide();
     view! {
-        <h2>"Queue"</h2>
+        <h2>{tr!(queue.queue)}</h2>
         <section class="panel">
-            <h3>"Queue a job"</h3>
-            {render_remote(queue, "the queue", move |view: &QueueView| {
+            <h3>{tr!(queue.queue_a_job)}</h3>
+            {render_remote(queue, tr!(queue.what_queue), move |view: &QueueView| {
                 let settings = view.settings.clone();
                 view! { <SubmitForm settings on_done=move || queue.reload() /> }
             })}
         </section>
         <section class="panel">
-            <h3>"Running and waiting"</h3>
-            {render_remote(queue, "the queue", move |view: &QueueView| {
+            <h3>{tr!(queue.running_and_waiting)}</h3>
+            {render_remote(queue, tr!(queue.what_queue), move |view: &QueueView| {
                 let me = me.clone();
                 let live: Vec<QueuedJob> = view
                     .jobs
@@ -50,20 +50,18 @@ fn QueueSections(me: User) -> impl IntoView {
                     .collect();
                 view! {
                     <p class="hint">{policy_line(&view.settings)}</p>
-                    <JobTable jobs=live me=me.clone() on_done=move || queue.reload() testid="queue-live" empty="Nothing runs or waits." />
-                    <h3>"Ended"</h3>
-                    <JobTable jobs=ended me on_done=move || queue.reload() testid="queue-ended" empty="No queue job has ended yet." />
+                    <JobTable jobs=live me=me.clone() on_done=move || queue.reload() testid="queue-live" empty=tr!(queue.nothing_live) />
+                    <h3>{tr!(queue.ended)}</h3>
+                    <JobTable jobs=ended me on_done=move || queue.reload() testid="queue-ended" empty=tr!(queue.nothing_ended) />
                 }
             })}
         </section>
         <section class="panel">
-            <h3>"Fair share"</h3>
+            <h3>{tr!(queue.fair_share)}</h3>
             <p class="hint">
-                "Use is GPU-hours held (bookings and queue jobs), halving every half-life. "
-                "A factor of 1 means unused, ½ use at the share, less beyond it; under the "
-                "fair-share policy, waiting jobs of users with higher factors go first."
+                {tr!(queue.use_is_gpu_hours_held_bookings)}
             </p>
-            {render_remote(queue, "fair share", |view: &QueueView| view! { <Standings list=view.standings.clone() /> })}
+            {render_remote(queue, tr!(queue.what_fair_share), |view: &QueueView| view! { <Standings list=view.standings.clone() /> })}
         </section>
     }
     .into_any()
@@ -71,17 +69,19 @@ fn QueueSections(me: User) -> impl IntoView {
 
 fn policy_line(s: &QueueSettings) -> String {
     let policy = match s.policy {
-        lanes_types::queue::Policy::Fifo => "first come, first served",
-        lanes_types::queue::Policy::Backfill => "first come, first served, with backfill",
-        lanes_types::queue::Policy::Fairshare => "fair share with backfill",
+        lanes_types::queue::Policy::Fifo => tr!(queue_policy.fifo),
+        lanes_types::queue::Policy::Backfill => tr!(queue_policy.backfill),
+        lanes_types::queue::Policy::Fairshare => tr!(queue_policy.fairshare),
     };
-    format!(
-        "Policy: {policy}. Time limit: {}at most {}. Fair-share half-life {}.",
-        s.default_time_limit_s
-            .map(|d| format!("{} unless you say, ", span(d)))
+    tr!(
+        queue.policy_line,
+        policy,
+        default = s
+            .default_time_limit_s
+            .map(|d| tr!(queue.unless_you_say, limit = span(d)))
             .unwrap_or_default(),
-        span(s.max_time_limit_s),
-        span(s.half_life_s)
+        max = span(s.max_time_limit_s),
+        half_life = span(s.half_life_s)
     )
 }
 
@@ -107,20 +107,20 @@ fn SubmitForm(
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let Ok(count) = field(gpus).trim().parse::<u32>() else {
-            return error.set(Some("Say how many GPUs, as a whole number.".into()));
+            return error.set(Some(tr!(queue.gpus_whole).into()));
         };
         let limit = match field(hours).trim() {
             "" => None,
             text => match text.parse::<f64>() {
                 Ok(h) if h > 0.0 && h.is_finite() => Some((h * 3_600.0).round() as i64),
-                _ => return error.set(Some("The time limit is a number of hours above 0.".into())),
+                _ => return error.set(Some(tr!(queue.limit_hours).into())),
             },
         };
         let min_memory = match field(memory).trim() {
             "" => None,
             text => match text.parse::<f64>() {
                 Ok(g) if g >= 0.0 && g.is_finite() => Some((g * (1u64 << 30) as f64) as u64),
-                _ => return error.set(Some("Free memory is a number of GiB.".into())),
+                _ => return error.set(Some(tr!(queue.memory_gib).into())),
             },
         };
         let argv = match crate::pages::jobs::command_words(&field(command)) {
@@ -150,21 +150,19 @@ fn SubmitForm(
     };
     view! {
         <form class="inline-form" on:submit=submit data-testid="submit-queue">
-            <label>"GPUs " <input node_ref=gpus type="number" min="1" value="1" size="3" required /></label>
-            <label>"Time limit (h) " <input node_ref=hours inputmode="decimal" size="5" value=default_hours.clone() placeholder=default_hours /></label>
-            <label>"Command " <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
-            <label>"Directory " <input node_ref=cwd placeholder="your home" /></label>
-            <label>"Name " <input node_ref=name placeholder="optional" /></label>
-            <label>"Free memory per GPU (GiB) " <input node_ref=memory inputmode="decimal" size="5" placeholder="any" /></label>
-            <label class="check" title="It may run on idle booked cards their holder lends; when the holder takes them back it gets SIGTERM (checkpoint then), SIGKILL after the queue's grace, and waits again">
+            <label>{tr!(queue.gpus)} <input node_ref=gpus type="number" min="1" value="1" size="3" required /></label>
+            <label>{tr!(queue.time_limit_h)} <input node_ref=hours inputmode="decimal" size="5" value=default_hours.clone() placeholder=default_hours /></label>
+            <label>{tr!(queue.command)} <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
+            <label>{tr!(queue.directory)} <input node_ref=cwd placeholder=tr!(queue.your_home) /></label>
+            <label>{tr!(queue.name)} <input node_ref=name placeholder=tr!(queue.optional) /></label>
+            <label>{tr!(queue.free_memory_per_gpu_gib)} <input node_ref=memory inputmode="decimal" size="5" placeholder=tr!(queue.any) /></label>
+            <label class="check" title=tr!(queue.it_may_run_on_idle_booked)>
                 <input node_ref=preemptible type="checkbox" name="preemptible" />
-                "Preemptible (may borrow idle booked cards)"
+                {tr!(queue.preemptible_may_borrow_idle_booked_cards)}
             </label>
-            <button type="submit">"Queue"</button>
+            <button type="submit">{tr!(queue.queue)}</button>
             <p class="hint">
-                "It starts as soon as enough cards are free for its whole time limit (never into "
-                "someone's booking), runs as you with only its cards visible, and is stopped at "
-                "the limit."
+                {tr!(queue.it_starts_as_soon_as_enough)}
             </p>
             {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
         </form>
@@ -192,7 +190,7 @@ fn JobTable(
         .collect_view();
     view! {
         <table class="list queue" data-testid=testid>
-            <ListHead cols=&[Col::Text("Job"), Col::Text("User"), Col::Num("GPUs"), Col::Text("Limit"), Col::Text("State"), Col::Text("Cards / why it waits"), Col::Text("Submitted"), Col::Text("Started"), Col::Blank] />
+            <ListHead cols=vec![Col::Text(tr!(queue.col_job)), Col::Text(tr!(queue.col_user)), Col::Num(tr!(queue.col_gpus)), Col::Text(tr!(queue.col_limit)), Col::Text(tr!(queue.col_state)), Col::Text(tr!(queue.col_cards)), Col::Text(tr!(queue.col_submitted)), Col::Text(tr!(queue.col_started)), Col::Blank] />
             <tbody>{rows}</tbody>
         </table>
     }
@@ -226,7 +224,7 @@ fn JobRow(
         QueueState::Pending => {
             let reason = job.reason.clone().unwrap_or_default();
             match job.estimated_start {
-                Some(at) => format!("{reason}; estimated start {}", date_time(at)),
+                Some(at) => tr!(queue.estimated, reason = reason.clone(), at = date_time(at)),
                 None => reason,
             }
         }
@@ -235,14 +233,14 @@ fn JobRow(
                 .map(|c| c.names(&job.cards))
                 .unwrap_or_default();
             match job.borrowed_from {
-                Some(booking) => format!("{cards} (lent by booking #{booking} while idle)"),
+                Some(booking) => tr!(queue.lent_by, cards = cards.clone(), booking),
                 None => cards,
             }
         }
         _ => {
             let code = job
                 .exit_code
-                .map(|c| format!("exit {c}"))
+                .map(|code| tr!(queue.exit, code))
                 .unwrap_or_default();
             [code, job.message.clone()]
                 .into_iter()
@@ -254,13 +252,13 @@ fn JobRow(
     // Preemptible jobs say so, and how often they made way for a holder.
     let detail = match (job.preemptible, job.requeues) {
         (false, _) => detail,
-        (true, 0) => format!("preemptible · {detail}"),
-        (true, n) => format!("preemptible, made way {n}× · {detail}"),
+        (true, 0) => tr!(queue.preemptible, detail),
+        (true, n) => tr!(queue.made_way, n, detail),
     };
     let live = matches!(job.state, QueueState::Pending | QueueState::Running);
     let position = job
         .position
-        .map(|p| format!(" · #{p} in line"))
+        .map(|position| tr!(queue.in_line, position))
         .unwrap_or_default();
     view! {
         <tr data-queue-job=id.to_string() data-state=job.state.as_str()>
@@ -268,13 +266,13 @@ fn JobRow(
             <td>{job.username.clone()}</td>
             <td class="num">{job.gpus}</td>
             <td>{span(job.time_limit_s)}</td>
-            <td class=format!("state {}", job.state.as_str())>{format!("{}{position}", job.state.as_str())}</td>
+            <td class=format!("state {}", job.state.as_str())>{format!("{}{position}", crate::i18n::queue_state(job.state))}</td>
             <td class="reason" data-testid="reason">{detail}</td>
             <td>{date_time(job.submitted_at)}</td>
             <td>{job.started_at.map(date_time).unwrap_or_default()}</td>
             <td>
-                {(live && mine).then(|| view! { <button class="danger" on:click=cancel>"Cancel"</button> })}
-                {mine.then(|| view! { <a class="secondary" href=format!("/jobs?watch={id}")>"Log"</a> })}
+                {(live && mine).then(|| view! { <button class="danger" on:click=cancel>{tr!(queue.cancel)}</button> })}
+                {mine.then(|| view! { <a class="secondary" href=format!("/jobs?watch={id}")>{tr!(queue.log)}</a> })}
                 {move || error.get().map(|e| view! { <span class="form-error">{e}</span> })}
             </td>
         </tr>
@@ -307,7 +305,7 @@ fn Standings(list: Vec<Standing>) -> impl IntoView {
         .collect_view();
     view! {
         <table class="list" data-testid="standings">
-            <ListHead cols=&[Col::Text("User"), Col::Text("Group"), Col::Num("Share"), Col::Num("Use"), Col::Num("GPU-hours (decayed)"), Col::Num("Factor")] />
+            <ListHead cols=vec![Col::Text(tr!(queue.col_user)), Col::Text(tr!(queue.col_group)), Col::Num(tr!(queue.col_share)), Col::Num(tr!(queue.col_use)), Col::Num(tr!(queue.col_decayed)), Col::Num(tr!(queue.col_factor))] />
             <tbody>{rows}</tbody>
         </table>
     }

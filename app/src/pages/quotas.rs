@@ -9,13 +9,24 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 /// Field names of a quota row, in table order, with their column titles.
-pub const FIELDS: [(&str, &str); 5] = [
-    ("max_gpus", "GPUs at once"),
-    ("gpu_hours_per_week", "GPU-hours / 7 days"),
-    ("max_booking_hours", "Longest booking (h)"),
-    ("max_days_ahead", "Days ahead"),
-    ("max_upcoming", "Upcoming bookings"),
+pub const FIELDS: [&str; 5] = [
+    "max_gpus",
+    "gpu_hours_per_week",
+    "max_booking_hours",
+    "max_days_ahead",
+    "max_upcoming",
 ];
+
+/// A limit's column title.
+pub fn field_title(key: &str) -> &'static str {
+    match key {
+        "max_gpus" => tr!(quota_field.max_gpus),
+        "gpu_hours_per_week" => tr!(quota_field.gpu_hours_per_week),
+        "max_booking_hours" => tr!(quota_field.max_booking_hours),
+        "max_days_ahead" => tr!(quota_field.max_days_ahead),
+        _ => tr!(quota_field.max_upcoming),
+    }
+}
 
 /// One editable line: a scope (`default`, `group`, `user`), its name, and each limit as typed
 /// (empty: no limit here).
@@ -56,18 +67,26 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
     let mut quotas = Quotas::default();
     for r in rows {
         let who = if r.scope == "default" {
-            "the default".to_string()
+            tr!(quotas.the_default).to_string()
         } else {
-            format!("{} {}", r.scope, r.name)
+            tr!(
+                quotas.who,
+                scope = scope_name(&r.scope),
+                name = r.name.clone()
+            )
         };
         let whole = |i: usize| -> Result<Option<u32>, String> {
             let t = r.fields[i].trim();
             if t.is_empty() {
                 return Ok(None);
             }
-            t.parse()
-                .map(Some)
-                .map_err(|_| format!("{who}: {} must be a whole number", FIELDS[i].1))
+            t.parse().map(Some).map_err(|_| {
+                tr!(
+                    quotas.whole,
+                    who = who.clone(),
+                    field = field_title(FIELDS[i])
+                )
+            })
         };
         let real = |i: usize| -> Result<Option<f64>, String> {
             let t = r.fields[i].trim();
@@ -76,7 +95,11 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
             }
             match t.parse::<f64>() {
                 Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-                _ => Err(format!("{who}: {} must be a number ≥ 0", FIELDS[i].1)),
+                _ => Err(tr!(
+                    quotas.real,
+                    who = who.clone(),
+                    field = field_title(FIELDS[i])
+                )),
             }
         };
         let quota = Quota {
@@ -89,7 +112,9 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
         let name = r.name.trim().to_string();
         match r.scope.as_str() {
             "default" => quotas.default = quota,
-            _ if name.is_empty() => return Err(format!("a {} override needs a name", r.scope)),
+            _ if name.is_empty() => {
+                return Err(tr!(quotas.needs_name, scope = scope_name(&r.scope)))
+            }
             "group" => {
                 quotas.groups.insert(name, quota);
             }
@@ -99,6 +124,15 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
         }
     }
     Ok(quotas)
+}
+
+/// "user" or "group", in the page's language.
+fn scope_name(scope: &str) -> &'static str {
+    if scope == "group" {
+        tr!(quotas.scope_group)
+    } else {
+        tr!(quotas.scope_user)
+    }
 }
 
 fn of(used: String, limit: Option<String>) -> String {
@@ -134,7 +168,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
             match rest::send::<_, Quotas>(Method::Put, "/api/v1/quotas", &wanted).await {
                 Ok(_) => {
                     error.set(None);
-                    notice.set(Some("Quotas saved.".into()));
+                    notice.set(Some(tr!(quotas.saved).into()));
                     quotas.reload();
                     uses.reload();
                     on_done();
@@ -171,7 +205,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                             <td>
                                 <input
                                     class="num"
-                                    name=format!("{}-{}-{}", r.scope, r.name, FIELDS[j].0)
+                                    name=format!("{}-{}-{}", r.scope, r.name, FIELDS[j])
                                     placeholder="—"
                                     prop:value=r.fields[j].clone()
                                     on:change=move |ev| {
@@ -186,9 +220,9 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                     })
                     .collect_view();
                 let label = if r.scope == "default" {
-                    "Default (everyone)".to_string()
+                    tr!(quotas.default_everyone).to_string()
                 } else {
-                    format!("{} {}", r.scope, r.name)
+                    tr!(quotas.who, scope = scope_name(&r.scope), name = r.name.clone())
                 };
                 let removable = r.scope != "default";
                 view! {
@@ -197,7 +231,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                         {inputs}
                         <td class="actions">
                             <Show when=move || removable>
-                                <button on:click=move |_| rows.update(|rows| { rows.remove(i); })>"Remove"</button>
+                                <button on:click=move |_| rows.update(|rows| { rows.remove(i); })>{tr!(quotas.remove)}</button>
                             </Show>
                         </td>
                     </tr>
@@ -207,37 +241,37 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
     };
     view! {
         <section class="panel" data-testid="quotas">
-            <h3>"Quotas"</h3>
+            <h3>{tr!(quotas.quotas)}</h3>
             <p class="muted">
-                "Empty means no limit at that level. A user's own value wins over the default; for the length of one booking and how far ahead, the strictest of the user's groups comes before the default; a group's GPUs, GPU-hours and upcoming bookings bound the sum over its members."
+                {tr!(quotas.empty_means_no_limit_at_that)}
             </p>
             <table class="list quota-editor">
                 <thead>
                     <tr>
-                        <th>"Applies to"</th>
-                        {FIELDS.iter().map(|(_, title)| view! { <th>{*title}</th> }).collect_view()}
+                        <th>{tr!(quotas.applies_to)}</th>
+                        {FIELDS.iter().map(|key| view! { <th>{field_title(key)}</th> }).collect_view()}
                         <th></th>
                     </tr>
                 </thead>
                 <tbody>{editor}</tbody>
             </table>
             <div class="inline">
-                <select aria-label="For a user or a group" on:change=move |ev| new_scope.set(event_target_value(&ev))>
-                    <option value="user" selected>"user"</option>
-                    <option value="group">"group"</option>
+                <select aria-label=tr!(quotas.for_a_user_or_a_group) on:change=move |ev| new_scope.set(event_target_value(&ev))>
+                    <option value="user" selected>{tr!(quotas.user)}</option>
+                    <option value="group">{tr!(quotas.group)}</option>
                 </select>
                 <input
-                    placeholder="username or group name"
+                    placeholder=tr!(quotas.username_or_group_name)
                     prop:value=move || new_name.get()
                     on:input=move |ev| new_name.set(event_target_value(&ev))
                 />
-                <button on:click=add>"Add override"</button>
-                <button type="submit" on:click=save>"Save quotas"</button>
+                <button on:click=add>{tr!(quotas.add_override)}</button>
+                <button type="submit" on:click=save>{tr!(quotas.save_quotas)}</button>
             </div>
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
             {move || notice.get().map(|m| view! { <p class="notice" role="status">{m}</p> })}
-            <h3>"Use now"</h3>
-            {render_remote(uses, "quota use", |list: &Vec<QuotaUse>| {
+            <h3>{tr!(quotas.use_now)}</h3>
+            {render_remote(uses, tr!(quotas.what_use), |list: &Vec<QuotaUse>| {
                 let rows = list
                     .iter()
                     .map(|u| {
@@ -253,7 +287,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                     .collect_view();
                 view! {
                     <table class="list">
-                        <ListHead cols=&[Col::Text("Who"), Col::Text("GPUs held now"), Col::Text("GPU-hours, next 7 days"), Col::Text("Upcoming bookings")] />
+                        <ListHead cols=vec![Col::Text(tr!(quotas.col_who)), Col::Text(tr!(quotas.col_held)), Col::Text(tr!(quotas.col_week)), Col::Text(tr!(quotas.col_upcoming))] />
                         <tbody>{rows}</tbody>
                     </table>
                 }
