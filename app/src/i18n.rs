@@ -64,6 +64,11 @@ pub fn of_request(headers: &http::HeaderMap) -> Locale {
         .unwrap_or_default()
 }
 
+/// A language's tag, as the cookie, `<html lang>` and the API write it (`en`, `zh`).
+pub fn code(locale: Locale) -> &'static str {
+    leptos_i18n::Locale::as_str(locale)
+}
+
 /// A role as people read it.
 pub fn role_name(role: lanes_types::account::Role) -> &'static str {
     match role {

@@ -25,7 +25,7 @@ use leptos_router::{
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
-        <html lang=leptos_i18n::Locale::as_str(i18n::locale())>
+        <html lang=i18n::code(i18n::locale())>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />

@@ -151,11 +151,30 @@ pub fn client_for(url: &str, token: &str) -> Result<lanes_client::Client> {
 }
 
 fn reqwest_client() -> Result<lanes_client::reqwest::Client> {
+    // The server's messages in the terminal's language (`LANG=zh_CN.UTF-8`: Chinese).
+    let mut headers = lanes_client::reqwest::header::HeaderMap::new();
+    if let Some(language) =
+        accept_language(std::env::var("LC_ALL").ok(), std::env::var("LANG").ok())
+    {
+        if let Ok(value) = language.parse() {
+            headers.insert(lanes_client::reqwest::header::ACCEPT_LANGUAGE, value);
+        }
+    }
     lanes_client::reqwest::Client::builder()
+        .default_headers(headers)
         .connect_timeout(std::time::Duration::from_secs(5))
         .timeout(std::time::Duration::from_secs(30))
         .build()
         .map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// The `Accept-Language` of a POSIX locale (`zh_CN.UTF-8` → `zh-CN`), `LC_ALL` first; none
+/// for `C`, `POSIX` or nothing set.
+pub fn accept_language(lc_all: Option<String>, lang: Option<String>) -> Option<String> {
+    let locale = lc_all.filter(|v| !v.is_empty()).or(lang)?;
+    let tag = locale.split(['.', '@']).next()?.replace('_', "-");
+    let plain = !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    (plain && tag != "C" && tag != "POSIX").then_some(tag)
 }
 
 /// `host:port` or `http://host:port/` as `http://host:port`.
@@ -179,6 +198,20 @@ pub fn anonymous(url: &str) -> Result<lanes_client::Client> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_terminal_locale_becomes_the_accepted_language() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(accept_language(None, s("zh_CN.UTF-8")), s("zh-CN"));
+        assert_eq!(
+            accept_language(s("en_GB.utf8"), s("zh_CN.UTF-8")),
+            s("en-GB")
+        );
+        assert_eq!(accept_language(s(""), s("de_DE@euro")), s("de-DE"));
+        assert_eq!(accept_language(None, s("C.UTF-8")), None);
+        assert_eq!(accept_language(None, s("POSIX")), None);
+        assert_eq!(accept_language(None, None), None);
+    }
 
     #[test]
     fn urls_gain_a_scheme_and_lose_the_trailing_slash() {

@@ -9,8 +9,8 @@ pub use reqwest;
 pub use ws::{LogEvent, LogTail, Telemetry};
 
 use lanes_types::account::{
-    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, Group, LoginRequest, NewToken,
-    PasswordChange, PortalSettings, User, UserPatch, UserView,
+    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, Group, LanguageChoice,
+    LoginRequest, NewToken, PasswordChange, PortalSettings, User, UserPatch, UserView,
 };
 use lanes_types::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, GpuRef, MaintenanceBlock,
@@ -289,6 +289,15 @@ impl Client {
         Self::empty(
             self.request(Method::POST, "/api/v1/me/password")
                 .json(change),
+        )
+        .await
+    }
+
+    /// `PUT /api/v1/me/language`: `en` or `zh`, for pages, API messages and mail.
+    pub async fn set_language(&self, choice: &LanguageChoice) -> Result<()> {
+        Self::empty(
+            self.request(Method::PUT, "/api/v1/me/language")
+                .json(choice),
         )
         .await
     }

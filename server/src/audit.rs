@@ -56,10 +56,12 @@ pub enum AuditAction {
     NotifyPrefs,
     /// A test message was queued.
     NotifyTest,
+    /// A member chose the interface's language.
+    UserLanguage,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 37] = [
+    pub const ALL: [AuditAction; 38] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -97,6 +99,7 @@ impl AuditAction {
         AuditAction::NotifySettings,
         AuditAction::NotifyPrefs,
         AuditAction::NotifyTest,
+        AuditAction::UserLanguage,
     ];
 
     /// The dotted code the log stores and shows.
@@ -139,6 +142,7 @@ impl AuditAction {
             AuditAction::NotifySettings => "notify.settings",
             AuditAction::NotifyPrefs => "notify.prefs",
             AuditAction::NotifyTest => "notify.test",
+            AuditAction::UserLanguage => "user.language",
         }
     }
 }

@@ -119,6 +119,12 @@ fn matrix() -> Vec<Row> {
             EmptyJson,
             [401, 400, 400, 400],
         ),
+        row(
+            Method::PUT,
+            "/api/v1/me/language",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
         row(get.clone(), "/api/v1/tokens", None, [401, 200, 200, 200]),
         row(
             post.clone(),

@@ -17,6 +17,7 @@ mod events;
 mod history;
 mod job_launch;
 mod jobs;
+mod language;
 mod lending;
 mod logging;
 mod notify;

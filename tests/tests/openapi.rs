@@ -133,6 +133,9 @@ async fn call_client(
                 .change_password(&body(json!({"current_password": "a", "new_password": "b"})))
                 .await
         }
+        ("PUT", "/api/v1/me/language") => {
+            client.set_language(&body(json!({"language": "zh"}))).await
+        }
         ("GET", "/api/v1/tokens") => client.tokens().await.map(drop),
         ("POST", "/api/v1/tokens") => client
             .create_token(&body(json!({"name": "t"})))

@@ -5,16 +5,15 @@
 
 use crate::i18n::{self, Locale};
 use leptos::prelude::*;
-use leptos_i18n::Locale as _;
 
 #[component]
 pub fn LanguageSwitch() -> impl IntoView {
     let current = i18n::locale();
-    let options = Locale::get_all()
+    let options = <Locale as leptos_i18n::Locale>::get_all()
         .iter()
         .map(|locale| {
             view! {
-                <option value=locale.as_str() selected=*locale == current lang=locale.as_str()>
+                <option value=i18n::code(*locale) selected=*locale == current lang=i18n::code(*locale)>
                     {i18n::native_name(*locale)}
                 </option>
             }
@@ -40,13 +39,13 @@ fn choose(locale: Locale) {
         let _ = document.set_cookie(&format!(
             "{}={}; path=/; max-age=31536000; samesite=lax",
             i18n::COOKIE,
-            locale.as_str()
+            i18n::code(locale)
         ));
     }
     leptos::task::spawn_local(async move {
         // Anonymous viewers have no account to remember it on: the cookie is enough.
         let body = lanes_types::account::LanguageChoice {
-            language: locale.as_str().to_string(),
+            language: i18n::code(locale).to_string(),
         };
         let _ =
             crate::rest::send_empty(crate::rest::Method::Put, "/api/v1/me/language", Some(&body))

@@ -12,9 +12,14 @@ pub use lanes_types::booking::{Booking, BookingState, GpuRef, Quota, Quotas};
 /// Why a booking operation did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum BookingError {
-    /// Against a rule of slots or requests; `rule` names it for the API.
+    /// Against a rule of slots or requests; `rule` names it for the API, `args` are the
+    /// values its sentence names (for saying it in the caller's language).
     #[error("{message}")]
-    Invalid { rule: &'static str, message: String },
+    Invalid {
+        rule: &'static str,
+        message: String,
+        args: Vec<(&'static str, String)>,
+    },
     /// Over a quota.
     #[error(transparent)]
     Quota(#[from] quota::Refusal),
@@ -35,6 +40,7 @@ impl BookingError {
         BookingError::Invalid {
             rule,
             message: message.into(),
+            args: Vec::new(),
         }
     }
 }
@@ -49,7 +55,15 @@ impl From<rules::InvalidSlot> for BookingError {
             rules::InvalidSlot::BeyondHorizon(_) => "horizon",
             rules::InvalidSlot::OutOfRange => "time_range",
         };
-        BookingError::invalid(rule, e.to_string())
+        let args = match e {
+            rules::InvalidSlot::BeyondHorizon(days) => vec![("days", days.to_string())],
+            _ => Vec::new(),
+        };
+        BookingError::Invalid {
+            rule,
+            message: e.to_string(),
+            args,
+        }
     }
 }
 

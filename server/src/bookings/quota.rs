@@ -49,6 +49,9 @@ pub fn week() -> Duration {
 pub struct Refusal {
     pub rule: &'static str,
     pub message: String,
+    /// The values the sentence names (`group` is empty for the user's own limit), for saying
+    /// it in the caller's language.
+    pub args: Vec<(&'static str, String)>,
 }
 
 /// One of the requesting user's groups: its limits and every member's holds (the user's
@@ -152,6 +155,10 @@ pub fn check(
                     "the booking is {:.1} h long; your longest allowed is {max} h",
                     request.hours()
                 ),
+                args: vec![
+                    ("hours", format!("{:.1}", request.hours())),
+                    ("max", max.to_string()),
+                ],
             });
         }
     }
@@ -163,6 +170,7 @@ pub fn check(
                 message: format!(
                     "the booking ends {ahead:.1} days from now; you may book up to {max} days ahead"
                 ),
+                args: vec![("days", format!("{ahead:.1}")), ("max", max.to_string())],
             });
         }
     }
@@ -181,6 +189,12 @@ pub fn check(
                         "{whose} would hold {peak} GPUs at {}; {limit_of} limit is {max}",
                         when(at)
                     ),
+                    args: vec![
+                        ("group", who.to_string()),
+                        ("peak", peak.to_string()),
+                        ("at", when(at)),
+                        ("max", max.to_string()),
+                    ],
                 });
             }
         }
@@ -193,6 +207,12 @@ pub fn check(
                         "{whose} would use {hours:.1} GPU-hours in the 7 days from {}; {limit_of} limit is {max}",
                         when(from)
                     ),
+                    args: vec![
+                        ("group", who.to_string()),
+                        ("hours", format!("{hours:.1}")),
+                        ("from", when(from)),
+                        ("max", max.to_string()),
+                    ],
                 });
             }
         }
@@ -204,6 +224,11 @@ pub fn check(
                     message: format!(
                         "{whose} would have {upcoming} upcoming bookings; {limit_of} limit is {max}"
                     ),
+                    args: vec![
+                        ("group", who.to_string()),
+                        ("upcoming", upcoming.to_string()),
+                        ("max", max.to_string()),
+                    ],
                 });
             }
         }

@@ -74,25 +74,31 @@ pub async fn resolve_user(
         .map(CurrentUser))
 }
 
-/// Logs in (see [`usecases::accounts::log_in`]) and makes the session cookie. Shared by the
-/// JSON API and the login form.
+/// Logs in (see [`usecases::accounts::log_in`]) and adds the session cookie (and the
+/// member's language) to `jar`. Shared by the JSON API and the login form.
 async fn authenticate(
     state: &AppState,
+    jar: CookieJar,
     username: String,
     password: String,
     client: IpAddr,
-) -> Result<(User, Cookie<'static>), ApiError> {
+) -> Result<(User, CookieJar), ApiError> {
     let usecases::accounts::LoggedIn { user, secret } =
         usecases::accounts::log_in(&state.store, username, password, client, chrono::Utc::now())
             .await?;
-    let cookie = Cookie::build((COOKIE, secret))
+    let session = Cookie::build((COOKIE, secret))
         .path("/")
         .http_only(true)
         .same_site(SameSite::Lax)
         .secure(state.auth.secure_cookies)
         .max_age(time_duration(state.auth.policy.absolute))
         .build();
-    Ok((user, cookie))
+    // The language the member chose before, on this browser too.
+    let mut jar = jar.add(session);
+    if let Some(language) = state.store.language_of(user.id).await? {
+        jar = jar.add(super::language::cookie(&language));
+    }
+    Ok((user, jar))
 }
 
 async fn login(
@@ -101,8 +107,8 @@ async fn login(
     jar: CookieJar,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (user, cookie) = authenticate(&state, request.username, request.password, client).await?;
-    Ok((jar.add(cookie), Json(user)))
+    let (user, jar) = authenticate(&state, jar, request.username, request.password, client).await?;
+    Ok((jar, Json(user)))
 }
 
 fn time_duration(d: chrono::Duration) -> time::Duration {
@@ -164,8 +170,8 @@ async fn form_login(
     };
     let next = safe_next(&form.next).to_string();
     let username = form.username.clone();
-    match authenticate(&state, form.username, form.password, client).await {
-        Ok((_, cookie)) => (jar.add(cookie), Redirect::to(&next)).into_response(),
+    match authenticate(&state, jar, form.username, form.password, client).await {
+        Ok((_, jar)) => (jar, Redirect::to(&next)).into_response(),
         Err(err) => {
             let reason = match &err {
                 ApiError::InvalidCredentials => "invalid".to_string(),

@@ -4,6 +4,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use lanes_app::i18n::i18n::td_string;
+use lanes_app::i18n::Locale;
 use lanes_types::account::ErrorBody;
 use lanes_types::booking::ConflictBody;
 
@@ -26,11 +28,13 @@ pub enum ApiError {
     #[error("{0}")]
     Unprocessable(String),
     /// Against a named rule (a booking rule or a quota): 422 with the rule in the body.
+    /// `args` are the values its sentence names, for the caller's language.
     #[error("{message}")]
     Refused {
         code: &'static str,
         rule: &'static str,
         message: String,
+        args: Vec<(&'static str, String)>,
     },
     /// Cards already taken: 409 with the cards and the bookings that hold them.
     #[error("{}", .0.message)]
@@ -127,15 +131,21 @@ impl From<crate::bookings::BookingError> for ApiError {
     fn from(e: crate::bookings::BookingError) -> Self {
         use crate::bookings::BookingError;
         match e {
-            BookingError::Invalid { rule, message } => ApiError::Refused {
+            BookingError::Invalid {
+                rule,
+                message,
+                args,
+            } => ApiError::Refused {
                 code: "invalid",
                 rule,
                 message,
+                args,
             },
             BookingError::Quota(refusal) => ApiError::Refused {
                 code: "quota_exceeded",
                 rule: refusal.rule,
                 message: refusal.message,
+                args: refusal.args,
             },
             BookingError::Conflict {
                 message,
@@ -172,6 +182,136 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The message in `locale`: the `code` and `rule` stay as they are, only the words change.
+    /// A sentence with no translation of its own (free text from deeper layers) is given as
+    /// its code's sentence in that language, with the English detail after it.
+    pub fn message_in(&self, locale: Locale) -> String {
+        if locale == Locale::en {
+            return self.to_string();
+        }
+        match self {
+            ApiError::InvalidCredentials => td_string!(locale, api.invalid_credentials).into(),
+            ApiError::Unauthenticated => td_string!(locale, api.unauthenticated).into(),
+            ApiError::TooManyRequests { retry_after_secs } => {
+                td_string!(locale, api.too_many_requests, seconds = *retry_after_secs)
+            }
+            ApiError::Unavailable {
+                retry_after_secs, ..
+            } => td_string!(locale, api.unavailable, seconds = *retry_after_secs),
+            ApiError::Internal(_) => td_string!(locale, api.internal).into(),
+            ApiError::Refused {
+                rule,
+                args,
+                message,
+                ..
+            } => refusal_in(locale, rule, args)
+                .unwrap_or_else(|| td_string!(locale, api.refused, detail = message.clone())),
+            ApiError::Taken(body) if !body.gpus.is_empty() => {
+                let cards: Vec<&str> = body.gpus.iter().map(|g| g.uuid.as_str()).collect();
+                td_string!(locale, api.taken, cards = cards.join(", "))
+            }
+            ApiError::Taken(body) => {
+                td_string!(locale, api.conflict, detail = body.message.clone())
+            }
+            ApiError::NotFound(detail) => {
+                td_string!(locale, api.not_found, detail = detail.clone())
+            }
+            ApiError::Forbidden(detail) => {
+                td_string!(locale, api.forbidden, detail = detail.clone())
+            }
+            ApiError::Conflict(detail) => td_string!(locale, api.conflict, detail = detail.clone()),
+            ApiError::BadRequest(detail) => {
+                td_string!(locale, api.bad_request, detail = detail.clone())
+            }
+            ApiError::Unprocessable(detail) => {
+                td_string!(locale, api.refused, detail = detail.clone())
+            }
+        }
+    }
+}
+
+/// A booking rule's or a quota's sentence in `locale`, from the values it names; `None` for a
+/// rule with no sentence of its own.
+fn refusal_in(locale: Locale, rule: &str, args: &[(&'static str, String)]) -> Option<String> {
+    let arg = |name: &str| {
+        args.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    // A group's limit, or the member's own.
+    let group = arg("group");
+    let mine = group.is_empty();
+    let text = match rule {
+        "end_after_start" => td_string!(locale, api.rule.end_after_start).into(),
+        "start_not_in_past" => td_string!(locale, api.rule.start_not_in_past).into(),
+        "extend_later" => td_string!(locale, api.rule.extend_later).into(),
+        "extend_live_only" => td_string!(locale, api.rule.extend_live_only).into(),
+        "horizon" => td_string!(locale, api.rule.horizon, days = arg("days")),
+        "time_range" => td_string!(locale, api.rule.time_range).into(),
+        "max_booking_hours" => td_string!(
+            locale,
+            api.rule.max_booking_hours,
+            hours = arg("hours"),
+            max = arg("max")
+        ),
+        "max_days_ahead" => {
+            td_string!(
+                locale,
+                api.rule.max_days_ahead,
+                days = arg("days"),
+                max = arg("max")
+            )
+        }
+        "max_gpus" if mine => td_string!(
+            locale,
+            api.rule.max_gpus_mine,
+            peak = arg("peak"),
+            at = arg("at"),
+            max = arg("max")
+        ),
+        "max_gpus" => td_string!(
+            locale,
+            api.rule.max_gpus_group,
+            group,
+            peak = arg("peak"),
+            at = arg("at"),
+            max = arg("max")
+        ),
+        "gpu_hours_per_week" if mine => td_string!(
+            locale,
+            api.rule.gpu_hours_mine,
+            hours = arg("hours"),
+            from = arg("from"),
+            max = arg("max")
+        ),
+        "gpu_hours_per_week" => td_string!(
+            locale,
+            api.rule.gpu_hours_group,
+            group,
+            hours = arg("hours"),
+            from = arg("from"),
+            max = arg("max")
+        ),
+        "max_upcoming" if mine => td_string!(
+            locale,
+            api.rule.max_upcoming_mine,
+            upcoming = arg("upcoming"),
+            max = arg("max")
+        ),
+        "max_upcoming" => td_string!(
+            locale,
+            api.rule.max_upcoming_group,
+            group,
+            upcoming = arg("upcoming"),
+            max = arg("max")
+        ),
+        _ => return None,
+    };
+    Some(text)
+}
+
 /// Refuses times beyond what the API accepts at all (422, rule `time_range`): every `from`
 /// and `to` a query takes.
 pub fn check_times(times: &[Option<chrono::DateTime<chrono::Utc>>]) -> Result<(), ApiError> {
@@ -203,13 +343,16 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
         }
+        let message = self.message_in(super::language::current());
         let mut response = match &self {
-            ApiError::Taken(body) => (self.status(), Json(body)).into_response(),
-            ApiError::Refused {
-                code,
-                rule,
-                message,
-            } => (
+            ApiError::Taken(body) => {
+                let body = ConflictBody {
+                    message,
+                    ..(**body).clone()
+                };
+                (self.status(), Json(body)).into_response()
+            }
+            ApiError::Refused { code, rule, .. } => (
                 self.status(),
                 Json(serde_json::json!({ "error": code, "rule": rule, "message": message })),
             )
@@ -217,7 +360,7 @@ impl IntoResponse for ApiError {
             _ => {
                 let body = ErrorBody {
                     error: self.code().into(),
-                    message: self.to_string(),
+                    message,
                 };
                 (self.status(), Json(body)).into_response()
             }

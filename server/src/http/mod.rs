@@ -10,6 +10,7 @@ mod enforcement;
 mod error;
 mod history;
 mod jobs;
+pub mod language;
 mod notify;
 mod queue;
 mod reports;
@@ -108,10 +109,11 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 13] {
+fn areas() -> [Routes; 14] {
     [
         api::routes(),
         auth::routes(),
+        language::routes(),
         tokens::routes(),
         admin::routes(),
         settings::routes(),
@@ -250,6 +252,7 @@ pub fn router(state: AppState) -> Router {
             refuse_writes_without_database,
         ))
         .layer(axum::middleware::from_fn(csrf::protect))
+        .layer(axum::middleware::from_fn(language::pick))
         .layer(CompressionLayer::new())
         .layer(
             tower_http::trace::TraceLayer::new_for_http()

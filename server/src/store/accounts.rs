@@ -267,6 +267,35 @@ impl Store {
         Ok(())
     }
 
+    /// The interface language a user chose (`en`, `zh`), if any.
+    pub async fn language_of(&self, user_id: i64) -> Result<Option<String>, StoreError> {
+        let language: Option<Option<String>> =
+            sqlx::query_scalar("SELECT language FROM users WHERE id = $1")
+                .bind(user_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(language.flatten())
+    }
+
+    /// Remembers the interface language a user chose, audited.
+    pub async fn set_language(
+        &self,
+        user_id: i64,
+        language: &str,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE users SET language = $2 WHERE id = $1")
+            .bind(user_id)
+            .bind(language)
+            .execute(&mut *tx)
+            .await?;
+        insert_audit(&mut tx, audit, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub async fn create_group(
         &self,
         name: &str,

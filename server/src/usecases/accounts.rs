@@ -172,6 +172,24 @@ pub async fn change_password(
     Ok(())
 }
 
+/// Remembers the interface language `user` chose: `en` or `zh`.
+pub async fn choose_language(
+    store: &Store,
+    user: &User,
+    language: &str,
+    now: DateTime<Utc>,
+) -> Result<(), UseCaseError> {
+    if lanes_app::i18n::parse(language).map(lanes_app::i18n::code) != Some(language) {
+        return Err(UseCaseError::Unprocessable(format!(
+            "language must be \"en\" or \"zh\", not {language:?}"
+        )));
+    }
+    let audit =
+        AuditEntry::new(Some(user.id), AuditAction::UserLanguage, &user.username).detail(language);
+    store.set_language(user.id, language, &audit, now).await?;
+    Ok(())
+}
+
 /// Creates an account. `actor` is the admin who asks, or `None` for the operator's
 /// `lanes user add` on the server itself.
 pub async fn create_user(
