@@ -184,7 +184,7 @@ fn refused_page(refused: Refused, tz: chrono_tz::Tz) -> Response {
             StatusCode::GONE,
             format!(
                 "This link was already used, at {}; each link works once.{}",
-                crate::notify::render::when(at, tz),
+                crate::notify::render::when_in(at, tz, lanes_app::i18n::Locale::en),
                 outcome
                     .map(|o| format!(" It did this: {o}"))
                     .unwrap_or_default()
@@ -194,7 +194,7 @@ fn refused_page(refused: Refused, tz: chrono_tz::Tz) -> Response {
             StatusCode::GONE,
             format!(
                 "This link expired at {}.",
-                crate::notify::render::when(at, tz)
+                crate::notify::render::when_in(at, tz, lanes_app::i18n::Locale::en)
             ),
         ),
         Refused::Gone(why) => (

@@ -176,12 +176,20 @@ async fn attempt(
     let offered = links::mint(&context.store, message, user_id, &portal, &settings, now)
         .await
         .map_err(store_error)?;
+    let locale = context
+        .store
+        .language_of(user_id)
+        .await
+        .map_err(store_error)?
+        .and_then(|l| lanes_app::i18n::parse(&l))
+        .unwrap_or_default();
     let reader = Reader {
         lab: &settings.lab_name,
         name: &user.display_name,
         tz,
         cards: &cards,
         portal: &portal,
+        locale,
     };
     let rendered = render::render(
         &message.event,
@@ -215,7 +223,7 @@ async fn attempt(
             }
             let body = match prefs.webhook_format {
                 WebhookFormat::Slack => serde_json::json!({
-                    "text": personal_slack_text(&rendered, &offered),
+                    "text": personal_slack_text(&rendered, &offered, &reader),
                 }),
                 WebhookFormat::Json => serde_json::json!({
                     "event": message.event,
@@ -235,10 +243,14 @@ async fn attempt(
 fn personal_slack_text(
     rendered: &render::Message,
     links: &[(lanes_types::notify::LinkAction, String)],
+    reader: &Reader<'_>,
 ) -> String {
     let mut text = format!("*{}*", rendered.subject);
     for (action, url) in links {
-        text.push_str(&format!("\n<{url}|{}>", action.label()));
+        text.push_str(&format!(
+            "\n<{url}|{}>",
+            render::action_label(*action, reader)
+        ));
     }
     text
 }

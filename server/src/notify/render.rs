@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use html_escape::encode_text as esc;
+use lanes_app::i18n::Locale;
 use lanes_types::notify::{EventKind, LinkAction};
 use serde_json::Value;
 
@@ -18,6 +19,8 @@ pub struct Reader<'a> {
     pub cards: &'a lanes_types::CardIndex,
     /// Where the portal is, for the "open" link.
     pub portal: &'a str,
+    /// The language the reader chose (English unless they chose another).
+    pub locale: Locale,
 }
 
 /// A message ready to send.
@@ -45,16 +48,62 @@ pub fn actions(kind: EventKind, details: &Value) -> Vec<LinkAction> {
     }
 }
 
+/// A message's text in the reader's language: `say!(reader, mail.key, name = value)`.
+macro_rules! say {
+    ($reader:expr, $($key:tt)*) => {
+        lanes_app::i18n::i18n::td_string!($reader.locale(), $($key)*).to_string()
+    };
+}
+
+/// What `say!` needs of its reader: the language.
+trait Speaks {
+    fn locale(&self) -> Locale;
+}
+
+impl Speaks for Reader<'_> {
+    fn locale(&self) -> Locale {
+        self.locale
+    }
+}
+
+impl Speaks for Locale {
+    fn locale(&self) -> Locale {
+        *self
+    }
+}
+
 /// A time for the reader: "Wed 2 Dec 17:00 CET (UTC+01:00)".
-pub fn when(t: DateTime<Utc>, tz: Tz) -> String {
+fn when(t: DateTime<Utc>, reader: &Reader<'_>) -> String {
+    when_in(t, reader.tz, reader.locale)
+}
+
+/// A time in `tz`, written in `locale`'s words.
+pub fn when_in(t: DateTime<Utc>, tz: Tz, locale: Locale) -> String {
+    let reader = &locale;
     let local = t.with_timezone(&tz);
     let offset = local.format("%:z").to_string();
     let name = local.format("%Z").to_string();
     if offset == "+00:00" && name == "UTC" {
-        local.format("%a %-d %b %H:%M UTC").to_string()
+        dated(local, &say!(reader, mail.when_utc), reader)
     } else {
-        format!("{} (UTC{offset})", local.format("%a %-d %b %H:%M %Z"))
+        format!(
+            "{} (UTC{offset})",
+            dated(local, &say!(reader, mail.when_zone), reader)
+        )
     }
+}
+
+/// `t` with a pattern from the translation files, day and month names (`%a %b`) in the
+/// reader's language (the pages' names).
+fn dated(t: DateTime<Tz>, pattern: &str, reader: &impl Speaks) -> String {
+    use chrono::Datelike;
+    let name = |list: String, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
+    let day = t.weekday().num_days_from_monday() as usize;
+    let month = t.month0() as usize;
+    let pattern = pattern
+        .replace("%a", &name(say!(reader, date.weekdays_short), day))
+        .replace("%b", &name(say!(reader, date.months_short), month));
+    t.format(&pattern).to_string()
 }
 
 /// Only the clock, for subjects: "17:00 CET".
@@ -82,19 +131,33 @@ fn cards(details: &Value, reader: &Reader<'_>) -> String {
         .collect();
     let names = reader.cards.names(&refs);
     if names.is_empty() {
-        "no cards".into()
+        say!(reader, mail.no_cards)
     } else {
         names.join(", ")
     }
 }
 
-fn minutes(seconds: i64) -> String {
+fn minutes(seconds: i64, reader: &Reader<'_>) -> String {
     if seconds < 120 {
-        format!("{seconds} s")
+        say!(reader, mail.seconds, n = seconds)
     } else if seconds < 2 * 3600 {
-        format!("{} min", seconds / 60)
+        say!(reader, mail.minutes, n = seconds / 60)
     } else {
-        format!("{:.1} h", seconds as f64 / 3600.0)
+        say!(
+            reader,
+            mail.hours,
+            n = format!("{:.1}", seconds as f64 / 3600.0)
+        )
+    }
+}
+
+/// A one-click answer's words.
+pub fn action_label(action: LinkAction, reader: &Reader<'_>) -> String {
+    match action {
+        LinkAction::ExtendHour => say!(reader, mail.extend_hour),
+        LinkAction::Release => say!(reader, mail.release_now),
+        LinkAction::StillUsing => say!(reader, mail.still_using),
+        LinkAction::CancelJob => say!(reader, mail.cancel_job),
     }
 }
 
@@ -106,65 +169,69 @@ pub fn render(
     reader: &Reader<'_>,
     links: &[(LinkAction, String)],
 ) -> Message {
+    let r = reader;
     let tz = reader.tz;
     let booking = details["booking_id"].as_i64().unwrap_or(0);
     let job = details["job_id"].as_i64().unwrap_or(0);
-    let job_name = details["name"].as_str().unwrap_or("a job");
+    let name = details["name"]
+        .as_str()
+        .map_or_else(|| say!(r, mail.a_job), str::to_string);
     let start = time(details, "start").unwrap_or(at);
     let end = time(details, "end").unwrap_or(at);
     let gpus = cards(details, reader);
+    let cards_line = say!(r, mail.cards_line, cards = gpus.clone());
     let (subject, lines): (String, Vec<String>) = match EventKind::parse(event) {
         Some(EventKind::BookingStartsSoon) => (
-            format!("Booking #{booking} starts at {}", clock(start, tz)),
+            say!(r, mail.starts_subject, booking, at = clock(start, tz)),
             vec![
-                format!("Your booking #{booking} starts at {}.", when(start, tz)),
-                format!("Cards: {gpus}."),
-                format!("It ends at {}.", when(end, tz)),
-                "If you no longer need it, release it so others can use the cards.".into(),
+                say!(r, mail.starts_line, booking, at = when(start, r)),
+                cards_line,
+                say!(r, mail.ends_at_line, at = when(end, r)),
+                say!(r, mail.release_if_unneeded),
             ],
         ),
         Some(EventKind::BookingEndsSoon) => (
-            format!("Booking #{booking} ends at {}", clock(end, tz)),
+            say!(r, mail.ends_subject, booking, at = clock(end, tz)),
             vec![
-                format!("Your booking #{booking} ends at {}.", when(end, tz)),
-                format!("Cards: {gpus}."),
-                "Anything still running on them is stopped when it ends.".into(),
+                say!(r, mail.ends_line, booking, at = when(end, r)),
+                cards_line,
+                say!(r, mail.stopped_at_end),
             ],
         ),
         Some(EventKind::BookingIdle) => {
             let release = time(details, "release_at");
             let mut lines = vec![
-                format!(
-                    "Your booking #{booking} has been idle: under {}% GPU utilization for {}.",
-                    details["threshold_pct"].as_u64().unwrap_or(0),
-                    minutes(details["window_s"].as_i64().unwrap_or(0))
+                say!(
+                    r,
+                    mail.idle_line,
+                    booking,
+                    pct = details["threshold_pct"].as_u64().unwrap_or(0),
+                    window = minutes(details["window_s"].as_i64().unwrap_or(0), r)
                 ),
-                format!("Cards: {gpus}."),
+                cards_line,
             ];
             let subject = match release {
-                Some(r) => {
-                    lines.push(format!(
-                        "It will be released at {} ({} from now) unless the cards are used again or you answer \"still using it\".",
-                        when(r, tz),
-                        minutes((r - at).num_seconds().max(0))
+                Some(t) => {
+                    lines.push(say!(
+                        r,
+                        mail.idle_release_line,
+                        at = when(t, r),
+                        left = minutes((t - at).num_seconds().max(0), r)
                     ));
-                    format!("Booking #{booking} is idle: released at {} unless used", clock(r, tz))
+                    say!(r, mail.idle_release_subject, booking, at = clock(t, tz))
                 }
                 None => {
-                    lines.push("Nothing will be released; if you are done, release it so others can use the cards.".into());
-                    format!("Booking #{booking} is idle")
+                    lines.push(say!(r, mail.idle_no_release));
+                    say!(r, mail.idle_subject, booking)
                 }
             };
             (subject, lines)
         }
         Some(EventKind::BookingReleased) => (
-            format!("Booking #{booking} was released at {}", clock(at, tz)),
+            say!(r, mail.released_subject, booking, at = clock(at, tz)),
             vec![
-                format!(
-                    "Your booking #{booking} was released at {}: it sat idle past the grace period.",
-                    when(at, tz)
-                ),
-                format!("Cards: {gpus}."),
+                say!(r, mail.released_line, booking, at = when(at, r)),
+                cards_line,
             ],
         ),
         Some(EventKind::UnbookedUse) => {
@@ -172,78 +239,122 @@ pub fn render(
                 &serde_json::json!({"gpus": [{"node": details["node"], "uuid": details["gpu_uuid"]}]}),
                 reader,
             );
-            let command = details["command"].as_str().unwrap_or("a process");
+            let command = details["command"]
+                .as_str()
+                .map_or_else(|| say!(r, mail.a_process), str::to_string);
             let pid = details["pid"].as_u64().unwrap_or(0);
-            let mut lines = vec![format!(
-                "Your process {command} (pid {pid}) runs on {card}, which you have not booked."
+            let mut lines = vec![say!(
+                r,
+                mail.unbooked_line,
+                command = command.clone(),
+                pid,
+                card = card.clone()
             )];
             let subject = match time(details, "terminate_at") {
                 Some(t) => {
-                    lines.push(format!(
-                        "It will be sent SIGTERM at {} ({} from now) unless you book the card or stop it.",
-                        when(t, tz),
-                        minutes((t - at).num_seconds().max(0))
+                    lines.push(say!(
+                        r,
+                        mail.unbooked_term_line,
+                        at = when(t, r),
+                        left = minutes((t - at).num_seconds().max(0), r)
                     ));
-                    format!("{command} on {card} ends at {} unless booked", clock(t, tz))
+                    say!(
+                        r,
+                        mail.unbooked_term_subject,
+                        command,
+                        card,
+                        at = clock(t, tz)
+                    )
                 }
                 None => {
-                    lines.push("Book the card, or stop the process, so that others can rely on their bookings.".into());
-                    format!("{command} runs on {card} without a booking")
+                    lines.push(say!(r, mail.unbooked_no_term));
+                    say!(r, mail.unbooked_subject, command, card)
                 }
             };
             (subject, lines)
         }
         Some(EventKind::JobStarted) => (
-            format!("Job #{job} ({job_name}) started at {}", clock(at, tz)),
+            say!(
+                r,
+                mail.job_started_subject,
+                job,
+                name = name.clone(),
+                at = clock(at, tz)
+            ),
             vec![
-                format!("Your queue job #{job} ({job_name}) started at {}.", when(at, tz)),
-                format!("Cards: {gpus}."),
+                say!(
+                    r,
+                    mail.job_started_line,
+                    job,
+                    name = name.clone(),
+                    at = when(at, r)
+                ),
+                cards_line,
             ],
         ),
         Some(kind @ (EventKind::JobFinished | EventKind::JobFailed | EventKind::JobTimedOut)) => {
-            let how = details["how"].as_str().unwrap_or("it ended");
+            let how = details["how"]
+                .as_str()
+                .map_or_else(|| say!(r, mail.it_ended), str::to_string);
             let verb = match kind {
-                EventKind::JobFinished => "finished",
-                EventKind::JobFailed => "failed",
-                _ => "reached its time limit",
+                EventKind::JobFinished => say!(r, mail.verb_finished),
+                EventKind::JobFailed => say!(r, mail.verb_failed),
+                _ => say!(r, mail.verb_timed_out),
             };
-            let mut lines = vec![format!(
-                "Your job #{job} ({job_name}) {verb} at {}: {how}.",
-                when(at, tz)
+            let mut lines = vec![say!(
+                r,
+                mail.job_ended_line,
+                job,
+                name = name.clone(),
+                verb = verb.clone(),
+                at = when(at, r),
+                how
             )];
             if let Some(message) = details["message"].as_str().filter(|m| !m.is_empty()) {
-                lines.push(format!("Lanes says: {message}."));
+                lines.push(say!(r, mail.lanes_says, message));
             }
-            (format!("Job #{job} ({job_name}) {verb}"), lines)
+            (say!(r, mail.job_ended_subject, job, name, verb), lines)
         }
         Some(EventKind::JobBookingEnding) => (
-            format!("Job #{job} ({job_name}) is stopped at {}", clock(end, tz)),
+            say!(
+                r,
+                mail.job_booking_subject,
+                job,
+                name = name.clone(),
+                at = clock(end, tz)
+            ),
             vec![
-                format!(
-                    "Your job #{job} ({job_name}) still runs, and its booking #{booking} ends at {}.",
-                    when(end, tz)
+                say!(
+                    r,
+                    mail.job_booking_line,
+                    job,
+                    name,
+                    booking,
+                    at = when(end, r)
                 ),
-                "The job gets SIGTERM then, and SIGKILL shortly after. Extend the booking to let it finish.".into(),
+                say!(r, mail.job_booking_kill),
             ],
         ),
         Some(EventKind::LoanReclaimed) => (
-            format!("Job #{job} ({job_name}) waits again: its borrowed cards were taken back"),
+            say!(r, mail.reclaimed_subject, job, name = name.clone()),
             vec![
-                format!(
-                    "Your preemptible job #{job} ({job_name}) ran on cards lent by an idle booking; their holder took them back at {}.",
-                    when(at, tz)
-                ),
-                "The job waits in the queue again and starts once cards are free; resume from your last checkpoint.".into(),
+                say!(r, mail.reclaimed_line, job, name, at = when(at, r)),
+                say!(r, mail.reclaimed_wait),
             ],
         ),
         Some(EventKind::QuotaNear) => {
-            let used = details["used_h"].as_f64().unwrap_or(0.0);
-            let limit = details["limit_h"].as_f64().unwrap_or(0.0);
+            let used = format!("{:.1}", details["used_h"].as_f64().unwrap_or(0.0));
+            let limit = format!("{:.1}", details["limit_h"].as_f64().unwrap_or(0.0));
             (
-                format!("{used:.1} of your {limit:.1} GPU-hours this week are booked"),
+                say!(
+                    r,
+                    mail.quota_subject,
+                    used = used.clone(),
+                    limit = limit.clone()
+                ),
                 vec![
-                    format!("You have booked {used:.1} of your {limit:.1} GPU-hours for this week."),
-                    "Bookings beyond the quota are refused until older ones leave the week.".into(),
+                    say!(r, mail.quota_line, used, limit),
+                    say!(r, mail.quota_refused),
                 ],
             )
         }
@@ -252,57 +363,68 @@ pub fn render(
             let used = details["used_h"].as_f64().unwrap_or(0.0);
             let from = time(details, "from").unwrap_or(at);
             let share = if booked > 0.0 {
-                format!(" ({:.0} % of what you booked)", 100.0 * used / booked)
+                say!(
+                    r,
+                    mail.digest_share,
+                    pct = format!("{:.0}", 100.0 * used / booked)
+                )
             } else {
                 String::new()
             };
+            let (booked, used) = (format!("{booked:.1}"), format!("{used:.1}"));
             (
-                format!(
-                    "Your week from {}: {booked:.1} GPU-hours booked, {used:.1} used",
-                    from.with_timezone(&tz).format("%-d %b")
+                say!(
+                    r,
+                    mail.digest_subject,
+                    from = dated(from.with_timezone(&tz), &say!(r, mail.digest_day), r),
+                    booked = booked.clone(),
+                    used = used.clone()
                 ),
                 vec![
-                    format!(
-                        "In the week from {}, you booked {booked:.1} GPU-hours and your processes used {used:.1}{share}.",
-                        when(from, tz)
+                    say!(
+                        r,
+                        mail.digest_line,
+                        from = when(from, r),
+                        booked,
+                        used,
+                        share
                     ),
-                    format!(
-                        "Jobs run: {}. Energy: {:.2} kWh.",
-                        details["jobs"].as_u64().unwrap_or(0),
-                        details["energy_kwh"].as_f64().unwrap_or(0.0)
+                    say!(
+                        r,
+                        mail.digest_jobs,
+                        jobs = details["jobs"].as_u64().unwrap_or(0),
+                        kwh = format!("{:.2}", details["energy_kwh"].as_f64().unwrap_or(0.0))
                     ),
                 ],
             )
         }
         None => (
-            "Test message".to_string(),
-            vec![format!(
-                "This is a test message from {}, sent at {}. If you read it, messages reach you here.",
-                reader.lab,
-                when(at, tz)
-            )],
+            say!(r, mail.test_subject),
+            vec![say!(r, mail.test_line, lab = reader.lab, at = when(at, r))],
         ),
     };
     let subject = format!("[{}] {subject}", reader.lab);
-    let mut text = format!("Hello {},\n\n", reader.name);
+    let mut text = format!("{}\n\n", say!(r, mail.hello, name = reader.name));
     for line in &lines {
         text.push_str(line);
         text.push('\n');
     }
     if !links.is_empty() {
-        text.push_str("\nAnswer with one click (each link works once):\n");
+        text.push_str(&format!("\n{}\n", say!(r, mail.answer)));
         for (action, url) in links {
-            text.push_str(&format!("  {}: {url}\n", action.label()));
+            text.push_str(&format!("  {}: {url}\n", action_label(*action, r)));
         }
     }
     text.push_str(&format!(
-        "\nOpen {}: {}\nChoose what you are told of on your account page: {}/account\n\n-- \n{} · sent by Lanes\n",
-        reader.lab, reader.portal, reader.portal, reader.lab
+        "\n{}\n{}\n\n-- \n{}\n",
+        say!(r, mail.open, lab = reader.lab, url = reader.portal),
+        say!(r, mail.choose, url = format!("{}/account", reader.portal)),
+        say!(r, mail.signature, lab = reader.lab)
     ));
     let mut html = format!(
         "<!DOCTYPE html><html><body style=\"font-family:system-ui,sans-serif;line-height:1.45;color:#1b1f24\">\
-         <p>Hello {},</p>",
-        esc(reader.name)
+         <p>{}</p>",
+        esc(&say!(r, mail.hello, name = reader.name))
     );
     for line in &lines {
         html.push_str(&format!("<p>{}</p>", esc(line)));
@@ -313,18 +435,21 @@ pub fn render(
             html.push_str(&format!(
                 "<a href=\"{}\" style=\"display:inline-block;margin:0 8px 8px 0;padding:8px 14px;border-radius:6px;background:#0b5fff;color:#fff;text-decoration:none\">{}</a>",
                 html_escape::encode_double_quoted_attribute(url),
-                esc(action.label())
+                esc(&action_label(*action, r))
             ));
         }
-        html.push_str(
-            "</p><p style=\"color:#57606a;font-size:90%\">Each link works once and expires.</p>",
-        );
+        html.push_str(&format!(
+            "</p><p style=\"color:#57606a;font-size:90%\">{}</p>",
+            esc(&say!(r, mail.link_once))
+        ));
     }
     html.push_str(&format!(
-        "<p><a href=\"{0}\">Open {1}</a> · <a href=\"{0}/account\">choose what you are told of</a></p>\
-         <p style=\"color:#57606a;font-size:90%\">{1} · sent by Lanes</p></body></html>",
+        "<p><a href=\"{0}\">{1}</a> · <a href=\"{0}/account\">{2}</a></p>\
+         <p style=\"color:#57606a;font-size:90%\">{3}</p></body></html>",
         html_escape::encode_double_quoted_attribute(reader.portal),
-        esc(reader.lab)
+        esc(&say!(r, mail.open_link, lab = reader.lab)),
+        esc(&say!(r, mail.choose_link)),
+        esc(&say!(r, mail.signature, lab = reader.lab))
     ));
     Message {
         subject,
@@ -345,7 +470,41 @@ mod tests {
             tz,
             cards,
             portal: "https://gpu.lab.example",
+            locale: lanes_app::i18n::Locale::en,
         }
+    }
+
+    #[test]
+    fn a_reader_who_chose_chinese_gets_the_message_in_chinese_with_the_same_facts() {
+        let cards = lanes_types::CardIndex::new([("node-a".into(), "GPU-1".into(), 3)]);
+        let details = json!({
+            "booking_id": 12,
+            "start": "2026-12-02T16:00:00Z",
+            "end": "2026-12-02T18:00:00Z",
+            "gpus": [{"node": "node-a", "uuid": "GPU-1"}],
+        });
+        let at = DateTime::parse_from_rfc3339("2026-12-02T15:50:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let links = vec![(LinkAction::Release, "https://x/act/abc".to_string())];
+        let reader = Reader {
+            locale: lanes_app::i18n::Locale::zh,
+            ..reader(&cards, chrono_tz::Asia::Shanghai)
+        };
+        let m = render("booking_starts_soon", &details, at, &reader, &links);
+        assert_eq!(m.subject, "[Vision Lab] 预约 #12 将于 00:00 CST 开始");
+        assert!(
+            m.text.contains("12月3日 周四 00:00 CST (UTC+08:00)"),
+            "{}",
+            m.text
+        );
+        assert!(m.text.contains("显卡：GPU 3 · node-a。"), "{}", m.text);
+        assert!(m.text.contains("立即释放: https://x/act/abc"), "{}", m.text);
+        assert!(
+            m.html.contains("Ada &lt;Lovelace&gt;，你好："),
+            "{}",
+            m.html
+        );
     }
 
     #[test]

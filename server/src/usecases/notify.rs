@@ -257,16 +257,16 @@ async fn describe(store: &Store, link: &Link, tz: chrono_tz::Tz) -> Result<Strin
             match action {
                 LinkAction::ExtendHour => format!(
                     "Extend booking #{id} by an hour: to {} instead of {}",
-                    render::when(b.end + chrono::Duration::hours(1), tz),
-                    render::when(b.end, tz)
+                    render::when_in(b.end + chrono::Duration::hours(1), tz, lanes_app::i18n::Locale::en),
+                    render::when_in(b.end, tz, lanes_app::i18n::Locale::en)
                 ),
                 LinkAction::Release if b.state == BookingState::Upcoming => format!(
                     "Cancel booking #{id}, which would start at {}",
-                    render::when(b.start, tz)
+                    render::when_in(b.start, tz, lanes_app::i18n::Locale::en)
                 ),
                 LinkAction::Release => format!(
                     "Release booking #{id} now (it would end at {})",
-                    render::when(b.end, tz)
+                    render::when_in(b.end, tz, lanes_app::i18n::Locale::en)
                 ),
                 _ => format!(
                     "Tell Lanes you are still using booking #{id}: its idle mark is cleared and the idle watch starts again"
@@ -343,7 +343,7 @@ async fn act(
                 usecases::bookings::extend(store, user, id, end, horizon_days, now).await?;
             Ok(format!(
                 "Booking #{id} now ends at {}.",
-                render::when(booking.end, tz)
+                render::when_in(booking.end, tz, lanes_app::i18n::Locale::en)
             ))
         }
         LinkAction::Release => {
@@ -353,7 +353,7 @@ async fn act(
                 BookingState::Cancelled => format!("Booking #{id} was cancelled."),
                 _ => format!(
                     "Booking #{id} was released at {}; its cards are free for others.",
-                    render::when(now, tz)
+                    render::when_in(now, tz, lanes_app::i18n::Locale::en)
                 ),
             })
         }
