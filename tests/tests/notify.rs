@@ -734,3 +734,52 @@ async fn backdate(url: &str, username: &str, at: chrono::DateTime<Utc>) {
         pool.close().await;
     }
 }
+
+#[tokio::test]
+async fn a_member_who_chose_chinese_is_written_to_in_chinese_and_a_link_page_answers_in_the_browsers_language(
+) {
+    let app = TestApp::spawn(1).await;
+    let mail = tempfile::tempdir().unwrap();
+    let sink = Sink::start(mail.path(), 0);
+    let (admin, ada) = people(&app).await;
+    admin
+        .client()
+        .save_notify_settings(&NotifySettings {
+            lab_name: "视觉实验室".into(),
+            smtp: Some(smtp(sink.port)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    ada.client()
+        .set_language(&lanes_types::account::LanguageChoice {
+            language: "zh".into(),
+        })
+        .await
+        .unwrap();
+    ada.client().test_my_notifications().await.unwrap();
+    let raw = sink.wait_for(1, Duration::from_secs(20)).await;
+    let message = parse(&raw[0]);
+    assert_eq!(message.subject, "[视觉实验室] 测试消息");
+    assert!(
+        message.text.contains("这是来自 视觉实验室 的测试消息"),
+        "{}",
+        message.text
+    );
+    assert!(message.html.contains("由 Lanes 发送"), "{}", message.html);
+
+    // Whoever opens a link reads its page in their browser's language.
+    for (accept, words) in [("zh-CN", "此链接无效"), ("en", "This link is not valid")] {
+        let page = app
+            .client
+            .get(app.url("/act/not-a-secret"))
+            .header("accept-language", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 404);
+        let html = page.text().await.unwrap();
+        assert!(html.contains(words), "{html}");
+    }
+    app.stop().await;
+}

@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use axum::Json;
 use chrono::Utc;
 use html_escape::encode_text as esc;
+use lanes_app::i18n::Locale;
 use lanes_types::notify::{
     NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry, OutboxStatus, TestSend, TestSent,
 };
@@ -129,96 +130,118 @@ async fn page_zone(state: &AppState, secret: &str) -> chrono_tz::Tz {
     crate::notify::deliver::zone(mine.as_deref(), &settings.time_zone)
 }
 
+/// Words of the link pages in the language of whoever opened the link.
+macro_rules! say {
+    ($locale:expr, $($key:tt)*) => {
+        lanes_app::i18n::i18n::td_string!($locale, $($key)*).to_string()
+    };
+}
+
 async fn confirm_page(State(state): State<AppState>, Path(secret): Path<String>) -> Response {
     let tz = page_zone(&state, &secret).await;
-    match notify::look(&state.store, &secret, tz, Utc::now()).await {
+    let locale = super::language::current();
+    match notify::look(&state.store, &secret, tz, locale, Utc::now()).await {
         Ok(what) => page(
             StatusCode::OK,
-            "Confirm",
+            locale,
+            &say!(locale, link.confirm_title),
             &format!(
-                "<p>{}?</p><form method=\"post\"><button type=\"submit\">Confirm</button></form>\
-                 <p class=\"quiet\">This link works once, and only for this.</p>",
-                esc(&what)
+                "<p>{}?</p><form method=\"post\"><button type=\"submit\">{}</button></form>\
+                 <p class=\"quiet\">{}</p>",
+                esc(&what),
+                esc(&say!(locale, link.confirm)),
+                esc(&say!(locale, link.once))
             ),
         ),
-        Err(refused) => refused_page(refused, tz),
+        Err(refused) => refused_page(refused, tz, locale),
     }
 }
 
 async fn act(State(state): State<AppState>, Path(secret): Path<String>) -> Response {
     let tz = page_zone(&state, &secret).await;
+    let locale = super::language::current();
     let horizon = state.portal_settings().booking_horizon_days;
-    match notify::perform(&state.store, &state.queue, horizon, &secret, tz, Utc::now()).await {
+    let done = notify::perform(
+        &state.store,
+        &state.queue,
+        horizon,
+        &secret,
+        tz,
+        locale,
+        Utc::now(),
+    )
+    .await;
+    match done {
         Ok(done) => page(
             StatusCode::OK,
-            "Done",
+            locale,
+            &say!(locale, link.done_title),
             &format!(
-                "<p role=\"status\">{}</p><p><a href=\"/\">Open the dashboard</a></p>",
-                esc(&done)
+                "<p role=\"status\">{}</p><p><a href=\"/\">{}</a></p>",
+                esc(&done),
+                esc(&say!(locale, link.open_dashboard))
             ),
         ),
-        Err(LinkFailure::Link(refused)) => refused_page(refused, tz),
+        Err(LinkFailure::Link(refused)) => refused_page(refused, tz, locale),
         Err(LinkFailure::Action(e)) => {
             let error = ApiError::from(e);
             let status = error.status();
             page(
                 status,
-                "Not done",
+                locale,
+                &say!(locale, link.not_done_title),
                 &format!(
-                    "<p role=\"alert\">Lanes could not do this: {}</p>\
-                     <p class=\"quiet\">Nothing changed; the link still works once what stopped it changes.</p>",
-                    esc(&error.to_string())
+                    "<p role=\"alert\">{}</p><p class=\"quiet\">{}</p>",
+                    esc(&say!(
+                        locale,
+                        link.could_not,
+                        why = error.message_in(locale)
+                    )),
+                    esc(&say!(locale, link.nothing_changed))
                 ),
             )
         }
     }
 }
 
-fn refused_page(refused: Refused, tz: chrono_tz::Tz) -> Response {
+fn refused_page(refused: Refused, tz: chrono_tz::Tz, locale: Locale) -> Response {
+    let when = |t| crate::notify::render::when_in(t, tz, locale);
     let (status, text) = match refused {
-        Refused::Unknown => (
-            StatusCode::NOT_FOUND,
-            "This link is not valid: it may be incomplete or altered.".to_string(),
-        ),
+        Refused::Unknown => (StatusCode::NOT_FOUND, say!(locale, link.unknown)),
         Refused::Used { at, outcome } => (
             StatusCode::GONE,
-            format!(
-                "This link was already used, at {}; each link works once.{}",
-                crate::notify::render::when_in(at, tz, lanes_app::i18n::Locale::en),
-                outcome
-                    .map(|o| format!(" It did this: {o}"))
-                    .unwrap_or_default()
-            ),
+            say!(locale, link.used, at = when(at))
+                + &outcome
+                    .map(|outcome| say!(locale, link.it_did, outcome))
+                    .unwrap_or_default(),
         ),
-        Refused::Expired(at) => (
-            StatusCode::GONE,
-            format!(
-                "This link expired at {}.",
-                crate::notify::render::when_in(at, tz, lanes_app::i18n::Locale::en)
-            ),
-        ),
-        Refused::Gone(why) => (
-            StatusCode::GONE,
-            format!("This link does nothing now: {why}."),
-        ),
+        Refused::Expired(at) => (StatusCode::GONE, say!(locale, link.expired, at = when(at))),
+        Refused::Gone(why) => (StatusCode::GONE, say!(locale, link.gone, why)),
         Refused::Store(e) => {
             let error = ApiError::from(e);
-            (error.status(), format!("Lanes cannot answer now: {error}"))
+            (
+                error.status(),
+                say!(locale, link.cannot_answer, why = error.message_in(locale)),
+            )
         }
     };
     page(
         status,
-        "Link refused",
+        locale,
+        &say!(locale, link.refused_title),
         &format!(
-            "<p role=\"alert\">{}</p><p><a href=\"/\">Open Lanes</a> to do it there.</p>",
-            esc(&text)
+            "<p role=\"alert\">{}</p><p><a href=\"/\">{}</a>{}</p>",
+            esc(&text),
+            esc(&say!(locale, link.open_lanes)),
+            esc(&say!(locale, link.to_do_it_there))
         ),
     )
 }
 
-fn page(status: StatusCode, title: &str, body: &str) -> Response {
+fn page(status: StatusCode, locale: Locale, title: &str, body: &str) -> Response {
+    let lang = lanes_app::i18n::code(locale);
     let html = format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+        "<!DOCTYPE html><html lang=\"{lang}\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"referrer\" content=\"no-referrer\"><title>{title} · Lanes</title>\
          <style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;\

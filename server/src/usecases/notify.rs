@@ -9,6 +9,7 @@ use crate::queue::Queue;
 use crate::store::{AuditEntry, Link, NewMessage, Store};
 use crate::usecases;
 use chrono::{DateTime, Utc};
+use lanes_app::i18n::Locale;
 use lanes_types::account::User;
 use lanes_types::booking::BookingState;
 use lanes_types::notify::{
@@ -227,19 +228,33 @@ impl From<crate::store::StoreError> for LinkFailure {
     }
 }
 
-/// The link `secret` names, if it may still act, and what it would do, in words.
+/// Words of the link pages in `$locale`: `say!(locale, link.key, name = value)`.
+macro_rules! say {
+    ($locale:expr, $($key:tt)*) => {
+        lanes_app::i18n::i18n::td_string!($locale, $($key)*).to_string()
+    };
+}
+
+/// The link `secret` names, if it may still act, and what it would do, in `locale`'s words.
 pub async fn look(
     store: &Store,
     secret: &str,
     tz: chrono_tz::Tz,
+    locale: Locale,
     now: DateTime<Utc>,
 ) -> Result<String, Refused> {
     let link = links::check(store, secret, now).await?;
-    describe(store, &link, tz).await
+    describe(store, &link, tz, locale).await
 }
 
 /// What a link would do, in words, for its confirmation page.
-async fn describe(store: &Store, link: &Link, tz: chrono_tz::Tz) -> Result<String, Refused> {
+async fn describe(
+    store: &Store,
+    link: &Link,
+    tz: chrono_tz::Tz,
+    locale: Locale,
+) -> Result<String, Refused> {
+    let when = |t| render::when_in(t, tz, locale);
     let now = Utc::now();
     Ok(match (link.action, link.booking_id, link.job_id) {
         (LinkAction::CancelJob, _, Some(job)) => {
@@ -247,7 +262,7 @@ async fn describe(store: &Store, link: &Link, tz: chrono_tz::Tz) -> Result<Strin
                 .job(job)
                 .await?
                 .ok_or_else(|| Refused::Gone("the job is gone".into()))?;
-            format!("Cancel job #{} ({})", job.id, job.title())
+            say!(locale, link.cancel_job, id = job.id, title = job.title())
         }
         (action, Some(id), _) => {
             let b = store
@@ -255,22 +270,18 @@ async fn describe(store: &Store, link: &Link, tz: chrono_tz::Tz) -> Result<Strin
                 .await?
                 .ok_or_else(|| Refused::Gone("the booking is gone".into()))?;
             match action {
-                LinkAction::ExtendHour => format!(
-                    "Extend booking #{id} by an hour: to {} instead of {}",
-                    render::when_in(b.end + chrono::Duration::hours(1), tz, lanes_app::i18n::Locale::en),
-                    render::when_in(b.end, tz, lanes_app::i18n::Locale::en)
+                LinkAction::ExtendHour => say!(
+                    locale,
+                    link.extend,
+                    id,
+                    to = when(b.end + chrono::Duration::hours(1)),
+                    from = when(b.end)
                 ),
-                LinkAction::Release if b.state == BookingState::Upcoming => format!(
-                    "Cancel booking #{id}, which would start at {}",
-                    render::when_in(b.start, tz, lanes_app::i18n::Locale::en)
-                ),
-                LinkAction::Release => format!(
-                    "Release booking #{id} now (it would end at {})",
-                    render::when_in(b.end, tz, lanes_app::i18n::Locale::en)
-                ),
-                _ => format!(
-                    "Tell Lanes you are still using booking #{id}: its idle mark is cleared and the idle watch starts again"
-                ),
+                LinkAction::Release if b.state == BookingState::Upcoming => {
+                    say!(locale, link.cancel_booking, id, at = when(b.start))
+                }
+                LinkAction::Release => say!(locale, link.release_booking, id, at = when(b.end)),
+                _ => say!(locale, link.still_using, id),
             }
         }
         _ => return Err(Refused::Gone("the link names nothing".into())),
@@ -286,6 +297,7 @@ pub async fn perform(
     horizon_days: u32,
     secret: &str,
     tz: chrono_tz::Tz,
+    locale: Locale,
     now: DateTime<Utc>,
 ) -> Result<String, LinkFailure> {
     let link = links::check(store, secret, now).await?;
@@ -304,7 +316,7 @@ pub async fn perform(
             outcome: None,
         }));
     }
-    let done = act(store, queue, horizon_days, &link, &user, tz, now).await;
+    let done = act(store, queue, horizon_days, &link, &user, (tz, locale), now).await;
     match done {
         Ok(words) => {
             store.link_outcome(link.id, Some(&words)).await?;
@@ -323,7 +335,7 @@ async fn act(
     horizon_days: u32,
     link: &Link,
     user: &lanes_types::account::User,
-    tz: chrono_tz::Tz,
+    (tz, locale): (chrono_tz::Tz, Locale),
     now: DateTime<Utc>,
 ) -> Result<String, UseCaseError> {
     let gone = || UseCaseError::NotFound("the link names nothing".into());
@@ -333,7 +345,12 @@ async fn act(
             let job =
                 usecases::jobs::cancel(store, queue, user, id, usecases::jobs::CancelScope::AnyJob)
                     .await?;
-            Ok(format!("Job #{} ({}) was cancelled.", job.id, job.title()))
+            Ok(say!(
+                locale,
+                link.job_cancelled,
+                id = job.id,
+                title = job.title()
+            ))
         }
         LinkAction::ExtendHour => {
             let id = link.booking_id.ok_or_else(gone)?;
@@ -341,19 +358,23 @@ async fn act(
             let end = booking.end + chrono::Duration::hours(1);
             let booking =
                 usecases::bookings::extend(store, user, id, end, horizon_days, now).await?;
-            Ok(format!(
-                "Booking #{id} now ends at {}.",
-                render::when_in(booking.end, tz, lanes_app::i18n::Locale::en)
+            Ok(say!(
+                locale,
+                link.extended,
+                id,
+                at = render::when_in(booking.end, tz, locale)
             ))
         }
         LinkAction::Release => {
             let id = link.booking_id.ok_or_else(gone)?;
             let booking = usecases::bookings::withdraw(store, user, id, now).await?;
             Ok(match booking.state {
-                BookingState::Cancelled => format!("Booking #{id} was cancelled."),
-                _ => format!(
-                    "Booking #{id} was released at {}; its cards are free for others.",
-                    render::when_in(now, tz, lanes_app::i18n::Locale::en)
+                BookingState::Cancelled => say!(locale, link.cancelled, id),
+                _ => say!(
+                    locale,
+                    link.released,
+                    id,
+                    at = render::when_in(now, tz, locale)
                 ),
             })
         }
@@ -372,9 +393,7 @@ async fn act(
             )
             .detail("answered an idle warning: still using it");
             store.confirm_in_use(id, &audit, now).await?;
-            Ok(format!(
-                "Booking #{id} is marked in use; the idle watch starts again from now."
-            ))
+            Ok(say!(locale, link.in_use, id))
         }
     }
 }
