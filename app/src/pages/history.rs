@@ -488,7 +488,7 @@ fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <svg class="by-day" viewBox=format!("0 0 {width} {}", height + 18.0) role="img" aria-label=format!("GPU-hours per day: {}", lines.join("; "))>
+        <svg class="by-day" viewBox=format!("0 0 {width} {}", height + 18.0) role="img" aria-label=tr!(history.per_day_label, days = lines.join("; "))>
             {rects}
             {labels}
         </svg>
