@@ -4,7 +4,11 @@
 //! `Accept-Language`), the browser reads it back from `<html lang>`, and switching languages
 //! saves the choice on the account and reloads the page.
 
-include!(concat!(env!("OUT_DIR"), "/i18n/mod.rs"));
+/// The code leptos_i18n generates: a module `i18n` (the name it gives it).
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/i18n/mod.rs"));
+}
+pub use generated::i18n;
 
 pub use i18n::Locale;
 
