@@ -64,6 +64,8 @@ tools:
 tools-test:
 	@command -v chromium >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+	@fc-list | grep -qi 'Noto Sans CJK' \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null)
 	@command -v prometheus >/dev/null && command -v debootstrap >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
 	@test -d tests/browser/node_modules/playwright-core -a -d tests/browser/node_modules/axe-core \

@@ -130,10 +130,13 @@ test('the API answers the page in Chinese, with the same code and rule', async (
 });
 
 test('the top bar switches to English and back, and the account remembers the choice', async () => {
+  // The switch acts once the page is live (hydrated): wait for its bundle and data.
   await page.goto(url + '/history');
+  await page.waitForLoadState('networkidle');
   await page.selectOption('[data-testid=language]', 'en');
   await page.locator('nav.nav a', { hasText: 'History' }).waitFor();
   assert.equal(await page.getAttribute('html', 'lang'), 'en');
+  await page.waitForLoadState('networkidle');
   await page.selectOption('[data-testid=language]', 'zh');
   await page.locator('nav.nav a', { hasText: '历史' }).waitFor();
   // A browser that asks for English, logging in to this account, gets Chinese.
