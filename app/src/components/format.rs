@@ -43,6 +43,19 @@ pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
 /// `t` written with a strftime `pattern` from the translation files, weekday and month names
 /// (`%a %A %b %B`) in the page's language.
 pub fn dated(t: chrono::DateTime<chrono::FixedOffset>, pattern: &str) -> String {
+    dated_in(t, pattern, crate::i18n::locale())
+}
+
+/// [`dated`] in `locale`, for any zone: the server's mail writes its times with it.
+pub fn dated_in<Tz: chrono::TimeZone>(
+    t: chrono::DateTime<Tz>,
+    pattern: &str,
+    locale: crate::i18n::Locale,
+) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    use crate::i18n::i18n::td_string;
     use chrono::Datelike;
     let name = |list: &str, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
     let (day, month) = (
@@ -50,10 +63,10 @@ pub fn dated(t: chrono::DateTime<chrono::FixedOffset>, pattern: &str) -> String 
         t.month0() as usize,
     );
     let pattern = pattern
-        .replace("%A", &name(tr!(date.weekdays_long), day))
-        .replace("%a", &name(tr!(date.weekdays_short), day))
-        .replace("%B", &name(tr!(date.months_long), month))
-        .replace("%b", &name(tr!(date.months_short), month));
+        .replace("%A", &name(td_string!(locale, date.weekdays_long), day))
+        .replace("%a", &name(td_string!(locale, date.weekdays_short), day))
+        .replace("%B", &name(td_string!(locale, date.months_long), month))
+        .replace("%b", &name(td_string!(locale, date.months_short), month));
     t.format(&pattern).to_string()
 }
 

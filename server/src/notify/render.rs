@@ -96,14 +96,7 @@ pub fn when_in(t: DateTime<Utc>, tz: Tz, locale: Locale) -> String {
 /// `t` with a pattern from the translation files, day and month names (`%a %b`) in the
 /// reader's language (the pages' names).
 fn dated(t: DateTime<Tz>, pattern: &str, reader: &impl Speaks) -> String {
-    use chrono::Datelike;
-    let name = |list: String, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
-    let day = t.weekday().num_days_from_monday() as usize;
-    let month = t.month0() as usize;
-    let pattern = pattern
-        .replace("%a", &name(say!(reader, date.weekdays_short), day))
-        .replace("%b", &name(say!(reader, date.months_short), month));
-    t.format(&pattern).to_string()
+    lanes_app::components::format::dated_in(t, pattern, reader.locale())
 }
 
 /// Only the clock, for subjects: "17:00 CET".
@@ -474,8 +467,14 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_reader_who_chose_chinese_gets_the_message_in_chinese_with_the_same_facts() {
+    /// A booking on GPU 3 of node-a from 16:00 to 18:00 UTC, reminded of at 15:50, with a
+    /// release link.
+    fn reminder() -> (
+        lanes_types::CardIndex,
+        Value,
+        DateTime<Utc>,
+        Vec<(LinkAction, String)>,
+    ) {
         let cards = lanes_types::CardIndex::new([("node-a".into(), "GPU-1".into(), 3)]);
         let details = json!({
             "booking_id": 12,
@@ -487,6 +486,12 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         let links = vec![(LinkAction::Release, "https://x/act/abc".to_string())];
+        (cards, details, at, links)
+    }
+
+    #[test]
+    fn a_reader_who_chose_chinese_gets_the_message_in_chinese_with_the_same_facts() {
+        let (cards, details, at, links) = reminder();
         let reader = Reader {
             locale: lanes_app::i18n::Locale::zh,
             ..reader(&cards, chrono_tz::Asia::Shanghai)
@@ -509,17 +514,7 @@ mod tests {
 
     #[test]
     fn a_reminder_says_what_and_when_in_the_readers_zone_with_its_cards_named() {
-        let cards = lanes_types::CardIndex::new([("node-a".into(), "GPU-1".into(), 3)]);
-        let details = json!({
-            "booking_id": 12,
-            "start": "2026-12-02T16:00:00Z",
-            "end": "2026-12-02T18:00:00Z",
-            "gpus": [{"node": "node-a", "uuid": "GPU-1"}],
-        });
-        let at = DateTime::parse_from_rfc3339("2026-12-02T15:50:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        let links = vec![(LinkAction::Release, "https://x/act/abc".to_string())];
+        let (cards, details, at, links) = reminder();
         let m = render(
             "booking_starts_soon",
             &details,
