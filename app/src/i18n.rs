@@ -50,15 +50,8 @@ pub fn locale() -> Locale {
 /// the account's, set at login), then `Accept-Language`, then English.
 #[cfg(feature = "ssr")]
 pub fn of_request(headers: &http::HeaderMap) -> Locale {
-    let cookie = headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| parse(value));
-    cookie
+    crate::ssr::cookie(headers, COOKIE)
+        .and_then(|value| parse(&value))
         .or_else(|| {
             headers
                 .get(http::header::ACCEPT_LANGUAGE)
@@ -107,6 +100,26 @@ pub fn queue_state(state: lanes_types::queue::QueueState) -> &'static str {
         QueueState::Failed => tr!(queue_state.failed),
         QueueState::Cancelled => tr!(queue_state.cancelled),
         QueueState::TimedOut => tr!(queue_state.timed_out),
+    }
+}
+
+/// Why a queued job waits, in the page's language.
+pub fn wait_reason(wait: &lanes_types::queue::WaitReason) -> String {
+    use lanes_types::queue::WaitReason;
+    match *wait {
+        WaitReason::Cards { needs: 1, free } => tr!(queue_wait.cards_one, needs = 1, free),
+        WaitReason::Cards { needs, free } => tr!(queue_wait.cards_many, needs, free),
+        WaitReason::OverLimit { limit, in_use } => tr!(queue_wait.over_limit, in_use, limit),
+        WaitReason::BehindHigherPriority => tr!(queue_wait.behind).to_string(),
+        WaitReason::NeverFits { needs: 1, eligible } => {
+            tr!(queue_wait.never_fits_one, needs = 1, eligible)
+        }
+        WaitReason::NeverFits { needs, eligible } => {
+            tr!(queue_wait.never_fits_many, needs, eligible)
+        }
+        WaitReason::NextPass => tr!(queue_wait.next_pass).to_string(),
+        WaitReason::OwnerDisabled => tr!(queue_wait.owner_disabled).to_string(),
+        WaitReason::LeaderStarts => tr!(queue_wait.leader_starts).to_string(),
     }
 }
 

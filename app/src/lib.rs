@@ -18,14 +18,14 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    ParamSegment, StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
 };
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
-        <html lang=i18n::code(i18n::locale())>
+        <html lang=i18n::code(i18n::locale()) data-zone=components::clock::rendered_zone()>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
@@ -56,8 +56,9 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("login") view=pages::login::LoginPage />
                 <Route path=StaticSegment("account") view=pages::account::AccountPage />
                 <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
-                <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
-                <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage />
+                // Whole before it is sent: its sections come with their data (no loading line).
+                <Route path=StaticSegment("admin") view=pages::admin::AdminPage ssr=SsrMode::Async />
+                <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage ssr=SsrMode::Async />
                 <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
                 <Route path=StaticSegment("queue") view=pages::queue::QueuePage />
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage />
@@ -71,6 +72,7 @@ pub fn App() -> impl IntoView {
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
+    components::clock::remember_zone();
     leptos::mount::hydrate_body(App);
     label_table_cells();
 }

@@ -14,12 +14,10 @@
 //! - `fairshare`: as `backfill`, in the order of priority the caller computed (see
 //!   [`super::fairshare`]) instead of arrival.
 
-use serde::{Deserialize, Serialize};
-
 /// Seconds (since any epoch the caller likes: Unix time in the server, trace time in replays).
 pub type Time = i64;
 
-pub use lanes_types::queue::Policy;
+pub use lanes_types::queue::{Policy, WaitReason};
 
 /// A card as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,51 +115,6 @@ pub struct Pass<'a> {
     /// Also say why every job that does not start waits, and when it may start. Replays that
     /// only need the decisions turn this off.
     pub explain: bool,
-}
-
-/// Why a job does not start now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum WaitReason {
-    /// Not enough cards free for its whole time limit.
-    Cards { needs: u32, free: u32 },
-    /// Starting it would take its owner past their concurrent-GPU quota at some moment of its
-    /// time limit (`in_use`: the most they hold at once then without it).
-    OverLimit { limit: u32, in_use: u32 },
-    /// Cards are free, but a job ahead of it goes first (fifo, or a reservation it would delay).
-    BehindHigherPriority,
-    /// The pool does not have that many cards with that much memory.
-    NeverFits { needs: u32, eligible: u32 },
-}
-
-impl std::fmt::Display for WaitReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WaitReason::Cards { needs, free } => write!(
-                f,
-                "needs {needs} card{}, {free} free for its time limit",
-                plural(*needs)
-            ),
-            WaitReason::OverLimit { limit, in_use } => write!(
-                f,
-                "over your concurrent-GPU limit ({in_use} of {limit} held during its time limit)"
-            ),
-            WaitReason::BehindHigherPriority => write!(f, "behind higher-priority work"),
-            WaitReason::NeverFits { needs, eligible } => write!(
-                f,
-                "can never start: needs {needs} card{}, the pool has {eligible} with enough memory",
-                plural(*needs)
-            ),
-        }
-    }
-}
-
-fn plural(n: u32) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

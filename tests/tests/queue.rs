@@ -7,7 +7,7 @@ use lanes_server::accounts::Role;
 use lanes_tests::{cards, ensure_unix_account, refusal, refused, wait_until, Session, TestApp};
 use lanes_types::account::UserPatch;
 use lanes_types::booking::{Booking, CreateBooking, Quota, Quotas};
-use lanes_types::queue::{QueueState, QueueView, QueuedJob, Shares, SubmitJob};
+use lanes_types::queue::{QueueState, QueueView, QueuedJob, Shares, SubmitJob, WaitReason};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -126,6 +126,7 @@ async fn a_queued_job_starts_within_a_second_of_its_cards_freeing_under_their_ma
         waiting.reason.as_deref(),
         Some("needs 2 cards, 0 free for its time limit")
     );
+    assert_eq!(waiting.wait, Some(WaitReason::Cards { needs: 2, free: 0 }));
     let expected = booking.end.timestamp();
     let estimate = waiting.estimated_start.unwrap().timestamp();
     assert!((estimate - expected).abs() <= 1, "{estimate} vs {expected}");
@@ -202,6 +203,7 @@ async fn a_queued_job_never_runs_into_a_booking_and_short_work_fills_the_gap() {
         long.reason.as_deref(),
         Some("needs 1 card, 0 free for its time limit")
     );
+    assert_eq!(long.wait, Some(WaitReason::Cards { needs: 1, free: 0 }));
     app.stop().await;
 }
 
@@ -259,6 +261,13 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
     assert_eq!(
         b_wait.reason.as_deref(),
         Some("over your concurrent-GPU limit (1 of 1 held during its time limit)")
+    );
+    assert_eq!(
+        b_wait.wait,
+        Some(WaitReason::OverLimit {
+            limit: 1,
+            in_use: 1
+        })
     );
     // The limit is the user's: the admin's job goes ahead on a free card.
     ensure_unix_account("boss");
@@ -406,6 +415,7 @@ async fn everyone_sees_the_queue_but_only_owners_see_commands_and_only_admins_se
         held.reason.as_deref(),
         Some("its owner's account is disabled")
     );
+    assert_eq!(held.wait, Some(WaitReason::OwnerDisabled));
     cancel(&admin, waiting.id).await.unwrap();
     cancel(&admin, job.id).await.unwrap();
     app.stop().await;

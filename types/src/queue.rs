@@ -45,6 +45,66 @@ impl QueueState {
     }
 }
 
+/// Why a job does not start now: the scheduler's words, which `GET /api/v1/queue` gives as
+/// `wait` (structured, for pages to write in their language) and `reason` (in English).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaitReason {
+    /// Not enough cards free for its whole time limit.
+    Cards { needs: u32, free: u32 },
+    /// Starting it would take its owner past their concurrent-GPU quota at some moment of its
+    /// time limit (`in_use`: the most they hold at once then without it).
+    OverLimit { limit: u32, in_use: u32 },
+    /// Cards are free, but a job ahead of it goes first (fifo, or a reservation it would delay).
+    BehindHigherPriority,
+    /// The pool does not have that many cards with that much memory.
+    NeverFits { needs: u32, eligible: u32 },
+    /// Not considered yet: submitted since the last scheduling pass (the queue says so; the
+    /// scheduler never does).
+    NextPass,
+    /// Its owner's account was disabled since it was queued (the queue says so).
+    OwnerDisabled,
+    /// Cards are free for it, and the queue's leader, on another node, starts it at its next
+    /// pass (the queue says so).
+    LeaderStarts,
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitReason::Cards { needs, free } => write!(
+                f,
+                "needs {needs} card{}, {free} free for its time limit",
+                plural(*needs)
+            ),
+            WaitReason::OverLimit { limit, in_use } => write!(
+                f,
+                "over your concurrent-GPU limit ({in_use} of {limit} held during its time limit)"
+            ),
+            WaitReason::BehindHigherPriority => write!(f, "behind higher-priority work"),
+            WaitReason::NeverFits { needs, eligible } => write!(
+                f,
+                "can never start: needs {needs} card{}, the pool has {eligible} with enough memory",
+                plural(*needs)
+            ),
+            WaitReason::NextPass => write!(f, "waiting for the next scheduling pass"),
+            WaitReason::OwnerDisabled => write!(f, "its owner's account is disabled"),
+            WaitReason::LeaderStarts => write!(
+                f,
+                "cards are free: the queue's leader starts it at its next pass"
+            ),
+        }
+    }
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -73,9 +133,13 @@ pub struct QueuedJob {
     /// The booking that holds its cards while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub booking_id: Option<i64>,
-    /// Why it waits, in words (pending jobs).
+    /// Why it waits, in English words (pending jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why it waits, as the scheduler put it (pending jobs): what `reason` says, for pages and
+    /// scripts to write in their own words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitReason>,
     /// When it may start if everything ahead runs to its limit and nothing new arrives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_start: Option<DateTime<Utc>>,

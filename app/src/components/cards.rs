@@ -15,7 +15,7 @@ impl Cards {
     pub fn provide() -> Self {
         let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
         let index = Memo::new(move |_| {
-            gpus.data.with(|data| match data {
+            gpus.with(|data| match data {
                 Some(Ok(list)) => CardIndex::of_gpus(list.iter().map(|g| &g.info)),
                 _ => CardIndex::default(),
             })

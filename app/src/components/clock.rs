@@ -1,5 +1,7 @@
-//! The viewer's clock and time zone. Pages that show local times render them in the browser
-//! only (the server does not know the viewer's zone), so server and browser never disagree.
+//! The viewer's clock and time zone. The browser keeps its zone (an IANA name) in the `tz`
+//! cookie, so that pages the server renders with their data (the admin sections) show times
+//! in it too; `<html data-zone>` says which zone the server used, and a page drawn in another
+//! one (a first visit, a laptop that travelled) is loaded again once.
 
 use chrono::{DateTime, FixedOffset, NaiveDateTime, Offset, TimeZone, Utc};
 use leptos::prelude::*;
@@ -10,7 +12,8 @@ pub fn local_offset() -> FixedOffset {
 }
 
 /// The viewer's UTC offset at `t`: the browser's zone with its summer time, so a time from
-/// last July reads in July's offset (UTC on the server).
+/// last July reads in July's offset. On the server, the zone of the request's `tz` cookie
+/// (UTC without one).
 pub fn offset_at(t: DateTime<Utc>) -> FixedOffset {
     #[cfg(feature = "hydrate")]
     {
@@ -19,8 +22,91 @@ pub fn offset_at(t: DateTime<Utc>) -> FixedOffset {
     }
     #[cfg(not(feature = "hydrate"))]
     {
-        let _ = t;
-        utc()
+        server_zone().map_or(utc(), |zone| {
+            zone.offset_from_utc_datetime(&t.naive_utc()).fix()
+        })
+    }
+}
+
+/// The cookie in which the browser keeps its time zone's IANA name (`Asia/Shanghai`).
+pub const ZONE_COOKIE: &str = "tz";
+
+/// The zone the server renders the request's times in: its `tz` cookie, when it names a zone.
+#[cfg(all(feature = "ssr", not(feature = "hydrate")))]
+fn server_zone() -> Option<chrono_tz::Tz> {
+    let parts = use_context::<http::request::Parts>()?;
+    crate::ssr::cookie(&parts.headers, ZONE_COOKIE).and_then(|name| zone_of(&name))
+}
+
+#[cfg(not(any(feature = "ssr", feature = "hydrate")))]
+fn server_zone() -> Option<chrono_tz::Tz> {
+    None
+}
+
+/// A zone by its IANA name, as the cookie carries it.
+#[cfg(not(feature = "hydrate"))]
+pub fn zone_of(name: &str) -> Option<chrono_tz::Tz> {
+    name.parse().ok()
+}
+
+/// The name of the zone the server drew this page's times in, for `<html data-zone>`.
+pub fn rendered_zone() -> String {
+    #[cfg(not(feature = "hydrate"))]
+    {
+        server_zone().map_or_else(|| "UTC".to_string(), |zone| zone.name().to_string())
+    }
+    #[cfg(feature = "hydrate")]
+    {
+        String::new()
+    }
+}
+
+/// Before the page goes live: keeps the browser's zone in the `tz` cookie. A page whose times
+/// the server drew (`data-drawn-zone`) in another zone (a first visit, a laptop that
+/// travelled) is loaded again, once per tab, to be drawn in the browser's.
+#[cfg(feature = "hydrate")]
+pub fn remember_zone() {
+    use wasm_bindgen::JsCast;
+    let options = js_sys::Intl::DateTimeFormat::new(&js_sys::Array::new(), &js_sys::Object::new())
+        .resolved_options();
+    let Some(zone) = js_sys::Reflect::get(&options, &"timeZone".into())
+        .ok()
+        .and_then(|z| z.as_string())
+    else {
+        return;
+    };
+    let document = document();
+    let drawn = document
+        .document_element()
+        .and_then(|html| html.get_attribute("data-zone"))
+        .unwrap_or_default();
+    let has_drawn_times = document
+        .query_selector("[data-drawn-zone]")
+        .ok()
+        .flatten()
+        .is_some();
+    let Ok(html) = document.dyn_into::<web_sys::HtmlDocument>() else {
+        return;
+    };
+    let wanted = format!("{ZONE_COOKIE}={zone}");
+    let kept = |html: &web_sys::HtmlDocument| {
+        html.cookie()
+            .unwrap_or_default()
+            .split(';')
+            .any(|pair| pair.trim() == wanted)
+    };
+    if !kept(&html) {
+        let _ = html.set_cookie(&format!("{wanted}; path=/; max-age=31536000; samesite=lax"));
+    }
+    // Only when the cookie took (else the server would draw the same again), and once per tab.
+    if drawn != zone && has_drawn_times && kept(&html) {
+        let key = format!("lanes-zone-redrawn-{zone}");
+        if let Some(storage) = window().session_storage().ok().flatten() {
+            if storage.get_item(&key).ok().flatten().is_none() {
+                let _ = storage.set_item(&key, "1");
+                let _ = window().location().reload();
+            }
+        }
     }
 }
 

@@ -55,7 +55,7 @@ pub fn AdminPage() -> impl IntoView {
                         view! {
                             <div class="admin-layout">
                                 <SideNav section />
-                                <div class="admin-section" data-section=section>
+                                <div class="admin-section" data-section=section data-drawn-zone=crate::components::clock::rendered_zone()>
                                     {move || view! { <Section name=section() /> }}
                                 </div>
                             </div>
@@ -126,7 +126,7 @@ fn Section(name: String) -> impl IntoView {
 
 #[component]
 fn UsersSection() -> impl IntoView {
-    let users = Remote::<Vec<UserView>>::new("/api/v1/users");
+    let users = Remote::<Vec<UserView>>::rendered("/api/v1/users");
     let changed = move || users.reload();
     view! {
         <section class="panel">
@@ -152,7 +152,7 @@ fn UsersSection() -> impl IntoView {
 
 #[component]
 fn GroupsSection() -> impl IntoView {
-    let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
+    let groups = Remote::<Vec<Group>>::rendered("/api/v1/groups");
     view! {
         <section class="panel">
             <h3>{tr!(admin.groups)}</h3>
@@ -248,7 +248,7 @@ fn AuditSection() -> impl IntoView {
             (Err(e), _) | (_, Err(e)) => Err(e),
         }
     };
-    let audit = Remote::<Vec<AuditRecord>>::new(audit_url("", "", "", "", None));
+    let audit = Remote::<Vec<AuditRecord>>::rendered(audit_url("", "", "", "", None));
     let apply = move || match url() {
         Ok(u) => {
             error.set(None);
@@ -262,9 +262,8 @@ fn AuditSection() -> impl IntoView {
         apply();
     };
     let older = move |_| {
-        let last = audit.data.with(|d| {
-            d.as_ref()
-                .and_then(|r| r.as_ref().ok())
+        let last = audit.with(|d| {
+            d.and_then(|r| r.as_ref().ok())
                 .and_then(|l| l.last().map(|e| e.id))
         });
         if let Some(id) = last {
@@ -322,11 +321,11 @@ fn AuditSection() -> impl IntoView {
             })}
             <div class="pager">
                 <button type="button" on:click=newer disabled=move || pages.with(|p| p.len() <= 1)>{tr!(admin.newer)}</button>
-                <span class="muted" data-testid="audit-page">{move || format!("Page {}", pages.with(Vec::len))}</span>
+                <span class="muted" data-testid="audit-page">{move || tr!(admin.page, number = pages.with(Vec::len))}</span>
                 <button
                     type="button"
                     on:click=older
-                    disabled=move || audit.data.with(|d| d.as_ref().and_then(|r| r.as_ref().ok()).is_none_or(|l| l.len() < AUDIT_PAGE))
+                    disabled=move || audit.with(|d| d.and_then(|r| r.as_ref().ok()).is_none_or(|l| l.len() < AUDIT_PAGE))
                 >
                     {tr!(admin.older)}
                 </button>
@@ -574,7 +573,7 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 
 #[component]
 fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<PortalSettings>::new("/api/v1/settings");
+    let settings = Remote::<PortalSettings>::rendered("/api/v1/settings");
     let anonymous = NodeRef::new();
     let horizon = NodeRef::new();
     let clean = NodeRef::new();
@@ -638,7 +637,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                         <input
                             type="checkbox"
                             name="anonymous_dashboard"
-                            prop:checked=s.anonymous_dashboard
+                            checked=s.anonymous_dashboard
                             on:change=change
                             node_ref=anonymous
                         />
@@ -651,7 +650,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             name="booking_horizon_days"
                             min="1"
                             max=MAX_BOOKING_HORIZON_DAYS
-                            prop:value=s.booking_horizon_days.to_string()
+                            value=s.booking_horizon_days.to_string()
                             on:change=change
                             node_ref=horizon
                         />
@@ -660,7 +659,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                         <input
                             type="checkbox"
                             name="clean_job_environment"
-                            prop:checked=s.job_environment == DefaultEnvironment::Clean
+                            checked=s.job_environment == DefaultEnvironment::Clean
                             on:change=change
                             node_ref=clean
                         />
@@ -670,7 +669,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                         <input
                             type="checkbox"
                             name="lend_idle_by_default"
-                            prop:checked=s.lend_idle_by_default
+                            checked=s.lend_idle_by_default
                             on:change=change
                             node_ref=lend
                         />
@@ -683,7 +682,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             name="energy_price_per_kwh"
                             min="0"
                             step="any"
-                            prop:value=s.energy_price_per_kwh.map(|p| p.to_string()).unwrap_or_default()
+                            value=s.energy_price_per_kwh.map(|p| p.to_string()).unwrap_or_default()
                             on:change=change
                             node_ref=price
                         />
@@ -695,7 +694,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                             name="carbon_g_per_kwh"
                             min="0"
                             step="any"
-                            prop:value=s.carbon_g_per_kwh.map(|c| c.to_string()).unwrap_or_default()
+                            value=s.carbon_g_per_kwh.map(|c| c.to_string()).unwrap_or_default()
                             on:change=change
                             node_ref=carbon
                         />

@@ -285,7 +285,7 @@ fn Grid(
                 let uuid = uuid.clone();
                 move || {
                     let v = view.get();
-                    let list = bookings.data.get().and_then(Result::ok).unwrap_or_default();
+                    let list = bookings.ok().unwrap_or_default();
                     list.into_iter()
                         .filter(|b| b.state.holds_cards() || b.state == BookingState::Ended || b.state == BookingState::Released)
                         .filter(|b| b.gpus.iter().any(|g| g.uuid == uuid))
@@ -329,7 +329,7 @@ fn Grid(
                 let uuid = uuid.clone();
                 move || {
                     let v = view.get();
-                    let list = maintenance.data.get().and_then(Result::ok).unwrap_or_default();
+                    let list = maintenance.ok().unwrap_or_default();
                     list.into_iter()
                         .filter(|m| m.gpus.iter().any(|g| g.uuid == uuid))
                         .filter_map(|m| {
@@ -491,7 +491,7 @@ fn Confirm(
     // cell holds "now" starts now.
     let request = Memo::new(move |_| {
         let s = selection.get()?;
-        let mut rows = gpus.data.get().and_then(Result::ok)?;
+        let mut rows = gpus.ok()?;
         rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
         let (r0, r1) = (s.rows.0.min(s.rows.1), s.rows.0.max(s.rows.1));
         let chosen: Vec<(String, String)> = rows
@@ -543,7 +543,7 @@ fn Confirm(
         request.get().map(|(cards, start, end)| {
             let hours = (end - start).num_minutes() as f64 / 60.0;
             let names: Vec<String> = cards.iter().map(|(_, n)| n.clone()).collect();
-            let impact = my_quota.data.with(|q| quota_impact(cards.len() as u32, hours, q.as_ref().and_then(|q| q.as_ref().ok())));
+            let impact = my_quota.with(|q| quota_impact(cards.len() as u32, hours, q.and_then(|q| q.as_ref().ok())));
             view! {
                 <section class="panel confirm" data-testid="confirm">
                     <h3>{tr!(calendar.book_these_cards)}</h3>
@@ -594,9 +594,8 @@ fn MyBookings(
         query_time(now() - Duration::days(30))
     ));
     let use_of = move |id: i64| {
-        usage.data.with(|d| {
-            let b = d
-                .as_ref()?
+        usage.with(|d| {
+            let b = d?
                 .as_ref()
                 .ok()?
                 .bookings
@@ -632,7 +631,7 @@ fn MyBookings(
             <h3>{tr!(calendar.my_bookings)}</h3>
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
             {render_remote(mine, tr!(calendar.what_mine), move |list: &Vec<Booking>| {
-                let my_id = me.data.with(|m| m.as_ref().and_then(|m| m.as_ref().ok()).map(|m| m.id));
+                let my_id = me.with(|m| m.and_then(|m| m.as_ref().ok()).map(|m| m.id));
                 let rows: Vec<Booking> = list
                     .iter()
                     .filter(|b| Some(b.user_id) == my_id && b.state.holds_cards())
@@ -647,8 +646,8 @@ fn MyBookings(
                         let id = b.id;
                         let end = b.end;
                         // "GPU n" as on the calendar rows; the UUID for a card not on them.
-                        let cards = gpus.data.with(|list| {
-                            card_list(&b.gpus, list.as_ref().and_then(|l| l.as_ref().ok()))
+                        let cards = gpus.with(|list| {
+                            card_list(&b.gpus, list.and_then(|l| l.as_ref().ok()))
                         });
                         let (label, withdraw) = match (b.state, b.idle_since) {
                             (BookingState::Active, Some(_)) => (tr!(calendar.state_active_idle), tr!(calendar.release)),

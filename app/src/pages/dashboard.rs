@@ -235,8 +235,8 @@ fn GpuCard(
 ) -> impl IntoView {
     let energy = use_context::<Remote<Vec<BookingEnergyNow>>>();
     let energy_of = move |booking: i64| {
-        energy?.data.with(|data| {
-            let list = data.as_ref()?.as_ref().ok()?;
+        energy?.with(|data| {
+            let list = data?.as_ref().ok()?;
             list.iter()
                 .find(|e| e.booking_id == booking)
                 .map(|e| tr!(dashboard.this_booking_energy, energy = kwh(e.energy_kwh)))
@@ -248,8 +248,8 @@ fn GpuCard(
             uuid: uuid.clone(),
         };
         move || {
-            bookings.data.with(|data| {
-                let list = data.as_ref()?.as_ref().ok()?;
+            bookings.with(|data| {
+                let list = data?.as_ref().ok()?;
                 let offset = local_offset();
                 let (holder, next) = holder_and_next(list, &card, now());
                 let next_text = next.map(|b| {
@@ -529,7 +529,7 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
             let node = node.clone();
             view! {
                 <figure class="history-chart" data-metric=*metric>
-                    {move || answer.data.with(|data| match data {
+                    {move || answer.with(|data| match data {
                         None => view! { <figcaption>{tr!(dashboard.chart_loading, caption)}</figcaption> }.into_any(),
                         Some(Err(e)) => view! { <figcaption class="form-error">{e.clone()}</figcaption> }.into_any(),
                         Some(Ok(a)) => {

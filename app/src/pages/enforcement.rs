@@ -6,6 +6,7 @@ use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::rest::{self, Method};
 use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
+use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -20,7 +21,7 @@ fn names(text: &str) -> Vec<String> {
 
 #[component]
 pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let policy = Remote::<Policy>::new("/api/v1/policy");
+    let policy = Remote::<Policy>::rendered("/api/v1/policy");
     let error = RwSignal::new(None::<String>);
     let saved = RwSignal::new(false);
     let mode = NodeRef::<leptos::html::Select>::new();
@@ -102,7 +103,7 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                         <label>{tr!(enforcement.idle_under_gpu_utilization)} <input node_ref=threshold name="idle_threshold_pct" type="number" min="0" max="100" value=p.idle_threshold_pct /></label>
                         <label>{tr!(enforcement.for_min)} <input node_ref=window name="idle_window_min" type="number" min="1" value=p.idle_window_s / 60 /></label>
                         <label class="check">
-                            <input node_ref=release name="idle_release" type="checkbox" prop:checked=p.idle_release />
+                            <input node_ref=release name="idle_release" type="checkbox" checked=p.idle_release />
                             {tr!(enforcement.release_idle_bookings_after_min)}
                             <input node_ref=release_grace name="idle_release_grace_min" type="number" min="0" value=p.idle_release_grace_s / 60 />
                         </label>
@@ -118,7 +119,7 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                     </form>
                 }
             })}
-            {move || saved.get().then(|| view! { <p class="muted" role="status">"Saved."</p> })}
+            {move || saved.get().then(|| view! { <p class="muted" role="status">{tr!(enforcement.saved)}</p> })}
             {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
         </section>
     }
@@ -127,7 +128,9 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 
 #[component]
 pub fn ViolationsPanel() -> impl IntoView {
-    let violations = Remote::<Vec<Violation>>::new("/api/v1/violations");
+    let violations = Remote::<Vec<Violation>>::rendered("/api/v1/violations");
+    // To name cards as the dashboard does ("GPU 3 · node").
+    let gpus = Remote::<Vec<GpuState>>::rendered("/api/v1/gpus");
     view! {
         <section class="panel">
             <h3>{tr!(enforcement.unbooked_gpu_use_2)}</h3>
@@ -136,13 +139,17 @@ pub fn ViolationsPanel() -> impl IntoView {
                 if list.is_empty() {
                     return view! { <p class="muted">{tr!(enforcement.none_seen)}</p> }.into_any();
                 }
+                let cards = gpus.with(|data| match data {
+                    Some(Ok(list)) => CardIndex::of_gpus(list.iter().map(|g| &g.info)),
+                    _ => CardIndex::default(),
+                });
                 let rows = list
                     .iter()
                     .map(|v| {
                         let open = v.ended.is_none();
                         view! {
                             <tr class:unbooked=open>
-                                <td title=v.gpu_uuid.clone()>{format!("{} · {}…", v.node, &v.gpu_uuid[..v.gpu_uuid.len().min(12)])}</td>
+                                <td title=v.gpu_uuid.clone()>{cards.name(&v.node, &v.gpu_uuid)}</td>
                                 <td>{v.pid}</td>
                                 <td>{v.unix_user.clone().unwrap_or_else(|| "?".into())}{v.username.clone().map(|u| format!(" ({u})")).unwrap_or_default()}</td>
                                 <td>{v.command.clone().unwrap_or_else(|| "?".into())}</td>

@@ -27,9 +27,7 @@ pub fn FindSlot(
     let booked = RwSignal::new(None::<String>);
     let nodes = move || {
         let mut names: Vec<String> = gpus
-            .data
-            .get()
-            .and_then(Result::ok)
+            .ok()
             .unwrap_or_default()
             .into_iter()
             .filter(|g| !g.unmanaged)
@@ -119,8 +117,7 @@ pub fn FindSlot(
         });
     };
     let card_names = move |slot: &FreeSlot| {
-        gpus.data
-            .with(|list| card_list(&slot.gpus, list.as_ref().and_then(|l| l.as_ref().ok())))
+        gpus.with(|list| card_list(&slot.gpus, list.and_then(|l| l.as_ref().ok())))
     };
     let results = move || {
         found.get().map(|list| {

@@ -102,7 +102,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
             <label>
                 {tr!(jobs.booking)}
                 <select node_ref=booking>
-                    {move || bookings.data.with(|data| match data {
+                    {move || bookings.with(|data| match data {
                         Some(Ok(list)) => list
                             .iter()
                             .filter(|b| b.state.holds_cards())

@@ -210,8 +210,8 @@ fn recipient(m: &OutboxEntry) -> String {
 
 #[component]
 pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<NotifySettings>::new("/api/v1/notifications/settings");
-    let outbox = Remote::<Vec<OutboxEntry>>::new("/api/v1/notifications/outbox?limit=50");
+    let settings = Remote::<NotifySettings>::rendered("/api/v1/notifications/settings");
+    let outbox = Remote::<Vec<OutboxEntry>>::rendered("/api/v1/notifications/outbox?limit=50");
     outbox.refresh_every(std::time::Duration::from_secs(5));
     let test_to = NodeRef::<leptos::html::Input>::new();
     let test_message = RwSignal::new(None::<Result<String, String>>);
@@ -420,9 +420,9 @@ fn NotifySettingsForm(
             view! {
                 <tr>
                     <td>{crate::i18n::event_label(kind)}</td>
-                    <td><input type="checkbox" name=format!("default_{}_email", kind.as_str()) aria-label=tr!(notifications.by_email_default, event = crate::i18n::event_label(kind)) prop:checked=move || is(0) on:change=move |_| flip(0) /></td>
-                    <td><input type="checkbox" name=format!("default_{}_webhook", kind.as_str()) aria-label=tr!(notifications.by_webhook_default, event = crate::i18n::event_label(kind)) prop:checked=move || is(1) on:change=move |_| flip(1) /></td>
-                    <td><input type="checkbox" name=format!("required_{}", kind.as_str()) aria-label=tr!(notifications.required_aria, event = crate::i18n::event_label(kind)) prop:checked=move || is(2) on:change=move |_| flip(2) /></td>
+                    <td><input type="checkbox" name=format!("default_{}_email", kind.as_str()) aria-label=tr!(notifications.by_email_default, event = crate::i18n::event_label(kind)) checked=move || is(0) prop:checked=move || is(0) on:change=move |_| flip(0) /></td>
+                    <td><input type="checkbox" name=format!("default_{}_webhook", kind.as_str()) aria-label=tr!(notifications.by_webhook_default, event = crate::i18n::event_label(kind)) checked=move || is(1) prop:checked=move || is(1) on:change=move |_| flip(1) /></td>
+                    <td><input type="checkbox" name=format!("required_{}", kind.as_str()) aria-label=tr!(notifications.required_aria, event = crate::i18n::event_label(kind)) checked=move || is(2) prop:checked=move || is(2) on:change=move |_| flip(2) /></td>
                 </tr>
             }
         })
@@ -440,13 +440,13 @@ fn NotifySettingsForm(
     };
     view! {
         <form class="stack" on:submit=save>
-            <label>{tr!(notifications.lab_name_in_every_subject)} <input name="lab_name" required maxlength="80" prop:value=settings.lab_name.clone() node_ref=lab /></label>
-            <label>{tr!(notifications.portal_address_for_links_in_messages)} <input name="portal_url" type="url" placeholder="https://gpu.lab.example" prop:value=settings.portal_url.clone().unwrap_or_default() node_ref=portal /></label>
-            <label>{tr!(notifications.the_lab_s_time_zone)} <input name="lab_time_zone" prop:value=settings.time_zone.clone() node_ref=zone /></label>
+            <label>{tr!(notifications.lab_name_in_every_subject)} <input name="lab_name" required maxlength="80" value=settings.lab_name.clone() node_ref=lab /></label>
+            <label>{tr!(notifications.portal_address_for_links_in_messages)} <input name="portal_url" type="url" placeholder="https://gpu.lab.example" value=settings.portal_url.clone().unwrap_or_default() node_ref=portal /></label>
+            <label>{tr!(notifications.the_lab_s_time_zone)} <input name="lab_time_zone" value=settings.time_zone.clone() node_ref=zone /></label>
             <fieldset>
                 <legend>{tr!(notifications.mail_server_empty_host_no_email)}</legend>
-                <label>{tr!(notifications.host)} <input name="smtp_host" prop:value=smtp_value(|s| s.host.clone()) node_ref=host /></label>
-                <label>{tr!(notifications.port)} <input name="smtp_port" type="number" min="1" max="65535" prop:value=smtp_value(|s| s.port.to_string()) placeholder="587" node_ref=port /></label>
+                <label>{tr!(notifications.host)} <input name="smtp_host" value=smtp_value(|s| s.host.clone()) node_ref=host /></label>
+                <label>{tr!(notifications.port)} <input name="smtp_port" type="number" min="1" max="65535" value=smtp_value(|s| s.port.to_string()) placeholder="587" node_ref=port /></label>
                 <label>{tr!(notifications.security)}
                     <select name="smtp_security" node_ref=security prop:value=security_now.clone()>
                         <option value="starttls" selected=security_now == "starttls" || security_now.is_empty()>{tr!(notifications.starttls_587)}</option>
@@ -454,18 +454,18 @@ fn NotifySettingsForm(
                         <option value="none" selected=security_now == "none">{tr!(notifications.none_a_relay_on_this_host)}</option>
                     </select>
                 </label>
-                <label>{tr!(notifications.login_empty_none)} <input name="smtp_username" autocomplete="off" prop:value=smtp_value(|s| s.username.clone()) node_ref=username /></label>
+                <label>{tr!(notifications.login_empty_none)} <input name="smtp_username" autocomplete="off" value=smtp_value(|s| s.username.clone()) node_ref=username /></label>
                 <label>{tr!(notifications.password)} <input name="smtp_password" type="password" autocomplete="new-password" placeholder=password_hint node_ref=password /></label>
-                <label>{tr!(notifications.sender)} <input name="smtp_from" placeholder=tr!(notifications.lab_gpus_gpus_lab_example) prop:value=smtp_value(|s| s.from.clone()) node_ref=from /></label>
+                <label>{tr!(notifications.sender)} <input name="smtp_from" placeholder=tr!(notifications.lab_gpus_gpus_lab_example) value=smtp_value(|s| s.from.clone()) node_ref=from /></label>
             </fieldset>
             <span class="inline">
-                <label>{tr!(notifications.remind_this_many_minutes_before_a)} <input name="starts_soon_min" type="number" min="1" max="1440" prop:value=settings.starts_soon_min.to_string() node_ref=starts /></label>
-                <label>{tr!(notifications.and_before_it_ends)} <input name="ends_soon_min" type="number" min="1" max="1440" prop:value=settings.ends_soon_min.to_string() node_ref=ends /></label>
-                <label>{tr!(notifications.warn_at_this_of_the_weekly)} <input name="quota_near_pct" type="number" min="1" max="100" prop:value=settings.quota_near_pct.to_string() node_ref=quota /></label>
-                <label>{tr!(notifications.most_messages_per_member_an_hour)} <input name="per_user_per_hour" type="number" min="1" max="10000" prop:value=settings.per_user_per_hour.to_string() node_ref=per_hour /></label>
+                <label>{tr!(notifications.remind_this_many_minutes_before_a)} <input name="starts_soon_min" type="number" min="1" max="1440" value=settings.starts_soon_min.to_string() node_ref=starts /></label>
+                <label>{tr!(notifications.and_before_it_ends)} <input name="ends_soon_min" type="number" min="1" max="1440" value=settings.ends_soon_min.to_string() node_ref=ends /></label>
+                <label>{tr!(notifications.warn_at_this_of_the_weekly)} <input name="quota_near_pct" type="number" min="1" max="100" value=settings.quota_near_pct.to_string() node_ref=quota /></label>
+                <label>{tr!(notifications.most_messages_per_member_an_hour)} <input name="per_user_per_hour" type="number" min="1" max="10000" value=settings.per_user_per_hour.to_string() node_ref=per_hour /></label>
             </span>
             <label class="check">
-                <input type="checkbox" name="allow_private_webhooks" prop:checked=settings.allow_private_webhooks node_ref=private />
+                <input type="checkbox" name="allow_private_webhooks" checked=settings.allow_private_webhooks node_ref=private />
                 {tr!(notifications.members_webhooks_may_point_at_this)}
             </label>
             <table class="list" data-testid="notify-defaults">

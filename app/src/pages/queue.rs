@@ -222,7 +222,13 @@ fn JobRow(
     };
     let detail = match job.state {
         QueueState::Pending => {
-            let reason = job.reason.clone().unwrap_or_default();
+            // The structured reason in the page's language; a server without it, its words.
+            let reason = job
+                .wait
+                .as_ref()
+                .map(crate::i18n::wait_reason)
+                .or_else(|| job.reason.clone())
+                .unwrap_or_default();
             match job.estimated_start {
                 Some(at) => tr!(queue.estimated, reason = reason.clone(), at = date_time(at)),
                 None => reason,

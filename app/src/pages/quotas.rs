@@ -144,20 +144,30 @@ fn of(used: String, limit: Option<String>) -> String {
 
 #[component]
 pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let quotas = Remote::<Quotas>::new("/api/v1/quotas");
-    let uses = Remote::<Vec<QuotaUse>>::new("/api/v1/quotas/use");
-    let rows = RwSignal::new(Vec::<QuotaRow>::new());
-    Effect::new(move |_| {
-        if let Some(Ok(q)) = quotas.data.get() {
-            rows.set(quota_rows(&q));
-        }
-    });
+    let quotas = Remote::<Quotas>::rendered("/api/v1/quotas");
+    let uses = Remote::<Vec<QuotaUse>>::rendered("/api/v1/quotas/use");
+    // The editor's rows: `None` until edited, showing the saved quotas.
+    let edited = RwSignal::new(None::<Vec<QuotaRow>>);
+    let rows = move || {
+        edited
+            .get()
+            .unwrap_or_else(|| quotas.ok().map(|q| quota_rows(&q)).unwrap_or_default())
+    };
+    let edit = move |change: &mut dyn FnMut(&mut Vec<QuotaRow>)| {
+        let mut list = edited.get_untracked().unwrap_or_else(|| {
+            untrack(|| quotas.ok())
+                .map(|q| quota_rows(&q))
+                .unwrap_or_default()
+        });
+        change(&mut list);
+        edited.set(Some(list));
+    };
     let error = RwSignal::new(None::<String>);
     let notice = RwSignal::new(None::<String>);
     let new_scope = RwSignal::new("user".to_string());
     let new_name = RwSignal::new(String::new());
     let save = move |_| {
-        let wanted = match rows_to_quotas(&rows.get_untracked()) {
+        let wanted = match rows_to_quotas(&untrack(rows)) {
             Ok(q) => q,
             Err(message) => {
                 error.set(Some(message));
@@ -169,6 +179,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                 Ok(_) => {
                     error.set(None);
                     notice.set(Some(tr!(quotas.saved).into()));
+                    edited.set(None);
                     quotas.reload();
                     uses.reload();
                     on_done();
@@ -185,17 +196,17 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
         if name.is_empty() {
             return;
         }
-        rows.update(|r| {
+        edit(&mut |r| {
             r.push(QuotaRow {
                 scope: new_scope.get_untracked(),
-                name,
+                name: name.clone(),
                 fields: Default::default(),
             })
         });
         new_name.set(String::new());
     };
     let editor = move || {
-        rows.get()
+        rows()
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
@@ -207,11 +218,11 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                                     class="num"
                                     name=format!("{}-{}-{}", r.scope, r.name, FIELDS[j])
                                     placeholder="—"
-                                    prop:value=r.fields[j].clone()
+                                    value=r.fields[j].clone()
                                     on:change=move |ev| {
                                         let value = event_target_value(&ev);
-                                        rows.update(|rows| if let Some(row) = rows.get_mut(i) {
-                                            row.fields[j] = value;
+                                        edit(&mut |rows| if let Some(row) = rows.get_mut(i) {
+                                            row.fields[j] = value.clone();
                                         });
                                     }
                                 />
@@ -231,7 +242,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                         {inputs}
                         <td class="actions">
                             <Show when=move || removable>
-                                <button on:click=move |_| rows.update(|rows| { rows.remove(i); })>{tr!(quotas.remove)}</button>
+                                <button on:click=move |_| edit(&mut |rows| { rows.remove(i); })>{tr!(quotas.remove)}</button>
                             </Show>
                         </td>
                     </tr>
@@ -253,7 +264,9 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                         <th></th>
                     </tr>
                 </thead>
-                <tbody>{editor}</tbody>
+                <tbody>
+                    <Suspense fallback=|| ()>{editor}</Suspense>
+                </tbody>
             </table>
             <div class="inline">
                 <select aria-label=tr!(quotas.for_a_user_or_a_group) on:change=move |ev| new_scope.set(event_target_value(&ev))>

@@ -37,7 +37,7 @@ const HALF_LIVES_KEPT: i64 = 10;
 pub struct Explained {
     /// 1 = considered next; `None` for jobs the scheduler does not consider.
     pub position: Option<u32>,
-    pub reason: String,
+    pub reason: scheduler::WaitReason,
     pub estimated_start: Option<DateTime<Utc>>,
     pub priority: f64,
 }
@@ -268,15 +268,15 @@ impl Queue {
             for id in unseen {
                 // A job this pass would start waits for the leader's pass on another node.
                 let reason = if plan.starts.iter().any(|s| s.job == id) {
-                    "cards are free: the queue's leader starts it at its next pass"
+                    scheduler::WaitReason::LeaderStarts
                 } else {
-                    "its owner's account is disabled"
+                    scheduler::WaitReason::OwnerDisabled
                 };
                 waits.insert(
                     id,
                     Explained {
                         position: None,
-                        reason: reason.into(),
+                        reason,
                         estimated_start: None,
                         priority: 0.0,
                     },
@@ -534,7 +534,7 @@ fn explain_waits(plan: &Plan, waiting: &[scheduler::Waiting]) -> HashMap<i64, Ex
                 wait.job,
                 Explained {
                     position: Some(i as u32 + 1),
-                    reason: wait.reason.to_string(),
+                    reason: wait.reason.clone(),
                     estimated_start,
                     priority: priority.get(&wait.job).copied().unwrap_or(0.0),
                 },

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::booking::GpuRef;
 use lanes_types::job::{Job, QueueRequest};
-use lanes_types::queue::{QueueState, QueueView, QueuedJob};
+use lanes_types::queue::{QueueState, QueueView, QueuedJob, WaitReason};
 
 /// Ended jobs listed after the live ones.
 const RECENT_ENDED: i64 = 50;
@@ -35,8 +35,9 @@ pub async fn view(
         }
         let mut v = job_view(job, viewer, snapshot.waits.get(&job.id), &cards);
         v.borrowed_from = borrowed_from;
-        if v.state == QueueState::Pending && v.reason.is_none() {
-            v.reason = Some("waiting for the next scheduling pass".into());
+        if v.state == QueueState::Pending && v.wait.is_none() {
+            v.reason = Some(WaitReason::NextPass.to_string());
+            v.wait = Some(WaitReason::NextPass);
         }
         views.push(v);
     }
@@ -77,7 +78,8 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
         ended_at: job.ended_at,
         cards: cards.to_vec(),
         booking_id: job.booking_id,
-        reason: wait.map(|w| w.reason.clone()),
+        reason: wait.map(|w| w.reason.to_string()),
+        wait: wait.map(|w| w.reason.clone()),
         estimated_start: wait.and_then(|w| w.estimated_start),
         position: wait.and_then(|w| w.position),
         preemptible: request.preemptible,
