@@ -377,7 +377,7 @@ async fn admin_sections_arrive_with_their_data_and_their_times_in_the_viewers_zo
     admin
         .create_group(&CreateGroup {
             name: "vision".into(),
-            description: Some("the vision group".into()),
+            description: "the vision group".into(),
         })
         .await
         .unwrap();
