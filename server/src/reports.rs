@@ -98,11 +98,8 @@ pub async fn gather(store: &Store, period: &Period) -> Result<UsageReport, Store
         .iter()
         .filter_map(|u| Some((u.unix_user.clone()?, u.id)))
         .collect();
-    let energy = store
-        .booking_energy(from.timestamp(), to.timestamp())
-        .await?;
-    let processes = store
-        .process_totals(from.timestamp(), to.timestamp())
+    let (energy, processes) = store
+        .energy_and_processes(from.timestamp(), to.timestamp())
         .await?;
     let cards = store.card_index().await?;
     Ok(build(&Inputs {

@@ -334,3 +334,134 @@ async fn groups_are_created_and_users_put_in_them_by_name() {
     assert_eq!(unknown_field.status(), 400);
     app.stop().await;
 }
+
+/// Every admin section as the server sends it, for a browser with `cookie`.
+async fn admin_pages(app: &TestApp, cookie: &str) -> Vec<(&'static str, String)> {
+    let mut pages = Vec::new();
+    for section in [
+        "users",
+        "groups",
+        "quotas",
+        "policy",
+        "notifications",
+        "violations",
+        "audit",
+    ] {
+        let resp = app
+            .client
+            .get(app.url(&format!("/admin/{section}")))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "/admin/{section}");
+        // A page whose data never comes would never end: say which.
+        let html = tokio::time::timeout(std::time::Duration::from_secs(20), resp.text())
+            .await
+            .unwrap_or_else(|_| panic!("/admin/{section} did not end in 20 s"))
+            .unwrap();
+        // The document's head and the shell around it, then what the page shows.
+        let main = html
+            .split_once("<main")
+            .and_then(|(_, rest)| rest.split_once("</main>"))
+            .map(|(main, _)| main.to_string());
+        assert!(main.is_some(), "/admin/{section} has no <main>:\n{html}");
+        let zone = html
+            .split_once("data-zone=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map_or(String::new(), |(zone, _)| zone.to_string());
+        pages.push((section, format!("data-zone=\"{zone}\" {}", main.unwrap())));
+    }
+    pages
+}
+
+#[tokio::test]
+async fn admin_sections_arrive_with_their_data_and_their_times_in_the_viewers_zone() {
+    let (app, admin, _) = setup().await;
+    admin
+        .create_group(&CreateGroup {
+            name: "vision".into(),
+            description: "the vision group".into(),
+        })
+        .await
+        .unwrap();
+    let session = app.login("root-admin", "admin passphrase").await;
+
+    // Without a zone (a first visit): times in UTC, and the page says so.
+    for (section, html) in admin_pages(&app, &session).await {
+        assert!(html.contains(r#"data-zone="UTC""#), "/admin/{section}");
+        assert!(
+            !html.contains("Loading") && !html.contains("Could not load"),
+            "/admin/{section} came without its data:\n{html}"
+        );
+    }
+    let pages = admin_pages(&app, &format!("{session}; tz=Asia/Shanghai")).await;
+    let section = |name: &str| &pages.iter().find(|(s, _)| *s == name).unwrap().1;
+    assert!(section("users").contains(r#"data-testid="users""#));
+    assert!(
+        section("users").contains(r#"data-username="ada""#),
+        "{}",
+        section("users")
+    );
+    assert!(section("groups").contains("the vision group"));
+    assert!(section("policy").contains(r#"name="booking_horizon_days""#));
+    assert!(section("quotas").contains(r#"data-testid="quotas""#));
+
+    // The audit log's newest entries, in the zone of the `tz` cookie (Shanghai is UTC+8 all
+    // year), the way the browser would draw them.
+    let newest = admin
+        .audit(&AuditQuery {
+            limit: Some(5),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let audit = section("audit");
+    assert!(audit.contains(r#"data-zone="Asia/Shanghai""#));
+    let shanghai = chrono::FixedOffset::east_opt(8 * 3600).unwrap();
+    let utc_pages = admin_pages(&app, &session).await;
+    let in_utc = &utc_pages.iter().find(|(s, _)| *s == "audit").unwrap().1;
+    for entry in &newest {
+        let when = |zone: chrono::FixedOffset| {
+            entry
+                .at
+                .with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M")
+                .to_string()
+        };
+        let utc = chrono::FixedOffset::east_opt(0).unwrap();
+        assert_eq!(
+            row_of(audit, entry.id).map(|r| r.contains(&when(shanghai))),
+            Some(true),
+            "entry {} at {}:\n{audit}",
+            entry.id,
+            when(shanghai)
+        );
+        assert_eq!(
+            row_of(in_utc, entry.id).map(|r| r.contains(&when(utc))),
+            Some(true),
+            "entry {} at {}:\n{in_utc}",
+            entry.id,
+            when(utc)
+        );
+    }
+    // A zone no one has, or 4 KB of one: UTC, not an error, and nothing of it in the page.
+    let long = format!("Asia/{}", "x".repeat(4096));
+    for odd in ["Mars/Olympus", "Asia/Shanghai\"><script>", long.as_str()] {
+        for (section, html) in admin_pages(&app, &format!("{session}; tz={odd}")).await {
+            assert!(
+                html.contains(r#"data-zone="UTC""#),
+                "/admin/{section}, tz={odd:.40}"
+            );
+            assert!(!html.contains(odd), "/admin/{section} shows tz={odd:.40}");
+        }
+    }
+    app.stop().await;
+}
+
+/// The audit log's row for entry `id` in a page's HTML.
+fn row_of(html: &str, id: i64) -> Option<&str> {
+    let start = html.find(&format!(r#"data-audit="{id}""#))?;
+    let rest = &html[start..];
+    Some(&rest[..rest.find("</tr>")?])
+}

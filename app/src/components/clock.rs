@@ -31,11 +31,26 @@ pub fn offset_at(t: DateTime<Utc>) -> FixedOffset {
 /// The cookie in which the browser keeps its time zone's IANA name (`Asia/Shanghai`).
 pub const ZONE_COOKIE: &str = "tz";
 
-/// The zone the server renders the request's times in: its `tz` cookie, when it names a zone.
+/// The zone a request's times are drawn in on the server, chosen once per request from its
+/// `tz` cookie (`None`: no cookie, or one naming no zone `chrono-tz` knows; then UTC). The
+/// server's middleware puts it in the request's extensions beside the language.
+#[cfg(all(feature = "ssr", not(feature = "hydrate")))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ViewerZone(pub Option<chrono_tz::Tz>);
+
+#[cfg(all(feature = "ssr", not(feature = "hydrate")))]
+impl ViewerZone {
+    /// The zone a request's `tz` cookie names.
+    pub fn of_request(headers: &http::HeaderMap) -> Self {
+        Self(crate::ssr::cookie(headers, ZONE_COOKIE).and_then(|name| zone_of(&name)))
+    }
+}
+
+/// The zone the server renders the request's times in.
 #[cfg(all(feature = "ssr", not(feature = "hydrate")))]
 fn server_zone() -> Option<chrono_tz::Tz> {
     let parts = use_context::<http::request::Parts>()?;
-    crate::ssr::cookie(&parts.headers, ZONE_COOKIE).and_then(|name| zone_of(&name))
+    parts.extensions.get::<ViewerZone>()?.0
 }
 
 #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
@@ -43,10 +58,11 @@ fn server_zone() -> Option<chrono_tz::Tz> {
     None
 }
 
-/// A zone by its IANA name, as the cookie carries it.
+/// A zone by its IANA name, as the cookie carries it. Names are short (the longest is 32
+/// bytes); anything longer is no zone, and is not looked up.
 #[cfg(not(feature = "hydrate"))]
 pub fn zone_of(name: &str) -> Option<chrono_tz::Tz> {
-    name.parse().ok()
+    (name.len() <= 64).then(|| name.parse().ok()).flatten()
 }
 
 /// The name of the zone the server drew this page's times in, for `<html data-zone>`.

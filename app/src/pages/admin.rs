@@ -55,7 +55,7 @@ pub fn AdminPage() -> impl IntoView {
                         view! {
                             <div class="admin-layout">
                                 <SideNav section />
-                                <div class="admin-section" data-section=section data-drawn-zone=crate::components::clock::rendered_zone()>
+                                <div class="admin-section" data-section=section data-drawn-zone=true>
                                     {move || view! { <Section name=section() /> }}
                                 </div>
                             </div>

@@ -28,10 +28,13 @@ pub fn current() -> Locale {
     LOCALE.try_with(|locale| *locale).unwrap_or_default()
 }
 
-/// Middleware: picks the request's language before anything else answers it.
+/// Middleware: picks the request's language, and the time zone its pages draw times in (the
+/// `tz` cookie's), once, before anything else answers it.
 pub async fn pick(mut request: Request, next: Next) -> Response {
     let locale = lanes_app::i18n::of_request(request.headers());
+    let zone = lanes_app::components::clock::ViewerZone::of_request(request.headers());
     request.extensions_mut().insert(locale);
+    request.extensions_mut().insert(zone);
     LOCALE.scope(locale, next.run(request)).await
 }
 

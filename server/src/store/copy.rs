@@ -231,17 +231,7 @@ impl Store {
                  new database"
             )));
         }
-        let mut source = self.pool.begin().await?;
-        match self.backend {
-            Backend::Postgres => {
-                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    .execute(&mut *source)
-                    .await?;
-            }
-            // A deferred transaction reads one snapshot from its first read (WAL mode), while
-            // a serving Lanes goes on writing.
-            Backend::Sqlite => {}
-        }
+        let mut source = self.begin_snapshot().await?;
         let mut tx = target.pool.begin().await?;
         if target.backend == Backend::Sqlite {
             // Rows arrive parents first, but a self-reference (none today) would not; checked

@@ -388,6 +388,20 @@ impl Store {
         Ok(self.pool.begin().await?)
     }
 
+    /// A transaction that only reads, all of it from one snapshot, while writers go on: on
+    /// PostgreSQL `REPEATABLE READ, READ ONLY`; on SQLite a deferred transaction, whose
+    /// snapshot is taken at its first read (WAL mode). Several queries that must add up (a
+    /// report's totals and their parts) read in one.
+    async fn begin_snapshot(&self) -> Result<Tx<'static>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if self.backend == Backend::Postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(tx)
+    }
+
     /// A transaction that reads, then writes, and must not interleave with another such: on
     /// SQLite `BEGIN IMMEDIATE` (the write lock first, so no commit elsewhere can stale its
     /// snapshot); on PostgreSQL an advisory lock held to the end of the transaction.

@@ -110,10 +110,27 @@ impl Store {
         Ok(())
     }
 
+    /// What a report needs of energy and per-process use over `[from, to)` (Unix seconds):
+    /// each booking's energy and its attributed part ([`Store::booking_energy`]) and each
+    /// account's and job's per-process totals. Read from one snapshot, so the parts add up to
+    /// the whole while the history writer goes on adding to the minute in progress.
+    pub async fn energy_and_processes(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<(HashMap<i64, BookingEnergy>, Vec<ProcessTotal>), StoreError> {
+        let mut tx = self.begin_snapshot().await?;
+        let energy = self.booking_energy_in(&mut tx, from, to).await?;
+        let processes = self.process_totals_in(&mut tx, from, to).await?;
+        tx.commit().await?;
+        Ok((energy, processes))
+    }
+
     /// Per-process use over `[from, to)` (Unix seconds), per Unix account and job. A minute
     /// the period cuts counts for the part of it inside.
-    pub async fn process_totals(
+    async fn process_totals_in(
         &self,
+        conn: &mut sqlx::AnyConnection,
         from: i64,
         to: i64,
     ) -> Result<Vec<ProcessTotal>, StoreError> {
@@ -133,7 +150,7 @@ impl Store {
         .persistent(false)
         .bind(from)
         .bind(to)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *conn)
         .await?;
         Ok(rows
             .into_iter()
@@ -155,8 +172,21 @@ impl Store {
     /// cards drew inside both its slot and the period, and how much of their use and energy
     /// per-process samples gave to processes. A minute the slot or the period cuts counts for
     /// the part of it inside (a booking that started 20 s ago has 20 s of energy).
+    /// Its two sums read from one snapshot.
     pub async fn booking_energy(
         &self,
+        from: i64,
+        to: i64,
+    ) -> Result<HashMap<i64, BookingEnergy>, StoreError> {
+        let mut tx = self.begin_snapshot().await?;
+        let energy = self.booking_energy_in(&mut tx, from, to).await?;
+        tx.commit().await?;
+        Ok(energy)
+    }
+
+    async fn booking_energy_in(
+        &self,
+        conn: &mut sqlx::AnyConnection,
         from: i64,
         to: i64,
     ) -> Result<HashMap<i64, BookingEnergy>, StoreError> {
@@ -194,7 +224,7 @@ impl Store {
                     .persistent(false)
                     .bind(from)
                     .bind(to)
-                    .fetch_all(&self.pool)
+                    .fetch_all(&mut *conn)
                     .await?,
             );
         }
