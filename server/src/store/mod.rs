@@ -668,6 +668,93 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A report's energy parts add up while the history writer adds to the minute it reads:
+    /// the booking's energy, the part per-process samples gave to processes, and the
+    /// processes' own totals come from one snapshot (each write adds as much to all three).
+    #[tokio::test]
+    async fn a_reports_energy_and_its_parts_are_read_from_one_snapshot_while_minutes_grow() {
+        use crate::bookings::{CardChoice, NewBooking};
+        use crate::history::usage::{ProcessKey, ProcessUse};
+        use crate::store::usage::MinuteUse;
+        let (store, dir) = temp_store().await;
+        let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        store
+            .record_inventory("n1", &[gpu("GPU-a", 0)], t0)
+            .await
+            .unwrap();
+        let new = NewUser {
+            username: "ada".into(),
+            display_name: "Ada".into(),
+            email: None,
+            unix_user: Some("ada".into()),
+            role: Role::User,
+        };
+        let audit = AuditEntry::new(None, AuditAction::UserCreate, "ada");
+        let owner = store
+            .create_user(&new, "$argon2id$x", &audit, t0)
+            .await
+            .unwrap();
+        let booking = NewBooking {
+            owner,
+            cards: CardChoice::Named(vec!["GPU-a".into()]),
+            start: t0,
+            end: t0 + chrono::Duration::hours(1),
+            note: String::new(),
+            enforce_quota: false,
+            lend: false,
+        };
+        let audit = AuditEntry::new(None, AuditAction::BookingCreate, "booking");
+        let booking = store.create_booking(&booking, audit, t0).await.unwrap();
+        let card = store.gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-a".to_string())];
+        let minute = t0.timestamp() + 120;
+        let writes = 200;
+        let writer = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for _ in 0..writes {
+                    let use_ = ProcessUse {
+                        seconds: 1.0,
+                        used_pct_s: 50.0,
+                        sm_pct_s: 50.0,
+                        mem_pct_s: 0.0,
+                        energy_mj: 600_000.0,
+                    };
+                    let key = ProcessKey {
+                        unix_user: "ada".into(),
+                        job_id: 0,
+                    };
+                    let added = MinuteUse {
+                        energy_mj: 600_000,
+                        processes: [(key, use_)].into_iter().collect(),
+                    };
+                    store
+                        .add_usage(&[((card, minute), added)].into_iter().collect())
+                        .await
+                        .unwrap();
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let (from, to) = (t0.timestamp(), t0.timestamp() + 3600);
+        let mut reads = 0;
+        loop {
+            let done = writer.is_finished();
+            let (energy, processes) = store.energy_and_processes(from, to).await.unwrap();
+            let whole = energy.get(&booking.id).copied().unwrap_or_default();
+            let theirs: f64 = processes.iter().map(|p| p.energy_mj).sum();
+            assert_eq!(whole.energy_mj, whole.attributed_mj, "read {reads}");
+            assert_eq!(whole.attributed_mj, theirs, "read {reads}");
+            reads += 1;
+            if done {
+                assert_eq!(whole.energy_mj, 600_000.0 * writes as f64);
+                break;
+            }
+        }
+        assert!(reads > 1);
+        store.close().await;
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[tokio::test]
     async fn an_unknown_url_is_refused_with_a_clear_message() {
         let err = Store::open("mysql://localhost/lanes").await.unwrap_err();

@@ -171,8 +171,8 @@ impl Store {
     /// Per booking (not cancelled) overlapping `[from, to)` (Unix seconds): the energy its
     /// cards drew inside both its slot and the period, and how much of their use and energy
     /// per-process samples gave to processes. A minute the slot or the period cuts counts for
-    /// the part of it inside (a booking that started 20 s ago has 20 s of energy).
-    /// Its two sums read from one snapshot.
+    /// the part of it inside (a booking that started 20 s ago has 20 s of energy). Its two
+    /// sums are read from one snapshot.
     pub async fn booking_energy(
         &self,
         from: i64,
