@@ -19,17 +19,6 @@ pub fn viewer() -> Option<lanes_types::account::User> {
     })
 }
 
-/// What a `GET` of this server's own API answers: its status and body.
-pub type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = (u16, String)> + Send>>;
-
-/// This server's REST API, asked in-process while a page is rendered, so that the page comes
-/// with its data: the same routes a browser would call, with the page request's own cookie,
-/// token and language, so a page can show nothing its viewer's API calls would not.
-pub trait LocalApi: Send + Sync {
-    /// `GET path` (`/api/v1/…`, with its query) on behalf of `request`.
-    fn get(&self, path: &str, request: &http::request::Parts) -> Answer;
-}
-
 /// The value of cookie `name` on the request being served.
 pub fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
     headers

@@ -55,7 +55,7 @@ pub fn AdminPage() -> impl IntoView {
                         view! {
                             <div class="admin-layout">
                                 <SideNav section />
-                                <div class="admin-section" data-section=section data-drawn-zone=true>
+                                <div class="admin-section" data-section=section>
                                     {move || view! { <Section name=section() /> }}
                                 </div>
                             </div>
@@ -126,7 +126,7 @@ fn Section(name: String) -> impl IntoView {
 
 #[component]
 fn UsersSection() -> impl IntoView {
-    let users = Remote::<Vec<UserView>>::rendered("/api/v1/users");
+    let users = Remote::<Vec<UserView>>::new("/api/v1/users");
     let changed = move || users.reload();
     view! {
         <section class="panel">
@@ -152,7 +152,7 @@ fn UsersSection() -> impl IntoView {
 
 #[component]
 fn GroupsSection() -> impl IntoView {
-    let groups = Remote::<Vec<Group>>::rendered("/api/v1/groups");
+    let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
     view! {
         <section class="panel">
             <h3>{tr!(admin.groups)}</h3>
@@ -248,7 +248,7 @@ fn AuditSection() -> impl IntoView {
             (Err(e), _) | (_, Err(e)) => Err(e),
         }
     };
-    let audit = Remote::<Vec<AuditRecord>>::rendered(audit_url("", "", "", "", None));
+    let audit = Remote::<Vec<AuditRecord>>::new(audit_url("", "", "", "", None));
     let apply = move || match url() {
         Ok(u) => {
             error.set(None);
@@ -573,7 +573,7 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 
 #[component]
 fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<PortalSettings>::rendered("/api/v1/settings");
+    let settings = Remote::<PortalSettings>::new("/api/v1/settings");
     let anonymous = NodeRef::new();
     let horizon = NodeRef::new();
     let clean = NodeRef::new();

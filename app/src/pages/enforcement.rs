@@ -21,7 +21,7 @@ fn names(text: &str) -> Vec<String> {
 
 #[component]
 pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let policy = Remote::<Policy>::rendered("/api/v1/policy");
+    let policy = Remote::<Policy>::new("/api/v1/policy");
     let error = RwSignal::new(None::<String>);
     let saved = RwSignal::new(false);
     let mode = NodeRef::<leptos::html::Select>::new();
@@ -128,9 +128,9 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 
 #[component]
 pub fn ViolationsPanel() -> impl IntoView {
-    let violations = Remote::<Vec<Violation>>::rendered("/api/v1/violations");
+    let violations = Remote::<Vec<Violation>>::new("/api/v1/violations");
     // To name cards as the dashboard does ("GPU 3 · node").
-    let gpus = Remote::<Vec<GpuState>>::rendered("/api/v1/gpus");
+    let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
     view! {
         <section class="panel">
             <h3>{tr!(enforcement.unbooked_gpu_use_2)}</h3>

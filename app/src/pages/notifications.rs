@@ -210,8 +210,8 @@ fn recipient(m: &OutboxEntry) -> String {
 
 #[component]
 pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<NotifySettings>::rendered("/api/v1/notifications/settings");
-    let outbox = Remote::<Vec<OutboxEntry>>::rendered("/api/v1/notifications/outbox?limit=50");
+    let settings = Remote::<NotifySettings>::new("/api/v1/notifications/settings");
+    let outbox = Remote::<Vec<OutboxEntry>>::new("/api/v1/notifications/outbox?limit=50");
     outbox.refresh_every(std::time::Duration::from_secs(5));
     let test_to = NodeRef::<leptos::html::Input>::new();
     let test_message = RwSignal::new(None::<Result<String, String>>);

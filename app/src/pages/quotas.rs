@@ -144,8 +144,8 @@ fn of(used: String, limit: Option<String>) -> String {
 
 #[component]
 pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let quotas = Remote::<Quotas>::rendered("/api/v1/quotas");
-    let uses = Remote::<Vec<QuotaUse>>::rendered("/api/v1/quotas/use");
+    let quotas = Remote::<Quotas>::new("/api/v1/quotas");
+    let uses = Remote::<Vec<QuotaUse>>::new("/api/v1/quotas/use");
     // The editor's rows: `None` until edited, showing the saved quotas.
     let edited = RwSignal::new(None::<Vec<QuotaRow>>);
     let rows = move || {

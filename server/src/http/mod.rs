@@ -11,7 +11,6 @@ mod error;
 mod history;
 mod jobs;
 pub mod language;
-mod local_api;
 mod notify;
 mod queue;
 mod reports;
@@ -232,11 +231,9 @@ async fn asset_or_not_found(
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(lanes_app::App);
     let hub = state.hub.clone();
-    let api: Arc<dyn lanes_app::ssr::LocalApi> = Arc::new(local_api::LocalApi::new(&state));
     let fleet_context = move || {
         let view: Arc<dyn lanes_app::ssr::FleetView> = hub.clone();
         provide_context(view);
-        provide_context(api.clone());
     };
     areas()
         .into_iter()
