@@ -18,7 +18,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    ParamSegment, SsrMode, StaticSegment,
+    ParamSegment, StaticSegment,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -57,8 +57,8 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("account") view=pages::account::AccountPage />
                 <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
                 // Whole before it is sent: its sections come with their data (no loading line).
-                <Route path=StaticSegment("admin") view=pages::admin::AdminPage ssr=SsrMode::Async />
-                <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage ssr=SsrMode::Async />
+                <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
+                <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage />
                 <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
                 <Route path=StaticSegment("queue") view=pages::queue::QueuePage />
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage />

@@ -1,7 +1,6 @@
 //! The viewer's clock and time zone. The browser keeps its zone (an IANA name) in the `tz`
-//! cookie, so that pages the server renders with their data (the admin sections) show times
-//! in it too; `<html data-zone>` says which zone the server used, and a page drawn in another
-//! one (a first visit, a laptop that travelled) is loaded again once.
+//! cookie, so that a time the server draws is in it too; `<html data-zone>` says which zone
+//! the server used.
 
 use chrono::{DateTime, FixedOffset, NaiveDateTime, Offset, TimeZone, Utc};
 use leptos::prelude::*;
@@ -77,9 +76,7 @@ pub fn rendered_zone() -> String {
     }
 }
 
-/// Before the page goes live: keeps the browser's zone in the `tz` cookie. A page whose times
-/// the server drew (`data-drawn-zone`) in another zone (a first visit, a laptop that
-/// travelled) is loaded again, once per tab, to be drawn in the browser's.
+/// Before the page goes live: keeps the browser's zone in the `tz` cookie.
 #[cfg(feature = "hydrate")]
 pub fn remember_zone() {
     use wasm_bindgen::JsCast;
@@ -91,38 +88,17 @@ pub fn remember_zone() {
     else {
         return;
     };
-    let document = document();
-    let drawn = document
-        .document_element()
-        .and_then(|html| html.get_attribute("data-zone"))
-        .unwrap_or_default();
-    let has_drawn_times = document
-        .query_selector("[data-drawn-zone]")
-        .ok()
-        .flatten()
-        .is_some();
-    let Ok(html) = document.dyn_into::<web_sys::HtmlDocument>() else {
+    let Ok(html) = document().dyn_into::<web_sys::HtmlDocument>() else {
         return;
     };
     let wanted = format!("{ZONE_COOKIE}={zone}");
-    let kept = |html: &web_sys::HtmlDocument| {
-        html.cookie()
-            .unwrap_or_default()
-            .split(';')
-            .any(|pair| pair.trim() == wanted)
-    };
-    if !kept(&html) {
+    let kept = html
+        .cookie()
+        .unwrap_or_default()
+        .split(';')
+        .any(|pair| pair.trim() == wanted);
+    if !kept {
         let _ = html.set_cookie(&format!("{wanted}; path=/; max-age=31536000; samesite=lax"));
-    }
-    // Only when the cookie took (else the server would draw the same again), and once per tab.
-    if drawn != zone && has_drawn_times && kept(&html) {
-        let key = format!("lanes-zone-redrawn-{zone}");
-        if let Some(storage) = window().session_storage().ok().flatten() {
-            if storage.get_item(&key).ok().flatten().is_none() {
-                let _ = storage.set_item(&key, "1");
-                let _ = window().location().reload();
-            }
-        }
     }
 }
 
