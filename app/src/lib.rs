@@ -28,6 +28,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
         <html lang=i18n::code(i18n::locale()) data-zone=components::clock::rendered_zone()>
             <head>
                 <meta charset="utf-8" />
+                <script type="application/json" id=components::page_data::ELEMENT_ID inner_html=page_data_text() />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <meta name="color-scheme" content="light dark" />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
@@ -44,6 +45,19 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// The page's data for the browser (`<script id="page-data">`): drawn by the server only, as
+/// the shell is.
+fn page_data_text() -> String {
+    #[cfg(all(feature = "ssr", not(feature = "hydrate")))]
+    {
+        components::page_data::rendered().script_text()
+    }
+    #[cfg(not(all(feature = "ssr", not(feature = "hydrate"))))]
+    {
+        String::new()
+    }
+}
+
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -56,7 +70,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("login") view=pages::login::LoginPage />
                 <Route path=StaticSegment("account") view=pages::account::AccountPage />
                 <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
-                // Whole before it is sent: its sections come with their data (no loading line).
+                // Its sections arrive with their data (components::page_data).
                 <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
                 <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage />
                 <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
@@ -75,6 +89,11 @@ pub fn hydrate() {
     components::clock::remember_zone();
     leptos::mount::hydrate_body(App);
     label_table_cells();
+    // The page now answers clicks: `<html data-live>` says so to whoever waits for it (the
+    // browser tests, before they type into a page that arrived with its data).
+    if let Some(html) = document().document_element() {
+        let _ = html.set_attribute("data-live", "");
+    }
 }
 
 /// Below 600 px a table row is drawn as a card (style/main.css), each value under its

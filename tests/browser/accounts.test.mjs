@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import {
-  scenario, watchedPage, logIn, assertOnlyProvokedErrors,
+  scenario, watchedPage, logIn, openLive, assertOnlyProvokedErrors,
 } from './lib.mjs';
 import { test } from 'node:test';
 
@@ -78,7 +78,7 @@ test('the admin puts the user in the group', async () => {
 
 test('the audit log shows the changes and who made them', async () => {
   // A deep link opens the section itself, server-routed.
-  await page.goto(url + '/admin/audit');
+  await openLive(page, url + '/admin/audit');
   audit = page.locator('[data-testid=audit]');
   await audit.locator('code', { hasText: 'user.create' }).first().waitFor();
   await audit.locator('code', { hasText: 'group.create' }).first().waitFor();
@@ -164,7 +164,7 @@ test('a disabled user cannot log in', async () => {
 
   // The admin disables the user.
   await logIn(page, url, 'root-admin', 'admin passphrase');
-  await page.goto(url + '/admin');
+  await openLive(page, url + '/admin');
   await bobRow.locator('button:text("Disable")').click();
   await bobRow.locator('td', { hasText: 'disabled' }).waitFor();
   await page.click('form.logout button');

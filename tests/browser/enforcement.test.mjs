@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import {
-  scenario, ensureUnixAccount, watchedPage, logIn, bookNow, assertOnlyProvokedErrors,
+  scenario, ensureUnixAccount, watchedPage, logIn, openLive, bookNow, assertOnlyProvokedErrors,
 } from './lib.mjs';
 import { test } from 'node:test';
 
@@ -69,7 +69,7 @@ test('the dashboard shows the unbooked process in red', async () => {
 test('the admin sees the violation and sets the policy to terminate', async () => {
   adminPage = await admin.newPage({ viewport: { width: 1400, height: 900 } });
   adminPage.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
-  await adminPage.goto(url + '/admin/violations');
+  await openLive(adminPage, url + '/admin/violations');
   violations = adminPage.locator('[data-testid=violations]');
   await violations.locator('tr', { hasText: 'mallory' }).waitFor();
   assert.match(await violations.locator('tr', { hasText: 'mallory' }).textContent(), /still running.*observed/);

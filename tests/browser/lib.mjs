@@ -84,6 +84,16 @@ export async function watchedPage(browser, failures) {
   return page;
 }
 
+/**
+ * Opens `address` and waits until the page is live (hydrated: `<html data-live>`). A page
+ * that arrives with its data shows it before its buttons answer; type and click after this.
+ */
+export async function openLive(page, address) {
+  const response = await page.goto(address);
+  await page.locator('html[data-live]').waitFor({ state: 'attached' });
+  return response;
+}
+
 /** Logs in through the form on /login and waits to land on `landing`. */
 export async function logIn(page, url, username, password, landing = '/') {
   await page.goto(url + '/login');

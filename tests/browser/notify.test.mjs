@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { root, scenario, watchedPage, logIn, assertOnlyProvokedErrors } from './lib.mjs';
+import { root, scenario, watchedPage, logIn, openLive, assertOnlyProvokedErrors } from './lib.mjs';
 
 const python = process.env.LANES_TEST_PYTHON ?? join(homedir(), '.cache/lanes-tools/aiosmtpd-1.4.6/bin/python');
 assert.ok(existsSync(python), `${python} is missing: run make tools-test (it installs aiosmtpd)`);
@@ -55,7 +55,7 @@ let boss, ada, booking, reminder;
 test('the admin sets up the mail server on the admin page, and a test message is sent', async () => {
   boss = await watchedPage(browser, failures);
   await logIn(boss, url, 'boss', 'boss passphrase');
-  await boss.goto(url + '/admin/notifications');
+  await openLive(boss, url + '/admin/notifications');
   const panel = boss.locator('[data-testid=notify-settings]');
   await panel.locator('input[name=lab_name]').fill('Vision Lab');
   await panel.locator('input[name=smtp_host]').fill('127.0.0.1');

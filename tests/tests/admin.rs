@@ -334,3 +334,255 @@ async fn groups_are_created_and_users_put_in_them_by_name() {
     assert_eq!(unknown_field.status(), 400);
     app.stop().await;
 }
+
+/// The admin sections, in the side navigation's order.
+const SECTIONS: [&str; 7] = [
+    "users",
+    "groups",
+    "quotas",
+    "policy",
+    "notifications",
+    "violations",
+    "audit",
+];
+
+/// A page as the server sends it to a browser with `cookie`; a page that never ends fails
+/// the test in 20 s rather than hang it.
+async fn page(app: &TestApp, path: &str, cookie: &str) -> (u16, String) {
+    let resp = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        app.client
+            .get(app.url(path))
+            .header("cookie", cookie)
+            .send(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{path} did not answer in 20 s"))
+    .unwrap();
+    let status = resp.status().as_u16();
+    let html = tokio::time::timeout(std::time::Duration::from_secs(20), resp.text())
+        .await
+        .unwrap_or_else(|_| panic!("{path} did not end in 20 s"))
+        .unwrap();
+    (status, html)
+}
+
+/// Every admin section as the server sends it: `data-zone="…"` and then the page's `<main>`.
+async fn admin_pages(app: &TestApp, cookie: &str) -> Vec<(&'static str, String)> {
+    let mut pages = Vec::new();
+    for section in SECTIONS {
+        let (status, html) = page(app, &format!("/admin/{section}"), cookie).await;
+        assert_eq!(status, 200, "/admin/{section}");
+        let main = between(&html, "<main", "</main>");
+        assert!(main.is_some(), "/admin/{section} has no <main>:\n{html}");
+        let zone = between(&html, "data-zone=\"", "\"").unwrap_or_default();
+        pages.push((section, format!("data-zone=\"{zone}\" {}", main.unwrap())));
+    }
+    pages
+}
+
+/// The text between the first `start` and the next `end`.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let (_, rest) = text.split_once(start)?;
+    Some(rest.split_once(end)?.0)
+}
+
+/// The data a page carried to the browser (`<script id="page-data">`).
+fn page_data(html: &str) -> serde_json::Value {
+    let script = between(html, r#"id="page-data">"#, "</script>")
+        .unwrap_or_else(|| panic!("the page carries no data:\n{html}"));
+    serde_json::from_str(script).unwrap_or_else(|e| panic!("{e}: {script}"))
+}
+
+#[tokio::test]
+async fn admin_sections_arrive_with_their_data_and_their_times_in_the_viewers_zone() {
+    let (app, admin, _) = setup().await;
+    admin
+        .create_group(&CreateGroup {
+            name: "vision".into(),
+            description: "the vision group".into(),
+        })
+        .await
+        .unwrap();
+    let session = app.login("root-admin", "admin passphrase").await;
+
+    // Without a zone (a first visit): times in UTC, and the page says so.
+    for (section, html) in admin_pages(&app, &session).await {
+        assert!(html.contains(r#"data-zone="UTC""#), "/admin/{section}");
+        assert!(
+            !html.contains("Loading") && !html.contains("Could not load"),
+            "/admin/{section} came without its data:\n{html}"
+        );
+        assert!(html.contains(r#"aria-current="page""#), "/admin/{section}");
+    }
+    let pages = admin_pages(&app, &format!("{session}; tz=Asia/Shanghai")).await;
+    let section = |name: &str| &pages.iter().find(|(s, _)| *s == name).unwrap().1;
+    assert!(
+        section("users").contains(r#"data-username="ada""#),
+        "{}",
+        section("users")
+    );
+    assert!(section("groups").contains("the vision group"));
+    assert!(section("policy").contains(r#"name="booking_horizon_days""#));
+    assert!(section("quotas").contains(r#"class="list quota-editor""#));
+
+    // The audit log's newest entries, in the zone of the `tz` cookie (Shanghai is UTC+8 all
+    // year), the way the browser would draw them.
+    let newest = admin
+        .audit(&AuditQuery {
+            limit: Some(5),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(!newest.is_empty());
+    let audit = section("audit");
+    assert!(audit.contains(r#"data-zone="Asia/Shanghai""#));
+    let shanghai = chrono::FixedOffset::east_opt(8 * 3600).unwrap();
+    let utc = chrono::FixedOffset::east_opt(0).unwrap();
+    let utc_pages = admin_pages(&app, &session).await;
+    let in_utc = &utc_pages.iter().find(|(s, _)| *s == "audit").unwrap().1;
+    for entry in &newest {
+        let when = |zone: chrono::FixedOffset| {
+            entry
+                .at
+                .with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M")
+                .to_string()
+        };
+        assert_eq!(
+            row_of(audit, entry.id).map(|r| r.contains(&when(shanghai))),
+            Some(true),
+            "entry {} at {}:\n{audit}",
+            entry.id,
+            when(shanghai)
+        );
+        assert_eq!(
+            row_of(in_utc, entry.id).map(|r| r.contains(&when(utc))),
+            Some(true),
+            "entry {} at {}:\n{in_utc}",
+            entry.id,
+            when(utc)
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_odd_zone_cookie_is_drawn_in_utc_and_never_reaches_the_page() {
+    let (app, _, _) = setup().await;
+    let session = app.login("root-admin", "admin passphrase").await;
+    let long = format!("Asia/{}", "x".repeat(4096));
+    for odd in [
+        "Mars/Olympus",
+        "Asia/Shanghai\"><script>",
+        "Asia/Shanghai</script><script>alert(1)</script>",
+        long.as_str(),
+    ] {
+        for path in ["/admin/audit", "/queue", "/login"] {
+            let (_, html) = page(&app, path, &format!("{session}; tz={odd}")).await;
+            assert!(
+                html.contains(r#"data-zone="UTC""#),
+                "{path}, tz={odd:.40}:\n{html:.400}"
+            );
+            assert!(!html.contains(odd), "{path} shows tz={odd:.40}");
+        }
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_page_carries_the_same_answers_the_api_gives_and_markup_in_them_stays_text() {
+    let (app, admin, _) = setup().await;
+    let odd = "</script><script>alert(1)</script><!--";
+    admin
+        .create_user(&CreateUser {
+            display_name: Some(odd.into()),
+            ..new_user("mallory", "mallorys passphrase")
+        })
+        .await
+        .unwrap();
+    let session = app.login("root-admin", "admin passphrase").await;
+    let (_, html) = page(&app, "/admin/users", &session).await;
+    assert!(!html.contains(odd), "the name's markup is in the page raw");
+    let carried = page_data(&html);
+    let users = serde_json::to_value(admin.users().await.unwrap()).unwrap();
+    assert_eq!(carried["answers"]["/api/v1/users"], users);
+    assert_eq!(carried["viewer"]["username"], "root-admin");
+    let main = between(&html, "<main", "</main>").unwrap();
+    assert!(
+        main.contains("&lt;/script&gt;&lt;script&gt;alert(1)"),
+        "{main}"
+    );
+
+    // Other pages carry the viewer and nothing else; anonymous pages carry no one.
+    let (_, queue) = page(&app, "/queue", &session).await;
+    let carried = page_data(&queue);
+    assert_eq!(carried["answers"], json!({}));
+    assert_eq!(carried["viewer"]["username"], "root-admin");
+    let (_, login) = page(&app, "/login", "").await;
+    assert_eq!(page_data(&login), json!({ "viewer": null, "answers": {} }));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_member_gets_no_admin_page_and_no_admin_data() {
+    let (app, _, _) = setup().await;
+    let member = app.login("ada", "correct horse battery").await;
+    for section in SECTIONS {
+        let (status, html) = page(&app, &format!("/admin/{section}"), &member).await;
+        assert_eq!(status, 403, "/admin/{section}");
+        assert!(!html.contains("page-data") && !html.contains("root-admin"));
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_pages_render_whole_under_concurrent_load() {
+    let (app, admin, _) = setup().await;
+    admin
+        .create_group(&CreateGroup {
+            name: "vision".into(),
+            description: "the vision group".into(),
+        })
+        .await
+        .unwrap();
+    let session = app.login("root-admin", "admin passphrase").await;
+    // Sixteen browsers at once, each opening every section three times, on a runtime with
+    // more workers than the machine has cores: a render that waits on another task would
+    // wedge here (the earlier design hung under this load).
+    let app = std::sync::Arc::new(app);
+    let browsers = (0..16).map(|b| {
+        let (app, session) = (app.clone(), session.clone());
+        tokio::spawn(async move {
+            for round in 0..3 {
+                for i in 0..SECTIONS.len() {
+                    let section = SECTIONS[(i + b + round) % SECTIONS.len()];
+                    let (status, html) = page(&app, &format!("/admin/{section}"), &session).await;
+                    assert_eq!(status, 200, "/admin/{section}");
+                    let main = between(&html, "<main", "</main>").unwrap_or_default();
+                    assert!(
+                        !main.contains("Loading") && main.contains(r#"class="panel""#),
+                        "/admin/{section} came without its data:\n{main}"
+                    );
+                }
+            }
+        })
+    });
+    for browser in futures::future::join_all(browsers).await {
+        browser.expect("a browser's pages");
+    }
+    // The server still answers after the load.
+    assert_eq!(app.get("/api/v1/me").await.status(), 200);
+    std::sync::Arc::into_inner(app)
+        .expect("the browsers are done")
+        .stop()
+        .await;
+}
+
+/// The audit log's row for entry `id` in a page's HTML.
+fn row_of(html: &str, id: i64) -> Option<&str> {
+    let start = html.find(&format!(r#"data-audit="{id}""#))?;
+    let rest = &html[start..];
+    Some(&rest[..rest.find("</tr>")?])
+}

@@ -76,16 +76,21 @@ pub fn rendered_zone() -> String {
     }
 }
 
+/// The IANA name of the browser's zone (`Asia/Shanghai`).
+#[cfg(feature = "hydrate")]
+pub fn browser_zone() -> Option<String> {
+    let options = js_sys::Intl::DateTimeFormat::new(&js_sys::Array::new(), &js_sys::Object::new())
+        .resolved_options();
+    js_sys::Reflect::get(&options, &"timeZone".into())
+        .ok()
+        .and_then(|z| z.as_string())
+}
+
 /// Before the page goes live: keeps the browser's zone in the `tz` cookie.
 #[cfg(feature = "hydrate")]
 pub fn remember_zone() {
     use wasm_bindgen::JsCast;
-    let options = js_sys::Intl::DateTimeFormat::new(&js_sys::Array::new(), &js_sys::Object::new())
-        .resolved_options();
-    let Some(zone) = js_sys::Reflect::get(&options, &"timeZone".into())
-        .ok()
-        .and_then(|z| z.as_string())
-    else {
+    let Some(zone) = browser_zone() else {
         return;
     };
     let Ok(html) = document().dyn_into::<web_sys::HtmlDocument>() else {

@@ -4,6 +4,7 @@ pub mod chart;
 pub mod clock;
 pub mod format;
 pub mod language;
+pub mod page_data;
 pub mod remote;
 pub mod table;
 pub mod topbar;

@@ -1,6 +1,8 @@
-//! Data a page loads from the REST API, with its failure, and reloads after a change. Pages
-//! render the empty state on the server and fill it in once live in the browser.
+//! Data a page loads from the REST API, with its failure, and reloads after a change. A page
+//! that arrived with the answer ([`page_data`]) draws it at once, on the server and in the
+//! browser alike; otherwise the server draws the loading line and the browser fills it in.
 
+use crate::components::page_data;
 use crate::rest;
 use leptos::prelude::*;
 use serde::de::DeserializeOwned;
@@ -20,13 +22,34 @@ impl<T: Send + Sync + 'static> Clone for Remote<T> {
 impl<T: Send + Sync + 'static> Copy for Remote<T> {}
 
 impl<T: DeserializeOwned + Send + Sync + 'static> Remote<T> {
-    /// Starts loading `url` once the page is live in the browser.
+    /// The answer the page arrived with, or else loading `url` once the page is live in the
+    /// browser. An answer drawn in another zone than the browser's is asked for again once
+    /// live, so that its times are redrawn in the viewer's.
     pub fn new(url: impl Into<String>) -> Self {
-        let remote = Self {
-            data: RwSignal::new(None),
-            url: StoredValue::new(url.into()),
+        let url = url.into();
+        let arrived = page_data::answer::<T>(&url);
+        let (ask, redraw) = match arrived {
+            None => (true, false),
+            Some(_) => {
+                let redraw = !page_data::drawn_in_this_zone();
+                (redraw, redraw)
+            }
         };
-        Effect::new(move |_| remote.reload());
+        let remote = Self {
+            data: RwSignal::new(arrived.map(Ok)),
+            url: StoredValue::new(url),
+        };
+        if ask {
+            Effect::new(move |_| {
+                // Hydration kept the server's text but remembers the browser's: the same data
+                // again would change nothing on screen. Drawing the loading line first makes
+                // the answer's rows new, in this browser's zone.
+                if redraw {
+                    remote.data.set(None);
+                }
+                remote.reload();
+            });
+        }
         remote
     }
 

@@ -1,12 +1,14 @@
 //! `/admin/{section}`: the admins' area in sections: users (create, disable, reset password,
 //! role, Unix account, groups), groups, quotas, policy and settings, notifications, unbooked
 //! use and the audit log (paged, filtered). Everything goes through the same REST API scripts
-//! use, so the page can do nothing the API would not allow.
+//! use, so the page can do nothing the API would not allow. A section opened by its address
+//! arrives with its data ([`section_reads`], [`crate::components::page_data`]).
 
 use crate::components::format::date_time;
+use crate::components::page_data;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
-use crate::components::topbar::{current_viewer, TopBar};
+use crate::components::topbar::TopBar;
 use crate::rest::{self, Method};
 use lanes_types::account::{
     AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
@@ -27,6 +29,40 @@ pub const SECTIONS: [&str; 7] = [
     "audit",
 ];
 
+/// What the users, groups and settings panels read.
+const USERS: &str = "/api/v1/users";
+const GROUPS: &str = "/api/v1/groups";
+const SETTINGS: &str = "/api/v1/settings";
+/// The audit log's first page, unfiltered (what [`audit_url`] gives for no filter).
+const AUDIT: &str = "/api/v1/audit?limit=50";
+
+/// What a section reads from the API when it opens (`None`: no such section). The server
+/// asks for these before it renders the section, so that the page arrives whole.
+pub fn section_reads(section: &str) -> Option<&'static [&'static str]> {
+    use crate::pages::{enforcement, notifications, quotas};
+    Some(match section {
+        "users" => &[USERS],
+        "groups" => &[GROUPS],
+        "quotas" => &[quotas::QUOTAS, quotas::QUOTA_USE],
+        "policy" => &[SETTINGS, enforcement::POLICY],
+        "notifications" => &[notifications::SETTINGS, notifications::OUTBOX],
+        "violations" => &[enforcement::VIOLATIONS, enforcement::GPUS],
+        "audit" => &[AUDIT],
+        _ => return None,
+    })
+}
+
+/// The section at an admin page's address: `/admin` is the users.
+pub fn section_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/admin")?;
+    match rest.trim_end_matches('/') {
+        "" => Some("users"),
+        section => section
+            .strip_prefix('/')
+            .filter(|s| !s.is_empty() && !s.contains('/')),
+    }
+}
+
 /// A section's title in the side navigation.
 fn section_title(key: &str) -> &'static str {
     match key {
@@ -46,27 +82,25 @@ fn section_title(key: &str) -> &'static str {
 pub fn AdminPage() -> impl IntoView {
     let params = leptos_router::hooks::use_params_map();
     let section = move || params.with(|p| p.get("section").unwrap_or_else(|| "users".to_string()));
+    // Known as the page is drawn, on both sides: nothing here waits, so the section is in
+    // the first bytes the server sends (the login gate refuses others before this).
+    let admin = page_data::viewer().is_some_and(|u| u.is_admin());
+    let body = if admin {
+        view! {
+            <div class="admin-layout">
+                <SideNav section />
+                <div class="admin-section" data-section=section>
+                    {move || view! { <Section name=section() /> }}
+                </div>
+            </div>
+        }
+        .into_any()
+    } else {
+        view! { <p class="page error">{tr!(admin.only_admins_may_see_this_page)}</p> }.into_any()
+    };
     view! {
         <TopBar />
-        <main class="page admin">
-            <Suspense fallback=|| view! { <p class="muted">{tr!(admin.loading)}</p> }>
-                {move || Suspend::new(async move {
-                    if current_viewer().await.is_some_and(|u| u.is_admin()) {
-                        view! {
-                            <div class="admin-layout">
-                                <SideNav section />
-                                <div class="admin-section" data-section=section>
-                                    {move || view! { <Section name=section() /> }}
-                                </div>
-                            </div>
-                        }
-                        .into_any()
-                    } else {
-                        view! { <p class="page error">{tr!(admin.only_admins_may_see_this_page)}</p> }.into_any()
-                    }
-                })}
-            </Suspense>
-        </main>
+        <main class="page admin">{body}</main>
     }
     .into_any()
 }
@@ -126,7 +160,7 @@ fn Section(name: String) -> impl IntoView {
 
 #[component]
 fn UsersSection() -> impl IntoView {
-    let users = Remote::<Vec<UserView>>::new("/api/v1/users");
+    let users = Remote::<Vec<UserView>>::new(USERS);
     let changed = move || users.reload();
     view! {
         <section class="panel">
@@ -152,7 +186,7 @@ fn UsersSection() -> impl IntoView {
 
 #[component]
 fn GroupsSection() -> impl IntoView {
-    let groups = Remote::<Vec<Group>>::new("/api/v1/groups");
+    let groups = Remote::<Vec<Group>>::new(GROUPS);
     view! {
         <section class="panel">
             <h3>{tr!(admin.groups)}</h3>
@@ -248,7 +282,7 @@ fn AuditSection() -> impl IntoView {
             (Err(e), _) | (_, Err(e)) => Err(e),
         }
     };
-    let audit = Remote::<Vec<AuditRecord>>::new(audit_url("", "", "", "", None));
+    let audit = Remote::<Vec<AuditRecord>>::new(AUDIT);
     let apply = move || match url() {
         Ok(u) => {
             error.set(None);
@@ -573,7 +607,7 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 
 #[component]
 fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<PortalSettings>::new("/api/v1/settings");
+    let settings = Remote::<PortalSettings>::new(SETTINGS);
     let anonymous = NodeRef::new();
     let horizon = NodeRef::new();
     let clean = NodeRef::new();
@@ -710,6 +744,27 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_audit_log_arrives_with_the_page_it_would_ask_for_unfiltered() {
+        assert_eq!(audit_url("", " ", "", "", None), AUDIT);
+    }
+
+    #[test]
+    fn an_admin_address_names_its_section_and_every_section_says_what_it_reads() {
+        assert_eq!(section_of("/admin"), Some("users"));
+        assert_eq!(section_of("/admin/"), Some("users"));
+        assert_eq!(section_of("/admin/audit"), Some("audit"));
+        assert_eq!(section_of("/admin/audit/"), Some("audit"));
+        assert_eq!(section_of("/admin/audit/x"), None);
+        assert_eq!(section_of("/administrator"), None);
+        assert_eq!(section_of("/queue"), None);
+        for section in SECTIONS {
+            let reads = section_reads(section).expect(section);
+            assert!(!reads.is_empty() && reads.iter().all(|u| u.starts_with("/api/v1/")));
+        }
+        assert_eq!(section_reads("nope"), None);
+    }
 
     #[test]
     fn group_lists_are_trimmed_sorted_and_without_repeats() {

@@ -19,9 +19,15 @@ fn names(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// What the policy panel reads.
+pub const POLICY: &str = "/api/v1/policy";
+/// What the unbooked-use panel reads: the violations, and the cards to name them by.
+pub const VIOLATIONS: &str = "/api/v1/violations";
+pub const GPUS: &str = "/api/v1/gpus";
+
 #[component]
 pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let policy = Remote::<Policy>::new("/api/v1/policy");
+    let policy = Remote::<Policy>::new(POLICY);
     let error = RwSignal::new(None::<String>);
     let saved = RwSignal::new(false);
     let mode = NodeRef::<leptos::html::Select>::new();
@@ -128,9 +134,9 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 
 #[component]
 pub fn ViolationsPanel() -> impl IntoView {
-    let violations = Remote::<Vec<Violation>>::new("/api/v1/violations");
+    let violations = Remote::<Vec<Violation>>::new(VIOLATIONS);
     // To name cards as the dashboard does ("GPU 3 · node").
-    let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
+    let gpus = Remote::<Vec<GpuState>>::new(GPUS);
     view! {
         <section class="panel">
             <h3>{tr!(enforcement.unbooked_gpu_use_2)}</h3>

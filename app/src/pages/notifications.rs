@@ -208,10 +208,14 @@ fn recipient(m: &OutboxEntry) -> String {
         .unwrap_or_else(|| tr!(notifications.lab_channel).into())
 }
 
+/// What the admins' notification panel reads: the delivery settings and the outbox's newest.
+pub const SETTINGS: &str = "/api/v1/notifications/settings";
+pub const OUTBOX: &str = "/api/v1/notifications/outbox?limit=50";
+
 #[component]
 pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<NotifySettings>::new("/api/v1/notifications/settings");
-    let outbox = Remote::<Vec<OutboxEntry>>::new("/api/v1/notifications/outbox?limit=50");
+    let settings = Remote::<NotifySettings>::new(SETTINGS);
+    let outbox = Remote::<Vec<OutboxEntry>>::new(OUTBOX);
     outbox.refresh_every(std::time::Duration::from_secs(5));
     let test_to = NodeRef::<leptos::html::Input>::new();
     let test_message = RwSignal::new(None::<Result<String, String>>);

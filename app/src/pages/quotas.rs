@@ -142,10 +142,14 @@ fn of(used: String, limit: Option<String>) -> String {
     }
 }
 
+/// What the quota panel reads: the quotas, and each user's and group's use of them.
+pub const QUOTAS: &str = "/api/v1/quotas";
+pub const QUOTA_USE: &str = "/api/v1/quotas/use";
+
 #[component]
 pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let quotas = Remote::<Quotas>::new("/api/v1/quotas");
-    let uses = Remote::<Vec<QuotaUse>>::new("/api/v1/quotas/use");
+    let quotas = Remote::<Quotas>::new(QUOTAS);
+    let uses = Remote::<Vec<QuotaUse>>::new(QUOTA_USE);
     // The editor's rows: `None` until edited, showing the saved quotas.
     let edited = RwSignal::new(None::<Vec<QuotaRow>>);
     let rows = move || {

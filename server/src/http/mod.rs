@@ -12,6 +12,7 @@ mod history;
 mod jobs;
 pub mod language;
 mod notify;
+mod page_data;
 mod queue;
 mod reports;
 pub mod serve;
@@ -243,6 +244,11 @@ pub fn router(state: AppState) -> Router {
             move || lanes_app::shell(options.clone())
         })
         .fallback(asset_or_not_found)
+        // Inside the login gate: only a viewer who may see the page has its data gathered.
+        .layer(axum::middleware::from_fn_with_state(
+            page_data::LocalApi::new(&state),
+            page_data::gather,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_login,
