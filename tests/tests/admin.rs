@@ -394,8 +394,8 @@ fn page_data(html: &str) -> serde_json::Value {
     serde_json::from_str(script).unwrap_or_else(|e| panic!("{e}: {script}"))
 }
 
-#[tokio::test]
-async fn admin_sections_arrive_with_their_data_and_their_times_in_the_viewers_zone() {
+/// The accounts of [`setup`], a group "vision", and the admin's browser session.
+async fn admin_with_a_group() -> (TestApp, Client, String) {
     let (app, admin, _) = setup().await;
     admin
         .create_group(&CreateGroup {
@@ -405,6 +405,12 @@ async fn admin_sections_arrive_with_their_data_and_their_times_in_the_viewers_zo
         .await
         .unwrap();
     let session = app.login("root-admin", "admin passphrase").await;
+    (app, admin, session)
+}
+
+#[tokio::test]
+async fn admin_sections_arrive_with_their_data_and_their_times_in_the_viewers_zone() {
+    let (app, admin, session) = admin_with_a_group().await;
 
     // Without a zone (a first visit): times in UTC, and the page says so.
     for (section, html) in admin_pages(&app, &session).await {
@@ -539,15 +545,7 @@ async fn a_member_gets_no_admin_page_and_no_admin_data() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admin_pages_render_whole_under_concurrent_load() {
-    let (app, admin, _) = setup().await;
-    admin
-        .create_group(&CreateGroup {
-            name: "vision".into(),
-            description: "the vision group".into(),
-        })
-        .await
-        .unwrap();
-    let session = app.login("root-admin", "admin passphrase").await;
+    let (app, _, session) = admin_with_a_group().await;
     // Sixteen browsers at once, each opening every section three times, on a runtime with
     // more workers than the machine has cores: a render that waits on another task would
     // wedge here (the earlier design hung under this load).
