@@ -53,8 +53,7 @@ pub fn answer<T: DeserializeOwned>(url: &str) -> Option<T> {
     {
         use leptos::prelude::use_context;
         let parts = use_context::<http::request::Parts>()?;
-        let value = parts.extensions.get::<Answers>()?.0.get(url)?.clone();
-        serde_json::from_value(value).ok()
+        T::deserialize(parts.extensions.get::<Answers>()?.0.get(url)?).ok()
     }
     #[cfg(feature = "hydrate")]
     {

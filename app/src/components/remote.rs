@@ -28,13 +28,8 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Remote<T> {
     pub fn new(url: impl Into<String>) -> Self {
         let url = url.into();
         let arrived = page_data::answer::<T>(&url);
-        let (ask, redraw) = match arrived {
-            None => (true, false),
-            Some(_) => {
-                let redraw = !page_data::drawn_in_this_zone();
-                (redraw, redraw)
-            }
-        };
+        let redraw = arrived.is_some() && !page_data::drawn_in_this_zone();
+        let ask = arrived.is_none() || redraw;
         let remote = Self {
             data: RwSignal::new(arrived.map(Ok)),
             url: StoredValue::new(url),

@@ -52,11 +52,11 @@ pub fn section_reads(section: &str) -> Option<&'static [&'static str]> {
     })
 }
 
-/// The section at an admin page's address: `/admin` is the users.
+/// The section at an admin page's address: `/admin` is the first (the users).
 pub fn section_of(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/admin")?;
     match rest.trim_end_matches('/') {
-        "" => Some("users"),
+        "" => Some(SECTIONS[0]),
         section => section
             .strip_prefix('/')
             .filter(|s| !s.is_empty() && !s.contains('/')),
@@ -81,7 +81,8 @@ fn section_title(key: &str) -> &'static str {
 #[component]
 pub fn AdminPage() -> impl IntoView {
     let params = leptos_router::hooks::use_params_map();
-    let section = move || params.with(|p| p.get("section").unwrap_or_else(|| "users".to_string()));
+    let section =
+        move || params.with(|p| p.get("section").unwrap_or_else(|| SECTIONS[0].to_string()));
     // Known as the page is drawn, on both sides: nothing here waits, so the section is in
     // the first bytes the server sends (the login gate refuses others before this).
     let admin = page_data::viewer().is_some_and(|u| u.is_admin());

@@ -129,6 +129,13 @@ fn areas() -> [Routes; 14] {
     ]
 }
 
+/// Every area's routes on one router: the REST API and the websockets, without the pages.
+fn api_routes() -> Router<AppState> {
+    areas()
+        .into_iter()
+        .fold(Router::new(), |router, area| router.merge(area.router))
+}
+
 /// Every path the router serves: the REST and websocket routes, the pages and the server
 /// functions. Paths keep their `{param}` placeholders.
 pub fn route_paths() -> Vec<String> {
@@ -236,9 +243,7 @@ pub fn router(state: AppState) -> Router {
         let view: Arc<dyn lanes_app::ssr::FleetView> = hub.clone();
         provide_context(view);
     };
-    areas()
-        .into_iter()
-        .fold(Router::new(), |router, area| router.merge(area.router))
+    api_routes()
         .leptos_routes_with_context(&state, routes, fleet_context, {
             let options = state.leptos_options.clone();
             move || lanes_app::shell(options.clone())

@@ -41,9 +41,7 @@ pub struct LocalApi(Router);
 
 impl LocalApi {
     pub fn new(state: &AppState) -> Self {
-        let api = super::areas()
-            .into_iter()
-            .fold(Router::new(), |router, area| router.merge(area.router))
+        let api = super::api_routes()
             .layer(axum::middleware::from_fn_with_state(
                 state.clone(),
                 auth::require_login,
