@@ -354,6 +354,10 @@ pub struct ServeArgs {
     /// Name of this node [default: the host name].
     #[arg(long, env = "LANES_NODE_NAME")]
     pub node_name: Option<String>,
+    /// Serve the node's name even while another process still serves it (that one stops at
+    /// its next heartbeat). Without it, a name in use is refused.
+    #[arg(long)]
+    pub take_over: bool,
     /// A node silent for this long is unreachable: shown greyed, and nothing new is placed on
     /// its cards (several nodes on one PostgreSQL).
     #[arg(long, env = "LANES_NODE_TIMEOUT", default_value = "15s", value_parser = parse_node_timeout)]
@@ -435,6 +439,11 @@ pub struct ServeArgs {
     /// the descriptor limit with a reserve for the database and job logs.
     #[arg(long, env = "LANES_MAX_CONNECTIONS", default_value_t = 512)]
     pub max_connections: usize,
+    /// Connections one client address may hold open at once, as a fraction of
+    /// --max-connections (4: a quarter; at least 4). Trusted proxies are exempt. Raise it when
+    /// a whole lab reaches Lanes through one NAT address without a proxy.
+    #[arg(long, env = "LANES_CONNECTIONS_PER_ADDRESS_SHARE", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub connections_per_address_share: u16,
     /// A connection with no traffic either way this long is closed (e.g. 90s).
     #[arg(long, env = "LANES_IDLE_TIMEOUT", default_value = "90s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,

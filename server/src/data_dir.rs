@@ -96,3 +96,100 @@ pub fn secure_dir(path: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// A lock that says "a server runs on this": held (flock, exclusive) on a file beside what it
+/// guards for as long as the server runs; the kernel drops it when the process ends, however
+/// it ends, so a crash never leaves a stale lock behind. The file holds the holder's process
+/// id, for the refusal's message.
+#[derive(Debug)]
+pub struct ServeLock {
+    _held: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Another server holds a [`ServeLock`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServeLockError {
+    #[error(
+        "another Lanes server{holder} already serves {what}; stop it first (two servers on one \
+         {what_short} would stop each other's jobs and overwrite each other's state)"
+    )]
+    Busy {
+        what: String,
+        what_short: &'static str,
+        holder: String,
+    },
+    #[error("cannot lock {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl ServeLock {
+    /// Takes the lock in `file`, describing what it guards as `what` (`what_short` in a word).
+    pub fn take(
+        file: &Path,
+        what: String,
+        what_short: &'static str,
+    ) -> Result<Self, ServeLockError> {
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        let io = |source| ServeLockError::Io {
+            path: file.to_path_buf(),
+            source,
+        };
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(file)
+            .map_err(io)?;
+        match nix::fcntl::Flock::lock(opened, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(mut held) => {
+                held.set_len(0).map_err(io)?;
+                held.rewind().map_err(io)?;
+                held.write_all(std::process::id().to_string().as_bytes())
+                    .map_err(io)?;
+                Ok(Self { _held: held })
+            }
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                Err(ServeLockError::Busy {
+                    what,
+                    what_short,
+                    holder: if pid.chars().all(|c| c.is_ascii_digit()) && !pid.is_empty() {
+                        format!(" (process {pid})")
+                    } else {
+                        String::new()
+                    },
+                })
+            }
+            Err((_, errno)) => Err(io(std::io::Error::from(errno))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+
+    #[test]
+    fn a_second_server_lock_on_the_same_file_is_refused_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("serve.lock");
+        let first = ServeLock::take(&file, "data dir X".into(), "data dir").unwrap();
+        let refused = ServeLock::take(&file, "data dir X".into(), "data dir").unwrap_err();
+        let message = refused.to_string();
+        assert!(
+            message.contains(&format!("process {}", std::process::id())),
+            "{message}"
+        );
+        assert!(message.contains("already serves data dir X"), "{message}");
+        drop(first);
+        ServeLock::take(&file, "data dir X".into(), "data dir").expect("free again");
+    }
+}

@@ -49,6 +49,19 @@ pub enum StartupError {
     Wall(#[from] crate::jobs::wall::WallError),
     #[error(transparent)]
     Site(#[from] crate::http::site::SiteError),
+    #[error(transparent)]
+    Busy(#[from] crate::data_dir::ServeLockError),
+    #[error(
+        "another Lanes process serves node {name} (its last heartbeat {ago_s:.1} s ago, and \
+         still beating); stop it, give this one another --node-name, or pass --take-over to \
+         replace it"
+    )]
+    NodeInUse { name: String, ago_s: f64 },
+    #[error(
+        "node {0} serves GPUs; a portal without cards (--gpus none) takes a name of its own \
+         (--node-name)"
+    )]
+    NodeHasCards(String),
 }
 
 /// Settings for one server, resolved from flags, environment and defaults.
@@ -88,6 +101,8 @@ pub struct ServeConfig {
     pub cgroup_parent: String,
     /// How long a login profile may take.
     pub profile_timeout: Duration,
+    /// Replace a process that still serves this node's name (it stops at its next heartbeat).
+    pub take_over: bool,
 }
 
 impl ServeConfig {
@@ -146,12 +161,14 @@ impl ServeConfig {
             connections: crate::http::serve::ConnectionLimits {
                 max_connections: args.max_connections.max(1),
                 idle_timeout: args.idle_timeout.max(Duration::from_secs(5)),
+                per_address_share: args.connections_per_address_share.into(),
                 ..Default::default()
             },
             queue_idle: crate::queue::IDLE,
             isolation: args.isolation,
             cgroup_parent: args.cgroup_parent,
             profile_timeout: args.profile_timeout,
+            take_over: args.take_over,
         })
     }
 }
@@ -173,6 +190,12 @@ pub struct Application {
     store: Store,
     /// The history writer; it makes a last write at shutdown before the store closes.
     history: tokio::task::JoinHandle<()>,
+    /// This process's name and instance id as a node, cleared from its row at shutdown.
+    node: (String, String),
+    /// Set when another process took this node's name over: this one stopped serving.
+    displaced: Arc<std::sync::atomic::AtomicBool>,
+    /// The data dir's (and an SQLite database's) "a server runs here" locks.
+    _locks: Vec<crate::data_dir::ServeLock>,
     connections: crate::http::serve::ConnectionLimits,
 }
 
@@ -196,7 +219,10 @@ impl Application {
         // Read before anything is written: a --site-root that is no site leaves nothing behind.
         let site = crate::http::site::Site::load(config.site_root.as_deref())?;
         let created = prepare_data_dir(&config.data_dir)?;
-        let built = Self::build_on(listener, site, &config).await;
+        let built = match serve_locks(&config) {
+            Ok(locks) => Self::build_on(listener, site, &config, locks).await,
+            Err(e) => Err(e),
+        };
         if built.is_err() && created {
             // Only an empty dir goes: anything written there stays for the operator to see.
             let _ = std::fs::remove_dir(&config.data_dir);
@@ -208,6 +234,7 @@ impl Application {
         listener: TcpListener,
         site: crate::http::site::Site,
         config: &ServeConfig,
+        locks: Vec<crate::data_dir::ServeLock>,
     ) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
         store.set_node_timeout(config.node_timeout);
@@ -263,6 +290,8 @@ impl Application {
                 tracing::info!("no GPUs here (--gpus none): serving the web for the pool")
             }
         }
+        // Before anything is written under the node's name (its cards, its registration).
+        claim_node(&store, config, kind, !locks.is_empty()).await?;
         let inventory = source.inventory();
         if managed.len() < inventory.len() {
             let left_out: Vec<String> = inventory
@@ -328,7 +357,10 @@ impl Application {
         let portal = Arc::new(std::sync::RwLock::new(portal));
         let instance =
             crate::jobs::random_hex(8).map_err(|e| StoreError::Database(e.to_string()))?;
+        let displaced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let node = (config.node_name.clone(), instance.clone());
         let membership = crate::cluster::membership::Membership {
+            displaced: displaced.clone(),
             store: store.clone(),
             hub: hub.clone(),
             registration: crate::store::NodeRegistration {
@@ -439,6 +471,9 @@ impl Application {
             store,
             history,
             connections: config.connections,
+            node,
+            displaced,
+            _locks: locks,
         })
     }
 
@@ -464,12 +499,16 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let token = self.state.shutdown.clone();
+        let unlimited = self.state.auth.trusted_proxies.clone();
         let app = http::router(self.state);
         let signal = {
             let token = token.clone();
             async move {
-                shutdown.await;
-                tracing::info!("shutting down");
+                // Also when the service stops itself (another process took this node over).
+                tokio::select! {
+                    _ = shutdown => tracing::info!("shutting down"),
+                    _ = token.cancelled() => {}
+                }
                 token.cancel();
             }
         };
@@ -488,7 +527,7 @@ impl Application {
                 }
             }
         });
-        let served = crate::http::serve::serve(self.listener, app, limits, signal).await;
+        let served = crate::http::serve::serve(self.listener, app, limits, unlimited, signal).await;
         // Connections that ignore the close get a moment, not forever.
         tokio::time::sleep(Duration::from_millis(50)).await;
         tokio::task::spawn_blocking(move || self.poller.stop())
@@ -500,9 +539,95 @@ impl Application {
         {
             tracing::warn!("history: the last write took over 10 s; it was abandoned");
         }
+        let displaced = self.displaced.load(std::sync::atomic::Ordering::SeqCst);
+        if !displaced {
+            // The next process under this name need not wait to see that this one is gone.
+            let (name, instance) = &self.node;
+            if let Err(e) = self.store.leave_node(name, instance).await {
+                tracing::warn!(error = %e, "could not record that this node stopped");
+            }
+        }
         self.store.close().await;
+        if displaced {
+            return Err(std::io::Error::other(format!(
+                "another process took node {} over; this one stopped serving",
+                self.node.0
+            )));
+        }
         served
     }
+}
+
+/// Takes the "a server runs here" locks: the data dir's (job logs, keys) and, on SQLite, the
+/// database file's (which may lie outside the data dir). Refused while another server holds
+/// either.
+fn serve_locks(config: &ServeConfig) -> Result<Vec<crate::data_dir::ServeLock>, StartupError> {
+    use crate::data_dir::ServeLock;
+    let mut locks = vec![ServeLock::take(
+        &config.data_dir.join("serve.lock"),
+        format!("the data dir {}", config.data_dir.display()),
+        "data dir",
+    )?];
+    if let Ok(Some(db)) = crate::store::sqlite_file(&config.database_url) {
+        let lock = PathBuf::from(format!("{}.serve-lock", db.display()));
+        if db.parent().is_some_and(|dir| dir.is_dir()) {
+            locks.push(ServeLock::take(
+                &lock,
+                format!("the database {}", db.display()),
+                "database",
+            )?);
+        }
+    }
+    Ok(locks)
+}
+
+/// Makes sure this process may serve its node's name: a portal without cards never takes the
+/// name of a node with cards (it would empty that node's cards from the pool), and a name
+/// another live process serves is refused unless `--take-over`. Live means still beating: a
+/// fresh heartbeat may be a crashed process's last, so the row is watched for a little over
+/// two heartbeats. `sole` says this process holds the SQLite database's lock, so no other
+/// process serves it.
+async fn claim_node(
+    store: &Store,
+    config: &ServeConfig,
+    kind: SourceKind,
+    sole: bool,
+) -> Result<(), StartupError> {
+    let name = &config.node_name;
+    let Some(holder) = store.node_holder(name).await? else {
+        return Ok(());
+    };
+    if kind == SourceKind::None && holder.has_cards {
+        return Err(StartupError::NodeHasCards(name.clone()));
+    }
+    let sqlite = store.backend() == crate::store::Backend::Sqlite;
+    if config.take_over || holder.heartbeat_ms <= 0 || (sqlite && sole) {
+        return Ok(());
+    }
+    let age_ms = |beat: i64| chrono::Utc::now().timestamp_millis() - beat;
+    if age_ms(holder.heartbeat_ms) >= config.node_timeout.as_millis() as i64 {
+        return Ok(());
+    }
+    let watch = crate::cluster::beat_interval(config.node_timeout) * 2 + Duration::from_millis(500);
+    let until = tokio::time::Instant::now() + watch;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        match store.node_holder(name).await? {
+            Some(now) if now.heartbeat_ms > holder.heartbeat_ms => {
+                return Err(StartupError::NodeInUse {
+                    name: name.clone(),
+                    ago_s: age_ms(now.heartbeat_ms).max(0) as f64 / 1000.0,
+                });
+            }
+            Some(_) => {}
+            None => return Ok(()),
+        }
+    }
+    tracing::info!(
+        node = name,
+        "the process that served node {name} stopped beating; this one serves it now"
+    );
+    Ok(())
 }
 
 /// The address the listener got (the port the OS chose for `:0`).

@@ -49,6 +49,17 @@ where
     })
 }
 
+/// Waits until `receiver`'s value changes; never returns once its sender is gone. In a
+/// `select!`, a closed channel must not be a ready branch: `watch::Receiver::changed` answers
+/// `Err` at once and forever after its sender drops, and a loop that takes that as a wake-up
+/// runs back to back (the queue once spun a core that way on SQLite, whose leadership sender
+/// was dropped at the start).
+pub async fn changed<T>(receiver: &mut tokio::sync::watch::Receiver<T>) {
+    if receiver.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Panics of background tasks so far.
 pub fn panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
@@ -76,5 +87,27 @@ mod tests {
         handle.await.unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 3);
         assert!(panics() >= before + 2);
+    }
+
+    #[tokio::test]
+    async fn a_watch_whose_sender_is_gone_never_wakes_a_loop() {
+        let mut gone = tokio::sync::watch::Sender::new(true).subscribe();
+        let mut wakes = 0;
+        let deadline = tokio::time::sleep(Duration::from_millis(100));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                _ = changed(&mut gone) => wakes += 1,
+                _ = &mut deadline => break,
+            }
+            assert!(wakes < 10, "a closed channel woke the loop again and again");
+        }
+        assert_eq!(wakes, 0);
+        // A live one still wakes it, once per change.
+        let (sender, mut live) = tokio::sync::watch::channel(false);
+        sender.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), changed(&mut live))
+            .await
+            .expect("a change wakes the waiter");
     }
 }

@@ -278,6 +278,7 @@ impl TestApp {
             isolation: lanes_server::jobs::wall::Isolation::Cgroup,
             cgroup_parent: cgroup_parent.0.clone(),
             profile_timeout: Duration::from_secs(10),
+            take_over: false,
         };
         let mut config = config;
         adjust(&mut config);

@@ -218,3 +218,108 @@ async fn the_log_tail_sends_output_as_it_is_written_and_closes_when_the_job_is_o
     assert!(refused.is_err(), "a stranger's upgrade is refused");
     app.stop().await;
 }
+
+/// Zombie processes whose parent is this test process (the server runs in it).
+fn zombies_here() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …; comm may hold spaces, so split after its ')'.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        if fields.next() == Some("Z") && fields.next() == Some(me.as_str()) {
+            found.push(head.to_string());
+        }
+    }
+    found
+}
+
+/// A job cancelled at the moment it starts (booked or queued) is stopped, every process it
+/// started is reaped, and a queue job's booking is given back: a member looping
+/// submit-and-cancel once left zombies for good (and so used up process ids) and, now and
+/// then, a queue job's cards booked to its time limit.
+#[tokio::test]
+async fn a_job_cancelled_as_it_starts_leaves_no_zombie_and_holds_no_booking() {
+    ensure_unix_account(ACCOUNT);
+    let app = TestApp::spawn(2).await;
+    let owner = Session {
+        app: &app,
+        cookie: app.sign_up(ACCOUNT, Role::User).await,
+    };
+    let client = owner.client();
+    let gpus = cards(&app).await;
+    let booking = owner.book(&[gpus[0].info.uuid.clone()], 600).await;
+    let mut runs = app.hooks.runner_ticks.clone();
+    for round in 0..60 {
+        let job = client
+            .submit_job(&Session::job_request(booking.id, &["sleep", "30"]))
+            .await
+            .expect("submitted");
+        // Half cancelled at once, half after the runner looked once (it may be starting).
+        if round % 2 == 1 {
+            let seen = *runs.borrow_and_update();
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_millis(500),
+                runs.wait_for(|&n| n > seen),
+            )
+            .await;
+        }
+        let _ = client.cancel_job(job.id).await;
+    }
+    for _ in 0..60 {
+        let queued = client
+            .enqueue(&lanes_types::queue::SubmitJob {
+                gpus: 1,
+                time_limit_s: Some(600),
+                argv: vec!["sleep".into(), "30".into()],
+                cwd: None,
+                env: None,
+                environment: None,
+                min_memory_bytes: None,
+                name: None,
+                preemptible: false,
+            })
+            .await
+            .expect("queued");
+        let _ = client.dequeue(queued.id).await;
+    }
+    lanes_tests::wait_until(
+        std::time::Duration::from_secs(30),
+        "every job is over, reaped, and no queue job holds a booking",
+        || async {
+            let jobs = client.jobs(&JobQuery::default()).await.ok()?;
+            let running = jobs.iter().filter(|j| !j.state.is_over()).count();
+            let held = client
+                .bookings(&lanes_types::query::BookingQuery::default())
+                .await
+                .ok()?
+                .into_iter()
+                .filter(|b| b.id != booking.id)
+                .filter(|b| {
+                    matches!(
+                        b.state,
+                        lanes_types::booking::BookingState::Active
+                            | lanes_types::booking::BookingState::Upcoming
+                    )
+                })
+                .count();
+            let zombies = zombies_here();
+            if running == 0 && held == 0 && zombies.is_empty() {
+                Some(())
+            } else {
+                eprintln!(
+                    "{running} jobs not over, {held} bookings held, {} zombies",
+                    zombies.len()
+                );
+                None
+            }
+        },
+    )
+    .await;
+    app.stop().await;
+}

@@ -783,3 +783,136 @@ async fn a_member_who_chose_chinese_is_written_to_in_chinese_and_a_link_page_ans
     }
     app.stop().await;
 }
+
+/// An endpoint that answers `status` after `delay`, counting requests and the most in flight.
+async fn counting_endpoint(
+    status: u16,
+    delay: Duration,
+) -> (
+    String,
+    std::sync::Arc<(
+        std::sync::atomic::AtomicUsize,
+        std::sync::atomic::AtomicUsize,
+        std::sync::atomic::AtomicUsize,
+    )>,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    // (requests, in flight now, most in flight)
+    let counts = std::sync::Arc::new((
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    ));
+    let seen = counts.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let seen = seen.clone();
+            async move {
+                seen.0.fetch_add(1, SeqCst);
+                let now = seen.1.fetch_add(1, SeqCst) + 1;
+                seen.2.fetch_max(now, SeqCst);
+                tokio::time::sleep(delay).await;
+                seen.1.fetch_sub(1, SeqCst);
+                axum::http::StatusCode::from_u16(status).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/hook"), counts)
+}
+
+/// One member cannot flood or stall notifications: the hourly limit counts every request
+/// (retries of a failing endpoint included), test sends are limited (429 in words), and an
+/// endpoint that never answers holds two of the deliverer's slots, never all of them.
+#[tokio::test]
+async fn one_member_can_neither_flood_an_endpoint_nor_stall_everyones_messages() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let app = TestApp::spawn(1).await;
+    let (admin, ada) = people(&app).await;
+    admin
+        .client()
+        .save_notify_settings(&NotifySettings {
+            per_user_per_hour: 4,
+            allow_private_webhooks: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // A failing endpoint: each message is retried (3 attempts in tests), but four requests in
+    // the hour is all ada's messages may make.
+    let (failing, hits) = counting_endpoint(500, Duration::ZERO).await;
+    let prefs = |url: &str| NotifyPrefs {
+        webhook_url: Some(url.into()),
+        ..Default::default()
+    };
+    ada.client()
+        .save_my_notifications(&prefs(&failing))
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        ada.client().test_my_notifications().await.unwrap();
+    }
+    wait_until(
+        Duration::from_secs(30),
+        "every test message is over",
+        || async {
+            let outbox = admin.client().outbox(None).await.unwrap();
+            outbox
+                .iter()
+                .all(|m| m.status != OutboxStatus::Pending)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(hits.0.load(SeqCst), 4, "requests to the failing endpoint");
+
+    // Test sends are limited: ten messages in ten minutes, then 429 with a reason.
+    let mut accepted = 4;
+    let refusal = loop {
+        let (status, body) = ada
+            .call(reqwest::Method::POST, "/api/v1/me/notifications/test", None)
+            .await;
+        if status != 200 && status != 201 && status != 202 {
+            break (status, body);
+        }
+        accepted += 1;
+        assert!(accepted <= 10, "test sends are not limited");
+    };
+    assert_eq!(refusal.0, 429, "{refusal:?}");
+    let body: serde_json::Value = serde_json::from_str(&refusal.1).unwrap();
+    assert_eq!(body["error"], "too_many_requests");
+    assert!(
+        body["message"].as_str().unwrap().contains("test messages"),
+        "{body}"
+    );
+
+    // An endpoint that never answers in time holds at most two of the deliverer's slots.
+    let (hanging, stalled) = counting_endpoint(200, Duration::from_secs(30)).await;
+    let bob = Session {
+        app: &app,
+        cookie: app.sign_up("lanes-test-bob", Role::User).await,
+    };
+    bob.client()
+        .save_my_notifications(&prefs(&hanging))
+        .await
+        .unwrap();
+    for _ in 0..6 {
+        bob.client().test_my_notifications().await.unwrap();
+    }
+    wait_until(
+        Duration::from_secs(10),
+        "the hanging endpoint is reached",
+        || async { (stalled.0.load(SeqCst) >= 2).then_some(()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        stalled.2.load(SeqCst),
+        2,
+        "most requests in flight to one endpoint"
+    );
+    app.stop().await;
+}

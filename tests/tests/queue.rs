@@ -446,3 +446,31 @@ async fn a_booking_names_its_queue_job_by_its_link_and_a_note_cannot_pretend_to_
     cancel(&ada, job.id).await.unwrap();
     app.stop().await;
 }
+
+/// An idle server (no jobs waiting, nothing booked) runs no scheduling pass unless an event
+/// or a deadline asks for one: on SQLite the queue once ran passes back to back, spinning a
+/// core, because a closed channel counted as a wake-up. A submission still wakes it at once.
+#[tokio::test]
+async fn an_idle_server_runs_no_queue_pass_until_something_happens() {
+    ensure_unix_account(ACCOUNT);
+    let app = TestApp::spawn(2).await;
+    let mut passes = app.hooks.queue_passes.clone();
+    passes
+        .wait_for(|&n| n > 0)
+        .await
+        .expect("the queue runs its first pass");
+    // Leadership (PostgreSQL) is taken within a second of the start, with one pass.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let settled = *passes.borrow_and_update();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = *passes.borrow_and_update() - settled;
+    assert_eq!(idle, 0, "passes of an idle queue in 2 s");
+
+    let session = member(&app).await;
+    let before = *passes.borrow_and_update();
+    submit(&session, work(1, 60, &["true"])).await;
+    tokio::time::timeout(Duration::from_secs(5), passes.wait_for(|&n| n > before))
+        .await
+        .expect("a submission wakes the queue")
+        .expect("the queue is running");
+}

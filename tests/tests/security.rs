@@ -643,6 +643,72 @@ async fn connections_beyond_the_limit_are_refused_and_idle_ones_are_closed() {
     app.stop().await;
 }
 
+// 12b ─ A body dribbled a byte at a time is cut off, and one address cannot take every slot.
+#[tokio::test]
+async fn a_slow_body_is_cut_off_and_one_address_cannot_take_every_connection() {
+    let app = TestApp::spawn_configured(1, |config| {
+        config.connections.max_connections = 16;
+        config.connections.body_timeout = Duration::from_secs(1);
+        config.connections.idle_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let mut slow = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    slow.write_all(
+        b"POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
+          content-length: 1000\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let (mut reader, mut writer) = slow.into_split();
+    // One byte before each idle timeout, as the attack did (well inside the 5 s).
+    let dribble = tokio::spawn(async move {
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if writer.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(8), reader.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the dribbling connection was kept open");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "cut off after {:?}",
+        started.elapsed()
+    );
+    dribble.abort();
+
+    // A quarter of 16 from one address; the next from it is refused, another address is not.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(tokio::net::TcpStream::connect(app.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut over = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let mut refused = String::new();
+    over.read_to_string(&mut refused).await.unwrap();
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = socket.connect(app.addr).await.unwrap();
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut health = String::new();
+    tokio::time::timeout(Duration::from_secs(5), other.read_to_string(&mut health))
+        .await
+        .expect("another address is served")
+        .unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    drop(held);
+    app.stop().await;
+}
+
 // 13 ─ Websockets check where they are opened from.
 #[tokio::test]
 async fn a_websocket_opened_from_another_site_is_refused_even_with_the_users_cookie() {

@@ -18,6 +18,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub struct Membership {
+    /// Set when another process took this node's name over (the server then stops).
+    pub displaced: Arc<std::sync::atomic::AtomicBool>,
     pub store: Store,
     pub hub: Arc<Hub>,
     pub registration: NodeRegistration,
@@ -65,6 +67,8 @@ impl Membership {
                             "another process now serves node {}; this one stops",
                             self.registration.name
                         );
+                        self.displaced
+                            .store(true, std::sync::atomic::Ordering::SeqCst);
                         shutdown.cancel();
                         break;
                     }

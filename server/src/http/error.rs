@@ -41,6 +41,12 @@ pub enum ApiError {
     Taken(Box<ConflictBody>),
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
+    /// Too many of one kind of request lately (test messages): 429, with when to retry.
+    #[error("{message}; try again in {retry_after_secs} s")]
+    SlowDown {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// The server cannot do this now (busy, or its database is gone): 503, with when to retry.
     #[error("{message}")]
     Unavailable {
@@ -63,7 +69,9 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::Taken(_) => StatusCode::CONFLICT,
-            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests { .. } | ApiError::SlowDown { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -80,7 +88,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => "invalid",
             ApiError::Refused { code, .. } => code,
             ApiError::Taken(_) => "conflict",
-            ApiError::TooManyRequests { .. } => "too_many_requests",
+            ApiError::TooManyRequests { .. } | ApiError::SlowDown { .. } => "too_many_requests",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -114,6 +122,13 @@ impl From<crate::usecases::UseCaseError> for ApiError {
             UseCaseError::Locked { retry_after_secs } => {
                 ApiError::TooManyRequests { retry_after_secs }
             }
+            UseCaseError::SlowDown {
+                message,
+                retry_after_secs,
+            } => ApiError::SlowDown {
+                message,
+                retry_after_secs,
+            },
             UseCaseError::Busy(message) => ApiError::Unavailable {
                 message,
                 retry_after_secs: 2,
@@ -199,6 +214,9 @@ impl ApiError {
             ApiError::Unavailable {
                 retry_after_secs, ..
             } => td_string!(locale, api.unavailable, seconds = *retry_after_secs),
+            ApiError::SlowDown {
+                retry_after_secs, ..
+            } => td_string!(locale, api.slow_down, seconds = *retry_after_secs),
             ApiError::Internal(_) => td_string!(locale, api.internal).into(),
             ApiError::Refused {
                 rule,
@@ -366,6 +384,9 @@ impl IntoResponse for ApiError {
             }
         };
         if let ApiError::TooManyRequests { retry_after_secs }
+        | ApiError::SlowDown {
+            retry_after_secs, ..
+        }
         | ApiError::Unavailable {
             retry_after_secs, ..
         } = self

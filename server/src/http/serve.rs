@@ -1,7 +1,9 @@
 //! Accepting connections with limits: at most so many at once (one over gets a plain 503 and is
 //! closed, so descriptors stay in reserve for the database, job logs and the history writer),
-//! request heads that must arrive in time, and connections silent for too long closed. axum's
-//! own `serve` has none of these.
+//! and at most a share of them from one client address (so one client cannot take every
+//! slot); request heads that must arrive in time, whole request bodies too (a body dribbled a
+//! byte at a time would otherwise hold its connection forever), and connections silent for
+//! too long closed. axum's own `serve` has none of these.
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -11,6 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -31,6 +34,12 @@ pub struct ConnectionLimits {
     /// A connection with no byte in either direction for this long is closed (websockets ping
     /// more often than this).
     pub idle_timeout: Duration,
+    /// A request's body must have arrived whole within this of its head; after it the body
+    /// reads as failed (the handler answers 4xx) and the connection is closed.
+    pub body_timeout: Duration,
+    /// Open connections from one client address at most, as a divisor of `max_connections`
+    /// (4: a quarter). Trusted proxies, which carry everyone's requests, are not limited so.
+    pub per_address_share: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -39,7 +48,89 @@ impl Default for ConnectionLimits {
             max_connections: 512,
             header_timeout: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(90),
+            body_timeout: Duration::from_secs(60),
+            per_address_share: 4,
         }
+    }
+}
+
+impl ConnectionLimits {
+    /// Connections one client address may hold open at once.
+    pub fn per_address(&self) -> usize {
+        (self.max_connections / self.per_address_share.max(1)).max(4)
+    }
+}
+
+/// Open connections per client address, and each connection's place among them.
+#[derive(Clone, Default)]
+struct PerAddress(Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>);
+
+/// One open connection of an address; dropping it frees its place.
+struct AddressSlot {
+    counts: PerAddress,
+    addr: IpAddr,
+}
+
+impl PerAddress {
+    fn take(&self, addr: IpAddr, limit: usize) -> Option<AddressSlot> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let open = counts.entry(addr).or_default();
+        if *open >= limit {
+            return None;
+        }
+        *open += 1;
+        Some(AddressSlot {
+            counts: self.clone(),
+            addr,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(open) = counts.get_mut(&self.addr) {
+            *open -= 1;
+            if *open == 0 {
+                counts.remove(&self.addr);
+            }
+        }
+    }
+}
+
+/// A request body that fails once its deadline passes: reading it after that is an error, so
+/// a body sent a byte at a time cannot hold a connection longer than the limit allows.
+struct TimedBody {
+    inner: Incoming,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for TimedBody {
+    type Data = hyper::body::Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(io::Error::other))),
+            Poll::Pending if self.deadline.as_mut().poll(cx).is_ready() => {
+                Poll::Ready(Some(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the request body did not arrive in time",
+                ))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -73,9 +164,11 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    unlimited: Arc<[IpAddr]>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let per_address = PerAddress::default();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -100,17 +193,36 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        let address = peer.ip().to_canonical();
+        let slot = if unlimited.contains(&address) {
+            None
+        } else {
+            match per_address.take(address, limits.per_address()) {
+                Some(slot) => Some(slot),
+                None => {
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
+            }
+        };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             tokio::spawn(refuse(stream));
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(Watched::new(stream, limits.idle_timeout, permit));
+        let io = TokioIo::new(Watched::new(stream, limits.idle_timeout, permit, slot));
         let app = app.clone();
+        let body_timeout = limits.body_timeout;
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
             let mut app = app.clone();
-            async move { app.call(request.map(Body::new)).await }
+            let request = request.map(|inner| {
+                Body::new(TimedBody {
+                    inner,
+                    deadline: Box::pin(tokio::time::sleep(body_timeout)),
+                })
+            });
+            async move { app.call(request).await }
         });
         let connection = builder
             .serve_connection_with_upgrades(io, service)
@@ -143,15 +255,22 @@ struct Watched {
     deadline: Pin<Box<tokio::time::Sleep>>,
     timeout: Duration,
     _permit: OwnedSemaphorePermit,
+    _slot: Option<AddressSlot>,
 }
 
 impl Watched {
-    fn new(inner: TcpStream, timeout: Duration, permit: OwnedSemaphorePermit) -> Self {
+    fn new(
+        inner: TcpStream,
+        timeout: Duration,
+        permit: OwnedSemaphorePermit,
+        slot: Option<AddressSlot>,
+    ) -> Self {
         Self {
             inner,
             deadline: Box::pin(tokio::time::sleep(timeout)),
             timeout,
             _permit: permit,
+            _slot: slot,
         }
     }
 

@@ -727,7 +727,8 @@ pub struct Spawned {
     pub environment: String,
 }
 
-/// Waits for keepers in the background, so none is left a zombie.
+/// Waits for children (log keepers, a job stopped before it ran) in the background, so none
+/// is left a zombie.
 pub fn reap(keepers: Vec<Child>) {
     if keepers.is_empty() {
         return;

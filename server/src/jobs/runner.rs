@@ -298,20 +298,29 @@ impl Runner {
                                     .map_or(0, |s| s.start_ticks),
                                 boot_id: self.boot_id.clone(),
                             };
-                            if !self.store.job_started(id, &process, now).await? {
-                                // Cancelled between this tick's read and its start: it must
-                                // not run. Its state stays as the cancel left it.
-                                tracing::info!(job = id, "stopped a job cancelled as it started");
-                                signal_job(Some(child.id()), cgroup.as_ref(), Signal::SIGKILL);
+                            let started = self.store.job_started(id, &process, now).await;
+                            if !matches!(started, Ok(true)) {
+                                // Cancelled between this tick's read and its start (or its
+                                // start could not be recorded): it must not run. Its state
+                                // stays as the cancel left it. Every process it started is
+                                // reaped, and a queue job's booking given back.
+                                let pid = child.id();
+                                signal_job(Some(pid), cgroup.as_ref(), Signal::SIGKILL);
+                                launch::reap(std::iter::once(child).chain(keepers).collect());
                                 leftovers.insert(
                                     id,
                                     Leftover {
-                                        group: Some(child.id()),
+                                        group: Some(pid),
                                         since: now,
                                         termed: true,
                                         cgroup,
                                     },
                                 );
+                                started?;
+                                tracing::info!(job = id, "stopped a job cancelled as it started");
+                                if job.job.queue.is_some() {
+                                    super::release_booking_of(&self.store, b.id, id).await;
+                                }
                                 continue;
                             }
                             self.attach(&job, &b, child.id());

@@ -23,6 +23,14 @@ const CONCURRENT: usize = 8;
 /// nodes, retries coming due).
 const POLL: Duration = Duration::from_secs(1);
 
+/// The HTTP clients of deliveries: `any` for the lab's channel (an admin's URL) and members'
+/// webhooks where the lab allows private ones, `public` for members' webhooks otherwise.
+#[derive(Clone)]
+pub struct Clients {
+    any: reqwest::Client,
+    public: reqwest::Client,
+}
+
 /// Why one attempt did not deliver.
 #[derive(Debug)]
 pub enum Undelivered {
@@ -35,11 +43,19 @@ pub enum Undelivered {
 pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
     tokio::spawn(async move {
         let slots = Arc::new(Semaphore::new(CONCURRENT));
-        let client = reqwest::Client::builder()
-            .timeout(context.retry.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
+        let builder = || {
+            reqwest::Client::builder()
+                .timeout(context.retry.timeout)
+                .redirect(reqwest::redirect::Policy::none())
+        };
+        let client = Clients {
+            any: builder().build().unwrap_or_default(),
+            public: builder()
+                .dns_resolver(Arc::new(PublicOnly))
+                .build()
+                .unwrap_or_default(),
+        };
+        let in_flight = InFlight::default();
         loop {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
@@ -47,13 +63,22 @@ pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
             let now = Utc::now();
             let lease = chrono::Duration::from_std(context.retry.timeout * 4)
                 .unwrap_or(chrono::Duration::minutes(1));
-            match context.store.claim_message(now, lease).await {
+            match context
+                .store
+                .claim_message(now, lease, &in_flight.busy())
+                .await
+            {
                 Ok(Some(message)) => {
                     let context = context.clone();
                     let client = client.clone();
+                    let place = in_flight.take(message.user_id.unwrap_or(0));
+                    let wake = wake.clone();
                     tokio::spawn(async move {
                         deliver(&context, &client, message).await;
+                        drop(place);
                         drop(slot);
+                        // A destination that held its share may have more waiting.
+                        wake.notify_one();
                     });
                     continue;
                 }
@@ -72,8 +97,58 @@ pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
     });
 }
 
+/// Deliveries one destination (a member, or the lab channel) may have in flight at once: an
+/// endpoint that never answers holds this many of the deliverer's slots, never all of them.
+const PER_DESTINATION: usize = 2;
+
+/// Deliveries in flight per destination (member id; 0 for the lab channel).
+#[derive(Clone, Default)]
+struct InFlight(Arc<std::sync::Mutex<std::collections::HashMap<i64, usize>>>);
+
+/// One delivery's place among its destination's; dropping it frees the place.
+struct Place {
+    in_flight: InFlight,
+    destination: i64,
+}
+
+impl InFlight {
+    fn counts(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Destinations that hold their whole share now.
+    fn busy(&self) -> Vec<i64> {
+        let mut busy: Vec<i64> = (self.counts().iter())
+            .filter(|(_, n)| **n >= PER_DESTINATION)
+            .map(|(d, _)| *d)
+            .collect();
+        busy.sort_unstable();
+        busy
+    }
+
+    fn take(&self, destination: i64) -> Place {
+        *self.counts().entry(destination).or_default() += 1;
+        Place {
+            in_flight: self.clone(),
+            destination,
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut counts = self.in_flight.counts();
+        if let Some(n) = counts.get_mut(&self.destination) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.destination);
+            }
+        }
+    }
+}
+
 /// One attempt at one message, and its outcome recorded.
-async fn deliver(context: &NotifyContext, client: &reqwest::Client, message: Claimed) {
+async fn deliver(context: &NotifyContext, client: &Clients, message: Claimed) {
     let now = Utc::now();
     let outcome = attempt(context, client, &message, now).await;
     let retry = context.retry;
@@ -113,7 +188,7 @@ async fn deliver(context: &NotifyContext, client: &reqwest::Client, message: Cla
 
 async fn attempt(
     context: &NotifyContext,
-    client: &reqwest::Client,
+    clients: &Clients,
     message: &Claimed,
     now: DateTime<Utc>,
 ) -> Result<(), Undelivered> {
@@ -135,7 +210,7 @@ async fn attempt(
             &message.details,
             format,
         );
-        return post(client, &url, &body).await;
+        return post(&clients.any, &url, &body).await;
     }
     let settings = context.store.notify_settings().await.map_err(store_error)?;
     let Some(user_id) = message.user_id else {
@@ -150,12 +225,13 @@ async fn attempt(
         return Err(Undelivered::Drop("the member's account is disabled".into()));
     }
     let test_to = message.details["test_address"].as_str().map(str::to_string);
-    let sent_lately = context
+    // Attempts, not deliveries: each retry to a failing endpoint is a request too.
+    let attempted = context
         .store
-        .sent_to_since(user_id, now - chrono::Duration::hours(1), message.id, now)
+        .attempts_since(user_id, now - chrono::Duration::hours(1))
         .await
         .map_err(store_error)?;
-    if test_to.is_none() && sent_lately >= settings.per_user_per_hour {
+    if test_to.is_none() && attempted >= settings.per_user_per_hour {
         return Err(Undelivered::Drop(format!(
             "over the limit of {} messages an hour for {}",
             settings.per_user_per_hour, user.username
@@ -209,6 +285,7 @@ async fn attempt(
                     user.username
                 )));
             };
+            (context.store.record_attempt(user_id, now).await).map_err(store_error)?;
             send_mail(smtp, &to, message.id, &rendered, context.retry.timeout).await
         }
         Channel::Webhook => {
@@ -218,9 +295,13 @@ async fn attempt(
                     user.username
                 )));
             };
-            if !settings.allow_private_webhooks {
+            let client = if settings.allow_private_webhooks {
+                &clients.any
+            } else {
+                // The literal addresses the resolver never sees, and a clear refusal at once.
                 refuse_private(&url).await?;
-            }
+                &clients.public
+            };
             let body = match prefs.webhook_format {
                 WebhookFormat::Slack => serde_json::json!({
                     "text": personal_slack_text(&rendered, &offered, &reader),
@@ -234,6 +315,7 @@ async fn attempt(
                     "details": message.details,
                 }),
             };
+            (context.store.record_attempt(user_id, now).await).map_err(store_error)?;
             post(client, &url, &body).await
         }
         Channel::Lab => unreachable!("handled above"),
@@ -296,35 +378,81 @@ async fn refuse_private(url: &str) -> Result<(), Undelivered> {
         .map_err(|e| Undelivered::Retry(format!("cannot resolve the webhook's host: {e}")))?;
     for addr in addrs {
         if is_private(addr.ip()) {
-            return Err(Undelivered::Drop(
-                "the webhook's host is on this machine or a private network, which the lab does not allow".into(),
-            ));
+            return Err(Undelivered::Drop(PRIVATE_HOST.into()));
         }
     }
     Ok(())
 }
 
+/// Whether `ip` is anything but a globally reachable unicast address: this machine, a private
+/// or shared network, or a special-purpose block of IANA's IPv4 and IPv6 Special-Purpose
+/// Address Registries (documentation, benchmarking, multicast, reserved, and the IPv6 forms
+/// that carry an IPv4 address: mapped, compatible, NAT64, 6to4, Teredo).
 pub fn is_private(ip: std::net::IpAddr) -> bool {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    fn v4_special(v4: Ipv4Addr) -> bool {
+        let [a, b, c, _] = v4.octets();
+        a == 0                                        // 0.0.0.0/8 "this network"
+            || a == 10                                // 10.0.0.0/8 private
+            || a == 100 && (b & 0xc0) == 64           // 100.64.0.0/10 shared (CGN)
+            || a == 127                               // 127.0.0.0/8 loopback
+            || a == 169 && b == 254                   // 169.254.0.0/16 link-local
+            || a == 172 && (b & 0xf0) == 16           // 172.16.0.0/12 private
+            || a == 192 && b == 0 && c == 0           // 192.0.0.0/24 IETF assignments
+            || a == 192 && b == 0 && c == 2           // 192.0.2.0/24 TEST-NET-1
+            || a == 192 && b == 88 && c == 99         // 192.88.99.0/24 6to4 relay
+            || a == 192 && b == 168                   // 192.168.0.0/16 private
+            || a == 198 && (b & 0xfe) == 18           // 198.18.0.0/15 benchmarking
+            || a == 198 && b == 51 && c == 100        // 198.51.100.0/24 TEST-NET-2
+            || a == 203 && b == 0 && c == 113         // 203.0.113.0/24 TEST-NET-3
+            || a >= 224 // 224.0.0.0/4 multicast, 240.0.0.0/4 reserved, broadcast
+    }
+    fn v6_special(v6: Ipv6Addr) -> bool {
+        let s = v6.segments();
+        (s[0..6] == [0; 6])                               // ::/96: unspecified, loopback, IPv4-compatible
+            || (s[0..5] == [0; 5] && s[5] == 0xffff)       // ::ffff:0:0/96 IPv4-mapped
+            || (s[0..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0) // ::ffff:0:0:0/96 translated
+            || (s[0] == 0x64 && s[1] == 0xff9b)            // 64:ff9b::/96 and 64:ff9b:1::/48 NAT64
+            || (s[0] == 0x100 && s[1..4] == [0, 0, 0])     // 100::/64 discard
+            || (s[0] == 0x2001 && s[1] < 0x200)            // 2001::/23 IETF (Teredo, ORCHID…)
+            || (s[0] == 0x2001 && s[1] == 0xdb8)           // 2001:db8::/32 documentation
+            || s[0] == 0x2002                              // 2002::/16 6to4
+            || (s[0] & 0xfff0) == 0x3ff0                   // 3fff::/20 documentation
+            || s[0] == 0x5f00                              // 5f00::/16 SRv6 SIDs
+            || (s[0] & 0xfe00) == 0xfc00                   // fc00::/7 unique local
+            || (s[0] & 0xffc0) == 0xfe80                   // fe80::/10 link-local
+            || (s[0] & 0xffc0) == 0xfec0                   // fec0::/10 site-local
+            || (s[0] & 0xff00) == 0xff00 // ff00::/8 multicast
+    }
     match ip {
-        std::net::IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
-        }
-        std::net::IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_private(std::net::IpAddr::V4(v4)))
-        }
+        IpAddr::V4(v4) => v4_special(v4),
+        IpAddr::V6(v6) => v6_special(v6),
     }
 }
+
+/// A resolver for members' webhooks that answers only public addresses, and refuses a name
+/// with any other: reqwest connects to what it answers, so the address checked is the address
+/// used (a name that answers a public address to a first lookup and 127.0.0.1 to the
+/// connection's own cannot reach this machine), on every attempt.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if addrs.is_empty() || addrs.iter().any(|a| is_private(a.ip())) {
+                return Err(PRIVATE_HOST.into());
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+const PRIVATE_HOST: &str =
+    "the webhook's host is on this machine or a private network, which the lab does not allow";
 
 /// Sends one message through the lab's mail server. Its Message-ID is the outbox row's, so a
 /// message sent again after a crash between the server's "250" and our record of it is one
@@ -400,12 +528,67 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            // Ranges the first list missed (IANA's special-purpose registries).
+            "0.1.2.3",
+            "198.18.0.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "239.255.255.250",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.51.100.7",
+            "203.0.113.9",
+            "192.88.99.1",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::1",
+            "2002:7f00:1::",
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "fec0::1",
+            "ff02::1",
+            "2001:db8::1",
+            "2001::1",
+            "100::1",
+            "3fff::1",
         ] {
             assert!(is_private(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["8.8.8.8", "2001:4860:4860::8888", "100.128.0.1"] {
+        for ip in [
+            "8.8.8.8",
+            "2001:4860:4860::8888",
+            "100.128.0.1",
+            "1.1.1.1",
+            "198.20.0.1",
+            "223.255.255.255",
+            "2606:4700::1111",
+            "172.32.0.1",
+        ] {
             assert!(!is_private(ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    /// The address a member's webhook connects to is the address checked: a name that answers
+    /// loopback at connect time (DNS rebinding) is refused by the connection's own resolver,
+    /// and nothing reaches the listener.
+    #[tokio::test]
+    async fn a_members_webhook_never_connects_to_a_private_address_whatever_the_name_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(PublicOnly))
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let sent = client
+            .post(format!("http://localhost:{port}/hook"))
+            .body("{}")
+            .send()
+            .await;
+        assert!(sent.is_err(), "{sent:?}");
+        let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(accepted.is_err(), "the listener was reached");
     }
 
     #[test]

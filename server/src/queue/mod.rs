@@ -27,6 +27,9 @@ use tokio_util::sync::CancellationToken;
 /// Longest sleep between passes when no event comes and no booking starts or ends (waiting
 /// ages priorities).
 pub const IDLE: Duration = Duration::from_secs(5);
+/// The sleep of a pass that found nothing waiting: no deadline, only events wake the queue
+/// (tokio's sleep takes a duration past its clock's range as "never").
+const UNTIL_AN_EVENT: Duration = Duration::MAX;
 /// How fresh the reasons and estimates shown for waiting jobs are kept.
 const EXPLAIN_EVERY: Duration = Duration::from_secs(1);
 /// How far back fair share looks, in half-lives (2^-10: what is older no longer counts).
@@ -72,7 +75,8 @@ fn write<T>(lock: &RwLock<T>, value: T) {
 
 impl Queue {
     /// Starts the queue task. It runs a pass when the store announces a change that concerns
-    /// it, just after the next start or end of a booking, and at least every `idle`.
+    /// it and, while jobs wait, just after the next start or end of a booking and at least
+    /// every `idle` (waiting ages priorities). With nothing waiting it sleeps until an event.
     ///
     /// With several nodes, every instance runs passes (each shows why jobs wait), but only the
     /// one that `leader` says leads starts jobs, so one pass at a time decides for the pool.
@@ -130,7 +134,7 @@ impl Queue {
                             explained_at = None;
                             reload |= woken.may_include(Event::changes_queue_settings);
                         }
-                        _ = leader.changed() => {}
+                        _ = crate::tasks::changed(&mut leader) => {}
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
                     }
@@ -181,11 +185,12 @@ impl Queue {
         let now = Utc::now();
         let cancelled = self.store.request_cancel(job.id, audit, now).await?;
         if cancelled {
-            if let (Some(_), Some(booking)) = (job.queue, job.booking_id) {
-                if let Some(current) = self.store.job(job.id).await? {
-                    if current.state == lanes_types::job::JobState::Cancelled {
-                        crate::jobs::release_booking_of(&self.store, booking, job.id).await;
-                    }
+            // Read again: the queue may have given the job its booking since `job` was read.
+            if let Some(current) = self.store.job(job.id).await? {
+                if let (Some(_), Some(booking), lanes_types::job::JobState::Cancelled) =
+                    (current.queue, current.booking_id, current.state)
+                {
+                    crate::jobs::release_booking_of(&self.store, booking, job.id).await;
                 }
             }
         }
@@ -221,11 +226,13 @@ impl Queue {
             .filter(|&edge| edge > now_ms)
             .min()
             .map(|edge| Duration::from_millis((edge - now_ms) as u64 + 5));
-        let sleep = next_edge.map_or(idle, |d| d.min(idle));
         if pending.is_empty() {
+            // Nothing waits, so nothing ages and no freed card matters: only an event (a
+            // submission, here or relayed from another node) gives the next pass work.
             write(&self.snapshot, Snapshot::default());
-            return Ok(Some(sleep));
+            return Ok(Some(UNTIL_AN_EVENT));
         }
+        let sleep = next_edge.map_or(idle, |d| d.min(idle));
         let members = self.members().await?;
         let standings = self.standings_of(&members, &settings, now).await?;
         let pool = self.pool();

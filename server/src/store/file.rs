@@ -1,10 +1,18 @@
 //! The database file as the server opened it: noticing it vanish or be replaced (a deleted
 //! `lanes.db` goes on working for open connections, and everything written after is lost at the
 //! next start), and checking its header.
+//!
+//! The file is never opened and closed again while SQLite has it open: POSIX advisory locks
+//! belong to the process, and closing *any* descriptor of the file drops all of them (SQLite's
+//! "How To Corrupt", 2.2). Another process (`lanes user add`, `lanes backup`, `sqlite3`) would
+//! then think it is the last connection, checkpoint and delete the live `-wal` and `-shm`. The
+//! header is read through one descriptor opened once and kept for the life of the process.
 
-use std::os::unix::fs::MetadataExt;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The opened database file: its path and the identity (device, inode) it had then.
 #[derive(Debug)]
@@ -12,18 +20,41 @@ pub struct DbFile {
     path: PathBuf,
     dev: u64,
     ino: u64,
+    /// The descriptor the header is read through (see the module's comment: never closed).
+    kept: Arc<File>,
     /// Once gone, gone until a restart: a file put back in its place is not the one open here.
     gone: AtomicBool,
+}
+
+/// Descriptors of database files opened in this process, by (device, inode). They stay open
+/// until the process ends: closing one would drop SQLite's locks on the same file.
+static KEPT: Mutex<Vec<(u64, u64, Arc<File>)>> = Mutex::new(Vec::new());
+
+/// The process's one kept descriptor of the file at `path`, opened on first use.
+fn kept_descriptor(path: &Path) -> std::io::Result<(u64, u64, Arc<File>)> {
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    let meta = std::fs::metadata(path)?;
+    if let Some((dev, ino, file)) = kept
+        .iter()
+        .find(|(dev, ino, _)| *dev == meta.dev() && *ino == meta.ino())
+    {
+        return Ok((*dev, *ino, file.clone()));
+    }
+    let file = Arc::new(File::open(path)?);
+    let opened = file.metadata()?;
+    kept.push((opened.dev(), opened.ino(), file.clone()));
+    Ok((opened.dev(), opened.ino(), file))
 }
 
 impl DbFile {
     /// `None` for an in-memory database.
     pub fn watch(path: &Path) -> Option<Self> {
-        let meta = std::fs::metadata(path).ok()?;
+        let (dev, ino, kept) = kept_descriptor(path).ok()?;
         Some(Self {
             path: path.to_path_buf(),
-            dev: meta.dev(),
-            ino: meta.ino(),
+            dev,
+            ino,
+            kept,
             gone: AtomicBool::new(false),
         })
     }
@@ -52,10 +83,9 @@ impl DbFile {
 
     /// `Err` when the file does not start as an SQLite database does.
     pub fn check_header(&self) -> Result<(), String> {
-        use std::io::Read;
         let mut header = [0u8; 16];
-        std::fs::File::open(&self.path)
-            .and_then(|mut f| f.read_exact(&mut header))
+        self.kept
+            .read_exact_at(&mut header, 0)
             .map_err(|e| format!("cannot read the database file: {e}"))?;
         if &header == b"SQLite format 3\0" {
             Ok(())

@@ -91,6 +91,36 @@ impl Store {
         Ok(())
     }
 
+    /// Who serves `node` now, as its row says: `None` for a name never registered.
+    pub async fn node_holder(&self, node: &str) -> Result<Option<NodeHolder>, StoreError> {
+        let row: Option<(String, i64, String, i64)> = sqlx::query_as(
+            "SELECT n.instance, n.heartbeat_ms, n.gpu_source,
+                    (SELECT COUNT(*) FROM gpus g WHERE g.node_id = n.id AND g.managed = 1)
+             FROM nodes n WHERE n.name = $1",
+        )
+        .bind(node)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(
+            row.map(|(instance, heartbeat_ms, gpu_source, cards)| NodeHolder {
+                instance,
+                heartbeat_ms,
+                has_cards: gpu_source != lanes_types::SourceKind::None.as_str() && cards > 0,
+            }),
+        )
+    }
+
+    /// This process stops serving `node`: its heartbeat is cleared so that the next process
+    /// under the name starts at once (nothing if another process holds the name now).
+    pub async fn leave_node(&self, node: &str, instance: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE nodes SET heartbeat_ms = 0 WHERE name = $1 AND instance = $2")
+            .bind(node)
+            .bind(instance)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Registers this process as `node`, replacing whoever served that name before (a
     /// process still heartbeating under it learns at its next heartbeat and stops). Returns
     /// how long ago the previous holder last heartbeat, if another process held the name.
@@ -200,6 +230,16 @@ pub struct NodeRegistration {
     pub gpu_source: lanes_types::SourceKind,
     /// A random id of this process.
     pub instance: String,
+}
+
+/// The process that last registered under a node's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeHolder {
+    pub instance: String,
+    /// Unix milliseconds of its last heartbeat; 0 once it left.
+    pub heartbeat_ms: i64,
+    /// Whether the node serves cards (a portal without cards may not take its name).
+    pub has_cards: bool,
 }
 
 /// A node as the database keeps it.

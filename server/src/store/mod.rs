@@ -39,7 +39,7 @@ pub use file::make_private;
 pub use free::CardFilter;
 pub use gauges::PoolGauges;
 pub use history::Bucket;
-pub use inventory::{KnownGpu, NodeRegistration, NodeRow};
+pub use inventory::{KnownGpu, NodeHolder, NodeRegistration, NodeRow};
 pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
 pub use lending::NewLoan;
 pub use logins::AttemptStart;
@@ -592,6 +592,59 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}", dir.join("lanes.db").display());
         (Store::open(&url).await.unwrap(), dir)
+    }
+
+    /// This process's POSIX locks on the file at `path`, as /proc/locks lists them.
+    fn locks_held_here(path: &std::path::Path) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).unwrap();
+        let (major, minor) = (
+            nix::sys::stat::major(meta.dev()),
+            nix::sys::stat::minor(meta.dev()),
+        );
+        let id = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+        let pid = std::process::id().to_string();
+        std::fs::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                l.contains(" POSIX ")
+                    && l.split_whitespace().any(|w| w == id)
+                    && l.split_whitespace().any(|w| w == pid)
+            })
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .collect()
+    }
+
+    /// `/healthz` reads the header: that must not drop SQLite's locks (closing any descriptor
+    /// of the file drops every POSIX lock this process holds on it), or another process
+    /// checkpoints and deletes the live WAL.
+    #[tokio::test]
+    async fn a_health_check_keeps_sqlites_locks_on_the_database_file() {
+        let (store, dir) = temp_store().await;
+        let db = dir.join("lanes.db");
+        // A read transaction held open, as a request in flight holds one.
+        let mut reader = store.pool.begin().await.unwrap();
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM users")
+            .fetch_one(&mut *reader)
+            .await
+            .unwrap();
+        let before = locks_held_here(&db);
+        assert!(
+            !before.is_empty(),
+            "SQLite holds a lock on the file while it reads"
+        );
+        for _ in 0..3 {
+            store.health().await.unwrap();
+        }
+        assert_eq!(
+            locks_held_here(&db),
+            before,
+            "the health check left the locks alone"
+        );
+        reader.rollback().await.unwrap();
+        store.close().await;
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[tokio::test]

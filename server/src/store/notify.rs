@@ -193,12 +193,13 @@ impl Store {
         Ok(found.is_some())
     }
 
-    /// Takes the next due message for one attempt, for `lease` (another node, or this one after
-    /// a crash, takes it again only once the lease is over). None when nothing is due.
+    /// Claims the next due message for one attempt (counted in its row), skipping the destinations in `busy` (member ids; 0 for the lab
+    /// channel) that already hold their share of this process's deliverer.
     pub async fn claim_message(
         &self,
         now: DateTime<Utc>,
         lease: chrono::Duration,
+        busy: &[i64],
     ) -> Result<Option<Claimed>, StoreError> {
         #[derive(sqlx::FromRow)]
         struct Row {
@@ -211,21 +212,30 @@ impl Store {
             attempts: i64,
             created_ms: i64,
         }
+        let skip = if busy.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " AND COALESCE(user_id, 0) NOT IN ({})",
+                super::sql::placeholders(3, busy.len())
+            )
+        };
         // The outer conditions repeat the inner ones: on PostgreSQL, a second node that picked
         // the same row waits for the first, then finds it claimed and updates nothing.
-        let row: Option<Row> = sqlx::query_as(
+        let sql = format!(
             "UPDATE outbox SET claimed_until_ms = $2, attempts = attempts + 1
              WHERE id = (SELECT id FROM outbox
                          WHERE status = 'pending' AND next_ms <= $1
-                           AND (claimed_until_ms IS NULL OR claimed_until_ms <= $1)
+                           AND (claimed_until_ms IS NULL OR claimed_until_ms <= $1){skip}
                          ORDER BY next_ms, id LIMIT 1)
                AND status = 'pending' AND (claimed_until_ms IS NULL OR claimed_until_ms <= $1)
-             RETURNING id, user_id, channel, event, text, details, attempts, created_ms",
-        )
-        .bind(ms(now))
-        .bind(ms(now + lease))
-        .fetch_optional(&self.pool)
-        .await?;
+             RETURNING id, user_id, channel, event, text, details, attempts, created_ms"
+        );
+        let mut query = sqlx::query_as(&sql).bind(ms(now)).bind(ms(now + lease));
+        for id in busy {
+            query = query.bind(*id);
+        }
+        let row: Option<Row> = query.fetch_optional(&self.pool).await?;
         let Some(r) = row else { return Ok(None) };
         Ok(Some(Claimed {
             id: r.id,
@@ -265,24 +275,46 @@ impl Store {
         Ok(())
     }
 
-    /// How many messages a member was sent since `since`, counting those older than message
-    /// `id` that are being sent now (so that deliveries at once do not all pass a limit).
-    pub async fn sent_to_since(
+    /// A request about to go out for one of `user_id`'s messages (it counts against their
+    /// hourly limit whatever its outcome).
+    pub async fn record_attempt(&self, user_id: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO delivery_attempts (user_id, at_ms) VALUES ($1, $2)")
+            .bind(user_id)
+            .bind(ms(now))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Requests made for `user_id`'s messages since `since`.
+    pub async fn attempts_since(
         &self,
         user_id: i64,
         since: DateTime<Utc>,
-        id: i64,
-        now: DateTime<Utc>,
     ) -> Result<u32, StoreError> {
         let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM outbox WHERE user_id = $1
-               AND ((status = 'sent' AND sent_ms >= $2)
-                    OR (status = 'pending' AND id < $3 AND claimed_until_ms > $4))",
+            "SELECT COUNT(*) FROM delivery_attempts WHERE user_id = $1 AND at_ms >= $2",
         )
         .bind(user_id)
         .bind(ms(since))
-        .bind(id)
-        .bind(ms(now))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n as u32)
+    }
+
+    /// Messages of kind `event` queued for `user_id` since `since` (test messages, to limit).
+    pub async fn messages_since(
+        &self,
+        user_id: i64,
+        event: &str,
+        since: DateTime<Utc>,
+    ) -> Result<u32, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM outbox WHERE user_id = $1 AND event = $2 AND created_ms >= $3",
+        )
+        .bind(user_id)
+        .bind(event)
+        .bind(ms(since))
         .fetch_one(&self.pool)
         .await?;
         Ok(n as u32)
@@ -430,6 +462,10 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("DELETE FROM delivery_attempts WHERE at_ms < $1")
+            .bind(ms(before))
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(gone)
     }

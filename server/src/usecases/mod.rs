@@ -31,6 +31,12 @@ pub enum UseCaseError {
     NotFound(String),
     #[error("{0}")]
     Unprocessable(String),
+    /// Too many of one kind of request lately (429).
+    #[error("{message}; try again in {retry_after_secs} s")]
+    SlowDown {
+        message: String,
+        retry_after_secs: u64,
+    },
     /// Too much work at once; worth retrying in a moment.
     #[error("{0}")]
     Busy(String),

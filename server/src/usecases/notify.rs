@@ -138,6 +138,10 @@ pub async fn save_prefs(
     self::prefs(store, user).await
 }
 
+/// Test messages one member may be sent in [`TEST_WINDOW_MIN`] minutes.
+const TEST_MESSAGES_PER_WINDOW: u32 = 10;
+const TEST_WINDOW_MIN: i64 = 10;
+
 /// Queues a test message: to an address (admins checking the mail server), to a member's
 /// channels (admins), or to the caller's own.
 pub async fn test_send(
@@ -159,6 +163,24 @@ pub async fn test_send(
             .ok_or_else(|| UseCaseError::NotFound(format!("no user named {name:?}")))?,
         None => actor.clone(),
     };
+    // Each test is a request to somebody's mail server or endpoint: a burst of them must not
+    // become a flood (the hourly limit does not hold back tests to an address).
+    let recent = store
+        .messages_since(
+            target.id,
+            "test",
+            now - chrono::Duration::minutes(TEST_WINDOW_MIN),
+        )
+        .await?;
+    if recent >= TEST_MESSAGES_PER_WINDOW {
+        return Err(UseCaseError::SlowDown {
+            message: format!(
+                "{} test messages in the last {TEST_WINDOW_MIN} minutes is the most",
+                TEST_MESSAGES_PER_WINDOW
+            ),
+            retry_after_secs: 60,
+        });
+    }
     let base = |channel, details: serde_json::Value| NewMessage {
         user_id: Some(target.id),
         channel,
