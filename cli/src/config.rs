@@ -123,6 +123,19 @@ pub fn target() -> Result<Target> {
         (Some(_), Some(_)) => None,
         _ => load()?,
     };
+    // A saved token goes only to the portal it was saved for: `LANES_URL` naming another
+    // portal does not take it along.
+    if let (Some(url), None, Some(saved)) = (&url, &token, &file) {
+        if normalize_url(url) != normalize_url(&saved.url) {
+            return Err(CliError::usage(format!(
+                "no token for {}: the saved login is for {}; run `lanes login {}` (or set \
+                 LANES_TOKEN)",
+                normalize_url(url),
+                normalize_url(&saved.url),
+                normalize_url(url)
+            )));
+        }
+    }
     let url = url.or_else(|| file.as_ref().map(|c| c.url.clone()));
     let token = token.or_else(|| file.as_ref().map(|c| c.token.clone()));
     match (url, token) {
@@ -164,6 +177,8 @@ fn reqwest_client() -> Result<lanes_client::reqwest::Client> {
         .default_headers(headers)
         .connect_timeout(std::time::Duration::from_secs(5))
         .timeout(std::time::Duration::from_secs(30))
+        // A password or token goes only to the portal it was meant for.
+        .redirect(lanes_client::reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| CliError::usage(e.to_string()))
 }

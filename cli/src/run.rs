@@ -306,11 +306,17 @@ pub async fn env(args: EnvArgs) -> Result<()> {
     } else {
         let mut text = String::new();
         for (name, value) in vars {
-            text.push_str(&format!("export {name}='{value}'\n"));
+            text.push_str(&format!("export {name}={}\n", shell_quoted(&value)));
         }
         print!("{text}");
     }
     Ok(())
+}
+
+/// `value` as one word for a POSIX shell: in single quotes, each `'` written as `'\''`, so
+/// `eval "$(lanes env)"` sets exactly the value whatever it holds.
+fn shell_quoted(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
 }
 
 /// Signals `lanes run` passes on to its command when another process sent them to it. A
@@ -491,6 +497,19 @@ async fn run_in(client: &Client, booking: &Booking, args: &RunArgs) -> Result<Ex
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `sh` makes of a quoted value is the value, quotes and all.
+    #[test]
+    fn a_value_is_quoted_for_the_shell_whatever_it_holds() {
+        for value in ["plain", "it's", "'", "a b;$(touch /tmp/x)`id`", "''\\'\n"] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quoted(value)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), value);
+        }
+    }
     use lanes_types::{GpuInfo, Health};
 
     fn card(index: u32, bus: &str) -> GpuState {

@@ -131,9 +131,14 @@ pub struct LogPart {
 }
 
 impl Client {
-    /// A client of the server at `base` (`http://host:port`, no trailing slash needed).
+    /// A client of the server at `base` (`http://host:port`, no trailing slash needed). It
+    /// follows no redirect: a password or token goes only to the server it was meant for.
     pub fn new(base: impl Into<String>) -> Self {
-        Self::with_http(base, reqwest::Client::new())
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self::with_http(base, http)
     }
 
     /// As [`Client::new`], over a `reqwest::Client` the caller configured.
@@ -176,6 +181,22 @@ impl Client {
         let status = response.status();
         if status.is_success() {
             return Ok(response);
+        }
+        if status.is_redirection() {
+            // Never followed: credentials would go wherever the answer points.
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("elsewhere")
+                .to_string();
+            return Err(ClientError::Unexpected {
+                status,
+                detail: format!(
+                    "the server sends this request to {to}; nothing was sent there (use that \
+                     address if it is the portal)"
+                ),
+            });
         }
         let retry_after = response
             .headers()

@@ -103,7 +103,10 @@ pub fn secure_dir(path: &Path) -> Result<(), String> {
 /// id, for the refusal's message.
 #[derive(Debug)]
 pub struct ServeLock {
-    _held: nix::fcntl::Flock<std::fs::File>,
+    held: nix::fcntl::Flock<std::fs::File>,
+    path: PathBuf,
+    /// Whether taking the lock made the file (a start that fails removes it again).
+    created: bool,
 }
 
 /// Another server holds a [`ServeLock`].
@@ -138,6 +141,7 @@ impl ServeLock {
             path: file.to_path_buf(),
             source,
         };
+        let created = !file.exists();
         let opened = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -152,7 +156,11 @@ impl ServeLock {
                 held.rewind().map_err(io)?;
                 held.write_all(std::process::id().to_string().as_bytes())
                     .map_err(io)?;
-                Ok(Self { _held: held })
+                Ok(Self {
+                    held,
+                    path: file.to_path_buf(),
+                    created,
+                })
             }
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
                 let mut pid = String::new();
@@ -170,6 +178,17 @@ impl ServeLock {
             }
             Err((_, errno)) => Err(io(std::io::Error::from(errno))),
         }
+    }
+}
+
+impl ServeLock {
+    /// Lets the lock go, removing its file if taking it made the file: a start that fails
+    /// leaves the file system as it found it.
+    pub fn discard(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        drop(self.held);
     }
 }
 

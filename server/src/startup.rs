@@ -220,7 +220,18 @@ impl Application {
         let site = crate::http::site::Site::load(config.site_root.as_deref())?;
         let created = prepare_data_dir(&config.data_dir)?;
         let built = match serve_locks(&config) {
-            Ok(locks) => Self::build_on(listener, site, &config, locks).await,
+            Ok((locks, sole)) => match Self::build_on(listener, site, &config, sole).await {
+                Ok(app) => Ok(Self {
+                    _locks: locks,
+                    ..app
+                }),
+                Err(e) => {
+                    locks
+                        .into_iter()
+                        .for_each(crate::data_dir::ServeLock::discard);
+                    Err(e)
+                }
+            },
             Err(e) => Err(e),
         };
         if built.is_err() && created {
@@ -234,7 +245,7 @@ impl Application {
         listener: TcpListener,
         site: crate::http::site::Site,
         config: &ServeConfig,
-        locks: Vec<crate::data_dir::ServeLock>,
+        sole: bool,
     ) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
         store.set_node_timeout(config.node_timeout);
@@ -291,7 +302,7 @@ impl Application {
             }
         }
         // Before anything is written under the node's name (its cards, its registration).
-        claim_node(&store, config, kind, !locks.is_empty()).await?;
+        claim_node(&store, config, kind, sole).await?;
         let inventory = source.inventory();
         if managed.len() < inventory.len() {
             let left_out: Vec<String> = inventory
@@ -473,7 +484,7 @@ impl Application {
             connections: config.connections,
             node,
             displaced,
-            _locks: locks,
+            _locks: Vec::new(),
         })
     }
 
@@ -560,25 +571,33 @@ impl Application {
 
 /// Takes the "a server runs here" locks: the data dir's (job logs, keys) and, on SQLite, the
 /// database file's (which may lie outside the data dir). Refused while another server holds
-/// either.
-fn serve_locks(config: &ServeConfig) -> Result<Vec<crate::data_dir::ServeLock>, StartupError> {
+/// either. Says whether the SQLite database's was taken (then no other process serves it).
+fn serve_locks(
+    config: &ServeConfig,
+) -> Result<(Vec<crate::data_dir::ServeLock>, bool), StartupError> {
     use crate::data_dir::ServeLock;
     let mut locks = vec![ServeLock::take(
         &config.data_dir.join("serve.lock"),
         format!("the data dir {}", config.data_dir.display()),
         "data dir",
     )?];
+    let mut sole = false;
     if let Ok(Some(db)) = crate::store::sqlite_file(&config.database_url) {
         let lock = PathBuf::from(format!("{}.serve-lock", db.display()));
         if db.parent().is_some_and(|dir| dir.is_dir()) {
-            locks.push(ServeLock::take(
-                &lock,
-                format!("the database {}", db.display()),
-                "database",
-            )?);
+            match ServeLock::take(&lock, format!("the database {}", db.display()), "database") {
+                Ok(taken) => {
+                    locks.push(taken);
+                    sole = true;
+                }
+                Err(e) => {
+                    locks.into_iter().for_each(ServeLock::discard);
+                    return Err(e.into());
+                }
+            }
         }
     }
-    Ok(locks)
+    Ok((locks, sole))
 }
 
 /// Makes sure this process may serve its node's name: a portal without cards never takes the

@@ -178,3 +178,39 @@ async fn a_job_that_cannot_start_says_why_in_one_line() {
     );
     app.stop().await;
 }
+
+/// A command is looked up on the job's PATH as the job's user: a directory the user cannot
+/// search says nothing of what it holds. Looked up as root, a program in another's 0700
+/// directory was "may not run it" and a missing one "not found".
+#[tokio::test]
+async fn a_directory_the_member_cannot_search_hides_what_it_holds() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = TestApp::spawn(1).await;
+    let Some(ada) = member(&app).await else {
+        eprintln!("skipped: needs root to make a Unix account with a login profile");
+        return;
+    };
+    let private = tempfile::tempdir().unwrap();
+    let tool = private.path().join("their-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho secret\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let card = cards(&app).await[0].info.uuid.clone();
+    let booking = ada.book(&[card], 120).await;
+    let path = private.path().display().to_string();
+    let mut messages = Vec::new();
+    for program in ["their-tool", "no-such-tool"] {
+        let request = CreateJob {
+            env: Some(BTreeMap::from([("PATH".to_string(), path.clone())])),
+            ..Session::job_request(booking.id, &[program])
+        };
+        let done = run(&ada, request).await;
+        assert_eq!(done.state, JobState::Failed, "{done:?}");
+        messages.push(done.message.replace(program, "PROGRAM"));
+    }
+    assert_eq!(
+        messages[0], messages[1],
+        "the two answers tell the programs apart"
+    );
+    app.stop().await;
+}

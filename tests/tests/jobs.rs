@@ -219,9 +219,9 @@ async fn the_log_tail_sends_output_as_it_is_written_and_closes_when_the_job_is_o
     app.stop().await;
 }
 
-/// Zombie processes whose parent is this test process (the server runs in it).
-fn zombies_here() -> Vec<String> {
-    let me = std::process::id().to_string();
+/// Zombie processes whose parent is `parent`.
+fn zombies_of(parent: u32) -> Vec<String> {
+    let parent = parent.to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -232,8 +232,8 @@ fn zombies_here() -> Vec<String> {
             continue;
         };
         let mut fields = rest.split_whitespace();
-        if fields.next() == Some("Z") && fields.next() == Some(me.as_str()) {
-            found.push(head.to_string());
+        if fields.next() == Some("Z") && fields.next() == Some(parent.as_str()) {
+            found.push(format!("{head})"));
         }
     }
     found
@@ -242,36 +242,41 @@ fn zombies_here() -> Vec<String> {
 /// A job cancelled at the moment it starts (booked or queued) is stopped, every process it
 /// started is reaped, and a queue job's booking is given back: a member looping
 /// submit-and-cancel once left zombies for good (and so used up process ids) and, now and
-/// then, a queue job's cards booked to its time limit.
+/// then, a queue job's cards booked to its time limit. The server is a process of its own, so
+/// that its children are its alone.
 #[tokio::test]
 async fn a_job_cancelled_as_it_starts_leaves_no_zombie_and_holds_no_booking() {
     ensure_unix_account(ACCOUNT);
-    let app = TestApp::spawn(2).await;
-    let owner = Session {
-        app: &app,
-        cookie: app.sign_up(ACCOUNT, Role::User).await,
-    };
-    let client = owner.client();
-    let gpus = cards(&app).await;
-    let booking = owner.book(&[gpus[0].info.uuid.clone()], 600).await;
-    let mut runs = app.hooks.runner_ticks.clone();
-    for round in 0..60 {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = lanes_tests::TestDb::fresh(tmp.path()).await;
+    lanes_tests::add_user(&db.url, ACCOUNT, "zombie passphrase", Role::User).await;
+    let server =
+        lanes_tests::ServerProcess::start(&tmp.path().join("data"), &db.url, &["--gpus", "sim:2"])
+            .await;
+    let (client, _) = lanes_client::Client::new(&server.base)
+        .login(ACCOUNT, "zombie passphrase")
+        .await
+        .expect("logged in");
+    let gpus = client.gpus().await.unwrap();
+    let start = chrono::Utc::now();
+    let booking = client
+        .book(&lanes_tests::booking_of(
+            &[gpus[0].info.uuid.clone()],
+            start,
+            start + chrono::Duration::seconds(600),
+        ))
+        .await
+        .expect("booked");
+    for round in 0..60u64 {
         let job = client
             .submit_job(&Session::job_request(booking.id, &["sleep", "30"]))
             .await
             .expect("submitted");
-        // Half cancelled at once, half after the runner looked once (it may be starting).
-        if round % 2 == 1 {
-            let seen = *runs.borrow_and_update();
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_millis(500),
-                runs.wait_for(|&n| n > seen),
-            )
-            .await;
-        }
+        // Cancelled at once, or a moment later while the runner may be starting it.
+        tokio::time::sleep(std::time::Duration::from_millis(round % 4 * 15)).await;
         let _ = client.cancel_job(job.id).await;
     }
-    for _ in 0..60 {
+    for round in 0..60u64 {
         let queued = client
             .enqueue(&lanes_types::queue::SubmitJob {
                 gpus: 1,
@@ -286,8 +291,10 @@ async fn a_job_cancelled_as_it_starts_leaves_no_zombie_and_holds_no_booking() {
             })
             .await
             .expect("queued");
+        tokio::time::sleep(std::time::Duration::from_millis(round % 4 * 15)).await;
         let _ = client.dequeue(queued.id).await;
     }
+    let pid = server.child.id();
     lanes_tests::wait_until(
         std::time::Duration::from_secs(30),
         "every job is over, reaped, and no queue job holds a booking",
@@ -308,18 +315,14 @@ async fn a_job_cancelled_as_it_starts_leaves_no_zombie_and_holds_no_booking() {
                     )
                 })
                 .count();
-            let zombies = zombies_here();
+            let zombies = zombies_of(pid);
             if running == 0 && held == 0 && zombies.is_empty() {
                 Some(())
             } else {
-                eprintln!(
-                    "{running} jobs not over, {held} bookings held, {} zombies",
-                    zombies.len()
-                );
+                eprintln!("{running} jobs not over, {held} bookings held, zombies {zombies:?}");
                 None
             }
         },
     )
     .await;
-    app.stop().await;
 }

@@ -411,6 +411,15 @@ async fn metrics_need_the_operators_token_when_one_is_set() {
     assert_eq!(scrape(Some("wrong")).await.unwrap().status(), 401);
     let ok = scrape(Some("s3cret")).await.unwrap();
     assert_eq!(ok.status(), 200);
+    // The scheme's name is case-insensitive (RFC 9110).
+    let lower = app
+        .client
+        .get(app.url("/metrics"))
+        .header("authorization", "bearer s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), 200);
     let text = ok.text().await.unwrap();
     assert!(text.contains("lanes_task_panics_total 0"), "{text}");
     app.stop().await;
@@ -483,6 +492,16 @@ async fn the_log_endpoint_never_reads_through_a_link() {
     std::os::unix::fs::symlink("/etc/passwd", dir.join("stdout")).unwrap();
     let (status, body) = log_of(&ada, job.id, "").await;
     assert!(!body.contains("root:"), "{status}: {body}");
+    // Said in words, as the reader's own mistake is not: 409 with a JSON body, not 500.
+    assert_eq!(status, 409, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("replaced by a link"),
+        "{body}"
+    );
     app.stop().await;
 }
 
@@ -706,6 +725,156 @@ async fn a_slow_body_is_cut_off_and_one_address_cannot_take_every_connection() {
         .unwrap();
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     drop(held);
+    app.stop().await;
+}
+
+// 12c ─ The NUL character is refused in every text input, alike on both backends.
+#[tokio::test]
+async fn a_nul_character_in_any_text_input_is_refused_with_400_on_both_backends() {
+    let app = TestApp::spawn(1).await;
+    let (ada, booking) = booked_member(&app).await;
+    let boss = admin(&app).await;
+    let card = cards(&app).await[0].info.uuid.clone();
+    let start = chrono::Utc::now() + chrono::Duration::hours(2);
+    let end = start + chrono::Duration::hours(1);
+    let nul = "a\u{0}b";
+    let me: Value =
+        serde_json::from_str(&ada.call(Method::GET, "/api/v1/me", None).await.1).unwrap();
+    let writes: Vec<(&Session<'_>, Method, String, Value)> = vec![
+        (
+            &ada,
+            Method::POST,
+            "/api/v1/bookings".into(),
+            json!({"gpus": [card], "start": start, "end": end, "note": nul}),
+        ),
+        (
+            &ada,
+            Method::POST,
+            "/api/v1/tokens".into(),
+            json!({"name": nul}),
+        ),
+        (
+            &ada,
+            Method::POST,
+            "/api/v1/queue".into(),
+            json!({"gpus": 1, "argv": ["/bin/true"], "name": nul}),
+        ),
+        (
+            &ada,
+            Method::POST,
+            "/api/v1/jobs".into(),
+            json!({"booking_id": booking.id, "argv": ["/bin/true", nul]}),
+        ),
+        (
+            &ada,
+            Method::PUT,
+            "/api/v1/me/notifications".into(),
+            json!({"webhook_url": format!("https://hooks.example/{nul}")}),
+        ),
+        (
+            &boss,
+            Method::PATCH,
+            format!("/api/v1/users/{}", me["id"]),
+            json!({"display_name": nul}),
+        ),
+        (
+            &boss,
+            Method::PATCH,
+            format!("/api/v1/users/{}", me["id"]),
+            json!({"email": format!("{nul}@lab.example")}),
+        ),
+        (
+            &boss,
+            Method::PUT,
+            "/api/v1/shares".into(),
+            json!({nul: 1.0}),
+        ),
+    ];
+    for (who, method, path, body) in writes {
+        let (status, text) = who.call(method.clone(), &path, Some(body.clone())).await;
+        assert_eq!(status, 400, "{method} {path} {body}: {text}");
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(answer["error"], "bad_request", "{text}");
+    }
+    // The login form of someone not logged in, and query parameters.
+    let login = app
+        .client
+        .post(app.url("/api/v1/auth/login"))
+        .json(&json!({"username": nul, "password": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 400);
+    for path in [
+        "/api/v1/audit?actor=a%00b",
+        "/api/v1/bookings?user=a%00b",
+        "/api/v1/slots?node=a%00b&gpus=1&duration=3600",
+        "/api/v1/jobs?user=a%00b",
+    ] {
+        let (status, text) = boss.call(Method::GET, path, None).await;
+        assert_eq!(status, 400, "{path}: {text}");
+    }
+    // Nothing was written: the booking list holds only the first booking.
+    let (_, list) = ada.call(Method::GET, "/api/v1/bookings", None).await;
+    assert!(!list.contains("\\u0000"), "{list}");
+    app.stop().await;
+}
+
+// 12d ─ Pages cannot be framed, answers are not sniffed, personal ones are not cached.
+#[tokio::test]
+async fn pages_cannot_be_framed_nor_sniffed_and_personal_answers_are_never_cached() {
+    let app = TestApp::spawn(1).await;
+    let boss = admin(&app).await;
+    let (ada, booking) = booked_member(&app).await;
+    let job = ada.submit(booking.id, &["/bin/echo", "<html>"]).await;
+    ada.finished(job.id, 10).await;
+    let get = |path: String, cookie: Option<String>| {
+        let mut request = app.client.get(app.url(&path));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send()
+    };
+    for (path, cookie) in [
+        ("/login".to_string(), None),
+        ("/".to_string(), Some(ada.cookie.clone())),
+        ("/admin".to_string(), Some(boss.cookie.clone())),
+        (
+            format!("/api/v1/jobs/{}/log", job.id),
+            Some(ada.cookie.clone()),
+        ),
+        ("/api/v1/me".to_string(), Some(ada.cookie.clone())),
+    ] {
+        let resp = get(path.clone(), cookie).await.unwrap();
+        let h = resp.headers();
+        assert_eq!(h["x-frame-options"], "DENY", "{path}");
+        assert!(
+            h["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'"),
+            "{path}"
+        );
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        if path != "/login" {
+            assert!(
+                h["cache-control"].to_str().unwrap().contains("no-store"),
+                "{path}: {:?}",
+                h.get("cache-control")
+            );
+        }
+    }
+    // A value that is no language is refused without being echoed whole.
+    let long = "x".repeat(100_000);
+    let (status, text) = ada
+        .call(
+            Method::PUT,
+            "/api/v1/me/language",
+            Some(json!({"language": long})),
+        )
+        .await;
+    assert_eq!(status, 422, "{}", &text[..text.len().min(300)]);
+    assert!(text.len() < 300, "{} bytes", text.len());
     app.stop().await;
 }
 

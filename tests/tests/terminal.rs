@@ -528,3 +528,115 @@ async fn a_submitted_job_followed_from_the_shell_exits_with_the_jobs_status() {
     assert_eq!(cancelled["state"], "cancelled");
     app.stop().await;
 }
+
+/// A listener that records every request's head, for checking what was sent where.
+async fn recorder() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 65536];
+            let n = conn.read(&mut buf).await.unwrap_or(0);
+            keep.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = conn
+                .write_all(
+                    b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+        }
+    });
+    (url, seen)
+}
+
+/// Secrets go only where they were meant to: `lanes login` follows no redirect (a 307 to
+/// another origin would get the password again), and a saved token never travels with a
+/// `LANES_URL` naming another portal.
+#[tokio::test]
+async fn the_terminal_client_sends_a_password_or_token_only_to_the_portal_it_was_meant_for() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = TestApp::spawn(1).await;
+    app.create_user("alice", "alice passphrase", Role::User)
+        .await;
+    let (elsewhere, seen) = recorder().await;
+
+    // A saved login for this portal, and LANES_URL naming another one.
+    let shell = Shell::new(&app);
+    std::fs::create_dir_all(shell.config().parent().unwrap()).unwrap();
+    std::fs::write(
+        shell.config(),
+        format!(
+            "url = \"{}\"\ntoken = \"lanes_secret_saved_token\"\n",
+            shell.url
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(shell.config(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut other = shell.command(&["bookings"]);
+    other.env("LANES_URL", &elsewhere);
+    let out = other.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the saved login is for"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+
+    // A portal that answers the login with a redirect to another origin.
+    let target = format!("{elsewhere}/api/v1/auth/login");
+    let redirector = axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, target)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redirecting = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirector).await });
+    let socket = shell.home.path().join("tmux.sock");
+    let line = format!(
+        "env -u LANES_URL -u LANES_TOKEN HOME={} {} login {redirecting} --username alice; \
+         echo exit=$?; sleep 60",
+        shell.home.path().display(),
+        lanes_bin().display(),
+    );
+    tmux(
+        &socket,
+        &["new-session", "-d", "-x", "200", "-y", "20", &line],
+    );
+    let pane = || tmux(&socket, &["capture-pane", "-p"]);
+    wait_until(Duration::from_secs(10), "the password prompt", || async {
+        pane().contains("Password:").then_some(())
+    })
+    .await;
+    tmux(&socket, &["send-keys", "alice passphrase", "Enter"]);
+    let screen = wait_until(Duration::from_secs(10), "the login ends", || async {
+        let screen = pane();
+        screen.contains("exit=").then_some(screen)
+    })
+    .await;
+    tmux(&socket, &["kill-server"]);
+    assert!(
+        screen.contains("exit=1") || screen.contains("exit=2"),
+        "{screen}"
+    );
+    assert!(screen.contains("sends this request to"), "{screen}");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    app.stop().await;
+}

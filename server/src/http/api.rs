@@ -69,8 +69,7 @@ async fn metrics(
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(super::auth::bearer);
         if !given.is_some_and(|g| same_secret(g, expected)) {
             return Err(ApiError::Unauthenticated);
         }

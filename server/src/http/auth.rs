@@ -45,6 +45,13 @@ impl FromRequestParts<AppState> for CurrentUser {
     }
 }
 
+/// The token of an `Authorization` value in the Bearer scheme (its name in any case, as
+/// RFC 9110 has schemes).
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// Who a request comes from: the owner of its bearer token, else of its session cookie. A
 /// request that names a token stands or falls by it; it never falls back to a cookie.
 pub async fn resolve_user(
@@ -53,7 +60,7 @@ pub async fn resolve_user(
 ) -> Result<Option<CurrentUser>, ApiError> {
     let now = chrono::Utc::now();
     if let Some(value) = headers.get(axum::http::header::AUTHORIZATION) {
-        let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
+        let Some(token) = value.to_str().ok().and_then(bearer) else {
             return Ok(None);
         };
         let user = state

@@ -229,6 +229,16 @@ async fn open_log(path: Option<&std::path::Path>) -> Result<Option<tokio::fs::Fi
     match opened {
         Ok(file) => Ok(Some(file)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        // O_NOFOLLOW met a link where the log file should be: somebody replaced it (the job
+        // itself can, as its user). It is not followed, and the reader is told so.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            tracing::warn!(path = %path.display(), "a job log was replaced by a link; not following it");
+            Err(ApiError::Conflict(
+                "this log was replaced by a link, which Lanes does not follow; the job's output \
+                 is not available"
+                    .into(),
+            ))
+        }
         Err(e) => Err(ApiError::Internal(format!(
             "cannot read the log {}: {e}",
             path.display()

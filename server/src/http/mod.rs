@@ -8,6 +8,7 @@ mod bookings;
 mod csrf;
 mod enforcement;
 mod error;
+mod headers;
 mod history;
 mod jobs;
 pub mod language;
@@ -18,6 +19,7 @@ mod reports;
 pub mod serve;
 mod settings;
 pub mod site;
+mod text;
 mod tokens;
 mod ws;
 
@@ -262,8 +264,10 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             refuse_writes_without_database,
         ))
+        .layer(axum::middleware::from_fn(text::refuse_nul))
         .layer(axum::middleware::from_fn(csrf::protect))
         .layer(axum::middleware::from_fn(language::pick))
+        .layer(axum::middleware::from_fn(headers::protect))
         .layer(CompressionLayer::new())
         .layer(
             tower_http::trace::TraceLayer::new_for_http()

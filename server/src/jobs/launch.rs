@@ -14,7 +14,7 @@ use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -569,21 +569,6 @@ fn environment(
     Ok((env, described))
 }
 
-/// Where `program` is found on `path`, as `exec` would find it: a name with a slash is used as
-/// it is; otherwise the first regular file with an execute bit in a `PATH` directory.
-fn resolve(program: &str, path: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        return Some(PathBuf::from(program));
-    }
-    path.split(':')
-        .filter(|dir| !dir.is_empty())
-        .map(|dir| Path::new(dir).join(program))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 /// Starts the job: log keepers first, then (for the login environment) the user's profile,
 /// then the command itself, each in the job's session and cgroup, as the job's user. The
 /// command is found on the `PATH` of the environment it gets and run with its argv exactly as
@@ -675,10 +660,11 @@ fn start_command(
             environment: described.clone(),
             path: path.clone(),
         };
-        let resolved = resolve(program, &path).ok_or_else(not_found)?;
-        let mut command = Command::new(&resolved);
+        // Found on the job's PATH by exec in the child, after it became the job's user: a
+        // directory the user cannot search hides what is in it (looked up as root, "may not run
+        // it" against "not found" told a member which programs another's 0700 directory holds).
+        let mut command = Command::new(program);
         command
-            .arg0(program)
             .args(args)
             .env_clear()
             .envs(&env)
@@ -788,26 +774,6 @@ mod tests {
         for shell in ["/bin/bash", "/usr/bin/zsh", "/bin/sh"] {
             assert!(!refuses_login(shell), "{shell}");
         }
-    }
-
-    #[test]
-    fn commands_are_found_on_the_path_they_will_run_with() {
-        let dir = std::env::temp_dir().join(format!("lanes-resolve-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let tool = dir.join("tool");
-        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
-        std::fs::write(dir.join("notes"), "text").unwrap();
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = format!("/nonexistent:{}", dir.display());
-        assert_eq!(resolve("tool", &path), Some(tool));
-        assert_eq!(resolve("notes", &path), None, "not executable");
-        assert_eq!(resolve("tool", "/usr/bin"), None);
-        assert_eq!(
-            resolve("./x", ""),
-            Some(PathBuf::from("./x")),
-            "a path is used as given"
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -327,11 +327,12 @@ fn personal_slack_text(
     links: &[(lanes_types::notify::LinkAction, String)],
     reader: &Reader<'_>,
 ) -> String {
-    let mut text = format!("*{}*", rendered.subject);
+    // The subject carries what members control (job names, notes); the links are ours.
+    let mut text = format!("*{}*", super::slack_escape(&rendered.subject));
     for (action, url) in links {
         text.push_str(&format!(
             "\n<{url}|{}>",
-            render::action_label(*action, reader)
+            super::slack_escape(&render::action_label(*action, reader))
         ));
     }
     text

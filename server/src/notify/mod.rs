@@ -77,6 +77,15 @@ impl Notice {
     }
 }
 
+/// `text` as Slack's (and Mattermost's) message format shows it literally: `&`, `<` and `>`
+/// are its control characters (`<!channel>` pings everyone, `<URL|words>` disguises a link), so
+/// whatever a member controls (a job's name, a note) is escaped before it goes out.
+pub fn slack_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// The lab channel's request body in `format`.
 pub fn lab_body(
     event: &str,
@@ -86,7 +95,7 @@ pub fn lab_body(
     format: WebhookFormat,
 ) -> Value {
     match format {
-        WebhookFormat::Slack => json!({ "text": format!("Lanes: {text}") }),
+        WebhookFormat::Slack => json!({ "text": format!("Lanes: {}", slack_escape(text)) }),
         WebhookFormat::Json => {
             let mut body = json!({ "event": event, "at": at, "text": text });
             if let (Some(body), Value::Object(details)) = (body.as_object_mut(), details) {
@@ -306,6 +315,22 @@ mod tests {
         assert_eq!(body["at"], "2023-11-14T22:13:20Z");
         let slack = lab_body("violation", at, text, &details, WebhookFormat::Slack);
         assert_eq!(slack, json!({"text": format!("Lanes: {text}")}));
+    }
+
+    /// A job named to ping the channel and disguise a link shows as the words it is.
+    #[test]
+    fn member_text_in_slack_format_is_shown_literally_never_as_markup() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let text =
+            "job 7 (<!channel> <https://evil.example/login|your session expired> & co) ended";
+        let slack = lab_body("job.end", at, text, &json!({}), WebhookFormat::Slack);
+        let sent = slack["text"].as_str().unwrap();
+        assert!(!sent.contains('<') && !sent.contains('>'), "{sent}");
+        assert_eq!(
+            sent,
+            "Lanes: job 7 (&lt;!channel&gt; &lt;https://evil.example/login|your session expired&gt; \
+             &amp; co) ended"
+        );
     }
 
     #[test]

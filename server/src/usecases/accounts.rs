@@ -180,8 +180,15 @@ pub async fn choose_language(
     now: DateTime<Utc>,
 ) -> Result<(), UseCaseError> {
     if lanes_app::i18n::parse(language).map(lanes_app::i18n::code) != Some(language) {
+        // What was sent is echoed only in part: a 100,000-character value is not a message.
+        let shown: String = language.chars().take(16).collect();
+        let more = if language.chars().count() > 16 {
+            "…"
+        } else {
+            ""
+        };
         return Err(UseCaseError::Unprocessable(format!(
-            "language must be \"en\" or \"zh\", not {language:?}"
+            "language must be \"en\" or \"zh\", not {shown:?}{more}"
         )));
     }
     let audit =
