@@ -162,3 +162,218 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
     );
     assert!(data.join("lanes.db").exists());
 }
+
+/// The SQLite database stays whole while everything touches it at once: `/healthz` hammered,
+/// two API writers, and other processes adding users and taking backups (as the README tells
+/// an admin to do while the server serves). Every acknowledged write is there afterwards and
+/// the database (and every backup) passes `integrity_check`. A health check that opened and
+/// closed the file once dropped the server's locks: the next `lanes user add` deleted the
+/// live WAL, and acknowledged writes were lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_database_stays_whole_under_health_checks_writers_and_other_processes() {
+    if sqlite_only("the SQLite file shared with other processes") {
+        return;
+    }
+    use std::time::{Duration, Instant};
+    let account = "lanes-test-job";
+    lanes_tests::ensure_unix_account(account);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let url = format!("sqlite://{}", data.join("lanes.db").display());
+    let server = lanes_tests::ServerProcess::start(&data, &url, &["--gpus", "sim:2"]).await;
+    let (setup, _) = lanes_client::Client::new(&server.base)
+        .login("nobody", "x")
+        .await
+        .map_or_else(
+            |_| (None::<lanes_client::Client>, ()),
+            |(c, _)| (Some(c), ()),
+        );
+    assert!(setup.is_none(), "no account yet");
+    let add_user = |name: &str| {
+        let (data, name) = (data.clone(), name.to_string());
+        move || lanes_user_add(&data, &name, account)
+    };
+    let (ok, err) = tokio::task::spawn_blocking(add_user("writer"))
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    let (writer, _) = lanes_client::Client::new(&server.base)
+        .login("writer", "soak passphrase")
+        .await
+        .expect("the first user logs in");
+    // Quiet rounds first, as an admin works by hand: a health check, a user added from the
+    // terminal, a token made through the API. An idle server is where lost locks hurt most.
+    let mut quiet_users = Vec::new();
+    let mut quiet_tokens = Vec::new();
+    for round in 0..6 {
+        let health = reqwest::get(format!("{}/healthz", server.base))
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200);
+        let name = format!("quiet{round}");
+        let (ok, err) = tokio::task::spawn_blocking(add_user(&name)).await.unwrap();
+        assert!(ok, "lanes user add {name}: {err}");
+        let made = writer
+            .create_token(&lanes_types::account::NewToken {
+                name: format!("quiet {round}"),
+            })
+            .await
+            .expect("a token is made");
+        quiet_tokens.push(made.token.id);
+        quiet_users.push(name);
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+
+    let health = {
+        let base = server.base.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut checks = 0;
+            while Instant::now() < until {
+                let answer = client.get(format!("{base}/healthz")).send().await.unwrap();
+                assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+                checks += 1;
+            }
+            checks
+        })
+    };
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let mut made = Vec::new();
+                let mut failed = 0;
+                while Instant::now() < until {
+                    let name = format!("soak {w}-{}", made.len() + failed);
+                    let new = lanes_types::account::NewToken { name };
+                    match writer.create_token(&new).await {
+                        Ok(created) => made.push(created.token.id),
+                        Err(e) => {
+                            failed += 1;
+                            eprintln!("a write failed: {e}");
+                        }
+                    }
+                }
+                (made, failed)
+            })
+        })
+        .collect();
+    let others = {
+        let data = data.clone();
+        let tmp = tmp.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let mut added = Vec::new();
+            let mut backups = Vec::new();
+            let mut round = 0;
+            while Instant::now() < until {
+                let name = format!("soak{round}");
+                let (ok, err) = lanes_user_add(&data, &name, account);
+                assert!(ok, "lanes user add {name}: {err}");
+                added.push(name);
+                if round % 4 == 0 {
+                    let to = tmp.join(format!("backup-{round}.db"));
+                    let out = lanes_tests::run_lanes(&[
+                        "backup",
+                        "--data-dir",
+                        data.to_str().unwrap(),
+                        "--to",
+                        to.to_str().unwrap(),
+                    ]);
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    backups.push(to);
+                }
+                round += 1;
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            (added, backups)
+        })
+    };
+    let checks = health.await.unwrap();
+    let (mut added, backups) = others.await.unwrap();
+    added.extend(quiet_users);
+    let mut acknowledged = quiet_tokens;
+    for writer in writers {
+        let (made, failed) = writer.await.unwrap();
+        assert_eq!(failed, 0, "API writes failed");
+        acknowledged.extend(made);
+    }
+    assert!(
+        checks > 50 && added.len() > 10 && acknowledged.len() > 50,
+        "{checks} health checks, {} users, {} tokens",
+        added.len(),
+        acknowledged.len()
+    );
+
+    // Every acknowledged write is there: the added users log in now, and after a crash every
+    // write is in the file, as a process of its own reads it.
+    for name in &added {
+        let login = lanes_client::Client::new(&server.base)
+            .login(name, "soak passphrase")
+            .await;
+        assert!(
+            login.is_ok(),
+            "{name} was added and cannot log in: {login:?}"
+        );
+    }
+    server.kill_9();
+    for db in std::iter::once(data.join("lanes.db")).chain(backups.clone()) {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        let check: String = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(check, "ok", "{}", db.display());
+        if db == data.join("lanes.db") {
+            let tokens: Vec<i64> = sqlx::query_scalar("SELECT id FROM api_tokens")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+            let lost: Vec<&i64> = acknowledged
+                .iter()
+                .filter(|id| !tokens.contains(id))
+                .collect();
+            assert!(
+                lost.is_empty(),
+                "{} acknowledged tokens lost: {lost:?}",
+                lost.len()
+            );
+            let users: Vec<String> = sqlx::query_scalar("SELECT username FROM users")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+            let lost: Vec<&String> = added.iter().filter(|u| !users.contains(u)).collect();
+            assert!(lost.is_empty(), "added users lost: {lost:?}");
+        }
+        let _ = conn.close().await;
+    }
+}
+
+/// `lanes user add NAME` in a process of its own, on the data dir a server serves.
+fn lanes_user_add(data: &std::path::Path, name: &str, unix_user: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut add = std::process::Command::new(lanes_tests::lanes_bin())
+        .args(["user", "add", "--username", name, "--unix-user", unix_user])
+        .args(["--password-stdin", "--data-dir", data.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    add.stdin
+        .take()
+        .unwrap()
+        .write_all(b"soak passphrase\n")
+        .unwrap();
+    let out = add.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

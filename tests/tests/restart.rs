@@ -145,3 +145,105 @@ async fn jobs_survive_a_killed_server_and_are_enforced_after_the_restart() {
     assert!(gone(pids[0]));
     second.kill_9();
 }
+
+/// `lanes serve` with `args`, expected to stop by itself within 20 s: its status and stderr.
+fn serve_refused(data: &std::path::Path, url: &str, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(lanes_bin())
+        .args([
+            "serve",
+            "--sim-background",
+            "false",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--data-dir", data.to_str().unwrap(), "--database-url", url])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("lanes serve {args:?} kept running");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Two servers never serve one data dir, database or node at once: a second one is refused
+/// with one line and status 2 (as a busy port is), a portal without cards never takes a GPU
+/// node's name, and a process replaced with `--take-over` stops serving and says why.
+#[tokio::test]
+async fn a_second_server_on_what_another_serves_is_refused_and_a_displaced_one_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let db = TestDb::fresh(tmp.path()).await;
+    let node = ["--gpus", "sim:2", "--node-name", "twin"];
+    let first = Server::start(&data, &db.url, &node).await;
+    let (status, stderr) = serve_refused(&data, &db.url, &node);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stderr.contains("already serves the data dir"), "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("lanes: error"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let health = reqwest::get(format!("{}/healthz", first.base))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "the first goes on serving");
+    if !lanes_tests::on_postgres() {
+        // One SQLite database, reached from another data dir: refused the same way.
+        let (status, stderr) = serve_refused(&tmp.path().join("elsewhere"), &db.url, &node);
+        assert_eq!(status, Some(2), "{stderr}");
+        assert!(stderr.contains("already serves the database"), "{stderr}");
+        return;
+    }
+    // Several nodes on PostgreSQL: a live node's name is refused, even from another data dir.
+    let other = tmp.path().join("other");
+    let (status, stderr) = serve_refused(&other, &db.url, &node);
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stderr.contains("serves node twin"), "{stderr}");
+    // A portal without cards may not take it, even when told to take over.
+    let (status, stderr) = serve_refused(
+        &other,
+        &db.url,
+        &["--gpus", "none", "--node-name", "twin", "--take-over"],
+    );
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stderr.contains("node twin serves GPUs"), "{stderr}");
+    // Taken over: the new one serves, the old one stops serving and exits with status 1.
+    let second = Server::start(&other, &db.url, &[&node[..], &["--take-over"]].concat()).await;
+    let mut first = first;
+    let started = std::time::Instant::now();
+    let exited = loop {
+        if let Some(status) = first.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the displaced server goes on"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(exited.code(), Some(1));
+    assert!(reqwest::get(format!("{}/healthz", first.base))
+        .await
+        .is_err());
+    let health = reqwest::get(format!("{}/healthz", second.base))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}
