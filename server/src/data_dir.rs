@@ -100,13 +100,16 @@ pub fn secure_dir(path: &Path) -> Result<(), String> {
 /// A lock that says "a server runs on this": held (flock, exclusive) on a file beside what it
 /// guards for as long as the server runs; the kernel drops it when the process ends, however
 /// it ends, so a crash never leaves a stale lock behind. The file holds the holder's process
-/// id, for the refusal's message.
+/// id (for the refusal's message) and its instance id: the next holder knows which process it
+/// followed, and that it is gone.
 #[derive(Debug)]
 pub struct ServeLock {
     held: nix::fcntl::Flock<std::fs::File>,
     path: PathBuf,
     /// Whether taking the lock made the file (a start that fails removes it again).
     created: bool,
+    /// The instance id of the process that held it last, if it wrote one.
+    pub previous: Option<String>,
 }
 
 /// Another server holds a [`ServeLock`].
@@ -129,11 +132,13 @@ pub enum ServeLockError {
 }
 
 impl ServeLock {
-    /// Takes the lock in `file`, describing what it guards as `what` (`what_short` in a word).
+    /// Takes the lock in `file`, describing what it guards as `what` (`what_short` in a word),
+    /// stamped with this process's `instance` id.
     pub fn take(
         file: &Path,
         what: String,
         what_short: &'static str,
+        instance: &str,
     ) -> Result<Self, ServeLockError> {
         use std::io::{Read, Seek, Write};
         use std::os::unix::fs::OpenOptionsExt;
@@ -152,20 +157,24 @@ impl ServeLock {
             .map_err(io)?;
         match nix::fcntl::Flock::lock(opened, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(mut held) => {
+                let mut before = String::new();
+                let _ = held.read_to_string(&mut before);
+                let previous = before.split_whitespace().nth(1).map(str::to_string);
                 held.set_len(0).map_err(io)?;
                 held.rewind().map_err(io)?;
-                held.write_all(std::process::id().to_string().as_bytes())
+                held.write_all(format!("{} {instance}\n", std::process::id()).as_bytes())
                     .map_err(io)?;
                 Ok(Self {
                     held,
                     path: file.to_path_buf(),
                     created,
+                    previous,
                 })
             }
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim();
+                let mut stamp = String::new();
+                let _ = file.read_to_string(&mut stamp);
+                let pid = stamp.split_whitespace().next().unwrap_or("");
                 Err(ServeLockError::Busy {
                     what,
                     what_short,
@@ -200,8 +209,9 @@ mod lock_tests {
     fn a_second_server_lock_on_the_same_file_is_refused_until_the_first_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("serve.lock");
-        let first = ServeLock::take(&file, "data dir X".into(), "data dir").unwrap();
-        let refused = ServeLock::take(&file, "data dir X".into(), "data dir").unwrap_err();
+        let first = ServeLock::take(&file, "data dir X".into(), "data dir", "aaaa").unwrap();
+        assert_eq!(first.previous, None);
+        let refused = ServeLock::take(&file, "data dir X".into(), "data dir", "bbbb").unwrap_err();
         let message = refused.to_string();
         assert!(
             message.contains(&format!("process {}", std::process::id())),
@@ -209,6 +219,12 @@ mod lock_tests {
         );
         assert!(message.contains("already serves data dir X"), "{message}");
         drop(first);
-        ServeLock::take(&file, "data dir X".into(), "data dir").expect("free again");
+        let next =
+            ServeLock::take(&file, "data dir X".into(), "data dir", "cccc").expect("free again");
+        assert_eq!(
+            next.previous.as_deref(),
+            Some("aaaa"),
+            "the process it followed"
+        );
     }
 }

@@ -219,8 +219,19 @@ impl Application {
         // Read before anything is written: a --site-root that is no site leaves nothing behind.
         let site = crate::http::site::Site::load(config.site_root.as_deref())?;
         let created = prepare_data_dir(&config.data_dir)?;
-        let built = match serve_locks(&config) {
-            Ok((locks, sole)) => match Self::build_on(listener, site, &config, sole).await {
+        let instance = crate::jobs::random_hex(8)
+            .map_err(|e| StartupError::Store(StoreError::Database(e.to_string())))?;
+        let built = match serve_locks(&config, &instance) {
+            Ok((locks, sole)) => match Self::build_on(
+                listener,
+                site,
+                &config,
+                &instance,
+                sole,
+                locks[0].previous.clone(),
+            )
+            .await
+            {
                 Ok(app) => Ok(Self {
                     _locks: locks,
                     ..app
@@ -245,7 +256,9 @@ impl Application {
         listener: TcpListener,
         site: crate::http::site::Site,
         config: &ServeConfig,
+        instance: &str,
         sole: bool,
+        predecessor: Option<String>,
     ) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
         store.set_node_timeout(config.node_timeout);
@@ -302,7 +315,7 @@ impl Application {
             }
         }
         // Before anything is written under the node's name (its cards, its registration).
-        claim_node(&store, config, kind, sole).await?;
+        claim_node(&store, config, kind, sole, predecessor.as_deref()).await?;
         let inventory = source.inventory();
         if managed.len() < inventory.len() {
             let left_out: Vec<String> = inventory
@@ -366,8 +379,7 @@ impl Application {
         let shutdown = CancellationToken::new();
         let policy = Arc::new(std::sync::RwLock::new(store.policy().await?));
         let portal = Arc::new(std::sync::RwLock::new(portal));
-        let instance =
-            crate::jobs::random_hex(8).map_err(|e| StoreError::Database(e.to_string()))?;
+        let instance = instance.to_string();
         let displaced = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let node = (config.node_name.clone(), instance.clone());
         let membership = crate::cluster::membership::Membership {
@@ -574,18 +586,21 @@ impl Application {
 /// either. Says whether the SQLite database's was taken (then no other process serves it).
 fn serve_locks(
     config: &ServeConfig,
+    instance: &str,
 ) -> Result<(Vec<crate::data_dir::ServeLock>, bool), StartupError> {
     use crate::data_dir::ServeLock;
     let mut locks = vec![ServeLock::take(
         &config.data_dir.join("serve.lock"),
         format!("the data dir {}", config.data_dir.display()),
         "data dir",
+        instance,
     )?];
     let mut sole = false;
     if let Ok(Some(db)) = crate::store::sqlite_file(&config.database_url) {
         let lock = PathBuf::from(format!("{}.serve-lock", db.display()));
         if db.parent().is_some_and(|dir| dir.is_dir()) {
-            match ServeLock::take(&lock, format!("the database {}", db.display()), "database") {
+            let what = format!("the database {}", db.display());
+            match ServeLock::take(&lock, what, "database", instance) {
                 Ok(taken) => {
                     locks.push(taken);
                     sole = true;
@@ -604,13 +619,15 @@ fn serve_locks(
 /// name of a node with cards (it would empty that node's cards from the pool), and a name
 /// another live process serves is refused unless `--take-over`. Live means still beating: a
 /// fresh heartbeat may be a crashed process's last, so the row is watched for a little over
-/// two heartbeats. `sole` says this process holds the SQLite database's lock, so no other
-/// process serves it.
+/// two heartbeats, unless the holder is `predecessor`: the process that held this data dir's
+/// lock before this one took it, so certainly gone (a restart after a crash starts at once).
+/// `sole` says this process holds the SQLite database's lock, so no other process serves it.
 async fn claim_node(
     store: &Store,
     config: &ServeConfig,
     kind: SourceKind,
     sole: bool,
+    predecessor: Option<&str>,
 ) -> Result<(), StartupError> {
     let name = &config.node_name;
     let Some(holder) = store.node_holder(name).await? else {
@@ -620,7 +637,8 @@ async fn claim_node(
         return Err(StartupError::NodeHasCards(name.clone()));
     }
     let sqlite = store.backend() == crate::store::Backend::Sqlite;
-    if config.take_over || holder.heartbeat_ms <= 0 || (sqlite && sole) {
+    let followed = predecessor.is_some_and(|p| p == holder.instance);
+    if config.take_over || holder.heartbeat_ms <= 0 || (sqlite && sole) || followed {
         return Ok(());
     }
     let age_ms = |beat: i64| chrono::Utc::now().timestamp_millis() - beat;

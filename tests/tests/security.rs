@@ -2,6 +2,18 @@
 //! by a test named after what must hold. Tests that need root (Unix accounts, mounts) say so and
 //! pass trivially without it; CI runs as root.
 //!
+//! The second attack (issue 38) and where each defence is kept: slow bodies and one address
+//! taking every connection, NUL in any text, framing, sniffing and caching, the metrics scheme,
+//! echoed values and logs replaced by links (here); `/healthz` dropping SQLite's locks
+//! (`store::tests` and `backup::the_database_stays_whole_…`); the queue spinning on a closed
+//! channel (`tasks::tests`, `queue::an_idle_server_…`); webhooks reaching loopback through DNS
+//! rebinding and the special-purpose address ranges (`notify::deliver::tests`); notification
+//! floods (`notify::one_member_can_neither_…`); zombies and bookings left by a job cancelled
+//! as it starts (`jobs::a_job_cancelled_as_it_starts_…`); Slack markup (`notify::tests`); a
+//! command looked up as root (`environment::a_directory_the_member_cannot_…`); secrets sent to
+//! another origin by the terminal client (`terminal::the_terminal_client_sends_…`); two
+//! servers on one data dir, database or node (`restart::a_second_server_…`).
+//!
 //! These tests speak raw HTTP on purpose: an attacker sends what no typed client can (numbers
 //! past every bound, dates outside chrono's range, forged headers, fields that do not exist).
 

@@ -11,7 +11,7 @@ use sqlx::{Row, ValueRef};
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 28] = [
+pub const TABLES: [(&str, Option<&str>); 29] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -40,6 +40,7 @@ pub const TABLES: [(&str, Option<&str>); 28] = [
     ("notify_prefs", None),
     ("outbox", Some("id")),
     ("action_links", Some("id")),
+    ("delivery_attempts", None),
 ];
 
 /// Rows inserted per statement: well under both backends' limits on bound values.
