@@ -737,6 +737,21 @@ impl Session<'_> {
     }
 }
 
+/// A queue job of `argv` on `gpus` cards for up to `limit_s` seconds, as the API takes it.
+pub fn queue_job(gpus: u32, limit_s: i64, argv: &[&str]) -> lanes_types::queue::SubmitJob {
+    lanes_types::queue::SubmitJob {
+        gpus,
+        time_limit_s: Some(limit_s),
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        cwd: None,
+        env: None,
+        environment: None,
+        min_memory_bytes: None,
+        name: None,
+        preemptible: false,
+    }
+}
+
 /// A booking of `cards` from `start` to `end`, as the API takes it.
 pub fn booking_of(
     cards: &[String],

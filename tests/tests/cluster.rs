@@ -170,15 +170,8 @@ fn node_of(booking: &Booking) -> String {
 /// A queue job of `gpus` cards that sleeps a second.
 fn sleeper(gpus: u32, name: &str) -> SubmitJob {
     SubmitJob {
-        gpus,
-        time_limit_s: Some(60),
-        argv: ["sleep", "1"].map(String::from).to_vec(),
-        cwd: None,
-        env: None,
-        environment: None,
-        min_memory_bytes: None,
         name: Some(name.into()),
-        preemptible: false,
+        ..lanes_tests::queue_job(gpus, 60, &["sleep", "1"])
     }
 }
 

@@ -156,17 +156,7 @@ async fn every_write_that_frees_or_takes_a_card_makes_the_queue_run_a_pass() {
 }
 
 fn submit(argv: &[&str]) -> SubmitJob {
-    SubmitJob {
-        gpus: 1,
-        time_limit_s: Some(60),
-        argv: argv.iter().map(|a| a.to_string()).collect(),
-        cwd: None,
-        env: None,
-        environment: None,
-        min_memory_bytes: None,
-        name: None,
-        preemptible: false,
-    }
+    lanes_tests::queue_job(1, 60, argv)
 }
 
 #[tokio::test]

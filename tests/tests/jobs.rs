@@ -278,17 +278,7 @@ async fn a_job_cancelled_as_it_starts_leaves_no_zombie_and_holds_no_booking() {
     }
     for round in 0..60u64 {
         let queued = client
-            .enqueue(&lanes_types::queue::SubmitJob {
-                gpus: 1,
-                time_limit_s: Some(600),
-                argv: vec!["sleep".into(), "30".into()],
-                cwd: None,
-                env: None,
-                environment: None,
-                min_memory_bytes: None,
-                name: None,
-                preemptible: false,
-            })
+            .enqueue(&lanes_tests::queue_job(1, 600, &["sleep", "30"]))
             .await
             .expect("queued");
         tokio::time::sleep(std::time::Duration::from_millis(round % 4 * 15)).await;

@@ -110,15 +110,8 @@ impl World<'_> {
         self.borrower
             .client()
             .enqueue(&SubmitJob {
-                gpus: 1,
-                time_limit_s: Some(600),
-                argv: argv.iter().map(|a| a.to_string()).collect(),
-                cwd: None,
-                env: None,
-                environment: None,
-                min_memory_bytes: None,
-                name: None,
                 preemptible,
+                ..lanes_tests::queue_job(1, 600, argv)
             })
             .await
             .expect("queued")

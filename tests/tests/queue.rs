@@ -16,17 +16,7 @@ const ACCOUNT: &str = "lanes-test-job";
 
 /// `argv` for `gpus` cards for up to `limit_s` seconds.
 fn work(gpus: u32, limit_s: i64, argv: &[&str]) -> SubmitJob {
-    SubmitJob {
-        gpus,
-        time_limit_s: Some(limit_s),
-        argv: argv.iter().map(|a| a.to_string()).collect(),
-        cwd: None,
-        env: None,
-        environment: None,
-        min_memory_bytes: None,
-        name: None,
-        preemptible: false,
-    }
+    lanes_tests::queue_job(gpus, limit_s, argv)
 }
 
 /// `work` with a name.
