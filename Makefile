@@ -50,7 +50,11 @@ alerts: dev-build
 	promtool test rules deploy/prometheus/alerts.test.yml
 	python3 tests/prometheus/check.py target/debug/lanes $(TEST_POSTGRES)
 
-test: tools tools-test fmt-check clippy unit postgres alerts api-fuzz browser deb-test
+# Each phase in turn, timed (.ci/phases.sh prints the table docs/benchmarks.md keeps): the
+# builds are phases of their own, so a suite's figure is the suite alone.
+PHASES := tools tools-test fmt-check dev-build clippy unit postgres alerts api-fuzz build browser deb-test
+test:
+	@.ci/phases.sh $(PHASES)
 	@echo "All checks passed."
 
 tools:
@@ -96,12 +100,13 @@ unit: dev-build
 	cargo test --workspace
 
 # The same integration suite again, every test on a fresh database of the PostgreSQL server at
-# $(TEST_POSTGRES) (made and dropped by each test).
+# $(TEST_POSTGRES) (made and dropped by each test). `--workspace`, as `dev-build` and `unit`:
+# `-p lanes-tests` alone resolves features differently and compiled half the dependencies again.
 TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
 postgres: dev-build
 	@psql "$(TEST_POSTGRES)" -tAc 'SELECT 1' >/dev/null \
 		|| (echo "make test needs PostgreSQL at $(TEST_POSTGRES) (set TEST_POSTGRES)"; exit 1)
-	LANES_TEST_POSTGRES=$(TEST_POSTGRES) cargo test -p lanes-tests --test integration
+	LANES_TEST_POSTGRES=$(TEST_POSTGRES) cargo test --workspace --test integration
 
 # Schemathesis against the OpenAPI description: no 5xx, no answer outside the schema.
 api-fuzz: dev-build

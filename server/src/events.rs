@@ -19,6 +19,12 @@ pub enum Event {
     QueueChanged(Change),
     /// A job was submitted, started by the queue, or asked to stop: the runner looks now.
     JobsChanged(Change),
+    /// What the watchdog judges processes by changed without a card changing hands: a job's
+    /// process started, an account's Unix user changed, a booking was confirmed in use. The
+    /// enforcer reads its facts again.
+    WatchChanged(Change),
+    /// Messages were queued in the outbox: the deliverer looks now.
+    OutboxChanged(Change),
 }
 
 /// Which write it was, for listeners that log and for tests that check each path.
@@ -42,6 +48,16 @@ pub enum Change {
     SharesChanged,
     /// An account was disabled or enabled: its waiting jobs wait or may start.
     AccountChanged,
+    /// An account was made, or its Unix user changed.
+    AccountsChanged,
+    /// A job's process started (it has a pid now).
+    JobRunning,
+    /// A member said "still using it" to an idle booking.
+    InUseConfirmed,
+    /// Messages were queued for delivery.
+    MessagesQueued,
+    /// Settings were saved (policy, portal, notifications, ...).
+    SettingsChanged,
     /// A node came back or went silent, or the link to the other nodes was restored (events
     /// may have been missed meanwhile): look again.
     PoolChanged,
@@ -50,13 +66,54 @@ pub enum Change {
 impl Event {
     pub fn change(self) -> Change {
         match self {
-            Event::CardsChanged(c) | Event::QueueChanged(c) | Event::JobsChanged(c) => c,
+            Event::CardsChanged(c)
+            | Event::QueueChanged(c)
+            | Event::JobsChanged(c)
+            | Event::WatchChanged(c)
+            | Event::OutboxChanged(c) => c,
         }
     }
 
     /// Whether the queue should run a pass for it.
     pub fn concerns_queue(self) -> bool {
         matches!(self, Event::CardsChanged(_) | Event::QueueChanged(_))
+    }
+
+    /// Whether the enforcer's facts (this node's bookings, running jobs, accounts) may have
+    /// changed: every event but a queued message may, so it reads them again after any.
+    pub fn concerns_enforcer(self) -> bool {
+        !matches!(self, Event::OutboxChanged(_))
+    }
+
+    /// Whether settings kept in memory must be read again.
+    pub fn changes_settings(self) -> bool {
+        matches!(self.change(), Change::SettingsChanged | Change::PoolChanged)
+    }
+
+    /// Whether the deliverer has messages to look at.
+    pub fn concerns_deliverer(self) -> bool {
+        matches!(self, Event::OutboxChanged(_))
+    }
+
+    /// Whether booking or job reminders, or a quota warning, may be due earlier than planned:
+    /// a booking was made or changed, a job started or ended.
+    pub fn concerns_reminders(self) -> bool {
+        matches!(
+            self,
+            Event::CardsChanged(_)
+                | Event::JobsChanged(_)
+                | Event::WatchChanged(Change::JobRunning)
+        )
+    }
+
+    /// Whether a job may have started or ended (the log shipper lists the jobs logging here).
+    pub fn concerns_shipper(self) -> bool {
+        matches!(
+            self,
+            Event::JobsChanged(_)
+                | Event::WatchChanged(Change::JobRunning)
+                | Event::CardsChanged(Change::JobEnded | Change::PoolChanged)
+        )
     }
 
     /// Whether the queue's settings or shares may have changed (on any node), or the pool
@@ -98,6 +155,12 @@ impl Events {
     /// Says what a write of this process changed, here and to the other nodes.
     pub fn emit(&self, event: Event) {
         self.emit_here(event);
+        // The node that queued a message delivers it (another takes it up only when that one
+        // died, within the deliverer's longest sleep): a NOTIFY to every node would only make
+        // them all race for it.
+        if matches!(event, Event::OutboxChanged(_)) {
+            return;
+        }
         if let Some(relay) = self.relay.get() {
             let _ = relay.send(event);
         }
@@ -172,6 +235,19 @@ impl Listener {
             }
         }
         woken
+    }
+
+    /// Takes every event already waiting, without waiting: whether one that `wanted` accepts
+    /// was among them (or the listener fell behind).
+    pub fn pending(&mut self, wanted: fn(Event) -> bool) -> bool {
+        let mut any = false;
+        loop {
+            match self.receiver.try_recv() {
+                Ok(event) => any |= wanted(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => any = true,
+                Err(_) => return any,
+            }
+        }
     }
 
     /// The next event as it was emitted (for tests and tools that watch the bus).

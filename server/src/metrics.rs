@@ -75,6 +75,11 @@ struct UserLabel {
     user: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabel {
+    task: String,
+}
+
 /// The pool-level gauges.
 struct Pool {
     database_up: Gauge,
@@ -104,6 +109,8 @@ pub struct Metrics {
     poll_duration: Histogram,
     /// Mirrors [`crate::tasks::panics`] at each scrape.
     task_panics: prometheus_client::metrics::counter::Counter,
+    /// Mirrors [`crate::tasks::restarts`] at each scrape.
+    task_restarts: Family<TaskLabel, prometheus_client::metrics::counter::Counter>,
     pool: Pool,
 }
 
@@ -153,10 +160,18 @@ impl Metrics {
             "Background tasks (queue, runner, enforcer, history) that panicked and were started again",
             task_panics.clone(),
         );
+        let task_restarts =
+            Family::<TaskLabel, prometheus_client::metrics::counter::Counter>::default();
+        registry.register(
+            "lanes_task_restarts",
+            "Restarts of each background task after it panicked (every supervised task is listed)",
+            task_restarts.clone(),
+        );
         let pool = Pool::register(&mut registry);
         Self {
             pool,
             task_panics,
+            task_restarts,
             registry,
             labels: RwLock::default(),
             up,
@@ -291,6 +306,12 @@ impl Metrics {
         let seen = crate::tasks::panics();
         self.task_panics
             .inc_by(seen.saturating_sub(self.task_panics.get()));
+        for (task, restarts) in crate::tasks::restarts() {
+            let counter = self
+                .task_restarts
+                .get_or_create(&TaskLabel { task: task.into() });
+            counter.inc_by(restarts.saturating_sub(counter.get()));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);

@@ -181,6 +181,8 @@ pub struct Hooks {
     pub events: crate::events::Events,
     pub queue_passes: tokio::sync::watch::Receiver<u64>,
     pub runner_ticks: tokio::sync::watch::Receiver<u64>,
+    /// Runs a full reminder pass (digests included) and waits for it.
+    pub reminders: crate::notify::remind::Passes,
 }
 
 pub struct Application {
@@ -197,6 +199,8 @@ pub struct Application {
     /// The data dir's (and an SQLite database's) "a server runs here" locks.
     _locks: Vec<crate::data_dir::ServeLock>,
     connections: crate::http::serve::ConnectionLimits,
+    /// Full reminder passes on request (a test hook).
+    reminders: crate::notify::remind::Passes,
 }
 
 impl Application {
@@ -424,6 +428,7 @@ impl Application {
             },
             shutdown.clone(),
         );
+        let reminders = notifier.reminders();
         Enforcer {
             store: store.clone(),
             hub: hub.clone(),
@@ -497,6 +502,7 @@ impl Application {
             node,
             displaced,
             _locks: Vec::new(),
+            reminders,
         })
     }
 
@@ -506,6 +512,7 @@ impl Application {
             events: self.store.events().clone(),
             queue_passes: self.state.queue.passes(),
             runner_ticks: self.state.runner.ticks(),
+            reminders: self.reminders.clone(),
         }
     }
 

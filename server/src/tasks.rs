@@ -1,9 +1,12 @@
-//! Background tasks that cannot die silently: a panic is logged, counted and the task starts
-//! again, so one bad value never leaves the queue, the runner or the history writer dead while
-//! the web keeps answering.
+//! The one supervisor of every background task (the table in `docs/architecture.md` names each,
+//! and what wakes it): a panic is logged, counted per task (`lanes_task_restarts_total{task}`)
+//! and the task starts again, so one bad value never leaves the queue, the runner or the
+//! notifier dead while the web keeps answering.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -13,6 +16,19 @@ const RESTART_AFTER: Duration = Duration::from_secs(1);
 
 /// Panics of background tasks since the process started (for `/metrics` and `/healthz`).
 pub static PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// Restarts after a panic, by task, for every task started under the supervisor (zero until
+/// one panics, so each task is a series from its start).
+static RESTARTS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+
+fn restarts_mut() -> std::sync::MutexGuard<'static, BTreeMap<&'static str, u64>> {
+    RESTARTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Each supervised task's restarts so far, by name.
+pub fn restarts() -> Vec<(&'static str, u64)> {
+    restarts_mut().iter().map(|(k, v)| (*k, *v)).collect()
+}
 
 /// Runs `make()`'s task until it returns or `shutdown` fires; when it panics, logs the panic and
 /// runs a fresh one. The returned handle ends when the task does.
@@ -25,12 +41,14 @@ where
     F: FnMut() -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    restarts_mut().entry(name).or_insert(0);
     tokio::spawn(async move {
         loop {
             match tokio::spawn(make()).await {
                 Ok(()) => return,
                 Err(e) if e.is_panic() => {
                     PANICS.fetch_add(1, Ordering::Relaxed);
+                    *restarts_mut().entry(name).or_insert(0) += 1;
                     let payload = e.into_panic();
                     let message = payload
                         .downcast_ref::<&str>()
@@ -71,12 +89,20 @@ mod tests {
     use std::sync::atomic::AtomicU32;
     use std::sync::Arc;
 
-    #[tokio::test]
+    // The clock is paused: the second between restarts passes as soon as nothing else can run.
+    #[tokio::test(start_paused = true)]
     async fn a_task_that_panics_is_started_again_until_it_finishes() {
         let runs = Arc::new(AtomicU32::new(0));
         let counted = runs.clone();
         let before = panics();
-        let handle = supervise("test", CancellationToken::new(), move || {
+        let restarts_of = |name| {
+            restarts()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, n)| n)
+        };
+        assert_eq!(restarts_of("panics twice"), None);
+        let handle = supervise("panics twice", CancellationToken::new(), move || {
             let runs = counted.clone();
             async move {
                 if runs.fetch_add(1, Ordering::SeqCst) < 2 {
@@ -87,6 +113,11 @@ mod tests {
         handle.await.unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 3);
         assert!(panics() >= before + 2);
+        assert_eq!(
+            restarts_of("panics twice"),
+            Some(2),
+            "counted for the task by name"
+        );
     }
 
     #[tokio::test]

@@ -223,7 +223,7 @@ async fn a_reminder_comes_at_its_time_and_its_link_works_once() {
         ))
         .await
         .unwrap();
-    // Not before a minute ahead of its start (reminders are looked for every 5 s)...
+    // Not before a minute ahead of its start (the reminder task sleeps until then)...
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert!(sink.messages().is_empty(), "a reminder came too early");
     // ...and then at once.
@@ -618,12 +618,13 @@ async fn a_restart_between_enqueue_and_send_delivers_exactly_once() {
         .await
         .unwrap()
         .0;
-    for _ in 0..300 {
-        if !sink.messages().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The mail server's answer is the one thing waited for.
+    wait_until(
+        Duration::from_secs(30),
+        "a message after the restart",
+        || async { (!sink.messages().is_empty()).then_some(()) },
+    )
+    .await;
     let received = sink.messages();
     assert_eq!(
         received.len(),
@@ -633,18 +634,33 @@ async fn a_restart_between_enqueue_and_send_delivers_exactly_once() {
     );
     // Exactly once: the waiting message came, and the one sent before the restart did not come
     // again.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Both are over in the outbox (sent is final: nothing sends them again)...
+    let outbox = wait_until(
+        Duration::from_secs(10),
+        "both messages recorded",
+        || async {
+            let outbox = admin.outbox(None).await.unwrap();
+            ([one[0], two[0]].iter())
+                .all(|id| {
+                    outbox
+                        .iter()
+                        .any(|m| m.id == *id && m.status != OutboxStatus::Pending)
+                })
+                .then_some(outbox)
+        },
+    )
+    .await;
+    for id in [one[0], two[0]] {
+        let m = outbox.iter().find(|m| m.id == id).unwrap();
+        assert_eq!(m.status, OutboxStatus::Sent, "{m:?}");
+    }
+    // ...and the mail server got the waiting one once.
     let received_again = sink.messages();
     assert_eq!(received_again.len(), 1, "{received:?}");
     assert_eq!(
         parse(&received_again[0]).message_id,
         format!("lanes-{}@lab.example", two[0])
     );
-    let outbox = admin.outbox(None).await.unwrap();
-    for id in [one[0], two[0]] {
-        let m = outbox.iter().find(|m| m.id == id).unwrap();
-        assert_eq!(m.status, OutboxStatus::Sent, "{m:?}");
-    }
 }
 
 #[tokio::test]
@@ -678,19 +694,19 @@ async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
     // A member of a week ago gets the digest of the week before this one.
     let week_ago = Utc::now() - chrono::Duration::days(10);
     backdate(&app.database_url(), MEMBER, week_ago).await;
-    for _ in 0..300 {
-        if sink.messages().len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Every reminder due now, the digest included, without waiting for the quarter hour.
+    app.hooks.reminders.full_pass().await;
+    let outbox = admin.client().outbox(None).await.unwrap();
+    assert_eq!(outbox.len(), 2, "the outbox: {outbox:?}");
+    // Delivery is the mail server's answer: the one wait here.
+    lanes_tests::wait_until(
+        Duration::from_secs(30),
+        "both messages delivered",
+        || async { (sink.messages().len() >= 2).then_some(()) },
+    )
+    .await;
     let raw = sink.messages();
-    assert_eq!(
-        raw.len(),
-        2,
-        "the outbox: {:?}",
-        admin.client().outbox(None).await
-    );
+    assert_eq!(raw.len(), 2);
     let subjects: Vec<String> = raw.iter().map(|r| parse(r).subject).collect();
     assert!(
         subjects
@@ -704,9 +720,10 @@ async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
         .find(|m| m.subject.starts_with("[Lanes] Your week from"))
         .unwrap_or_else(|| panic!("no digest in {subjects:?}"));
     assert!(digest.text.contains("GPU-hours"), "{}", digest.text);
-    // Once: later passes find them in the outbox.
-    tokio::time::sleep(Duration::from_secs(11)).await;
-    assert_eq!(sink.messages().len(), 2);
+    // Once: a later pass finds them in the outbox and queues nothing.
+    app.hooks.reminders.full_pass().await;
+    let outbox = admin.client().outbox(None).await.unwrap();
+    assert_eq!(outbox.len(), 2, "the outbox: {outbox:?}");
     app.stop().await;
 }
 

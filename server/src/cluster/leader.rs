@@ -1,6 +1,7 @@
 //! Which instance starts queue jobs: the one holding the queue leader's advisory lock (see
-//! `store::Leadership`). Every instance tries each second; when the leader dies its session
-//! ends, PostgreSQL frees the lock, and the next try of another instance wins. Two leaders at
+//! `store::Leadership`). Every other instance waits in line for it in one statement; when the
+//! leader dies its session ends and PostgreSQL hands the lock to one waiting at once. The
+//! leader checks its connection each second (a protocol ping, no transaction). Two leaders at
 //! once cannot start a job twice anyway: a start is a booking the exclusion constraint admits
 //! once and a state change from `queued` made once.
 
@@ -10,19 +11,35 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// How often a follower tries to take the lead, and a leader checks its connection.
+/// How often a leader checks its connection, and a follower whose wait in line ended (or whose
+/// connection failed) waits before it gets in line again.
 const TRY_EVERY: Duration = Duration::from_secs(1);
 
 /// Starts the election; the receiver says whether this instance leads now. On SQLite it
 /// always does.
 pub fn start(store: Store, shutdown: CancellationToken) -> watch::Receiver<bool> {
-    let Some(mut leadership) = store.leadership() else {
+    if store.leadership().is_none() {
         return watch::Sender::new(true).subscribe();
-    };
+    }
     let (sender, receiver) = watch::channel(false);
-    tokio::spawn(async move {
+    crate::tasks::supervise("leader election", shutdown.clone(), move || {
+        run(store.clone(), sender.clone(), shutdown.clone())
+    });
+    receiver
+}
+
+/// Holds or waits for the lock until `shutdown`; a restart starts on a fresh connection (the
+/// old one, and any lock on it, went with the task that panicked).
+async fn run(store: Store, sender: watch::Sender<bool>, shutdown: CancellationToken) {
+    let Some(mut leadership) = store.leadership() else {
+        return;
+    };
+    {
         loop {
-            let leading = leadership.hold().await;
+            let leading = tokio::select! {
+                leading = leadership.hold() => leading,
+                _ = shutdown.cancelled() => break,
+            };
             let changed = sender.send_if_modified(|was| std::mem::replace(was, leading) != leading);
             if changed {
                 if leading {
@@ -39,6 +56,7 @@ pub fn start(store: Store, shutdown: CancellationToken) -> watch::Receiver<bool>
                 _ = shutdown.cancelled() => break,
             }
         }
-    });
-    receiver
+    }
+    // Leading ends with the task (its connection, and the lock, are gone).
+    sender.send_if_modified(|was| std::mem::replace(was, false));
 }

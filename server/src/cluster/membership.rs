@@ -17,6 +17,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Beats between readings of the settings when no event said they changed.
+const SETTINGS_EVERY: u32 = 20;
+
 pub struct Membership {
     /// Set when another process took this node's name over (the server then stops).
     pub displaced: Arc<std::sync::atomic::AtomicBool>,
@@ -49,13 +52,27 @@ impl Membership {
     /// Heartbeats and re-reads the pool every [`super::beat_interval`] until `shutdown`. If
     /// another process registers under this node's name, this one stops serving.
     pub fn start(self, shutdown: CancellationToken) {
+        let membership = Arc::new(self);
+        crate::tasks::supervise("membership", shutdown.clone(), move || {
+            membership.clone().run(shutdown.clone())
+        });
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let every = super::beat_interval(self.timeout);
-        tokio::spawn(async move {
+        let mut events = self.store.events().subscribe();
+        {
             let mut statuses: HashMap<String, NodeStatus> = HashMap::new();
             let mut failing = false;
+            let mut beats: u32 = 0;
             loop {
                 let now = Utc::now();
-                match self.beat(now, &mut statuses).await {
+                // Settings are read again when saved anywhere (an event, relayed from the
+                // other nodes) and, for an event that was lost, every SETTINGS_EVERY beats.
+                let read_settings = events.pending(crate::events::Event::changes_settings)
+                    || beats.is_multiple_of(SETTINGS_EVERY);
+                beats = beats.wrapping_add(1);
+                match self.beat(now, read_settings, &mut statuses).await {
                     Ok(true) => {
                         if failing {
                             tracing::info!("the database answers again; heartbeats resumed");
@@ -84,33 +101,36 @@ impl Membership {
                     _ = shutdown.cancelled() => break,
                 }
             }
-        });
+        }
     }
 
     async fn beat(
         &self,
         now: DateTime<Utc>,
+        read_settings: bool,
         statuses: &mut HashMap<String, NodeStatus>,
     ) -> Result<bool, StoreError> {
         let last_tick = serde_json::to_string(&updates_of(&self.hub.local_gpus())).ok();
         let registration = &self.registration;
-        if !self
+        let Some((rows, cards)) = self
             .store
-            .heartbeat(
+            .beat(
                 &registration.name,
                 &registration.instance,
                 last_tick.as_deref(),
                 now,
             )
             .await?
-        {
+        else {
             return Ok(false);
+        };
+        self.show(&rows, cards, now, statuses);
+        if read_settings {
+            let policy = self.store.policy().await?;
+            *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+            let portal = self.store.portal_settings().await?;
+            *self.portal.write().unwrap_or_else(|p| p.into_inner()) = portal;
         }
-        self.refresh(now, statuses).await?;
-        let policy = self.store.policy().await?;
-        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
-        let portal = self.store.portal_settings().await?;
-        *self.portal.write().unwrap_or_else(|p| p.into_inner()) = portal;
         Ok(true)
     }
 
@@ -123,8 +143,21 @@ impl Membership {
     ) -> Result<(), StoreError> {
         let rows = self.store.nodes().await?;
         let cards = self.store.known_gpus().await?;
+        self.show(&rows, cards, now, statuses);
+        Ok(())
+    }
+
+    /// Puts the pool's nodes and cards in the hub; a node that came back or went silent is an
+    /// event.
+    fn show(
+        &self,
+        rows: &[NodeRow],
+        cards: Vec<KnownGpu>,
+        now: DateTime<Utc>,
+        statuses: &mut HashMap<String, NodeStatus>,
+    ) {
         let fresh_since = self.store.fresh_since_ms(now);
-        let nodes = node_states(&rows, &cards, &self.registration.name, fresh_since);
+        let nodes = node_states(rows, &cards, &self.registration.name, fresh_since);
         let mut changed = false;
         for node in &nodes {
             let before = statuses.insert(node.name.clone(), node.status);
@@ -139,13 +172,12 @@ impl Membership {
             }
         }
         self.hub
-            .set_pool(nodes, remote_cards(&rows, cards, &self.registration.name));
+            .set_pool(nodes, remote_cards(rows, cards, &self.registration.name));
         if changed {
             self.store
                 .events()
                 .emit_here(Event::CardsChanged(Change::PoolChanged));
         }
-        Ok(())
     }
 }
 

@@ -12,6 +12,8 @@ pub mod relay;
 /// NOTIFY channels.
 pub const EVENTS_CHANNEL: &str = "lanes_events";
 pub const TICKS_CHANNEL: &str = "lanes_ticks";
+/// "Someone watches": a process with viewers asks every node for its ticks (see `relay`).
+pub const WATCH_CHANNEL: &str = "lanes_watch";
 
 /// How often a node heartbeats and re-reads the pool: a fifth of the timeout, so a node is
 /// called unreachable only after several missed beats, within 0.5–3 s.

@@ -1,19 +1,29 @@
 //! The bus between nodes: this process's events and ticks go out as NOTIFY messages, and the
-//! other processes' come in and are emitted here as if local. A message is small and may be
+//! other processes' come in and are emitted here as if local. Ticks go out only while someone
+//! watches: a process with websocket viewers says so on `lanes_watch` when the first arrives
+//! and every [`WANT_EVERY`] while any stay, and a node sends its ticks until [`WANT_FOR`] after
+//! the last such word. A pool nobody looks at sends no ticks (the portal's first page and the
+//! API read each node's last tick from its heartbeat row). A message is small and may be
 //! lost (a dropped connection, a process that dies between its commit and its NOTIFY): nothing
-//! depends on one arriving. Listeners read the state itself from the database, the queue and
-//! the runner also look on a timer, and after a reconnect every listener is told to look again.
+//! depends on one arriving. Listeners read the state itself from the database, and after a
+//! reconnect every listener is told to look again.
 
-use super::{EVENTS_CHANNEL, TICKS_CHANNEL};
+use super::{EVENTS_CHANNEL, TICKS_CHANNEL, WATCH_CHANNEL};
 use crate::events::{Change, Event, Events};
 use crate::store::{Notice, Store, MAX_PAYLOAD};
 use crate::telemetry::hub::{Hub, Tick};
 use lanes_types::GpuUpdate;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
+
+/// How often a process with viewers says so.
+const WANT_EVERY: Duration = Duration::from_secs(10);
+/// How long after the last "someone watches" a node keeps sending its ticks.
+const WANT_FOR_MS: i64 = 30_000;
 
 /// An event on the wire, with the process it came from (a process hears its own NOTIFYs).
 #[derive(Serialize, Deserialize)]
@@ -37,32 +47,73 @@ pub async fn start(
     instance: String,
     shutdown: CancellationToken,
 ) -> Result<(), crate::store::StoreError> {
-    let Some(bus) = store.listen(&[EVENTS_CHANNEL, TICKS_CHANNEL]).await? else {
+    let Some(bus) = store
+        .listen(&[EVENTS_CHANNEL, TICKS_CHANNEL, WATCH_CHANNEL])
+        .await?
+    else {
         return Ok(());
     };
-    if let Some(outgoing) = store.events().relay() {
-        tokio::spawn(send_events(
-            store.clone(),
-            outgoing,
-            instance.clone(),
-            shutdown.clone(),
-        ));
-    }
-    tokio::spawn(send_ticks(
+    // Until when (ms) another process's viewers want this node's ticks.
+    let wanted_until = Arc::new(AtomicI64::new(0));
+    let (want_store, want_hub, want_from, stop) = (
         store.clone(),
-        hub.subscribe_raw(),
+        hub.clone(),
+        instance.clone(),
         shutdown.clone(),
-    ));
-    tokio::spawn(receive(bus, store, hub, instance, shutdown));
+    );
+    crate::tasks::supervise("watch relay", shutdown.clone(), move || {
+        send_wants(
+            want_store.clone(),
+            want_hub.clone(),
+            want_from.clone(),
+            stop.clone(),
+        )
+    });
+    // A restarted task takes up the same receiving ends again.
+    if let Some(outgoing) = store.events().relay() {
+        let outgoing = Arc::new(tokio::sync::Mutex::new(outgoing));
+        let (store, instance, stop) = (store.clone(), instance.clone(), shutdown.clone());
+        crate::tasks::supervise("event relay", shutdown.clone(), move || {
+            send_events(
+                store.clone(),
+                outgoing.clone(),
+                instance.clone(),
+                stop.clone(),
+            )
+        });
+    }
+    let (ticks_store, ticks_hub, stop) = (store.clone(), hub.clone(), shutdown.clone());
+    let wanted = wanted_until.clone();
+    crate::tasks::supervise("tick relay", shutdown.clone(), move || {
+        send_ticks(
+            ticks_store.clone(),
+            ticks_hub.subscribe_raw(),
+            wanted.clone(),
+            stop.clone(),
+        )
+    });
+    let bus = Arc::new(tokio::sync::Mutex::new(bus));
+    let stop = shutdown.clone();
+    crate::tasks::supervise("relay receiver", shutdown, move || {
+        receive(
+            bus.clone(),
+            store.clone(),
+            hub.clone(),
+            instance.clone(),
+            wanted_until.clone(),
+            stop.clone(),
+        )
+    });
     Ok(())
 }
 
 async fn send_events(
     store: Store,
-    mut outgoing: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    outgoing: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Event>>>,
     from: String,
     shutdown: CancellationToken,
 ) {
+    let mut outgoing = outgoing.lock().await;
     loop {
         let first = tokio::select! {
             event = outgoing.recv() => event,
@@ -91,9 +142,31 @@ async fn send_events(
     }
 }
 
+/// Says "someone watches" while this process has viewers: when the first arrives, then every
+/// [`WANT_EVERY`] while any stay.
+async fn send_wants(store: Store, hub: Arc<Hub>, from: String, shutdown: CancellationToken) {
+    loop {
+        if hub.viewers() == 0 {
+            tokio::select! {
+                _ = hub.viewer_joined() => {}
+                _ = shutdown.cancelled() => break,
+            }
+            continue;
+        }
+        if let Err(e) = store.notify(WATCH_CHANNEL, &from).await {
+            tracing::debug!(error = %e, "could not ask the other nodes for their ticks");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(WANT_EVERY) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+}
+
 async fn send_ticks(
     store: Store,
     mut ticks: tokio::sync::broadcast::Receiver<Arc<Tick>>,
+    wanted_until: Arc<AtomicI64>,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -107,7 +180,8 @@ async fn send_ticks(
             Err(RecvError::Lagged(_)) => continue,
             Err(RecvError::Closed) => break,
         };
-        if tick.gpus.is_empty() {
+        // Nobody on another process watches: the tick stays here.
+        if tick.gpus.is_empty() || tick.at_ms > wanted_until.load(Ordering::Relaxed) {
             continue;
         }
         for payload in tick_payloads(tick.at_ms, &tick.gpus) {
@@ -154,12 +228,14 @@ pub fn tick_payloads(at_ms: i64, gpus: &[GpuUpdate]) -> Vec<String> {
 }
 
 async fn receive(
-    mut bus: crate::store::Bus,
+    bus: Arc<tokio::sync::Mutex<crate::store::Bus>>,
     store: Store,
     hub: Arc<Hub>,
     instance: String,
+    wanted_until: Arc<AtomicI64>,
     shutdown: CancellationToken,
 ) {
+    let mut bus = bus.lock().await;
     let events = store.events().clone();
     loop {
         let notice = tokio::select! {
@@ -167,6 +243,13 @@ async fn receive(
             _ = shutdown.cancelled() => break,
         };
         match notice {
+            Ok(Some(notice)) if notice.channel == WATCH_CHANNEL => {
+                // Another process's viewers (this one's see its ticks directly).
+                if notice.payload != instance {
+                    let until = chrono::Utc::now().timestamp_millis() + WANT_FOR_MS;
+                    wanted_until.fetch_max(until, Ordering::Relaxed);
+                }
+            }
             Ok(Some(notice)) => handle(&notice, &events, &hub, &instance),
             Ok(None) => {
                 tracing::info!("the link to the other nodes is back; looking again at everything");

@@ -33,6 +33,13 @@ const MIN_PASS: Duration = Duration::from_millis(250);
 /// moment after it is gone (and the process lists are refreshed only every few seconds), which
 /// must not read as its owner using a card without a booking.
 const JOB_LINGER_MS: i64 = 15_000;
+/// How long what the enforcer read from the database is trusted when no event said it changed
+/// and no booking starts or ends: the bound on what a write that says nothing (an operator's
+/// `lanes user` on another process's SQLite file) can go unseen for.
+const KNOWN_FOR: chrono::Duration = chrono::Duration::seconds(60);
+/// How often an open violation's "last seen" is written while it goes on (its end is written
+/// when it ends, to the pass).
+const TOUCH_EVERY_MS: i64 = 30_000;
 
 /// What the enforcer watches and acts through; [`Enforcer::start`] runs it.
 pub struct Enforcer {
@@ -62,6 +69,27 @@ struct Memory {
     /// Jobs seen running, by session leader pid, until when they keep their lane.
     recent_jobs: HashMap<u32, (RunningJob, i64)>,
     last_pass_ms: i64,
+    /// What was read from the database, until an event or its deadline says to read it again.
+    known: Option<Known>,
+    /// When open violations' "last seen" was last written.
+    touched_ms: i64,
+}
+
+/// This node's active bookings, running jobs and accounts as last read: every pass judges by
+/// them, and they are read again only after an event, at the next booking start or end, or
+/// [`KNOWN_FOR`] after they were read. An idle node asks its database nothing per pass.
+#[derive(Clone)]
+struct Known {
+    active: HashMap<i64, Booking>,
+    accounts: HashMap<String, i64>,
+    jobs: HashMap<u32, RunningJob>,
+    until: DateTime<Utc>,
+}
+
+impl Known {
+    fn fresh(known: Option<&Known>, now: DateTime<Utc>) -> bool {
+        known.is_some_and(|k| now < k.until)
+    }
 }
 
 impl Enforcer {
@@ -77,6 +105,7 @@ impl Enforcer {
 
     async fn run(&self, shutdown: CancellationToken) {
         let mut ticks = self.hub.subscribe_raw();
+        let mut events = self.store.events().subscribe();
         let mut memory = Memory::default();
         match self.resume(&mut memory).await {
             Ok(()) => {}
@@ -85,6 +114,10 @@ impl Enforcer {
         loop {
             let tick = tokio::select! {
                 tick = ticks.recv() => tick,
+                _ = events.changed(crate::events::Event::concerns_enforcer) => {
+                    memory.known = None;
+                    continue;
+                }
                 _ = shutdown.cancelled() => break,
             };
             let tick = match tick {
@@ -140,7 +173,24 @@ impl Enforcer {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let (mut facts, active) = self.facts(&policy, now).await?;
+        if !Known::fresh(memory.known.as_ref(), now) {
+            memory.known = Some(self.known(now).await?);
+        }
+        let known = memory.known.clone().expect("read just now");
+        let active = known.active.clone();
+        let mut facts = Facts {
+            exempt_users: policy.exempt_users.iter().cloned().collect(),
+            exempt_commands: policy.exempt_commands.iter().cloned().collect(),
+            accounts: known.accounts,
+            jobs: known.jobs,
+            ..Default::default()
+        };
+        // A loan's borrower runs there as a job; the card's holder is its host's.
+        for booking in active.values().filter(|b| b.loan_of.is_none()) {
+            for gpu in booking.gpus.iter().filter(|g| g.node == self.node) {
+                facts.holders.insert(gpu.uuid.clone(), booking.user_id);
+            }
+        }
         linger(&mut facts, &mut memory.recent_jobs, tick.at_ms);
 
         // Judge every process; keep jobs' memory; collect the unbooked.
@@ -216,42 +266,29 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Active bookings of this node's cards, running jobs, accounts and exemptions, now.
-    async fn facts(
-        &self,
-        policy: &Policy,
-        now: DateTime<Utc>,
-    ) -> Result<(Facts, HashMap<i64, Booking>), StoreError> {
+    /// Reads this node's active bookings (and those starting soon, for when to read again),
+    /// running jobs and accounts.
+    async fn known(&self, now: DateTime<Utc>) -> Result<Known, StoreError> {
         let filter = BookingFilter {
             from: Some(now),
-            to: Some(now + chrono::Duration::milliseconds(1)),
+            to: Some(now + KNOWN_FOR),
             ..Default::default()
         };
-        let active: HashMap<i64, Booking> = self
-            .store
-            .bookings(&filter, now)
-            .await?
-            .into_iter()
-            .filter(|b| b.state == BookingState::Active)
+        let mine: Vec<Booking> = (self.store.bookings(&filter, now).await?.into_iter())
             .filter(|b| b.gpus.iter().any(|g| g.node == self.node))
+            .collect();
+        let until = next_boundary(&mine, now).unwrap_or(now + KNOWN_FOR);
+        let active: HashMap<i64, Booking> = (mine.into_iter())
+            .filter(|b| b.state == BookingState::Active)
             .map(|b| (b.id, b))
             .collect();
-        let mut facts = Facts {
-            exempt_users: policy.exempt_users.iter().cloned().collect(),
-            exempt_commands: policy.exempt_commands.iter().cloned().collect(),
-            ..Default::default()
-        };
-        // A loan's borrower runs there as a job; the card's holder is its host's.
-        for booking in active.values().filter(|b| b.loan_of.is_none()) {
-            for gpu in booking.gpus.iter().filter(|g| g.node == self.node) {
-                facts.holders.insert(gpu.uuid.clone(), booking.user_id);
-            }
-        }
+        let mut accounts = HashMap::new();
         for user in self.store.users().await? {
             if let Some(account) = user.unix_user {
-                facts.accounts.insert(account, user.id);
+                accounts.insert(account, user.id);
             }
         }
+        let mut jobs = HashMap::new();
         for job in self.store.live_jobs().await? {
             let (Some(pid), Some(booking_id), JobState::Running) =
                 (job.job.pid, job.job.booking_id, job.job.state)
@@ -266,7 +303,7 @@ impl Enforcer {
             let cards = booking
                 .map(|b| b.gpus.into_iter().map(|g| g.uuid).collect())
                 .unwrap_or_default();
-            facts.jobs.insert(
+            jobs.insert(
                 pid as u32,
                 RunningJob {
                     id: job.job.id,
@@ -275,7 +312,12 @@ impl Enforcer {
                 },
             );
         }
-        Ok((facts, active))
+        Ok(Known {
+            active,
+            accounts,
+            jobs,
+            until,
+        })
     }
 
     async fn violations(
@@ -324,7 +366,10 @@ impl Enforcer {
             );
             memory.tracker.opened(key, id, action, now_ms);
         }
-        self.store.touch_violations(&plan.seen, now_ms).await?;
+        if now_ms - memory.touched_ms >= TOUCH_EVERY_MS && !plan.seen.is_empty() {
+            self.store.touch_violations(&plan.seen, now_ms).await?;
+            memory.touched_ms = now_ms;
+        }
         for (_, id) in plan.ended {
             self.store.end_violation(id, now_ms).await?;
         }
@@ -442,6 +487,7 @@ impl Enforcer {
             let idle_since = match (booking.idle_since, judged) {
                 (None, Some(true)) => {
                     self.store.set_booking_idle(*id, Some(now_ms)).await?;
+                    memory.known = None;
                     let text = format!(
                         "under {}% GPU utilization for {} min",
                         policy.idle_threshold_pct,
@@ -461,6 +507,7 @@ impl Enforcer {
                 }
                 (Some(_), Some(false)) => {
                     self.store.set_booking_idle(*id, None).await?;
+                    memory.known = None;
                     None
                 }
                 (since, _) => since,
@@ -493,6 +540,14 @@ impl Enforcer {
         }
         Ok(())
     }
+}
+
+/// The first start or end of `bookings` after `now`: the active ones change then.
+fn next_boundary(bookings: &[Booking], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    (bookings.iter())
+        .flat_map(|b| [b.start, b.end])
+        .filter(|t| *t > now)
+        .min()
 }
 
 /// Remembers the running jobs, and gives jobs that ended in the last [`JOB_LINGER_MS`] back their
@@ -552,5 +607,34 @@ mod tests {
         let mut later = Facts::default();
         linger(&mut later, &mut recent, JOB_LINGER_MS);
         assert!(later.jobs.is_empty() && recent.is_empty());
+    }
+
+    #[test]
+    fn what_the_enforcer_read_holds_until_the_next_booking_start_or_end() {
+        let at = |s: i64| DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap();
+        let booking = |start, end| -> Booking {
+            serde_json::from_value(serde_json::json!({
+                "id": 1, "user_id": 1, "username": "ada", "display_name": "Ada",
+                "gpus": [], "start": at(start), "end": at(end), "note": "",
+                "state": "active", "created_at": at(-1000),
+            }))
+            .unwrap()
+        };
+        let now = at(0);
+        // Active until 100, another from 40: the set changes at 40.
+        let both = [booking(-50, 100), booking(40, 400)];
+        assert_eq!(next_boundary(&both, now), Some(at(40)));
+        // A boundary exactly now has passed (it was read at it).
+        assert_eq!(next_boundary(&[booking(0, 30)], now), Some(at(30)));
+        assert_eq!(next_boundary(&[], now), None);
+        let known = Known {
+            active: HashMap::new(),
+            accounts: HashMap::new(),
+            jobs: HashMap::new(),
+            until: at(40),
+        };
+        assert!(Known::fresh(Some(&known), at(39)));
+        assert!(!Known::fresh(Some(&known), at(40)));
+        assert!(!Known::fresh(None, now), "nothing read yet");
     }
 }

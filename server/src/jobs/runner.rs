@@ -1,7 +1,10 @@
 //! The runner: starts each queued job when its booking becomes active, watches it, and stops
 //! it (SIGTERM to its whole cgroup, or process group where the device wall is off, then SIGKILL
 //! after a grace period) when the booking ends, is released, or the job is cancelled. One task;
-//! it wakes on a timer and when a job is submitted or cancelled.
+//! it wakes when a job or a booking changes (events), when a job's process exits (a pidfd per
+//! process), and at the one deadline it computed from what it saw: the next slot start or end,
+//! the end of a grace period. While a job is ending it looks again within a bounded backoff
+//! (its log keepers, what it left behind); an idle runner does not wake at all.
 //!
 //! Jobs outlive the server: they lead their own session and write to files. A restarted runner
 //! re-adopts each running job whose process is still the one it started (same pid, same start
@@ -32,8 +35,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How often the runner looks even when nothing woke it (slot ends, grace periods, exits).
-const TICK: Duration = Duration::from_millis(200);
+/// How often the runner looks though nothing woke it, with other nodes on PostgreSQL (whose
+/// events come as NOTIFYs, which a dying process may never send).
+const LOST_EVENT_LOOK: Duration = Duration::from_secs(30);
+/// How soon the runner looks again after the database did not answer.
+const DB_RETRY: Duration = Duration::from_secs(1);
+/// How often a job whose process cannot be watched through a pidfd (an old kernel) is looked at.
+const UNWATCHED_EVERY: Duration = Duration::from_secs(1);
+/// How soon a job whose main process ended is looked at again while its log keepers finish.
+const KEEPER_LOOK: Duration = Duration::from_millis(50);
 /// How long the runner waits for the database before it goes on without it (a partition):
 /// jobs still stop at their booking's end, and what it could not record waits.
 const DB_WAIT: Duration = Duration::from_millis(1500);
@@ -81,6 +91,8 @@ pub struct Runner {
     settings: RunnerSettings,
     /// Counts finished ticks, so a test can wait for the tick an event caused.
     ticks: tokio::sync::watch::Sender<u64>,
+    /// Woken when a watched job's process exits.
+    exits: Arc<tokio::sync::Notify>,
     boot_id: String,
     /// Jobs that ended while the database did not answer (a partition): their end is
     /// recorded, with the time they ended, as soon as it answers again.
@@ -116,6 +128,8 @@ struct Watched {
     booking_end: Option<DateTime<Utc>>,
     /// Its cgroup, behind the device wall.
     cgroup: Option<JobCgroup>,
+    /// Whether its exit wakes the runner (a pidfd); if not, the runner looks now and then.
+    exit_watched: bool,
 }
 
 impl Watched {
@@ -144,6 +158,7 @@ impl Runner {
             notifier,
             settings,
             ticks: tokio::sync::watch::Sender::new(0),
+            exits: Arc::default(),
             boot_id: procinfo::boot_id(),
             unrecorded: Default::default(),
         });
@@ -158,15 +173,29 @@ impl Runner {
                 let mut leftovers: HashMap<i64, Leftover> = HashMap::new();
                 loop {
                     let now = Utc::now();
-                    if let Err(e) = task.tick(&mut watched, &mut leftovers, now).await {
-                        tracing::error!(error = %e, "the job runner could not check its jobs");
-                        task.tick_offline(&mut watched, &mut leftovers, now).await;
+                    let mut next = match task.tick(&mut watched, &mut leftovers, now).await {
+                        Ok(next) => next,
+                        Err(e) => {
+                            tracing::error!(error = %e, "the job runner could not check its jobs");
+                            let mut next =
+                                task.tick_offline(&mut watched, &mut leftovers, now).await;
+                            next.after(now, DB_RETRY);
+                            next
+                        }
+                    };
+                    next.merge(task.sweep(&mut leftovers, now).await);
+                    if task.store.backend() == crate::store::Backend::Postgres {
+                        // Another node's NOTIFY can be lost (it died between its commit and
+                        // the NOTIFY): a job submitted there for cards here starts this late
+                        // at worst.
+                        next.after(now, LOST_EVENT_LOOK);
                     }
-                    task.sweep(&mut leftovers, now).await;
                     task.ticks.send_modify(|n| *n += 1);
+                    let sleep = next.sleep(Utc::now());
                     tokio::select! {
                         _ = events.changed(Event::concerns_runner) => {}
-                        _ = tokio::time::sleep(TICK) => {}
+                        _ = task.exits.notified() => {}
+                        _ = sleep => {}
                         _ = shutdown.cancelled() => break,
                     }
                 }
@@ -193,8 +222,9 @@ impl Runner {
     /// Signals what is left of jobs whose main process ended (their cgroup, or their process
     /// group where the wall is off): SIGTERM once, then SIGKILL after the grace period until
     /// nothing is left; then records what the cgroup counted and removes it.
-    async fn sweep(&self, leftovers: &mut HashMap<i64, Leftover>, now: DateTime<Utc>) {
+    async fn sweep(&self, leftovers: &mut HashMap<i64, Leftover>, now: DateTime<Utc>) -> NextLook {
         let grace = chrono::Duration::from_std(self.settings.grace).unwrap_or_default();
+        let mut next = NextLook::default();
         let mut done = Vec::new();
         for (id, left) in leftovers.iter_mut() {
             // Signal 0 asks whether anyone is left.
@@ -207,11 +237,16 @@ impl Runner {
             }
             if now - left.since >= grace {
                 signal_job(left.group, left.cgroup.as_ref(), Signal::SIGKILL);
-            } else if !left.termed {
-                tracing::info!(job = id, "stopping what a job left running after it ended");
-                signal_job(left.group, left.cgroup.as_ref(), Signal::SIGTERM);
-                left.termed = true;
+            } else {
+                if !left.termed {
+                    tracing::info!(job = id, "stopping what a job left running after it ended");
+                    signal_job(left.group, left.cgroup.as_ref(), Signal::SIGTERM);
+                    left.termed = true;
+                }
+                next.at(left.since + grace);
             }
+            // Nothing tells when the last of a group is gone: look again, sooner while it is fresh.
+            next.after(now, leftover_look(now - left.since));
         }
         for id in done {
             let Some(left) = leftovers.remove(&id) else {
@@ -221,6 +256,7 @@ impl Runner {
                 self.close_cgroup(id, &cgroup).await;
             }
         }
+        next
     }
 
     /// Records what an empty job cgroup counted and removes it.
@@ -244,8 +280,9 @@ impl Runner {
         watched: &mut HashMap<i64, Watched>,
         leftovers: &mut HashMap<i64, Leftover>,
         now: DateTime<Utc>,
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<NextLook, crate::store::StoreError> {
         self.record_unrecorded().await?;
+        let mut next = NextLook::default();
         let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
         // Why each running job must stop, if it must: read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
@@ -266,6 +303,9 @@ impl Runner {
                 if let Some(reason) = stop_reason(booking.as_ref(), &job, now) {
                     stop_reasons.insert(id, reason);
                 }
+            }
+            if let Some(at) = next_change(&job, booking.as_ref(), now) {
+                next.at(at);
             }
             match (job.job.state, booking) {
                 // The holder's job takes its cards back from a borrower, and starts once the
@@ -324,6 +364,10 @@ impl Runner {
                                 continue;
                             }
                             self.attach(&job, &b, child.id());
+                            let exit_watched =
+                                super::exits::notify_on_exit(child.id(), self.exits.clone());
+                            // Running now: the next look reads its slot's end and time limit.
+                            next.at(now);
                             if job.job.queue.is_some() {
                                 self.notifier.send(started_notice(&job, &b, now));
                             }
@@ -338,6 +382,7 @@ impl Runner {
                                     record: job,
                                     booking_end: Some(b.end),
                                     cgroup,
+                                    exit_watched,
                                 },
                             );
                         }
@@ -364,7 +409,14 @@ impl Runner {
                         Some(handle) => {
                             tracing::info!(job = id, "re-adopted a job that outlived a restart");
                             let cgroup = self.recorded_cgroup(&job);
+                            let pid = match &handle {
+                                Handle::Child(c) => c.id(),
+                                Handle::Adopted(p) => p.pid,
+                            };
+                            let exit_watched =
+                                super::exits::notify_on_exit(pid, self.exits.clone());
                             let adopted = Watched {
+                                exit_watched,
                                 handle,
                                 keepers: Vec::new(),
                                 exited_at: None,
@@ -409,10 +461,12 @@ impl Runner {
         let ids: Vec<i64> = watched.keys().copied().collect();
         for id in ids {
             let stop = stop_reasons.get(&id).copied();
-            self.watch(id, watched, leftovers, stop, lending_grace, now)
-                .await?;
+            next.merge(
+                self.watch(id, watched, leftovers, stop, lending_grace, now)
+                    .await?,
+            );
         }
-        Ok(())
+        Ok(next)
     }
 
     /// The cgroup recorded with a job (started by this run or an earlier one).
@@ -538,10 +592,14 @@ impl Runner {
         stop: Option<&'static str>,
         lending_grace: Option<Duration>,
         now: DateTime<Utc>,
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<NextLook, crate::store::StoreError> {
+        let mut next = NextLook::default();
         let Some(job) = watched.get_mut(&id) else {
-            return Ok(());
+            return Ok(next);
         };
+        if !job.exit_watched {
+            next.after(now, UNWATCHED_EVERY);
+        }
         if let Some(end) = exited(job) {
             if job.exited_at.is_none() {
                 job.exited_at = Some(now);
@@ -564,7 +622,9 @@ impl Runner {
             job.keepers
                 .retain_mut(|k| k.try_wait().ok().flatten().is_none());
             if !job.keepers.is_empty() && !waited {
-                return Ok(());
+                // The keepers finish within moments of the job; at most KEEPER_WAIT.
+                next.after(now, KEEPER_LOOK);
+                return Ok(next);
             }
             if let Some(done) = watched.remove(&id) {
                 launch::reap(done.keepers);
@@ -576,7 +636,7 @@ impl Runner {
                     return Err(e);
                 }
             }
-            return Ok(());
+            return Ok(next);
         }
         match &job.stopping {
             None => {
@@ -585,20 +645,29 @@ impl Runner {
                     signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
                     job.stopping = Some((now, reason.to_string()));
                     within(self.store.job_stopping(id, now, reason)).await?;
+                    next.after(now, self.grace_for(reason, lending_grace));
                 }
             }
             Some((since, why)) => {
-                let grace = match lending_grace {
-                    Some(lending) if why.starts_with(PREEMPTED) => lending,
-                    _ => self.settings.grace,
-                };
+                let grace = self.grace_for(why, lending_grace);
                 let grace = chrono::Duration::from_std(grace).unwrap_or_default();
                 if now - *since >= grace {
                     signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGKILL);
+                } else {
+                    next.at(*since + grace);
                 }
             }
         }
-        Ok(())
+        Ok(next)
+    }
+
+    /// Between SIGTERM and SIGKILL for a job stopped for `why`: a borrower stopped for its
+    /// lender has the queue's lending grace, others the runner's.
+    fn grace_for(&self, why: &str, lending_grace: Option<Duration>) -> Duration {
+        match lending_grace {
+            Some(lending) if why.starts_with(PREEMPTED) => lending,
+            _ => self.settings.grace,
+        }
     }
 
     /// Whether this node's runner runs jobs of `booking`: its cards are here. (A booking
@@ -643,13 +712,15 @@ impl Runner {
         watched: &mut HashMap<i64, Watched>,
         leftovers: &mut HashMap<i64, Leftover>,
         now: DateTime<Utc>,
-    ) {
+    ) -> NextLook {
+        let mut next = NextLook::default();
         let ids: Vec<i64> = watched.keys().copied().collect();
         for id in ids {
-            let over = watched
-                .get(&id)
-                .and_then(|w| w.booking_end)
-                .is_some_and(|end| now >= end);
+            let end = watched.get(&id).and_then(|w| w.booking_end);
+            let over = end.is_some_and(|end| now >= end);
+            if let Some(end) = end.filter(|_| !over) {
+                next.at(end);
+            }
             let stop = over.then(|| {
                 slot_ended(
                     watched
@@ -657,10 +728,14 @@ impl Runner {
                         .is_some_and(|w| w.record.job.queue.is_some()),
                 )
             });
-            if let Err(e) = self.watch(id, watched, leftovers, stop, None, now).await {
-                tracing::debug!(job = id, error = %e, "a job's change waits for the database");
+            match self.watch(id, watched, leftovers, stop, None, now).await {
+                Ok(then) => next.merge(then),
+                Err(e) => {
+                    tracing::debug!(job = id, error = %e, "a job's change waits for the database")
+                }
             }
         }
+        next
     }
 
     /// Starts a job under its booking's mask and behind the device wall, as its user, in the
@@ -967,11 +1042,244 @@ fn queue_end(job: &JobToRun, end: &JobEnd) -> JobEnd {
     end
 }
 
+/// The earliest moment the runner must look again though nothing woke it; `None`: only an
+/// event or an exit wakes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct NextLook(Option<DateTime<Utc>>);
+
+impl NextLook {
+    fn at(&mut self, when: DateTime<Utc>) {
+        self.0 = Some(self.0.map_or(when, |earlier| earlier.min(when)));
+    }
+
+    fn after(&mut self, now: DateTime<Utc>, wait: Duration) {
+        self.at(now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX));
+    }
+
+    fn merge(&mut self, other: NextLook) {
+        if let Some(when) = other.0 {
+            self.at(when);
+        }
+    }
+
+    /// Sleeps until the deadline (a moment past it, so the look finds it passed), or for ever.
+    fn sleep(
+        self,
+        now: DateTime<Utc>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        match self.0 {
+            Some(when) => {
+                let wait = (when - now).to_std().unwrap_or_default() + Duration::from_millis(1);
+                Box::pin(tokio::time::sleep(wait))
+            }
+            None => Box::pin(std::future::pending()),
+        }
+    }
+}
+
+/// When a live job's state changes by the clock alone: a waiting job's slot starts, a running
+/// job's slot (or, for a queue job, its time limit) ends. Everything else that changes a job
+/// comes as an event.
+fn next_change(
+    job: &JobToRun,
+    booking: Option<&Booking>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let b = booking?;
+    let when = match (job.job.state, b.state) {
+        (JobState::WaitingForSlot, BookingState::Upcoming) => b.start,
+        (JobState::Running, BookingState::Active) => {
+            let limit = job
+                .job
+                .queue
+                .zip(job.job.started_at)
+                .map(|(q, started)| started + chrono::Duration::seconds(q.time_limit_s));
+            limit.map_or(b.end, |limit| limit.min(b.end))
+        }
+        _ => return None,
+    };
+    (when > now).then_some(when)
+}
+
+/// How soon to look again at what a job left running, `age` after its main process ended:
+/// often at first (most of it exits on SIGTERM at once), then less, never less than every 2 s.
+fn leftover_look(age: chrono::Duration) -> Duration {
+    let quarter = (age / 4).to_std().unwrap_or_default();
+    quarter.clamp(Duration::from_millis(50), Duration::from_secs(2))
+}
+
 fn ended(state: JobState, exit_code: Option<i64>, signal: Option<i64>, message: String) -> JobEnd {
     JobEnd {
         state,
         exit_code,
         signal,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The runner's decisions that depend on the clock alone: why a job stops and when the
+    //! runner must look again without being woken.
+    use super::*;
+    use lanes_types::job::{Job, QueueRequest};
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + seconds, 0).unwrap()
+    }
+
+    fn job(state: JobState, queue: Option<QueueRequest>, started: Option<i64>) -> JobToRun {
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "id": 7, "booking_id": 3, "user_id": 1, "username": "ada", "name": "",
+            "argv": ["python3", "train.py"], "cwd": null, "state": state, "pid": null,
+            "created_at": at(-100), "started_at": started.map(at), "ended_at": null,
+            "exit_code": null, "signal": null, "message": "", "queue": queue,
+        }))
+        .unwrap();
+        JobToRun {
+            job,
+            env: Default::default(),
+            env_base: None,
+            cgroup: None,
+            unix_user: None,
+            cancel_requested: false,
+            pid_start: None,
+            boot_id: None,
+            stop_requested: None,
+        }
+    }
+
+    fn booking(state: BookingState, start: i64, end: i64, loan_of: Option<i64>) -> Booking {
+        serde_json::from_value(serde_json::json!({
+            "id": 3, "user_id": 1, "username": "ada", "display_name": "Ada",
+            "gpus": [{"node": "n1", "uuid": "GPU-1"}], "start": at(start), "end": at(end),
+            "note": "", "state": state, "created_at": at(-200), "loan_of": loan_of,
+        }))
+        .unwrap()
+    }
+
+    fn queued(limit_s: i64) -> Option<QueueRequest> {
+        Some(QueueRequest {
+            gpus: 1,
+            time_limit_s: limit_s,
+            min_memory_bytes: None,
+            preemptible: true,
+            requeues: 0,
+        })
+    }
+
+    #[test]
+    fn a_waiting_job_is_looked_at_again_when_its_slot_starts() {
+        let waiting = job(JobState::WaitingForSlot, None, None);
+        let upcoming = booking(BookingState::Upcoming, 60, 600, None);
+        assert_eq!(next_change(&waiting, Some(&upcoming), at(0)), Some(at(60)));
+        // Once active it starts at once (no deadline of its own), and without a booking it
+        // is cancelled at once.
+        let active = booking(BookingState::Active, 0, 600, None);
+        assert_eq!(next_change(&waiting, Some(&active), at(1)), None);
+        assert_eq!(next_change(&waiting, None, at(1)), None);
+    }
+
+    #[test]
+    fn a_running_job_is_looked_at_again_at_its_slots_end_or_its_time_limit() {
+        let active = booking(BookingState::Active, 0, 600, None);
+        let booked = job(JobState::Running, None, Some(10));
+        assert_eq!(next_change(&booked, Some(&active), at(20)), Some(at(600)));
+        let limited = job(JobState::Running, queued(120), Some(10));
+        assert_eq!(next_change(&limited, Some(&active), at(20)), Some(at(130)));
+        // A deadline already passed is no deadline: the look that saw it stops the job.
+        assert_eq!(next_change(&booked, Some(&active), at(600)), None);
+        let ended = booking(BookingState::Ended, 0, 600, None);
+        assert_eq!(next_change(&booked, Some(&ended), at(700)), None);
+    }
+
+    #[test]
+    fn a_job_stops_when_cancelled_first_then_at_its_slots_end() {
+        let mut running = job(JobState::Running, None, Some(0));
+        let active = booking(BookingState::Active, 0, 600, None);
+        assert_eq!(stop_reason(Some(&active), &running, at(10)), None);
+        let ended = booking(BookingState::Ended, 0, 600, None);
+        assert_eq!(
+            stop_reason(Some(&ended), &running, at(600)),
+            Some("stopped at the end of its booking")
+        );
+        assert_eq!(
+            stop_reason(None, &running, at(10)),
+            Some("stopped at the end of its booking")
+        );
+        running.cancel_requested = true;
+        assert_eq!(
+            stop_reason(Some(&ended), &running, at(600)),
+            Some(CANCELLED)
+        );
+        assert_eq!(
+            stop_reason(Some(&active), &running, at(10)),
+            Some(CANCELLED)
+        );
+    }
+
+    #[test]
+    fn a_borrower_is_preempted_when_its_loan_ends_before_its_time_limit() {
+        let borrower = job(JobState::Running, queued(3600), Some(0));
+        let loan_over = booking(BookingState::Released, 0, 100, Some(9));
+        assert_eq!(
+            stop_reason(Some(&loan_over), &borrower, at(100)),
+            Some(PREEMPTED)
+        );
+        // At its time limit it timed out, whoever's cards it had.
+        assert_eq!(
+            stop_reason(Some(&loan_over), &borrower, at(3600)),
+            Some(TIMED_OUT)
+        );
+        let own = booking(BookingState::Ended, 0, 3600, None);
+        assert_eq!(
+            stop_reason(Some(&own), &borrower, at(3600)),
+            Some(TIMED_OUT)
+        );
+    }
+
+    #[test]
+    fn a_queue_job_stopped_at_its_limit_timed_out_and_one_cancelled_was_cancelled() {
+        let queue_job = job(JobState::Running, queued(60), Some(0));
+        let killed = ended(JobState::Killed, None, Some(15), TIMED_OUT.into());
+        assert_eq!(queue_end(&queue_job, &killed).state, JobState::TimedOut);
+        let cancelled = ended(JobState::Exited, Some(143), None, CANCELLED.into());
+        assert_eq!(queue_end(&queue_job, &cancelled).state, JobState::Cancelled);
+        // A booked job keeps what its exit said.
+        let booked = job(JobState::Running, None, Some(0));
+        assert_eq!(queue_end(&booked, &killed).state, JobState::Killed);
+    }
+
+    #[test]
+    fn the_next_look_is_the_earliest_deadline_and_none_without_one() {
+        let mut next = NextLook::default();
+        assert_eq!(next, NextLook(None));
+        next.at(at(50));
+        next.merge(NextLook(Some(at(20))));
+        next.merge(NextLook(None));
+        next.at(at(90));
+        assert_eq!(next, NextLook(Some(at(20))));
+        next.after(at(0), Duration::from_secs(5));
+        assert_eq!(next, NextLook(Some(at(5))));
+    }
+
+    #[test]
+    fn what_a_job_left_running_is_looked_at_often_at_first_then_less() {
+        let ms = chrono::Duration::milliseconds;
+        assert_eq!(leftover_look(ms(0)), Duration::from_millis(50));
+        assert_eq!(leftover_look(ms(1000)), Duration::from_millis(250));
+        assert_eq!(leftover_look(ms(60_000)), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_runner_with_nothing_to_look_at_sleeps_until_woken() {
+        let never = NextLook::default().sleep(at(0));
+        // An hour of (paused, auto-advanced) time passes and the sleep has not ended.
+        let waited = tokio::time::timeout(Duration::from_secs(3600), never).await;
+        assert!(waited.is_err());
+        let soon = NextLook(Some(at(10))).sleep(at(0));
+        assert!(tokio::time::timeout(Duration::from_secs(11), soon)
+            .await
+            .is_ok());
     }
 }

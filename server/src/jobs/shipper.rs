@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How often new output is copied: what a tail on another portal lags by, at most.
+/// How often new output is copied while a job logs here: what a tail on another portal lags
+/// by, at most. With no job logging here the shipper sleeps until a job event.
 const EVERY: Duration = Duration::from_millis(300);
 /// How often the database is asked which jobs log here (a job that starts is copied from at
 /// most this much later, from its first byte).
@@ -27,25 +28,49 @@ pub type LogPaths = dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync;
 
 /// Starts copying `node`'s job logs.
 pub fn start(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: CancellationToken) {
-    tokio::spawn(async move {
+    crate::tasks::supervise("log shipper", shutdown.clone(), move || {
+        run(
+            store.clone(),
+            node.clone(),
+            log_paths.clone(),
+            shutdown.clone(),
+        )
+    });
+}
+
+async fn run(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: CancellationToken) {
+    {
         // Bytes copied so far, by job and stream; a job stays here until copied after its end.
         let mut copied: HashMap<(i64, Stream), u64> = HashMap::new();
         let mut seen: HashMap<i64, String> = HashMap::new();
         let mut round: u32 = 0;
+        let mut events = store.events().subscribe();
         loop {
             let list = round.is_multiple_of(LIST_EVERY);
             round = round.wrapping_add(1);
-            if let Err(e) =
-                copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await
-            {
-                tracing::debug!(error = %e, "job logs wait for the database");
+            let copied_all =
+                match copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "job logs wait for the database");
+                        false
+                    }
+                };
+            if list && copied_all && seen.is_empty() {
+                // No job logs here: nothing to copy until one starts, which a job event says.
+                tokio::select! {
+                    _ = events.changed(crate::events::Event::concerns_shipper) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+                round = 0;
+                continue;
             }
             tokio::select! {
                 _ = tokio::time::sleep(EVERY) => {}
                 _ = shutdown.cancelled() => break,
             }
         }
-    });
+    }
 }
 
 async fn copy_once(

@@ -19,9 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 /// Deliveries in flight at once, per process.
 const CONCURRENT: usize = 8;
-/// How often the outbox is looked at when nothing woke the deliverer (messages queued by other
-/// nodes, retries coming due).
-const POLL: Duration = Duration::from_secs(1);
+/// The longest the deliverer sleeps when no message waits: a message whose event was lost
+/// (another node died between its commit and its NOTIFY) is taken up within this. Queued
+/// messages wake it at once (an event), a retry or an expired lease at the moment it is due.
+const LONGEST_SLEEP: Duration = Duration::from_secs(60);
+/// How soon the outbox is read again after the database did not answer.
+const DB_RETRY: Duration = Duration::from_secs(1);
 
 /// The HTTP clients of deliveries: `any` for the lab's channel (an admin's URL) and members'
 /// webhooks where the lab allows private ones, `public` for members' webhooks otherwise.
@@ -41,7 +44,13 @@ pub enum Undelivered {
 }
 
 pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
-    tokio::spawn(async move {
+    crate::tasks::supervise("deliverer", shutdown.clone(), move || {
+        run(context.clone(), wake.clone(), shutdown.clone())
+    });
+}
+
+async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+    {
         let slots = Arc::new(Semaphore::new(CONCURRENT));
         let builder = || {
             reqwest::Client::builder()
@@ -56,10 +65,13 @@ pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
                 .unwrap_or_default(),
         };
         let in_flight = InFlight::default();
+        // Messages queued anywhere in this process (and, relayed, on the other nodes).
+        let mut events = context.store.events().subscribe();
         loop {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
             };
+            let mut unreadable = false;
             let now = Utc::now();
             let lease = chrono::Duration::from_std(context.retry.timeout * 4)
                 .unwrap_or(chrono::Duration::minutes(1));
@@ -86,15 +98,29 @@ pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
                 Err(e) => {
                     drop(slot);
                     tracing::warn!(error = %e, "could not read the outbox");
+                    unreadable = true;
                 }
             }
+            let due = match unreadable {
+                true => Err(()),
+                false => (context.store.next_message_due(&in_flight.busy()).await).map_err(|_| ()),
+            };
+            let sleep = match due {
+                Ok(Some(due)) => (due - Utc::now())
+                    .to_std()
+                    .unwrap_or_default()
+                    .min(LONGEST_SLEEP),
+                Ok(None) => LONGEST_SLEEP,
+                Err(_) => DB_RETRY,
+            };
             tokio::select! {
                 _ = wake.notified() => {}
-                _ = tokio::time::sleep(POLL) => {}
+                _ = events.changed(crate::events::Event::concerns_deliverer) => {}
+                _ = tokio::time::sleep(sleep) => {}
                 _ = shutdown.cancelled() => break,
             }
         }
-    });
+    }
 }
 
 /// Deliveries one destination (a member, or the lab channel) may have in flight at once: an

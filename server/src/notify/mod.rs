@@ -155,6 +155,8 @@ pub struct NotifyContext {
 pub struct Notifier {
     queue: mpsc::Sender<Notice>,
     wake: Arc<tokio::sync::Notify>,
+    /// Full reminder passes on request (a test hook).
+    reminders: remind::Passes,
 }
 
 impl Notifier {
@@ -166,16 +168,29 @@ impl Notifier {
         let notifier = Self {
             queue,
             wake: wake.clone(),
+            reminders: remind::Passes::default(),
         };
-        tokio::spawn(write_notices(
-            context.clone(),
-            notices,
-            wake.clone(),
-            shutdown.clone(),
-        ));
+        let notices = Arc::new(tokio::sync::Mutex::new(notices));
+        let (writer, wake_writer, stop_writer) = (context.clone(), wake.clone(), shutdown.clone());
+        crate::tasks::supervise("notice writer", shutdown.clone(), move || {
+            write_notices(
+                writer.clone(),
+                notices.clone(),
+                wake_writer.clone(),
+                stop_writer.clone(),
+            )
+        });
         deliver::start(context.clone(), wake, shutdown.clone());
-        remind::start(context, notifier.clone(), shutdown);
-        notifier
+        let reminders = remind::start(context, notifier.clone(), shutdown);
+        Self {
+            reminders,
+            ..notifier
+        }
+    }
+
+    /// Runs a full reminder pass now (every reminder due, digests included) and waits for it.
+    pub fn reminders(&self) -> remind::Passes {
+        self.reminders.clone()
     }
 
     /// Queues a notice; never waits.
@@ -185,18 +200,21 @@ impl Notifier {
         }
     }
 
-    /// Tells the deliverers that the outbox has something new.
+    /// Tells the deliverer that the outbox has something new. A wake while it is busy is kept
+    /// for when it next waits, so no message waits for its longest sleep.
     pub fn wake(&self) {
-        self.wake.notify_waiters();
+        self.wake.notify_one();
     }
 }
 
 async fn write_notices(
     context: NotifyContext,
-    mut notices: mpsc::Receiver<Notice>,
+    notices: Arc<tokio::sync::Mutex<mpsc::Receiver<Notice>>>,
     wake: Arc<tokio::sync::Notify>,
     shutdown: CancellationToken,
 ) {
+    // Held for the task's life; a restarted task takes it up again.
+    let mut notices = notices.lock().await;
     loop {
         let notice = tokio::select! {
             notice = notices.recv() => notice,
@@ -220,7 +238,7 @@ async fn write_notices(
                 }
             }
         }
-        wake.notify_waiters();
+        wake.notify_one();
     }
 }
 

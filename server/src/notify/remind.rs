@@ -1,7 +1,9 @@
 //! Reminders that come from the clock, not from an event: a booking starts soon, ends soon, a
-//! running job's booking ends soon, the weekly quota is nearly booked, the weekly digest. Every
-//! few seconds each process looks (`plan` is the pure part); each reminder has a key in the
-//! outbox, so a second look, or a second node, adds nothing.
+//! running job's booking ends soon, the weekly quota is nearly booked, the weekly digest. Each
+//! process looks when a booking or job changes (an event), at the moment the next booking
+//! reminder is due (`next_due`, from the same rules as `plan`, the pure part), and each quarter
+//! hour for the digests (due from Monday 08:00 in each member's zone) and the settings; each
+//! reminder has a key in the outbox, so a second look, or a second node, adds nothing.
 
 use super::{Notice, Notifier, NotifyContext, Personal};
 use crate::store::{BookingFilter, StoreError};
@@ -10,10 +12,19 @@ use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::notify::{EventKind, NotifySettings};
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// How often the clock is looked at.
-const PASS: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often every reminder is looked at without an event (the digests, and reminder leads
+/// an admin changed): each quarter hour.
+const FULL_PASS_MINUTES: i64 = 15;
+/// How far ahead bookings are read for the next reminder due (the next full pass reads again).
+const AHEAD: Duration = Duration::minutes(FULL_PASS_MINUTES + 1);
+/// How often old messages are pruned.
+const PRUNE_EVERY: Duration = Duration::hours(1);
+/// How soon a pass is tried again after the database did not answer.
+const RETRY: Duration = Duration::seconds(5);
 /// How long the outbox keeps messages that are over (for admins to look back on).
 const KEEP: Duration = Duration::days(90);
 /// The digest goes out on Mondays from this hour, in each member's zone.
@@ -97,6 +108,37 @@ pub fn plan(
     out
 }
 
+/// When `plan` next has a booking reminder to give for these bookings, after `now`: a start
+/// reminder's lead before the start, an end reminder's lead before the end (only where `plan`
+/// would give it then).
+pub fn next_due(
+    bookings: &[Booking],
+    settings: &NotifySettings,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let start_lead = Duration::minutes(i64::from(settings.starts_soon_min));
+    let end_lead = Duration::minutes(i64::from(settings.ends_soon_min));
+    let mut due = Vec::new();
+    for b in bookings.iter().filter(|b| b.loan_of.is_none()) {
+        let start_reminder = b.start - start_lead;
+        if b.queue_job.is_none() && b.created_at <= start_reminder {
+            due.push(start_reminder);
+        }
+        let end_reminder = b.end - end_lead;
+        if b.start <= end_reminder {
+            due.push(end_reminder);
+        }
+    }
+    due.into_iter().filter(|t| *t > now).min()
+}
+
+/// The next quarter hour after `now`.
+fn next_full_pass(now: DateTime<Utc>) -> DateTime<Utc> {
+    let step = FULL_PASS_MINUTES * 60;
+    let next = (now.timestamp().div_euclid(step) + 1) * step;
+    DateTime::from_timestamp(next, 0).unwrap_or(now + Duration::minutes(FULL_PASS_MINUTES))
+}
+
 fn reminder(
     user_id: i64,
     kind: EventKind,
@@ -125,35 +167,100 @@ pub fn digest_week(local: chrono::NaiveDateTime) -> String {
     format!("{}-W{:02}", week.year(), week.week())
 }
 
-pub fn start(context: NotifyContext, notifier: Notifier, shutdown: CancellationToken) {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(PASS);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut passes: u64 = 0;
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                _ = shutdown.cancelled() => break,
-            }
-            // Hourly (and at start): old messages go. Keys of pruned reminders go with them;
-            // their bookings ended long before.
-            if passes.is_multiple_of(720) {
-                if let Err(e) = context.store.prune_outbox(Utc::now() - KEEP).await {
-                    tracing::warn!(error = %e, "could not prune the outbox");
-                }
-            }
-            passes += 1;
-            match pass(&context, Utc::now()).await {
-                Ok(0) => {}
-                Ok(_) => notifier.wake(),
-                Err(e) => tracing::warn!(error = %e, "the reminder pass failed"),
-            }
-        }
-    });
+/// Asks the reminder task for a full pass now and waits for it (for tests and tools, instead
+/// of waiting for the quarter hour).
+#[derive(Clone, Default)]
+pub struct Passes {
+    wake: Arc<tokio::sync::Notify>,
+    /// Full passes asked for so far.
+    asked: Arc<AtomicU64>,
+    /// The last request a finished full pass served.
+    served: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
-/// One look at the clock; how many messages it queued.
-pub async fn pass(context: &NotifyContext, now: DateTime<Utc>) -> Result<usize, StoreError> {
+impl Passes {
+    /// Runs a full pass (every reminder due, digests included) that starts after this call,
+    /// and returns once it has queued what it found.
+    pub async fn full_pass(&self) {
+        let ask = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake.notify_one();
+        let mut served = self.served.subscribe();
+        let _ = served.wait_for(|s| *s >= ask).await;
+    }
+}
+
+pub fn start(context: NotifyContext, notifier: Notifier, shutdown: CancellationToken) -> Passes {
+    let passes = Passes::default();
+    let handle = passes.clone();
+    crate::tasks::supervise("reminders", shutdown.clone(), move || {
+        run(
+            context.clone(),
+            notifier.clone(),
+            passes.clone(),
+            shutdown.clone(),
+        )
+    });
+    handle
+}
+
+async fn run(
+    context: NotifyContext,
+    notifier: Notifier,
+    passes: Passes,
+    shutdown: CancellationToken,
+) {
+    let mut events = context.store.events().subscribe();
+    let mut full_at = Utc::now();
+    let mut prune_at = Utc::now();
+    loop {
+        let now = Utc::now();
+        // Old messages go; keys of pruned reminders go with them (their bookings ended long
+        // before).
+        if now >= prune_at {
+            prune_at = now + PRUNE_EVERY;
+            if let Err(e) = context.store.prune_outbox(now - KEEP).await {
+                tracing::warn!(error = %e, "could not prune the outbox");
+            }
+        }
+        let asked = passes.asked.load(Ordering::SeqCst);
+        let full = now >= full_at || asked > *passes.served.borrow();
+        if full {
+            full_at = next_full_pass(now);
+        }
+        let result = pass(&context, now, full).await;
+        if full {
+            passes.served.send_replace(asked);
+        }
+        let next = match result {
+            Ok((queued, due)) => {
+                if queued > 0 {
+                    notifier.wake();
+                }
+                due.map_or(full_at, |due| due.min(full_at))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the reminder pass failed");
+                full_at = full_at.min(now + RETRY);
+                full_at
+            }
+        };
+        let sleep = (next - Utc::now()).to_std().unwrap_or_default();
+        tokio::select! {
+            _ = events.changed(crate::events::Event::concerns_reminders) => {}
+            _ = passes.wake.notified() => {}
+            _ = tokio::time::sleep(sleep + std::time::Duration::from_millis(1)) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+}
+
+/// One look at the clock: the booking and quota reminders due, and with `full` the digests.
+/// How many messages it queued, and when the next booking reminder is due.
+pub async fn pass(
+    context: &NotifyContext,
+    now: DateTime<Utc>,
+    full: bool,
+) -> Result<(usize, Option<DateTime<Utc>>), StoreError> {
     let store = &context.store;
     let settings = store.notify_settings().await?;
     let lead = Duration::minutes(i64::from(
@@ -161,7 +268,7 @@ pub async fn pass(context: &NotifyContext, now: DateTime<Utc>) -> Result<usize, 
     ));
     let filter = BookingFilter {
         from: Some(now),
-        to: Some(now + lead + Duration::seconds(1)),
+        to: Some(now + lead + AHEAD),
         ..Default::default()
     };
     let bookings = store.bookings(&filter, now).await?;
@@ -183,11 +290,13 @@ pub async fn pass(context: &NotifyContext, now: DateTime<Utc>) -> Result<usize, 
     let mut notices = plan(&bookings, &jobs, &settings, now);
     let users = store.users().await?;
     notices.extend(quota_warnings(context, &settings, &users, now).await?);
-    notices.extend(digests(context, &settings, &users, now).await?);
+    if full {
+        notices.extend(digests(context, &settings, &users, now).await?);
+    }
     for notice in notices {
         queued += super::enqueue(context, &notice).await?.len();
     }
-    Ok(queued)
+    Ok((queued, next_due(&bookings, &settings, now)))
 }
 
 /// Members whose booked GPU-hours in the coming week reached the warning share of their quota.
@@ -361,6 +470,44 @@ mod tests {
                 (to.kind, to.dedupe.clone().unwrap())
             })
             .collect()
+    }
+
+    #[test]
+    fn the_task_sleeps_until_the_next_reminder_plan_would_give() {
+        let settings = NotifySettings::default(); // 10 min before the start, 15 before the end
+        let now = at("2026-12-02T16:00:00Z");
+        let b = booking(1, "2026-12-02T17:00:00Z", "2026-12-02T19:00:00Z", now);
+        // The start reminder first; once it is past, the end reminder.
+        assert_eq!(
+            next_due(std::slice::from_ref(&b), &settings, now),
+            Some(at("2026-12-02T16:50:00Z"))
+        );
+        let after = at("2026-12-02T16:50:00Z");
+        assert_eq!(
+            next_due(std::slice::from_ref(&b), &settings, after),
+            Some(at("2026-12-02T18:45:00Z"))
+        );
+        // At the moment next_due named, plan gives the reminder.
+        let due = at("2026-12-02T16:50:00Z");
+        let b_then = booking(1, "2026-12-02T17:00:00Z", "2026-12-02T19:00:00Z", due);
+        assert_eq!(plan(&[b_then], &[], &settings, due).len(), 1);
+        // A booking made inside its lead time gets no start reminder, so none is waited for;
+        // one shorter than the end lead gets no end reminder.
+        let mut late = booking(2, "2026-12-02T16:05:00Z", "2026-12-02T16:15:00Z", now);
+        late.created_at = now;
+        assert_eq!(next_due(&[late], &settings, now), None);
+        // Loans remind nobody; nothing booked: the task waits for an event or the quarter hour.
+        let mut loan = b;
+        loan.loan_of = Some(9);
+        assert_eq!(next_due(&[loan], &settings, now), None);
+        assert_eq!(
+            next_full_pass(at("2026-12-02T16:07:30Z")),
+            at("2026-12-02T16:15:00Z")
+        );
+        assert_eq!(
+            next_full_pass(at("2026-12-02T16:15:00Z")),
+            at("2026-12-02T16:30:00Z")
+        );
     }
 
     #[test]

@@ -67,6 +67,7 @@ impl Store {
         };
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
+        self.emit(Event::WatchChanged(Change::AccountsChanged));
         row.try_into()
     }
 
@@ -238,6 +239,10 @@ impl Store {
         if patch.enabled.is_some() || patch.groups.is_some() {
             // Fair share and who may start weigh accounts and their groups.
             self.emit(Event::QueueChanged(Change::AccountChanged));
+        }
+        if patch.unix_user.is_some() {
+            // The watchdog knows whose a process is by its Unix user.
+            self.emit(Event::WatchChanged(Change::AccountsChanged));
         }
         self.user(id).await
     }

@@ -59,13 +59,17 @@ pub struct Leadership {
 
 /// How long a leader's check of its own connection may take before it steps down.
 const PING_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a follower waits in line for the lock in one statement (PostgreSQL's
+/// `lock_timeout`): it is handed the lock the moment the leader's session ends, and asks again
+/// only this often, so a follower costs its database one transaction in this long.
+const WAIT_IN_LINE: Duration = Duration::from_secs(30);
 
 impl Leadership {
     /// Tries to become the leader (or checks that it still is): `true` while this process
     /// holds the lock on a live connection.
     pub async fn hold(&mut self) -> bool {
         if self.connection.is_none() {
-            match tokio::time::timeout(PING_TIMEOUT, PgConnection::connect(&self.url.0)).await {
+            match tokio::time::timeout(PING_TIMEOUT, connect_in_line(&self.url.0)).await {
                 Ok(Ok(connection)) => self.connection = Some((connection, false)),
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "could not connect to try the queue leader lock");
@@ -82,19 +86,23 @@ impl Leadership {
                 .await
                 .map(|r| r.map(|()| true))
         } else {
+            // Waits in line: PostgreSQL grants the lock when the leader's session ends.
             tokio::time::timeout(
-                PING_TIMEOUT,
-                sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
+                WAIT_IN_LINE + PING_TIMEOUT,
+                sqlx::query("SELECT pg_advisory_lock($1)")
                     .bind(lock::QUEUE_LEADER)
-                    .fetch_one(&mut *connection),
+                    .execute(&mut *connection),
             )
             .await
+            .map(|r| r.map(|_| true))
         };
         match answer {
             Ok(Ok(now_leading)) => {
                 *leading = now_leading;
                 now_leading
             }
+            // Still in line after WAIT_IN_LINE: the leader lives; the connection is fine.
+            Ok(Err(sqlx::Error::Database(e))) if e.code().as_deref() == Some("55P03") => false,
             _ => {
                 if *leading {
                     tracing::warn!("the queue leader lost its database connection; stepping down");
@@ -105,6 +113,16 @@ impl Leadership {
             }
         }
     }
+}
+
+/// A connection for the leader lock whose lock waits end after [`WAIT_IN_LINE`].
+async fn connect_in_line(url: &str) -> Result<PgConnection, sqlx::Error> {
+    use sqlx::Connection;
+    let mut connection = PgConnection::connect(url).await?;
+    sqlx::query(&format!("SET lock_timeout = {}", WAIT_IN_LINE.as_millis()))
+        .execute(&mut connection)
+        .await?;
+    Ok(connection)
 }
 
 impl Store {

@@ -4,6 +4,16 @@
 use super::sql::placeholders;
 use super::*;
 
+const HEARTBEAT: &str =
+    "UPDATE nodes SET heartbeat_ms = $3, last_seen = $4, last_tick = COALESCE($5, last_tick)
+     WHERE name = $1 AND instance = $2";
+const NODES: &str = "SELECT name, address, version, driver, gpu_source, heartbeat_ms, last_tick
+     FROM nodes ORDER BY name";
+const KNOWN_GPUS: &str = "SELECT n.name AS node, g.uuid, g.idx AS \"index\", g.name, g.pci_bus_id,
+            g.memory_total_bytes, g.managed, g.first_seen, g.last_seen
+     FROM gpus g JOIN nodes n ON n.id = g.node_id
+     ORDER BY n.name, g.idx";
+
 /// A card as the database remembers it.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct KnownGpu {
@@ -171,40 +181,53 @@ impl Store {
         last_tick: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let updated = sqlx::query(
-            "UPDATE nodes SET heartbeat_ms = $3, last_seen = $4, last_tick = COALESCE($5, last_tick)
-             WHERE name = $1 AND instance = $2",
-        )
-        .bind(node)
-        .bind(instance)
-        .bind(now.timestamp_millis())
-        .bind(Stamp(now))
-        .bind(last_tick)
-        .execute(&self.pool)
-        .await?;
+        let updated = sqlx::query(HEARTBEAT)
+            .bind(node)
+            .bind(instance)
+            .bind(now.timestamp_millis())
+            .bind(Stamp(now))
+            .bind(last_tick)
+            .execute(&self.pool)
+            .await?;
         Ok(updated.rows_affected() == 1)
     }
 
     /// Every node that ever registered, by name.
     pub async fn nodes(&self) -> Result<Vec<NodeRow>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT name, address, version, driver, gpu_source, heartbeat_ms, last_tick
-             FROM nodes ORDER BY name",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        Ok(sqlx::query_as(NODES).fetch_all(&self.pool).await?)
     }
 
     /// Every card ever seen, by node then index.
     pub async fn known_gpus(&self) -> Result<Vec<KnownGpu>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT n.name AS node, g.uuid, g.idx AS \"index\", g.name, g.pci_bus_id,
-                    g.memory_total_bytes, g.managed, g.first_seen, g.last_seen
-             FROM gpus g JOIN nodes n ON n.id = g.node_id
-             ORDER BY n.name, g.idx",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        Ok(sqlx::query_as(KNOWN_GPUS).fetch_all(&self.pool).await?)
+    }
+
+    /// A heartbeat (as [`Store::heartbeat`]) and the pool's nodes and cards, in one
+    /// transaction: what a node's beat costs its database. `None` when another process has
+    /// registered under this node's name since.
+    pub async fn beat(
+        &self,
+        node: &str,
+        instance: &str,
+        last_tick: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Vec<NodeRow>, Vec<KnownGpu>)>, StoreError> {
+        let mut tx = self.begin().await?;
+        let updated = sqlx::query(HEARTBEAT)
+            .bind(node)
+            .bind(instance)
+            .bind(now.timestamp_millis())
+            .bind(Stamp(now))
+            .bind(last_tick)
+            .execute(&mut *tx)
+            .await?;
+        if updated.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let nodes = sqlx::query_as(NODES).fetch_all(&mut *tx).await?;
+        let cards = sqlx::query_as(KNOWN_GPUS).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Some((nodes, cards)))
     }
 }
 

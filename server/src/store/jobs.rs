@@ -323,7 +323,12 @@ impl Store {
         .bind(Stamp(now))
         .execute(&self.pool)
         .await?;
-        Ok(started.rows_affected() > 0)
+        let started = started.rows_affected() > 0;
+        if started {
+            // The watchdog knows a job's processes by its pid.
+            self.emit(Event::WatchChanged(Change::JobRunning));
+        }
+        Ok(started)
     }
 
     /// Names the directory made for a job's logs (under the jobs dir), before it starts.

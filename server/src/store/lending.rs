@@ -40,6 +40,22 @@ impl Store {
                 && b.idle_since.is_some()
                 && b.lent_to.is_none()
         });
+        if bookings.is_empty() {
+            return Ok(bookings);
+        }
+        // A holder's own job waiting to start (or running) in it: the cards are about to be
+        // used, whatever the last readings said.
+        let sql = format!(
+            "SELECT DISTINCT booking_id FROM jobs
+             WHERE state IN ('queued', 'running') AND booking_id IN ({})",
+            placeholders(1, bookings.len())
+        );
+        let mut query = sqlx::query_scalar::<_, i64>(&sql);
+        for b in &bookings {
+            query = query.bind(b.id);
+        }
+        let busy: Vec<i64> = query.fetch_all(&self.pool).await?;
+        bookings.retain(|b| !busy.contains(&b.id));
         Ok(bookings)
     }
 
@@ -180,9 +196,11 @@ impl Store {
         let mut tx = self.begin().await?;
         let ended = super::bookings::end_loans(&mut tx, host, now).await?;
         if ended > 0 {
-            // Lendable again only once it has sat idle again for the idle threshold.
-            sqlx::query("UPDATE bookings SET idle_since_ms = NULL WHERE id = $1")
+            // Lendable again only once it has sat idle again for the idle window, counted from
+            // now (as "still using it" does): the holder came back for it.
+            sqlx::query("UPDATE bookings SET idle_since_ms = NULL, in_use_ms = $2 WHERE id = $1")
                 .bind(host)
+                .bind(ms(now))
                 .execute(&mut *tx)
                 .await?;
             let audit = AuditEntry {
@@ -248,6 +266,8 @@ impl Store {
         tx.commit().await?;
         if requeued {
             self.emit(Event::QueueChanged(Change::QueueSubmitted));
+            // Its process is gone from the cards it borrowed: the holder's job may start.
+            self.emit(Event::CardsChanged(Change::JobEnded));
         }
         Ok(requeued)
     }

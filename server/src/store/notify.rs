@@ -181,6 +181,9 @@ impl Store {
             ids.extend(id);
         }
         tx.commit().await?;
+        if !ids.is_empty() {
+            self.emit(Event::OutboxChanged(Change::MessagesQueued));
+        }
         Ok(ids)
     }
 
@@ -247,6 +250,32 @@ impl Store {
             attempt: r.attempts as u32,
             created_at: at(r.created_ms),
         }))
+    }
+
+    /// When the next message the deliverer could claim comes due (its next attempt, or the end
+    /// of another sender's lease on it), leaving out destinations in `busy`; `None` when no
+    /// message waits.
+    pub async fn next_message_due(
+        &self,
+        busy: &[i64],
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let skip = if busy.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " AND COALESCE(user_id, 0) NOT IN ({})",
+                super::sql::placeholders(1, busy.len())
+            )
+        };
+        let sql = format!(
+            "SELECT MIN(CASE WHEN claimed_until_ms > next_ms THEN claimed_until_ms ELSE next_ms END)
+             FROM outbox WHERE status = 'pending'{skip}"
+        );
+        let mut query = sqlx::query_scalar::<_, Option<i64>>(&sql);
+        for id in busy {
+            query = query.bind(*id);
+        }
+        Ok(query.fetch_one(&self.pool).await?.map(at))
     }
 
     /// Records how an attempt ended: sent, to be retried at `retry_at`, or over (`status`
@@ -495,6 +524,7 @@ impl Store {
             .await?;
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
+        self.emit(Event::WatchChanged(Change::InUseConfirmed));
         Ok(())
     }
 }

@@ -55,6 +55,8 @@ impl Store {
         .await?;
         insert_audit(&mut tx, audit, now).await?;
         tx.commit().await?;
+        // Other nodes keep settings in memory: they read them again.
+        self.emit(Event::WatchChanged(Change::SettingsChanged));
         Ok(())
     }
 }

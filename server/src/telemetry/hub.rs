@@ -32,6 +32,8 @@ pub struct Hub {
     /// The watchdog's latest judgement of each card, applied to the ticks that follow.
     notes: RwLock<HashMap<String, CardNotes>>,
     metrics: Arc<Metrics>,
+    /// Woken when a viewer subscribes (the relay asks the other nodes for their ticks then).
+    viewer_joined: tokio::sync::Notify,
 }
 
 /// One poll of every card.
@@ -83,6 +85,7 @@ impl Hub {
             raw_ticks: broadcast::channel(TICK_BUFFER).0,
             notes: RwLock::default(),
             metrics,
+            viewer_joined: tokio::sync::Notify::new(),
         }
     }
 
@@ -258,10 +261,22 @@ impl Hub {
     /// Ticks from now on, as `viewer` may see them. Subscribe before taking the snapshot, so
     /// that no tick falls between.
     pub fn subscribe(&self, viewer: Viewer) -> broadcast::Receiver<Utf8Bytes> {
-        match viewer {
+        let receiver = match viewer {
             Viewer::LoggedIn => self.ticks.subscribe(),
             Viewer::Anonymous => self.anonymous_ticks.subscribe(),
-        }
+        };
+        self.viewer_joined.notify_one();
+        receiver
+    }
+
+    /// How many viewers (websockets) are subscribed now.
+    pub fn viewers(&self) -> usize {
+        self.ticks.receiver_count() + self.anonymous_ticks.receiver_count()
+    }
+
+    /// Waits until a viewer subscribes (at once if one did since the last wait).
+    pub async fn viewer_joined(&self) {
+        self.viewer_joined.notified().await
     }
 
     pub fn snapshot(&self) -> FleetSnapshot {
