@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What an idle node costs: `lanes serve --gpus sim:8` with no viewers, no bookings and no
-# jobs, over IDLE_SECONDS (60) after a 10 s settling time, on SQLite and on PostgreSQL. Prints
+# jobs, over IDLE_SECONDS (60) after a 20 s settling time, on SQLite and on PostgreSQL. Prints
 # the server's CPU (utime + stime from /proc, as a share of one core) on each backend and the
 # PostgreSQL database's transactions per second (pg_stat_database of a database of its own on
 # a PostgreSQL server of its own). Targets
@@ -35,7 +35,7 @@ measure() { # measure BINARY NAME [serve flags...]: prints a table row
     > "$work/$name/out" 2> "$work/$name/err" &
   pid=$!
   for _ in $(seq 300); do grep -q listening "$work/$name/out" && break; sleep 0.1; done
-  sleep 10
+  sleep 20
   local x0 c0 t0 x1 c1 t1
   x0=$(xacts); c0=$(cpu_ticks "$pid"); t0=$(date +%s.%N)
   sleep "$SECS"

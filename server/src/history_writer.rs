@@ -51,6 +51,10 @@ async fn run(
         let mut meters: HashMap<i64, CardMeter> = HashMap::new();
         let mut in_flight: Option<JoinHandle<()>> = None;
         let mut last_prune: Option<i64> = None;
+        // Rollups: the minute of the newest reading at the last one, and the oldest reading
+        // written since (a rollup only has work once a minute is whole, or a late reading came).
+        let mut rolled_minute: Option<i64> = None;
+        let mut touched_from: Option<i64> = None;
         let mut timer = tokio::time::interval(settings.flush_every);
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -89,13 +93,23 @@ async fn run(
                     let batch = std::mem::take(&mut buffer);
                     let minutes = std::mem::take(&mut usage);
                     let now = batch.iter().map(|(_, r)| r.t).max().unwrap_or_default();
+                    let oldest = batch.iter().map(|(_, r)| r.t).min().unwrap_or(now);
+                    let from = touched_from.map_or(oldest, |t| t.min(oldest));
+                    let roll = rollup_due(rolled_minute, from, now);
+                    if roll {
+                        rolled_minute = Some(now.div_euclid(60));
+                        touched_from = None;
+                    } else {
+                        touched_from = Some(from);
+                    }
+                    let roll = roll.then_some(from);
                     let prune = last_prune.is_none_or(|last| now - last >= PRUNE_EVERY_S);
                     if prune {
                         last_prune = Some(now);
                     }
                     let store = store.clone();
                     in_flight = Some(tokio::spawn(async move {
-                        if let Err(e) = write(&store, &batch, &minutes, prune.then_some(settings.retention)).await {
+                        if let Err(e) = write(&store, &batch, &minutes, roll, prune.then_some(settings.retention)).await {
                             tracing::error!(error = %e, readings = batch.len(), "history: writing failed; those readings are a gap");
                         }
                     }));
@@ -106,29 +120,42 @@ async fn run(
         if let Some(flight) = in_flight {
             let _ = flight.await;
         }
-        if let Err(e) = write(&store, &buffer, &usage, None).await {
+        let oldest = buffer.iter().map(|(_, r)| r.t).min();
+        let last = touched_from.into_iter().chain(oldest).min();
+        if let Err(e) = write(&store, &buffer, &usage, last, None).await {
             tracing::error!(error = %e, "history: the last write failed");
         }
     }
 }
 
-/// Writes a batch, rolls up what became whole, and prunes if asked.
+/// Whether a flush whose newest reading is at `newest` (and whose unrolled readings start at
+/// `touched_from`) rolls up: once per minute the newest reading moved into, or at once for a
+/// reading that came late into a minute already rolled up. Between, a rollup would find no
+/// whole minute to add (a fifth of an idle node's transactions went to that).
+fn rollup_due(rolled_minute: Option<i64>, touched_from: i64, newest: i64) -> bool {
+    match rolled_minute {
+        None => true,
+        Some(minute) => newest.div_euclid(60) != minute || touched_from < minute * 60,
+    }
+}
+
+/// Writes a batch, rolls up (from `roll`, the oldest reading not rolled up yet) what became
+/// whole, and prunes if asked.
 async fn write(
     store: &Store,
     batch: &[(i64, Reading)],
     minutes: &HashMap<(i64, i64), MinuteUse>,
+    roll: Option<i64>,
     prune: Option<Retention>,
 ) -> Result<(), StoreError> {
-    store.add_usage(minutes).await?;
-    let (Some(oldest), Some(newest)) = (
-        batch.iter().map(|(_, r)| r.t).min(),
-        batch.iter().map(|(_, r)| r.t).max(),
-    ) else {
-        return Ok(());
+    let Some(newest) = batch.iter().map(|(_, r)| r.t).max() else {
+        return store.add_usage(minutes).await;
     };
-    store.insert_readings(batch).await?;
+    store.write_readings(batch, minutes).await?;
     // Everything before the newest second is final (a faster poll may still replace it).
-    store.roll_up(oldest, newest).await?;
+    if let Some(oldest) = roll {
+        store.roll_up(oldest, newest).await?;
+    }
     if let Some(retention) = prune {
         let before = |keep: Duration| newest - keep.as_secs() as i64;
         store
@@ -140,4 +167,22 @@ async fn write(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rollup_due;
+
+    #[test]
+    fn a_rollup_runs_once_a_minute_and_for_late_readings() {
+        // The first flush rolls up (whatever an earlier run left).
+        assert!(rollup_due(None, 600, 605));
+        // Rolled in minute 10: flushes within it have no whole minute to add...
+        assert!(!rollup_due(Some(10), 605, 610));
+        assert!(!rollup_due(Some(10), 600, 659));
+        // ...the first flush in minute 11 has one...
+        assert!(rollup_due(Some(10), 605, 660));
+        // ...and a reading that came late into minute 9 is rolled up at once.
+        assert!(rollup_due(Some(10), 599, 615));
+    }
 }

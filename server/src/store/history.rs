@@ -97,6 +97,16 @@ impl Store {
     /// Writes readings (card id, reading) in one transaction. A second reading of the same card
     /// in the same second replaces the first.
     pub async fn insert_readings(&self, readings: &[(i64, Reading)]) -> Result<(), StoreError> {
+        self.write_readings(readings, &HashMap::new()).await
+    }
+
+    /// Writes readings (as [`Store::insert_readings`]) and adds minutes of use (as
+    /// [`Store::add_usage`]) in one transaction: the history writer's flush.
+    pub async fn write_readings(
+        &self,
+        readings: &[(i64, Reading)],
+        minutes: &HashMap<(i64, i64), super::usage::MinuteUse>,
+    ) -> Result<(), StoreError> {
         // SQLite allows 32,766 bound values per statement, PostgreSQL 65,535: 7 a row.
         const ROWS: usize = 4_000;
         // The last reading of each card and second (PostgreSQL refuses a statement whose
@@ -112,6 +122,9 @@ impl Store {
             .map(|(_, reading)| reading)
             .collect();
         let mut tx = self.begin().await?;
+        if !minutes.is_empty() {
+            super::usage::add_usage_in(&mut tx, minutes).await?;
+        }
         for chunk in readings.chunks(ROWS) {
             let rows: Vec<String> = (0..chunk.len())
                 .map(|i| format!("({})", super::sql::placeholders(i * 7 + 1, 7)))

@@ -48,64 +48,8 @@ impl Store {
         if minutes.is_empty() {
             return Ok(());
         }
-        const ENERGY_ROWS: usize = 5_000; // 3 values a row
-        const PROCESS_ROWS: usize = 3_000; // 9 values a row
-        let mut energy: Vec<(i64, i64, i64)> = minutes
-            .iter()
-            .map(|((gpu, t), m)| (*gpu, *t, m.energy_mj as i64))
-            .collect();
-        energy.sort_unstable();
-        let mut processes: Vec<(i64, i64, &ProcessKey, &ProcessUse)> = minutes
-            .iter()
-            .flat_map(|((gpu, t), m)| m.processes.iter().map(move |(k, u)| (*gpu, *t, k, u)))
-            .collect();
-        processes.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
         let mut tx = self.begin().await?;
-        for chunk in energy.chunks(ENERGY_ROWS) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("({})", super::sql::placeholders(i * 3 + 1, 3)))
-                .collect();
-            let sql = format!(
-                "INSERT INTO energy_1m (gpu_id, t, mj) VALUES {}
-                 ON CONFLICT (gpu_id, t) DO UPDATE SET mj = energy_1m.mj + excluded.mj",
-                rows.join(", ")
-            );
-            let mut query = sqlx::query(&sql);
-            for (gpu, t, mj) in chunk {
-                query = query.bind(*gpu).bind(*t).bind(*mj);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        for chunk in processes.chunks(PROCESS_ROWS) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("({})", super::sql::placeholders(i * 9 + 1, 9)))
-                .collect();
-            let add = ["ms", "used_pct_ms", "sm_pct_ms", "mem_pct_ms", "mj"]
-                .map(|c| format!("{c} = process_use_1m.{c} + excluded.{c}"))
-                .join(", ");
-            let sql = format!(
-                "INSERT INTO process_use_1m
-                     (gpu_id, t, unix_user, job_id, ms, used_pct_ms, sm_pct_ms, mem_pct_ms, mj)
-                 VALUES {}
-                 ON CONFLICT (gpu_id, t, unix_user, job_id) DO UPDATE SET {add}",
-                rows.join(", ")
-            );
-            let mut query = sqlx::query(&sql);
-            for (gpu, t, key, u) in chunk {
-                let ms = |x: f64| (x * 1000.0).round() as i64;
-                query = query
-                    .bind(*gpu)
-                    .bind(*t)
-                    .bind(&key.unix_user)
-                    .bind(key.job_id)
-                    .bind(ms(u.seconds))
-                    .bind(ms(u.used_pct_s))
-                    .bind(ms(u.sm_pct_s))
-                    .bind(ms(u.mem_pct_s))
-                    .bind(u.energy_mj.round() as i64);
-            }
-            query.execute(&mut *tx).await?;
-        }
+        add_usage_in(&mut tx, minutes).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -240,4 +184,72 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Adds minutes of use (card id, minute start) to what is stored, within `tx`.
+pub(super) async fn add_usage_in(
+    tx: &mut super::Tx<'static>,
+    minutes: &HashMap<(i64, i64), MinuteUse>,
+) -> Result<(), StoreError> {
+    if minutes.is_empty() {
+        return Ok(());
+    }
+    const ENERGY_ROWS: usize = 5_000; // 3 values a row
+    const PROCESS_ROWS: usize = 3_000; // 9 values a row
+    let mut energy: Vec<(i64, i64, i64)> = minutes
+        .iter()
+        .map(|((gpu, t), m)| (*gpu, *t, m.energy_mj as i64))
+        .collect();
+    energy.sort_unstable();
+    let mut processes: Vec<(i64, i64, &ProcessKey, &ProcessUse)> = minutes
+        .iter()
+        .flat_map(|((gpu, t), m)| m.processes.iter().map(move |(k, u)| (*gpu, *t, k, u)))
+        .collect();
+    processes.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    for chunk in energy.chunks(ENERGY_ROWS) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", super::sql::placeholders(i * 3 + 1, 3)))
+            .collect();
+        let sql = format!(
+            "INSERT INTO energy_1m (gpu_id, t, mj) VALUES {}
+             ON CONFLICT (gpu_id, t) DO UPDATE SET mj = energy_1m.mj + excluded.mj",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for (gpu, t, mj) in chunk {
+            query = query.bind(*gpu).bind(*t).bind(*mj);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    for chunk in processes.chunks(PROCESS_ROWS) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", super::sql::placeholders(i * 9 + 1, 9)))
+            .collect();
+        let add = ["ms", "used_pct_ms", "sm_pct_ms", "mem_pct_ms", "mj"]
+            .map(|c| format!("{c} = process_use_1m.{c} + excluded.{c}"))
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO process_use_1m
+                 (gpu_id, t, unix_user, job_id, ms, used_pct_ms, sm_pct_ms, mem_pct_ms, mj)
+             VALUES {}
+             ON CONFLICT (gpu_id, t, unix_user, job_id) DO UPDATE SET {add}",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for (gpu, t, key, u) in chunk {
+            let ms = |x: f64| (x * 1000.0).round() as i64;
+            query = query
+                .bind(*gpu)
+                .bind(*t)
+                .bind(&key.unix_user)
+                .bind(key.job_id)
+                .bind(ms(u.seconds))
+                .bind(ms(u.used_pct_s))
+                .bind(ms(u.sm_pct_s))
+                .bind(ms(u.mem_pct_s))
+                .bind(u.energy_mj.round() as i64);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
