@@ -172,26 +172,6 @@ impl Store {
             .map(|(_, beat)| now.timestamp_millis() - beat))
     }
 
-    /// This node is alive: its heartbeat time and latest tick. `false` when another process
-    /// has registered under its name since (this one must stop serving it).
-    pub async fn heartbeat(
-        &self,
-        node: &str,
-        instance: &str,
-        last_tick: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let updated = sqlx::query(HEARTBEAT)
-            .bind(node)
-            .bind(instance)
-            .bind(now.timestamp_millis())
-            .bind(Stamp(now))
-            .bind(last_tick)
-            .execute(&self.pool)
-            .await?;
-        Ok(updated.rows_affected() == 1)
-    }
-
     /// Every node that ever registered, by name.
     pub async fn nodes(&self) -> Result<Vec<NodeRow>, StoreError> {
         Ok(sqlx::query_as(NODES).fetch_all(&self.pool).await?)
@@ -202,9 +182,9 @@ impl Store {
         Ok(sqlx::query_as(KNOWN_GPUS).fetch_all(&self.pool).await?)
     }
 
-    /// A heartbeat (as [`Store::heartbeat`]) and the pool's nodes and cards, in one
-    /// transaction: what a node's beat costs its database. `None` when another process has
-    /// registered under this node's name since.
+    /// This node is alive (its heartbeat time and latest tick), and the pool's nodes and cards,
+    /// in one transaction: what a node's beat costs its database. `None` when another process
+    /// has registered under this node's name since (this one must stop serving it).
     pub async fn beat(
         &self,
         node: &str,

@@ -215,14 +215,7 @@ impl Store {
             attempts: i64,
             created_ms: i64,
         }
-        let skip = if busy.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " AND COALESCE(user_id, 0) NOT IN ({})",
-                super::sql::placeholders(3, busy.len())
-            )
-        };
+        let skip = not_busy(3, busy);
         // The outer conditions repeat the inner ones: on PostgreSQL, a second node that picked
         // the same row waits for the first, then finds it claimed and updates nothing.
         let sql = format!(
@@ -259,14 +252,7 @@ impl Store {
         &self,
         busy: &[i64],
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let skip = if busy.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " AND COALESCE(user_id, 0) NOT IN ({})",
-                super::sql::placeholders(1, busy.len())
-            )
-        };
+        let skip = not_busy(1, busy);
         let sql = format!(
             "SELECT MIN(CASE WHEN claimed_until_ms > next_ms THEN claimed_until_ms ELSE next_ms END)
              FROM outbox WHERE status = 'pending'{skip}"
@@ -527,4 +513,16 @@ impl Store {
         self.emit(Event::WatchChanged(Change::InUseConfirmed));
         Ok(())
     }
+}
+
+/// The condition that leaves out messages to destinations in `busy` (member ids, 0 for the lab
+/// channel), bound from placeholder `$first` on; empty when none is busy.
+fn not_busy(first: usize, busy: &[i64]) -> String {
+    if busy.is_empty() {
+        return String::new();
+    }
+    format!(
+        " AND COALESCE(user_id, 0) NOT IN ({})",
+        super::sql::placeholders(first, busy.len())
+    )
 }
