@@ -227,25 +227,25 @@ impl Listener {
                 Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
             }
         }
-        loop {
-            match self.receiver.try_recv() {
-                Ok(event) => woken.events.push(event),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => woken.lagged = true,
-                Err(_) => break,
-            }
-        }
+        self.drain(&mut woken);
         woken
     }
 
     /// Takes every event already waiting, without waiting: whether one that `wanted` accepts
     /// was among them (or the listener fell behind).
     pub fn pending(&mut self, wanted: fn(Event) -> bool) -> bool {
-        let mut any = false;
+        let mut woken = Woken::default();
+        self.drain(&mut woken);
+        woken.may_include(wanted)
+    }
+
+    /// Adds every event already waiting to `woken`.
+    fn drain(&mut self, woken: &mut Woken) {
         loop {
             match self.receiver.try_recv() {
-                Ok(event) => any |= wanted(event),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => any = true,
-                Err(_) => return any,
+                Ok(event) => woken.events.push(event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => woken.lagged = true,
+                Err(_) => break,
             }
         }
     }

@@ -65,13 +65,13 @@ async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
                 .unwrap_or_default(),
         };
         let in_flight = InFlight::default();
-        // Messages queued anywhere in this process (and, relayed, on the other nodes).
+        // Messages queued by this process (not relayed: each node delivers what it queued).
         let mut events = context.store.events().subscribe();
         loop {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
             };
-            let mut unreadable = false;
+            let mut claim_failed = false;
             let now = Utc::now();
             let lease = chrono::Duration::from_std(context.retry.timeout * 4)
                 .unwrap_or(chrono::Duration::minutes(1));
@@ -98,12 +98,14 @@ async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
                 Err(e) => {
                     drop(slot);
                     tracing::warn!(error = %e, "could not read the outbox");
-                    unreadable = true;
+                    claim_failed = true;
                 }
             }
-            let due = match unreadable {
+            // Nothing to claim now: until the next message is due. After a failed claim, a
+            // while whatever is due (a message that fails every claim must not spin the loop).
+            let due = match claim_failed {
                 true => Err(()),
-                false => (context.store.next_message_due(&in_flight.busy()).await).map_err(|_| ()),
+                false => (context.store.next_message_due(&in_flight.busy()).await).map_err(drop),
             };
             let sleep = match due {
                 Ok(Some(due)) => (due - Utc::now())
@@ -111,7 +113,7 @@ async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
                     .unwrap_or_default()
                     .min(LONGEST_SLEEP),
                 Ok(None) => LONGEST_SLEEP,
-                Err(_) => DB_RETRY,
+                Err(()) => DB_RETRY,
             };
             tokio::select! {
                 _ = wake.notified() => {}
