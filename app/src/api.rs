@@ -1,6 +1,5 @@
 //! Server functions the pages call. Thin: each reads a port from context and returns wire types.
 
-use lanes_types::account::User;
 use lanes_types::FleetSnapshot;
 use leptos::prelude::*;
 
@@ -15,10 +14,4 @@ pub async fn get_fleet() -> Result<FleetSnapshot, ServerFnError> {
         Some(_) => snapshot,
         None => snapshot.anonymized(),
     })
-}
-
-/// Who is looking: the logged-in user, or `None` for an anonymous viewer.
-#[server(prefix = "/api/fn", endpoint = "viewer")]
-pub async fn get_viewer() -> Result<Option<User>, ServerFnError> {
-    Ok(crate::ssr::viewer())
 }

@@ -61,7 +61,6 @@ fn page_data_text() -> String {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    components::topbar::ViewerResource::provide();
     view! {
         <Title text="Lanes" />
         <Router>

@@ -578,6 +578,43 @@ async fn admin_pages_render_whole_under_concurrent_load() {
         .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_render_whole_while_the_process_lists_its_routes() {
+    // Listing the app's routes suppresses resource loading in the whole process while it runs
+    // (leptos' own flag); servers started beside this one, as in this suite, list them. A page
+    // whose render waited on a resource first polled meanwhile never ended (the dashboard's
+    // fleet, the top bar's viewer): its body stopped after the shell.
+    let (app, _, session) = admin_with_a_group().await;
+    let listing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let lister = std::thread::spawn({
+        let listing = listing.clone();
+        let runtime = tokio::runtime::Handle::current();
+        move || {
+            let _runtime = runtime.enter();
+            let mut lists = 0u32;
+            while listing.load(std::sync::atomic::Ordering::Relaxed) {
+                assert!(lanes_server::http::route_paths().contains(&"/admin".to_string()));
+                lists += 1;
+            }
+            lists
+        }
+    });
+    for round in 0..5 {
+        for path in ["/", "/admin/groups", "/account", "/jobs", "/queue"] {
+            let (status, html) = page(&app, path, &session).await;
+            assert_eq!(status, 200, "{path} in round {round}");
+            assert!(html.contains("</html>"), "{path} ended early:\n{html}");
+            assert!(
+                html.contains(r#"data-testid="whoami""#),
+                "{path} without its viewer"
+            );
+        }
+    }
+    listing.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(lister.join().expect("the route lister") > 0);
+    app.stop().await;
+}
+
 /// The audit log's row for entry `id` in a page's HTML.
 fn row_of(html: &str, id: i64) -> Option<&str> {
     let start = html.find(&format!(r#"data-audit="{id}""#))?;

@@ -64,7 +64,6 @@ fn matrix() -> Vec<Row> {
         ),
         // The HTML form answers an unreadable form by going back to the form.
         row(post.clone(), "/auth/login", EmptyJson, [303, 303, 303, 303]),
-        row(post.clone(), "/api/fn/viewer", None, [200, 200, 200, 200]),
         // Any logged-in user.
         row(get.clone(), "/", None, [303, 200, 200, 200]),
         row(get.clone(), "/account", None, [303, 200, 200, 200]),

@@ -2,9 +2,10 @@
 //! changing their password, and their API tokens for scripts and the CLI.
 
 use crate::components::format::date_time;
+use crate::components::page_data::viewer;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
-use crate::components::topbar::{current_viewer, TopBar};
+use crate::components::topbar::TopBar;
 use crate::rest::{self, Method};
 use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
 use leptos::prelude::*;
@@ -16,9 +17,7 @@ pub fn AccountPage() -> impl IntoView {
         <TopBar />
         <main class="page narrow">
             <h2>{tr!(account.your_account)}</h2>
-            <Suspense fallback=|| ()>
-                {move || Suspend::new(async move { current_viewer().await.map(|user| view! { <Profile user /> }) })}
-            </Suspense>
+            {viewer().map(|user| view! { <Profile user /> })}
             <crate::pages::notifications::MyNotifications />
             <PasswordForm />
             <Tokens />

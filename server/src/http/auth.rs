@@ -219,7 +219,7 @@ pub fn url_escape(text: &str) -> String {
 }
 
 /// Paths anyone may reach: health, metrics (which has its own token), the login page and
-/// its assets, logging in, and asking who one is.
+/// its assets, and logging in.
 pub fn is_public(path: &str) -> bool {
     matches!(
         path,
@@ -229,7 +229,6 @@ pub fn is_public(path: &str) -> bool {
             | "/auth/login"
             | "/api/v1/auth/login"
             | "/favicon.svg"
-            | "/api/fn/viewer"
     ) || path.starts_with("/pkg/")
         // One-click answers in messages: the link's secret is the authority.
         || path.starts_with("/act/")
@@ -260,7 +259,7 @@ pub async fn require_login(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let path = request.uri().path().to_string();
-    if is_public(&path) && path != "/api/fn/viewer" {
+    if is_public(&path) {
         return next.run(request).await;
     }
     match resolve_user(&state, request.headers()).await {

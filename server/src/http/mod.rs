@@ -34,7 +34,7 @@ use axum::Router;
 use lanes_types::account::PortalSettings;
 use lanes_types::SourceKind;
 use leptos::prelude::{provide_context, LeptosOptions};
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list, AxumRouteListing, LeptosRoutes};
 use std::net::IpAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -145,11 +145,7 @@ pub fn route_paths() -> Vec<String> {
         .iter()
         .flat_map(|area| area.paths.iter().map(|p| p.to_string()))
         .collect();
-    paths.extend(
-        generate_route_list(lanes_app::App)
-            .iter()
-            .map(|route| route.path().to_string()),
-    );
+    paths.extend(page_routes().iter().map(|route| route.path().to_string()));
     paths.extend(leptos::server_fn::axum::server_fn_paths().map(|(path, _)| path.to_string()));
     paths.sort();
     paths.dedup();
@@ -238,8 +234,20 @@ async fn asset_or_not_found(
     response
 }
 
+/// The app's pages, listed once per process. Listing them runs the whole app with resource
+/// loading suppressed process-wide (`leptos_router` sets a global flag for it): a page that
+/// another router of the same process rendered meanwhile would wait for its data forever and
+/// its stream would never end (leptos issue 4773). Listed once, before the first router
+/// exists, no page can ever be rendered while the flag is up.
+fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: std::sync::OnceLock<Vec<AxumRouteListing>> = std::sync::OnceLock::new();
+    ROUTES
+        .get_or_init(|| generate_route_list(lanes_app::App))
+        .clone()
+}
+
 pub fn router(state: AppState) -> Router {
-    let routes = generate_route_list(lanes_app::App);
+    let routes = page_routes();
     let hub = state.hub.clone();
     let fleet_context = move || {
         let view: Arc<dyn lanes_app::ssr::FleetView> = hub.clone();
