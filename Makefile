@@ -21,7 +21,7 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
+.PHONY: run build site test-binary deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -30,17 +30,26 @@ run: build
 # The web assets first (xtask/: the app in wasm, wasm-bindgen, wasm-opt, compressed copies),
 # then the server, which embeds them: one self-contained binary.
 SITE_DIR := $(CURDIR)/target/site
-build: tools
-	cargo xtask site
+build: site
 	LANES_SITE_DIR=$(SITE_DIR) cargo build --release -p lanes-server --bin lanes
+
+site: tools
+	cargo xtask site
+
+# What the browser and package tests of `make test` run: the dev build (its dependencies are
+# those the tests compiled) with the release web assets inside, as an installed Lanes has them.
+TEST_BIN := $(CURDIR)/target/debug/lanes
+test-binary: site
+	LANES_SITE_DIR=$(SITE_DIR) cargo build --workspace --bin lanes
 
 # The Debian package (target/deb/lanes_VERSION_ARCH.deb); deploy/ holds what goes in it.
 deb: build
 	cargo xtask deb
 
 # The package in a fresh Debian root: install, serve, upgrade, remove, purge (tests/deb/run.sh).
-deb-test: build
-	deb=$$(cargo xtask deb | tail -1) && upgrade=$$(cargo xtask deb --version-suffix upgrade | tail -1) \
+deb-test: test-binary
+	deb=$$(cargo xtask deb --binary $(TEST_BIN) | tail -1) \
+		&& upgrade=$$(cargo xtask deb --binary $(TEST_BIN) --version-suffix upgrade | tail -1) \
 		&& tests/deb/run.sh "$$deb" "$$upgrade"
 
 # The alert rules: promtool's checks and unit tests, then a real Prometheus scraping two
@@ -51,11 +60,25 @@ alerts: dev-build
 	python3 tests/prometheus/check.py target/debug/lanes $(TEST_POSTGRES)
 
 # Each phase in turn, timed (.ci/phases.sh prints the table docs/benchmarks.md keeps): the
-# builds are phases of their own, so a suite's figure is the suite alone.
-PHASES := tools tools-test fmt-check dev-build clippy unit postgres alerts api-fuzz build browser deb-test
+# builds are phases of their own, so a suite's figure is the suite alone; `a+b` runs two side
+# by side (suites that wait more than they compute). Each profile is compiled once: clippy
+# lints the workspace as it compiles (LINT=1 below), and the browser and package tests run the
+# dev build with the release web assets inside (`test-binary`), so `make test` never compiles
+# the release profile of the server (`make build` does; it is the same code, optimized).
+PHASES := tools tools-test fmt-check dev-build unit+postgres alerts+api-fuzz site test-binary browser+deb-test
 test:
-	@.ci/phases.sh $(PHASES)
+	@LINT=1 .ci/phases.sh $(PHASES)
 	@echo "All checks passed."
+
+# With LINT=1 (as `make test` sets it) clippy lints every workspace crate while it is compiled,
+# warnings denied: clippy-driver as the workspace's rustc wrapper, which is how `cargo clippy`
+# itself runs it, so the dev build, the tests and the wasm build are linted without a check of
+# their own. Every cargo command of one `make test` sees the same two variables, so no step
+# compiles again what another compiled.
+ifeq ($(LINT),1)
+export RUSTC_WORKSPACE_WRAPPER := $(shell rustup which clippy-driver)
+export RUSTFLAGS := -Dwarnings
+endif
 
 tools:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown \
@@ -86,6 +109,7 @@ fmt-check:
 	cargo fmt --all -- --check
 	python3 .ci/modgraph.py server/src --check >/dev/null
 
+# Clippy on its own, for developers (`make test` lints as it compiles, LINT=1).
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p lanes-app --lib --target wasm32-unknown-unknown --features hydrate -- -D warnings
@@ -96,8 +120,15 @@ clippy:
 dev-build:
 	cargo build --workspace --all-targets
 
+# The integration suite runs from its test binary, not through `cargo test`, which holds the
+# build directory's lock while tests run: so the two backends' suites can run side by side
+# (`unit+postgres`). Its working directory is the one cargo gives it (tests/).
+INTEGRATION = bin=$$(.ci/integration-bin) && cd tests && "$$bin"
+
 unit: dev-build
-	cargo test --workspace
+	cargo test --workspace --lib --bins
+	cargo test --workspace --doc
+	$(INTEGRATION)
 
 # The same integration suite again, every test on a fresh database of the PostgreSQL server at
 # $(TEST_POSTGRES) (made and dropped by each test). `--workspace`, as `dev-build` and `unit`:
@@ -106,7 +137,7 @@ TEST_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
 postgres: dev-build
 	@psql "$(TEST_POSTGRES)" -tAc 'SELECT 1' >/dev/null \
 		|| (echo "make test needs PostgreSQL at $(TEST_POSTGRES) (set TEST_POSTGRES)"; exit 1)
-	LANES_TEST_POSTGRES=$(TEST_POSTGRES) cargo test --workspace --test integration
+	export LANES_TEST_POSTGRES=$(TEST_POSTGRES) && $(INTEGRATION)
 
 # Schemathesis against the OpenAPI description: no 5xx, no answer outside the schema.
 api-fuzz: dev-build
@@ -114,8 +145,8 @@ api-fuzz: dev-build
 
 # Each step of each page's scenario is a named test; files run one at a time (each starts a
 # server and a browser, and the machine has two cores).
-browser: build
-	node --test --test-concurrency=1 --test-reporter=spec tests/browser/*.test.mjs
+browser: test-binary
+	LANES_BIN=$(TEST_BIN) node --test --test-concurrency=1 --test-reporter=spec tests/browser/*.test.mjs
 
 bench: build
 	LANES_SITE_DIR=$(SITE_DIR) cargo build --release -p lanes-bench

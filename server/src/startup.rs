@@ -180,9 +180,13 @@ impl ServeConfig {
 pub struct Hooks {
     pub events: crate::events::Events,
     pub queue_passes: tokio::sync::watch::Receiver<u64>,
+    /// Runs a queue pass (lending included) and waits for it.
+    pub queue: crate::tasks::Passes,
     pub runner_ticks: tokio::sync::watch::Receiver<u64>,
     /// Runs a full reminder pass (digests included) and waits for it.
     pub reminders: crate::notify::remind::Passes,
+    /// Writes the history writer's buffered readings and minutes of use now and waits for it.
+    pub history: crate::tasks::Passes,
 }
 
 pub struct Application {
@@ -201,6 +205,8 @@ pub struct Application {
     connections: crate::http::serve::ConnectionLimits,
     /// Full reminder passes on request (a test hook).
     reminders: crate::notify::remind::Passes,
+    /// History flushes on request (a test hook).
+    flushes: crate::tasks::Passes,
 }
 
 impl Application {
@@ -440,8 +446,14 @@ impl Application {
             wall: wall.clone(),
         }
         .start(shutdown.clone());
-        let history =
-            history_writer::start(store.clone(), hub.clone(), config.history, shutdown.clone());
+        let flushes = crate::tasks::Passes::default();
+        let history = history_writer::start(
+            store.clone(),
+            hub.clone(),
+            config.history,
+            flushes.clone(),
+            shutdown.clone(),
+        );
         let runner = crate::jobs::runner::Runner::start(
             store.clone(),
             hub.clone(),
@@ -503,6 +515,7 @@ impl Application {
             displaced,
             _locks: Vec::new(),
             reminders,
+            flushes,
         })
     }
 
@@ -511,8 +524,10 @@ impl Application {
         Hooks {
             events: self.store.events().clone(),
             queue_passes: self.state.queue.passes(),
+            queue: self.state.queue.requests(),
             runner_ticks: self.state.runner.ticks(),
             reminders: self.reminders.clone(),
+            history: self.flushes.clone(),
         }
     }
 

@@ -67,6 +67,55 @@ where
     })
 }
 
+/// Passes of a task on request: a test (or a tool) asks for one and waits until a pass that
+/// started after it asked has finished, instead of sleeping until the task would have looked
+/// by itself. The task reads [`Passes::asked`] before a pass, reports it with
+/// [`Passes::served`] after, and wakes on [`Passes::requested`].
+#[derive(Clone, Default)]
+pub struct Passes {
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    /// Passes asked for so far.
+    asked: std::sync::Arc<AtomicU64>,
+    /// The last request a finished pass served.
+    served: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Passes {
+    /// Asks for a pass that starts after this call and returns once it has finished.
+    pub async fn run(&self) {
+        let ask = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake.notify_one();
+        let mut served = self.served.subscribe();
+        let _ = served.wait_for(|s| *s >= ask).await;
+    }
+
+    /// The requests so far: read before a pass, handed to [`Passes::served`] after it.
+    pub fn asked(&self) -> u64 {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    /// Whether a request waits for a pass.
+    pub fn wanted(&self) -> bool {
+        self.asked() > *self.served.borrow()
+    }
+
+    /// A pass that started when [`Passes::asked`] said `asked` has finished.
+    pub fn served(&self, asked: u64) {
+        self.served.send_if_modified(|served| {
+            let newer = asked > *served;
+            if newer {
+                *served = asked;
+            }
+            newer
+        });
+    }
+
+    /// Ready when a pass is asked for (a request made while the task was busy is kept).
+    pub async fn requested(&self) {
+        self.wake.notified().await
+    }
+}
+
 /// Waits until `receiver`'s value changes; never returns once its sender is gone. In a
 /// `select!`, a closed channel must not be a ready branch: `watch::Receiver::changed` answers
 /// `Err` at once and forever after its sender drops, and a loop that takes that as a wake-up
@@ -140,5 +189,39 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), changed(&mut live))
             .await
             .expect("a change wakes the waiter");
+    }
+
+    #[tokio::test]
+    async fn a_pass_asked_for_is_one_that_started_after_the_request() {
+        let passes = Passes::default();
+        // A task that runs a pass whenever asked, and says which passes started when.
+        let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn({
+            let passes = passes.clone();
+            async move {
+                loop {
+                    passes.requested().await;
+                    let asked = passes.asked();
+                    started_tx.send(asked).unwrap();
+                    tokio::task::yield_now().await;
+                    passes.served(asked);
+                }
+            }
+        });
+        // A pass that ended before the request does not serve it.
+        passes.served(0);
+        assert!(!passes.wanted());
+        passes.run().await;
+        assert_eq!(started.recv().await, Some(1), "the pass saw the request");
+        assert!(!passes.wanted());
+        // Requests made together are served by passes that started after each.
+        let (a, b) = (passes.clone(), passes.clone());
+        tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::join!(a.run(), b.run());
+        })
+        .await
+        .expect("both requests served");
+        assert!(!passes.wanted());
+        task.abort();
     }
 }

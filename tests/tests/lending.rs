@@ -179,8 +179,9 @@ async fn a_preemptible_job_borrows_an_idle_lending_booking_and_is_requeued_when_
     })
     .await;
     assert!(log.contains("started"));
-    // Passes go by: the others still wait, and the keeping booking lends nothing.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A pass after all this (the keeping booking has been idle since before the submissions):
+    // the others still wait, and the keeping booking lends nothing.
+    app.hooks.queue.run().await;
     for id in [steady.id, second.id] {
         assert_eq!(w.queued(id).await.state, QueueState::Pending, "job {id}");
     }
@@ -228,7 +229,7 @@ async fn a_preemptible_job_borrows_an_idle_lending_booking_and_is_requeued_when_
     let host = w.holder.client().booking(lending.id).await.unwrap();
     assert_eq!(host.lent_to, None);
     assert_eq!(host.state, lanes_types::booking::BookingState::Active);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    app.hooks.queue.run().await;
     assert_eq!(w.queued(borrower.id).await.state, QueueState::Pending);
     // What it used is charged to the borrower's fair share, who booked nothing.
     let view = w.borrower.client().queue().await.unwrap();

@@ -695,7 +695,7 @@ async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
     let week_ago = Utc::now() - chrono::Duration::days(10);
     backdate(&app.database_url(), MEMBER, week_ago).await;
     // Every reminder due now, the digest included, without waiting for the quarter hour.
-    app.hooks.reminders.full_pass().await;
+    app.hooks.reminders.run().await;
     let outbox = admin.client().outbox(None).await.unwrap();
     assert_eq!(outbox.len(), 2, "the outbox: {outbox:?}");
     // Delivery is the mail server's answer: the one wait here.
@@ -721,7 +721,7 @@ async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
         .unwrap_or_else(|| panic!("no digest in {subjects:?}"));
     assert!(digest.text.contains("GPU-hours"), "{}", digest.text);
     // Once: a later pass finds them in the outbox and queues nothing.
-    app.hooks.reminders.full_pass().await;
+    app.hooks.reminders.run().await;
     let outbox = admin.client().outbox(None).await.unwrap();
     assert_eq!(outbox.len(), 2, "the outbox: {outbox:?}");
     app.stop().await;

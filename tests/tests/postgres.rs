@@ -286,14 +286,27 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         .unwrap();
     member.withdraw_booking(cancelled.id).await.unwrap();
     // History at every level: raw readings now, rollups once a minute has passed in the
-    // store's eyes (the writer rolls up what is complete).
-    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
-    let range = HistoryQuery {
-        from: Some(now - Duration::seconds(5)),
-        to: Some(Utc::now()),
-        points: Some(10_000),
-        ..HistoryQuery::default()
-    };
+    // store's eyes (the writer rolls up what is complete). Everything read until a flush is
+    // written by it; the range ends a moment before, so no later reading falls in it. The
+    // poller's first readings may still be on their way: flushed again until there are some.
+    let (range, history_before) = lanes_tests::wait_until(
+        std::time::Duration::from_secs(10),
+        "readings to copy",
+        || async {
+            let flushed = Utc::now();
+            old.hooks.history.run().await;
+            let range = HistoryQuery {
+                from: Some(now - Duration::seconds(5)),
+                to: Some(flushed - Duration::milliseconds(250)),
+                points: Some(10_000),
+                ..HistoryQuery::default()
+            };
+            let history = admin.history(&range).await.unwrap();
+            let read = history.series.iter().any(|s| !s.points.is_empty());
+            read.then_some((range, history))
+        },
+    )
+    .await;
     let period = ReportQuery {
         from: Some(now - Duration::hours(1)),
         to: Some(now + Duration::hours(4)),
@@ -304,7 +317,6 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
         ..BookingQuery::default()
     };
     let bookings_before = admin.bookings(&everything).await.unwrap();
-    let history_before = admin.history(&range).await.unwrap();
     let report_before = admin.usage_report(&period).await.unwrap();
     old.stop().await;
     // The audit log as the old server left it (stopping writes nothing to it).

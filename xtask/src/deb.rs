@@ -10,13 +10,22 @@ use std::path::Path;
 use std::process::Command;
 
 pub fn package(root: &Path, args: &[String]) -> Result<()> {
-    let suffix = match args {
-        [] => String::new(),
-        [flag, value] if flag == "--version-suffix" => format!("+{value}"),
-        _ => bail!("usage: cargo xtask deb [--version-suffix S]"),
-    };
+    const USAGE: &str = "usage: cargo xtask deb [--binary PATH] [--version-suffix S]";
     let target = root.join("target");
-    let binary = target.join("release/lanes");
+    // The release binary, as `make deb` builds it; `make test` packages its test binary.
+    let mut binary = target.join("release/lanes");
+    let mut suffix = String::new();
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let Some(value) = rest.next() else {
+            bail!("{USAGE}")
+        };
+        match flag.as_str() {
+            "--binary" => binary = value.into(),
+            "--version-suffix" => suffix = format!("+{value}"),
+            _ => bail!("{USAGE}"),
+        }
+    }
     if !binary.exists() {
         bail!("{} is missing: run `make build` first", binary.display());
     }

@@ -16,7 +16,8 @@ use std::time::Instant;
 
 mod deb;
 
-const USAGE: &str = "usage: cargo xtask site [--dev] | cargo xtask deb [--version-suffix S]";
+const USAGE: &str =
+    "usage: cargo xtask site [--dev] | cargo xtask deb [--binary PATH] [--version-suffix S]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -12,8 +12,6 @@ use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::notify::{EventKind, NotifySettings};
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// How often every reminder is looked at without an event (the digests, and reminder leads
@@ -167,27 +165,9 @@ pub fn digest_week(local: chrono::NaiveDateTime) -> String {
     format!("{}-W{:02}", week.year(), week.week())
 }
 
-/// Asks the reminder task for a full pass now and waits for it (for tests and tools, instead
-/// of waiting for the quarter hour).
-#[derive(Clone, Default)]
-pub struct Passes {
-    wake: Arc<tokio::sync::Notify>,
-    /// Full passes asked for so far.
-    asked: Arc<AtomicU64>,
-    /// The last request a finished full pass served.
-    served: Arc<tokio::sync::watch::Sender<u64>>,
-}
-
-impl Passes {
-    /// Runs a full pass (every reminder due, digests included) that starts after this call,
-    /// and returns once it has queued what it found.
-    pub async fn full_pass(&self) {
-        let ask = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
-        self.wake.notify_one();
-        let mut served = self.served.subscribe();
-        let _ = served.wait_for(|s| *s >= ask).await;
-    }
-}
+/// Full reminder passes (digests included) on request, for tests and tools instead of waiting
+/// for the quarter hour.
+pub type Passes = crate::tasks::Passes;
 
 pub fn start(context: NotifyContext, notifier: Notifier, shutdown: CancellationToken) -> Passes {
     let passes = Passes::default();
@@ -222,14 +202,14 @@ async fn run(
                 tracing::warn!(error = %e, "could not prune the outbox");
             }
         }
-        let asked = passes.asked.load(Ordering::SeqCst);
-        let full = now >= full_at || asked > *passes.served.borrow();
+        let asked = passes.asked();
+        let full = now >= full_at || passes.wanted();
         if full {
             full_at = next_full_pass(now);
         }
         let result = pass(&context, now, full).await;
         if full {
-            passes.served.send_replace(asked);
+            passes.served(asked);
         }
         let next = match result {
             Ok((queued, due)) => {
@@ -247,7 +227,7 @@ async fn run(
         let sleep = (next - Utc::now()).to_std().unwrap_or_default();
         tokio::select! {
             _ = events.changed(crate::events::Event::concerns_reminders) => {}
-            _ = passes.wake.notified() => {}
+            _ = passes.requested() => {}
             _ = tokio::time::sleep(sleep + std::time::Duration::from_millis(1)) => {}
             _ = shutdown.cancelled() => break,
         }

@@ -56,6 +56,8 @@ pub struct Queue {
     hub: Arc<Hub>,
     /// Counts finished passes, so a test can wait for the pass an event caused.
     passes: watch::Sender<u64>,
+    /// Passes on request (a test's "run the queue now").
+    requests: crate::tasks::Passes,
     settings: RwLock<QueueSettings>,
     shares: RwLock<Shares>,
     snapshot: RwLock<Snapshot>,
@@ -93,6 +95,7 @@ impl Queue {
             store,
             hub,
             passes: watch::Sender::new(0),
+            requests: crate::tasks::Passes::default(),
             snapshot: RwLock::default(),
         });
         let task = queue.clone();
@@ -117,10 +120,12 @@ impl Queue {
                         }
                     }
                     let leading = *leader.borrow_and_update();
+                    let asked = task.requests.asked();
                     let result = task
                         .pass(Utc::now(), idle, &mut explained_at, leading)
                         .await;
                     task.passes.send_modify(|n| *n += 1);
+                    task.requests.served(asked);
                     let sleep = match result {
                         Ok(Some(next)) => next,
                         Ok(None) => continue, // something started: look again at once
@@ -135,6 +140,7 @@ impl Queue {
                             reload |= woken.may_include(Event::changes_queue_settings);
                         }
                         _ = crate::tasks::changed(&mut leader) => {}
+                        _ = task.requests.requested() => explained_at = None,
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
                     }
@@ -147,6 +153,11 @@ impl Queue {
     /// Passes finished so far; a test waits for it to move past a value it read before acting.
     pub fn passes(&self) -> watch::Receiver<u64> {
         self.passes.subscribe()
+    }
+
+    /// Runs a pass that starts after this call and returns when it has finished.
+    pub fn requests(&self) -> crate::tasks::Passes {
+        self.requests.clone()
     }
 
     pub fn settings(&self) -> QueueSettings {
