@@ -470,12 +470,22 @@ impl Application {
             },
             shutdown.clone(),
         );
+        // Followers of a job's log wake when it grows; without inotify (its limits reached)
+        // they look every TAIL_POLL instead.
+        let log_watch = match crate::jobs::log_watch::LogWatch::start(shutdown.clone()) {
+            Ok(watch) => Some(watch),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch log files (inotify); followed logs are read every 250 ms");
+                None
+            }
+        };
         if store.backend() == crate::store::Backend::Postgres {
             let logs = runner.clone();
             crate::jobs::shipper::start(
                 store.clone(),
                 config.node_name.clone(),
                 Arc::new(move |dir: &str| logs.log_paths(dir)),
+                log_watch.clone(),
                 shutdown.clone(),
             );
         }
@@ -488,6 +498,7 @@ impl Application {
         )
         .await?;
         let state = AppState {
+            log_watch,
             leptos_options,
             site: Arc::new(site),
             hub,

@@ -5,7 +5,7 @@ use lanes_server::accounts::Role;
 use lanes_tests::{run_lanes, sqlite_only, TestApp};
 use lanes_types::booking::Booking;
 use lanes_types::query::BookingQuery;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -20,10 +20,12 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
         .into_iter()
         .map(|g| g.info.uuid)
         .collect();
-    // Bookings, one after another, until told to stop.
+    // Bookings, one after another, until told to stop; `written` counts them.
     let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
     let writer = {
         let (stop, member, cards) = (stop.clone(), member.clone(), cards.clone());
+        let written = written.clone();
         tokio::spawn(async move {
             let base = chrono::Utc::now() + chrono::Duration::days(1);
             let mut made: Vec<Booking> = Vec::new();
@@ -34,12 +36,25 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
                 let request =
                     lanes_tests::booking_of(&[card], start, start + chrono::Duration::minutes(1));
                 made.push(member.book(&request).await.expect("booked"));
+                written.fetch_add(1, Ordering::SeqCst);
                 i += 1;
             }
             made
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Some written before the backup starts, and some more while and after it runs.
+    let writes = |at_least: usize| {
+        let written = written.clone();
+        lanes_tests::wait_until(
+            std::time::Duration::from_secs(20),
+            "bookings being written",
+            move || {
+                let n = written.load(Ordering::SeqCst);
+                async move { (n >= at_least).then_some(n) }
+            },
+        )
+    };
+    let before = writes(5).await;
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("lanes-backup.db");
     let url = app.database_url();
@@ -55,7 +70,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    writes(before + 5).await;
     stop.store(true, Ordering::Relaxed);
     let made = writer.await.unwrap();
     app.stop().await;

@@ -1163,8 +1163,13 @@ async fn a_new_job_never_shows_an_old_log_left_under_its_id() {
     let (_, before) = log_of(&ada, job.id, "").await;
     assert!(!before.contains("secret"));
     ada.finished(job.id, 10).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let (_, after) = log_of(&ada, job.id, "").await;
+    // Its own output, once written, and nothing else ever.
+    let after = lanes_tests::wait_until(Duration::from_secs(10), "the job's output", || async {
+        let (_, log) = log_of(&ada, job.id, "").await;
+        assert!(!log.contains("secret"), "{log}");
+        (!log.is_empty()).then_some(log)
+    })
+    .await;
     assert_eq!(after, "mine\n");
     app.stop().await;
 }

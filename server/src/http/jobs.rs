@@ -29,7 +29,8 @@ pub fn routes() -> Routes {
         .route("/api/v1/jobs/{id}/log/ws", get(tail))
 }
 
-/// How often the tail looks for new output.
+/// How often a followed log is read again when nothing tells of new output: a copy kept by
+/// another node, or a file where inotify is not available.
 const TAIL_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// Largest piece of log sent in one websocket message.
 const TAIL_CHUNK: usize = 64 * 1024;
@@ -339,23 +340,32 @@ async fn tail(
 /// or end).
 const COPY_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// Sends a job's output as it arrives, then closes once the job is over and all of it went
+/// out. It wakes when the log file grows (`jobs::log_watch`), when the store says a job started
+/// or ended, for the keepalive, and for a copy kept by another node every [`TAIL_POLL`] (that
+/// node copies it a few times a second); it reads the job's state only after an event.
 async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Stream) {
+    // Subscribed before the first read: a start or end meanwhile is not missed.
+    let mut events = state.store.events().subscribe();
     let mut offset: u64 = 0;
     let mut carry: Vec<u8> = Vec::new();
     let mut quiet_since = tokio::time::Instant::now();
     let mut source: Option<LogSource> = None;
+    let mut grows: Option<crate::jobs::log_watch::Follower> = None;
     let mut over_since: Option<tokio::time::Instant> = None;
+    let mut ended = job_over(&state, id).await;
     loop {
         // The job may start (and get its log directory) while someone watches; once it has
         // one, that directory is its for good.
         if source.is_none() {
             source = log_source(&state, id, stream).await.ok().flatten();
         }
-        // Read the state before the file, so output written just before the end is not missed.
-        let ended = match state.store.job(id).await {
-            Ok(Some(job)) => job.state.is_over(),
-            _ => true,
-        };
+        if let (Some(LogSource::File(path)), None, Some(watch)) =
+            (&source, &grows, &state.log_watch)
+        {
+            // Followed before it is read, so output written meanwhile wakes the loop.
+            grows = watch.follow(path).ok();
+        }
         let over = match (&source, ended) {
             (Some(LogSource::Copied(_)), true) => {
                 over_since
@@ -404,25 +414,55 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Stream)
             let _ = socket.send(Message::Close(Some(frame))).await;
             return;
         }
-        // A quiet job still shows the connection alive (idle connections are closed).
-        if quiet_since.elapsed() >= super::KEEPALIVE {
-            if socket
-                .send(Message::Ping(Default::default()))
-                .await
-                .is_err()
-            {
-                return;
+        // Without a watch on a file (not started yet, copied from another node, or no
+        // inotify here), the file or the copy is read again after TAIL_POLL.
+        let look_again = match (&source, &grows) {
+            (Some(LogSource::File(_)), Some(_)) | (None, _) => None,
+            _ => Some(TAIL_POLL),
+        };
+        let grown = async {
+            match grows.as_mut() {
+                Some(follower) => follower.changed().await,
+                None => std::future::pending().await,
             }
-            quiet_since = tokio::time::Instant::now();
-        }
+        };
+        let poll = async {
+            match look_again {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(TAIL_POLL) => {}
+            () = grown => {}
+            () = poll => {}
+            _ = events.changed(crate::events::Event::concerns_shipper) => {
+                // A job started or ended (here or, relayed, elsewhere): read its state after
+                // the event, before the file, so output written just before the end is sent.
+                ended = job_over(&state, id).await;
+            }
+            // A quiet job still shows the connection alive (idle connections are closed),
+            // and its state is read again then too, whatever events said.
+            _ = tokio::time::sleep_until(quiet_since + super::KEEPALIVE) => {
+                if socket.send(Message::Ping(Default::default())).await.is_err() {
+                    return;
+                }
+                quiet_since = tokio::time::Instant::now();
+                ended = job_over(&state, id).await;
+            }
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
                 Some(Ok(_)) => {}
             },
             _ = state.shutdown.cancelled() => return,
         }
+    }
+}
+
+/// Whether job `id` is over (or gone, or unreadable: a follower then stops).
+async fn job_over(state: &AppState, id: i64) -> bool {
+    match state.store.job(id).await {
+        Ok(Some(job)) => job.state.is_over(),
+        _ => true,
     }
 }
 

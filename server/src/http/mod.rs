@@ -68,6 +68,8 @@ pub struct AppState {
     pub processes: crate::telemetry::Processes,
     /// Retention and flushing of the utilization history (queries pick resolutions by it).
     pub history: crate::history::HistorySettings,
+    /// Wakes followers of a job's log file when it grows (`None` without inotify).
+    pub log_watch: Option<crate::jobs::log_watch::LogWatch>,
 }
 
 impl AppState {

@@ -9,6 +9,7 @@ use crate::store::StoreError;
 pub mod exits;
 pub mod keeper;
 pub mod launch;
+pub mod log_watch;
 pub mod mask;
 pub mod runner;
 pub mod shipper;

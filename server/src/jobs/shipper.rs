@@ -3,6 +3,7 @@
 //! follows them by offset, so a restart or an outage of the database only delays it, and a
 //! part copied twice is stored once. Logs are capped by `--job-log-limit` as the files are.
 
+use crate::jobs::log_watch::{Follower, LogWatch};
 use crate::store::{Store, Stream};
 use chrono::Utc;
 use std::collections::HashMap;
@@ -12,12 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How often new output is copied while a job logs here: what a tail on another portal lags
-/// by, at most. With no job logging here the shipper sleeps until a job event.
+/// How long new output waits to be copied after it was written, so that a job printing
+/// without pause costs a few copies a second: what a tail on another portal lags by, at most.
+/// It is also how often files are read again where inotify is not available.
 const EVERY: Duration = Duration::from_millis(300);
-/// How often the database is asked which jobs log here (a job that starts is copied from at
-/// most this much later, from its first byte).
-const LIST_EVERY: u32 = 7;
+/// How soon a copy that failed (the database away) is tried again.
+const RETRY: Duration = Duration::from_secs(2);
 /// Largest piece copied in one row.
 const CHUNK: usize = 256 * 1024;
 /// Jobs that ended this long ago are no longer looked at (unless seen running before).
@@ -26,49 +27,113 @@ const AFTER_END: chrono::Duration = chrono::Duration::minutes(10);
 /// Turns a log directory's name into its stdout and stderr files.
 pub type LogPaths = dyn Fn(&str) -> Option<(PathBuf, PathBuf)> + Send + Sync;
 
-/// Starts copying `node`'s job logs.
-pub fn start(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: CancellationToken) {
+/// Starts copying `node`'s job logs. It wakes when a job starts or ends (an event: the jobs
+/// logging here are listed again) and when a log file grows (`log_watch`); with no job logging
+/// here, or every logging job quiet, it does nothing at all.
+pub fn start(
+    store: Store,
+    node: String,
+    log_paths: Arc<LogPaths>,
+    log_watch: Option<LogWatch>,
+    shutdown: CancellationToken,
+) {
     crate::tasks::supervise("log shipper", shutdown.clone(), move || {
         run(
             store.clone(),
             node.clone(),
             log_paths.clone(),
+            log_watch.clone(),
             shutdown.clone(),
         )
     });
 }
 
-async fn run(store: Store, node: String, log_paths: Arc<LogPaths>, shutdown: CancellationToken) {
-    {
-        // Bytes copied so far, by job and stream; a job stays here until copied after its end.
-        let mut copied: HashMap<(i64, Stream), u64> = HashMap::new();
-        let mut seen: HashMap<i64, String> = HashMap::new();
-        let mut round: u32 = 0;
-        let mut events = store.events().subscribe();
-        loop {
-            let list = round.is_multiple_of(LIST_EVERY);
-            round = round.wrapping_add(1);
-            let copied_all =
-                match copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await {
-                    Ok(()) => true,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "job logs wait for the database");
-                        false
-                    }
-                };
-            if list && copied_all && seen.is_empty() {
-                // No job logs here: nothing to copy until one starts, which a job event says.
-                tokio::select! {
-                    _ = events.changed(crate::events::Event::concerns_shipper) => {}
-                    _ = shutdown.cancelled() => break,
+async fn run(
+    store: Store,
+    node: String,
+    log_paths: Arc<LogPaths>,
+    log_watch: Option<LogWatch>,
+    shutdown: CancellationToken,
+) {
+    // Bytes copied so far, by job and stream; a job stays here until copied after its end.
+    let mut copied: HashMap<(i64, Stream), u64> = HashMap::new();
+    let mut seen: HashMap<i64, String> = HashMap::new();
+    // A watch on each file of the jobs seen (a file that cannot be watched is read again
+    // every EVERY instead).
+    let mut grows: HashMap<PathBuf, Follower> = HashMap::new();
+    let mut events = store.events().subscribe();
+    let mut list = true;
+    loop {
+        let copied_all =
+            match copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(error = %e, "job logs wait for the database");
+                    false
                 }
-                round = 0;
-                continue;
-            }
+            };
+        list = !copied_all;
+        if copied_all && seen.is_empty() {
+            grows.clear();
+            // No job logs here: nothing to copy until one starts, which a job event says.
             tokio::select! {
-                _ = tokio::time::sleep(EVERY) => {}
+                _ = events.changed(crate::events::Event::concerns_shipper) => list = true,
                 _ = shutdown.cancelled() => break,
             }
+            continue;
+        }
+        let files: Vec<PathBuf> = seen
+            .values()
+            .filter_map(|dir| log_paths(dir))
+            .flat_map(|(out, err)| [out, err])
+            .collect();
+        grows.retain(|path, _| files.contains(path));
+        let mut unwatched = log_watch.is_none();
+        for path in files {
+            if grows.contains_key(&path) {
+                continue;
+            }
+            match log_watch.as_ref().map(|watch| watch.follow(&path)) {
+                Some(Ok(follower)) => {
+                    grows.insert(path, follower);
+                }
+                _ => unwatched = true,
+            }
+        }
+        // Read again after EVERY only what no watch covers, or after a failed copy.
+        let look_again = if !copied_all {
+            Some(RETRY)
+        } else if unwatched {
+            Some(EVERY)
+        } else {
+            None
+        };
+        let poll = async {
+            match look_again {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
+        let grown = async {
+            if grows.is_empty() {
+                return std::future::pending().await;
+            }
+            let waits = grows
+                .values_mut()
+                .map(|follower| Box::pin(follower.changed()));
+            futures::future::select_all(waits).await;
+        };
+        tokio::select! {
+            () = grown => {
+                // Output arrived: copy it after a moment, with whatever follows it meanwhile.
+                tokio::select! {
+                    _ = tokio::time::sleep(EVERY) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+            () = poll => {}
+            _ = events.changed(crate::events::Event::concerns_shipper) => list = true,
+            _ = shutdown.cancelled() => break,
         }
     }
 }
