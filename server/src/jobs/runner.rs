@@ -307,19 +307,22 @@ impl Runner {
             if let Some(at) = next_change(&job, booking.as_ref(), now) {
                 next.at(at);
             }
-            match (job.job.state, booking) {
-                // The holder's job takes its cards back from a borrower, and starts once the
-                // borrower is gone (within the lending grace).
-                (JobState::WaitingForSlot, Some(b))
-                    if b.state == BookingState::Active
-                        && b.lend
-                        && within(self.store.borrowers_present(b.id, now)).await? =>
-                {
+            // Whether a borrower holds the booking's cards: read only where it decides.
+            let lent = match &booking {
+                Some(b) if asks_borrowers(&job, b) => {
+                    within(self.store.borrowers_present(b.id, now)).await?
+                }
+                _ => false,
+            };
+            let step = step(&job, booking.as_ref(), lent, watched.contains_key(&id));
+            match (step, booking) {
+                (Step::Wait, _) => {}
+                (Step::Reclaim, Some(b)) => {
                     let audit = AuditEntry::new(None, AuditAction::LoanReclaim, "")
                         .detail(format!("job {id} was submitted into it"));
                     within(self.store.reclaim_loans(b.id, audit, now)).await?;
                 }
-                (JobState::WaitingForSlot, Some(b)) if b.state == BookingState::Active => {
+                (Step::Launch, Some(b)) => {
                     match self.launch(&job, &b).await {
                         Ok((
                             launch::Spawned {
@@ -397,13 +400,12 @@ impl Runner {
                         }
                     }
                 }
-                (JobState::WaitingForSlot, Some(b)) if b.state == BookingState::Upcoming => {}
-                (JobState::WaitingForSlot, _) => {
+                (Step::NeverStarted, _) => {
                     let message = "its booking ended before it could start".to_string();
                     let end = ended(JobState::Cancelled, None, None, message);
                     self.finish(&job, &end, now).await?;
                 }
-                (JobState::Running, booking) if !watched.contains_key(&id) => {
+                (Step::Adopt, booking) => {
                     // Started by an earlier run of the server.
                     match self.adopt(&job) {
                         Some(handle) => {
@@ -443,7 +445,9 @@ impl Runner {
                         }
                     }
                 }
-                _ => {}
+                (Step::Reclaim | Step::Launch, None) => {
+                    unreachable!("a step on a booking is only planned with one")
+                }
             }
         }
         // A borrower stopped for its lender has the queue's lending grace, not the usual one.
@@ -638,25 +642,18 @@ impl Runner {
             }
             return Ok(next);
         }
-        match &job.stopping {
-            None => {
-                if let Some(reason) = stop {
-                    tracing::info!(job = id, reason, "stopping a job");
-                    signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
-                    job.stopping = Some((now, reason.to_string()));
-                    within(self.store.job_stopping(id, now, reason)).await?;
-                    next.after(now, self.grace_for(reason, lending_grace));
-                }
+        let grace = |why: &str| self.grace_for(why, lending_grace);
+        match stop_step(job.stopping.as_ref(), stop, grace, now) {
+            StopStep::Run => {}
+            StopStep::Term(reason) => {
+                tracing::info!(job = id, reason, "stopping a job");
+                signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
+                job.stopping = Some((now, reason.to_string()));
+                within(self.store.job_stopping(id, now, reason)).await?;
+                next.after(now, grace(reason));
             }
-            Some((since, why)) => {
-                let grace = self.grace_for(why, lending_grace);
-                let grace = chrono::Duration::from_std(grace).unwrap_or_default();
-                if now - *since >= grace {
-                    signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGKILL);
-                } else {
-                    next.at(*since + grace);
-                }
-            }
+            StopStep::Kill => signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGKILL),
+            StopStep::KillAt(at) => next.at(at),
         }
         Ok(next)
     }
@@ -991,6 +988,76 @@ fn how_it_ended(end: &JobEnd) -> String {
     }
 }
 
+/// What the runner does about one live job of its own this look, decided from what it read:
+/// the job, its booking, whether a borrower holds the booking's cards (read only where
+/// [`asks_borrowers`] says it matters) and whether this process watches its process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing now (its slot has not started; or it runs and is watched: [`stop_step`]).
+    Wait,
+    /// Its slot started but a borrower holds the cards: take them back; the job starts once
+    /// the borrower is gone (within the lending grace).
+    Reclaim,
+    /// Its slot started and the cards are free: start it.
+    Launch,
+    /// Its booking ended, was cancelled or is gone before it could start.
+    NeverStarted,
+    /// It runs, but no process of this run of the server watches it: it outlived a restart.
+    Adopt,
+}
+
+/// Whether [`step`] needs to know if a borrower holds `booking`'s cards for `job`.
+fn asks_borrowers(job: &JobToRun, booking: &Booking) -> bool {
+    job.job.state == JobState::WaitingForSlot
+        && booking.state == BookingState::Active
+        && booking.lend
+}
+
+fn step(job: &JobToRun, booking: Option<&Booking>, lent: bool, watched: bool) -> Step {
+    match (job.job.state, booking.map(|b| b.state)) {
+        (JobState::WaitingForSlot, Some(BookingState::Active)) if lent => Step::Reclaim,
+        (JobState::WaitingForSlot, Some(BookingState::Active)) => Step::Launch,
+        (JobState::WaitingForSlot, Some(BookingState::Upcoming)) => Step::Wait,
+        (JobState::WaitingForSlot, _) => Step::NeverStarted,
+        (JobState::Running, _) if !watched => Step::Adopt,
+        _ => Step::Wait,
+    }
+}
+
+/// Where a running job is in being stopped, decided from when it was asked to stop and why
+/// (`stopping`), the reason it must stop now if any (`stop`), each reason's grace and the time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopStep {
+    /// It runs on.
+    Run,
+    /// Ask it to stop (SIGTERM) for this reason; SIGKILL follows after the grace.
+    Term(&'static str),
+    /// Its grace is over: SIGKILL.
+    Kill,
+    /// Asked already; SIGKILL at this moment if it is still there.
+    KillAt(DateTime<Utc>),
+}
+
+fn stop_step(
+    stopping: Option<&(DateTime<Utc>, String)>,
+    stop: Option<&'static str>,
+    grace: impl Fn(&str) -> Duration,
+    now: DateTime<Utc>,
+) -> StopStep {
+    match (stopping, stop) {
+        (None, None) => StopStep::Run,
+        (None, Some(reason)) => StopStep::Term(reason),
+        (Some((since, why)), _) => {
+            let grace = chrono::Duration::from_std(grace(why)).unwrap_or_default();
+            if now - *since >= grace {
+                StopStep::Kill
+            } else {
+                StopStep::KillAt(*since + grace)
+            }
+        }
+    }
+}
+
 /// Why a running job must stop now: it was cancelled, or its booking (for a queue job: its
 /// time limit) is over. A cancel comes first: a queue job cancelled as it started has its
 /// booking given back at once, and it was still cancelled, not timed out. A borrower's loan
@@ -1166,6 +1233,103 @@ mod tests {
             preemptible: true,
             requeues: 0,
         })
+    }
+
+    fn lending(mut b: Booking) -> Booking {
+        b.lend = true;
+        b
+    }
+
+    #[test]
+    fn a_waiting_job_starts_when_its_slot_does_and_not_before_or_after() {
+        let waiting = job(JobState::WaitingForSlot, None, None);
+        let active = booking(BookingState::Active, -10, 600, None);
+        assert_eq!(step(&waiting, Some(&active), false, false), Step::Launch);
+        let upcoming = booking(BookingState::Upcoming, 60, 600, None);
+        assert_eq!(step(&waiting, Some(&upcoming), false, false), Step::Wait);
+        // A booking that ended, was cancelled or released first, or is gone: it never runs.
+        for state in [
+            BookingState::Ended,
+            BookingState::Cancelled,
+            BookingState::Released,
+        ] {
+            let over = booking(state, -600, -10, None);
+            assert_eq!(
+                step(&waiting, Some(&over), false, false),
+                Step::NeverStarted
+            );
+        }
+        assert_eq!(step(&waiting, None, false, false), Step::NeverStarted);
+    }
+
+    #[test]
+    fn a_holders_job_takes_its_lent_cards_back_before_it_starts() {
+        let waiting = job(JobState::WaitingForSlot, None, None);
+        let lent = lending(booking(BookingState::Active, -10, 600, None));
+        // Only a waiting job on an active booking that lends asks whether a borrower is there.
+        assert!(asks_borrowers(&waiting, &lent));
+        assert!(!asks_borrowers(
+            &waiting,
+            &booking(BookingState::Active, -10, 600, None)
+        ));
+        assert!(!asks_borrowers(
+            &job(JobState::Running, None, Some(-5)),
+            &lent
+        ));
+        assert_eq!(step(&waiting, Some(&lent), true, false), Step::Reclaim);
+        // The borrower gone, it starts.
+        assert_eq!(step(&waiting, Some(&lent), false, false), Step::Launch);
+    }
+
+    #[test]
+    fn a_running_job_nobody_watches_is_adopted_and_a_watched_one_left_to_its_stop() {
+        let running = job(JobState::Running, None, Some(-60));
+        let active = booking(BookingState::Active, -100, 600, None);
+        assert_eq!(step(&running, Some(&active), false, false), Step::Adopt);
+        assert_eq!(step(&running, Some(&active), false, true), Step::Wait);
+        // Even after its slot ended: adopted first, then stopped like any other.
+        let ended = booking(BookingState::Ended, -600, -10, None);
+        assert_eq!(step(&running, Some(&ended), false, false), Step::Adopt);
+        // Jobs that are over are not the runner's business any more.
+        for state in [JobState::Exited, JobState::Cancelled, JobState::Failed] {
+            assert_eq!(
+                step(&job(state, None, Some(-60)), Some(&active), false, false),
+                Step::Wait
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_told_to_stop_gets_sigterm_then_sigkill_after_its_reasons_grace() {
+        let grace = |why: &str| {
+            if why.starts_with(PREEMPTED) {
+                Duration::from_secs(3)
+            } else {
+                Duration::from_secs(10)
+            }
+        };
+        assert_eq!(stop_step(None, None, grace, at(0)), StopStep::Run);
+        assert_eq!(
+            stop_step(None, Some(CANCELLED), grace, at(0)),
+            StopStep::Term(CANCELLED)
+        );
+        // Asked at 0 for the slot's end: killed at 10 if still there, and not before.
+        let asked = (at(0), slot_ended(false).to_string());
+        assert_eq!(
+            stop_step(Some(&asked), Some(slot_ended(false)), grace, at(4)),
+            StopStep::KillAt(at(10))
+        );
+        assert_eq!(stop_step(Some(&asked), None, grace, at(10)), StopStep::Kill);
+        // A borrower stopped for its lender has the lending grace.
+        let preempted = (at(0), PREEMPTED.to_string());
+        assert_eq!(
+            stop_step(Some(&preempted), Some(PREEMPTED), grace, at(1)),
+            StopStep::KillAt(at(3))
+        );
+        assert_eq!(
+            stop_step(Some(&preempted), None, grace, at(3)),
+            StopStep::Kill
+        );
     }
 
     #[test]
