@@ -3,7 +3,9 @@
 # jobs, over IDLE_SECONDS (60) after a 20 s settling time, on SQLite and on PostgreSQL. Prints
 # the server's CPU (utime + stime from /proc, as a share of one core) on each backend and the
 # PostgreSQL database's transactions per second (pg_stat_database of a database of its own on
-# a PostgreSQL server of its own). Targets
+# a PostgreSQL server of its own, with autovacuum off: its workers' transactions, about 20 to
+# 30 a minute on this database whether one node or many use it, are PostgreSQL's own
+# housekeeping and would be counted with Lanes' in pg_stat_database). Targets
 # (issue 39): at most 1 % of one core on both backends, at most 1 transaction per second.
 # Each argument is a binary to measure, in turn (default target/release/lanes): give an
 # earlier build beside this one for a before → after in the same run.
@@ -18,7 +20,7 @@ chown postgres "$work"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 runuser -u postgres -- "$PG_BIN/initdb" -D "$work/pg" -U postgres --auth=trust > /dev/null
 runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$work/pg" -w -l "$work/pg.log" \
-  -o "-p $port -k $work -c listen_addresses=127.0.0.1" start > /dev/null
+  -o "-p $port -k $work -c listen_addresses=127.0.0.1 -c autovacuum=off" start > /dev/null
 PG=postgres://postgres@127.0.0.1:$port/postgres
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null;

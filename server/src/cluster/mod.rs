@@ -15,11 +15,12 @@ pub const TICKS_CHANNEL: &str = "lanes_ticks";
 /// "Someone watches": a process with viewers asks every node for its ticks (see `relay`).
 pub const WATCH_CHANNEL: &str = "lanes_watch";
 
-/// How often a node heartbeats and re-reads the pool: a fifth of the timeout, so a node is
-/// called unreachable only after several missed beats, within 0.5–3 s.
+/// How often a node heartbeats and re-reads the pool: a third of the timeout, so a node is
+/// called unreachable only after three missed beats, within 0.5–5 s (a beat is the largest
+/// share of an idle node's transactions: 5 s is 12 a minute).
 pub fn beat_interval(timeout: std::time::Duration) -> std::time::Duration {
-    (timeout / 5).clamp(
+    (timeout / 3).clamp(
         std::time::Duration::from_millis(500),
-        std::time::Duration::from_secs(3),
+        std::time::Duration::from_secs(5),
     )
 }
