@@ -21,7 +21,7 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build site test-binary deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
+.PHONY: run build site deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -36,18 +36,14 @@ build: site
 site: tools
 	cargo xtask site
 
-# What the browser and package tests of `make test` run: the dev build (its dependencies are
-# those the tests compiled) with the release web assets inside, as an installed Lanes has them.
-TEST_BIN := $(CURDIR)/target/debug/lanes
-test-binary: site
-	LANES_SITE_DIR=$(SITE_DIR) cargo build --workspace --bin lanes
-
 # The Debian package (target/deb/lanes_VERSION_ARCH.deb); deploy/ holds what goes in it.
 deb: build
 	cargo xtask deb
 
 # The package in a fresh Debian root: install, serve, upgrade, remove, purge (tests/deb/run.sh).
-deb-test: test-binary
+# In `make test` it packages the dev build, which carries the web assets there (TEST_BUILD).
+TEST_BIN := $(CURDIR)/target/debug/lanes
+deb-test: dev-build
 	deb=$$(cargo xtask deb --binary $(TEST_BIN) | tail -1) \
 		&& upgrade=$$(cargo xtask deb --binary $(TEST_BIN) --version-suffix upgrade | tail -1) \
 		&& tests/deb/run.sh "$$deb" "$$upgrade"
@@ -61,23 +57,26 @@ alerts: dev-build
 
 # Each phase in turn, timed (.ci/phases.sh prints the table docs/benchmarks.md keeps): the
 # builds are phases of their own, so a suite's figure is the suite alone; `a+b` runs two side
-# by side (suites that wait more than they compute). Each profile is compiled once: clippy
-# lints the workspace as it compiles (LINT=1 below), and the browser and package tests run the
-# dev build with the release web assets inside (`test-binary`), so `make test` never compiles
-# the release profile of the server (`make build` does; it is the same code, optimized).
-PHASES := tools tools-test fmt-check dev-build unit+postgres alerts+api-fuzz site test-binary browser+deb-test
+# by side (suites that wait more than they compute). Each profile is compiled once
+# (TEST_BUILD=1 below): the web assets first, then the dev build with them inside and clippy
+# linting it as it compiles; every suite, the browser tests and the package test run that one
+# build, so `make test` never compiles the release profile of the server (`make build` does:
+# the same code, optimized).
+PHASES := tools tools-test fmt-check site dev-build unit+postgres alerts+api-fuzz browser+deb-test
 test:
-	@LINT=1 .ci/phases.sh $(PHASES)
+	@TEST_BUILD=1 .ci/phases.sh $(PHASES)
 	@echo "All checks passed."
 
-# With LINT=1 (as `make test` sets it) clippy lints every workspace crate while it is compiled,
-# warnings denied: clippy-driver as the workspace's rustc wrapper, which is how `cargo clippy`
-# itself runs it, so the dev build, the tests and the wasm build are linted without a check of
-# their own. Every cargo command of one `make test` sees the same two variables, so no step
-# compiles again what another compiled.
-ifeq ($(LINT),1)
+# With TEST_BUILD=1 (as `make test` sets it) clippy lints every workspace crate while it is
+# compiled, warnings denied (clippy-driver as the workspace's rustc wrapper, which is how
+# `cargo clippy` itself runs it), so the dev build, the tests and the wasm build are linted
+# without a check of their own; and the dev build embeds the web assets `site` built, as an
+# installed Lanes has them. Every cargo command of one `make test` sees the same variables, so
+# no step compiles again what another compiled.
+ifeq ($(TEST_BUILD),1)
 export RUSTC_WORKSPACE_WRAPPER := $(shell rustup which clippy-driver)
 export RUSTFLAGS := -Dwarnings
+export LANES_SITE_DIR := $(SITE_DIR)
 endif
 
 tools:
@@ -109,7 +108,7 @@ fmt-check:
 	cargo fmt --all -- --check
 	python3 .ci/modgraph.py server/src --check >/dev/null
 
-# Clippy on its own, for developers (`make test` lints as it compiles, LINT=1).
+# Clippy on its own, for developers (`make test` lints as it compiles, TEST_BUILD=1).
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p lanes-app --lib --target wasm32-unknown-unknown --features hydrate -- -D warnings
@@ -145,7 +144,7 @@ api-fuzz: dev-build
 
 # Each step of each page's scenario is a named test; files run one at a time (each starts a
 # server and a browser, and the machine has two cores).
-browser: test-binary
+browser: dev-build
 	LANES_BIN=$(TEST_BIN) node --test --test-concurrency=1 --test-reporter=spec tests/browser/*.test.mjs
 
 bench: build
