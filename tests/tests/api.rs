@@ -108,7 +108,9 @@ async fn the_dashboard_is_server_rendered_with_every_card_and_current_values() {
     assert!(html.contains(" °C"));
     // The bundle under its versioned folder: the embedded assets' version (`make test`
     // embeds them), or "none" for a build without them.
-    let pkg = lanes_server::http::site::Site::load(None).unwrap().pkg_dir();
+    let pkg = lanes_server::http::site::Site::load(None)
+        .unwrap()
+        .pkg_dir();
     assert!(html.contains(&format!("/{pkg}/lanes.js")), "{html}");
     assert!(html.contains(&format!("/{pkg}/lanes.css")), "{html}");
     app.stop().await;
