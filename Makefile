@@ -57,12 +57,13 @@ alerts: dev-build
 
 # Each phase in turn, timed (.ci/phases.sh prints the table docs/benchmarks.md keeps): the
 # builds are phases of their own, so a suite's figure is the suite alone; `a+b` runs two side
-# by side (suites that wait more than they compute). Each profile is compiled once
+# by side (suites that wait more than they compute, and the test tools' downloads beside the
+# web assets' build on a machine that lacks them). Each profile is compiled once
 # (TEST_BUILD=1 below): the web assets first, then the dev build with them inside and clippy
 # linting it as it compiles; every suite, the browser tests and the package test run that one
 # build, so `make test` never compiles the release profile of the server (`make build` does:
 # the same code, optimized).
-PHASES := tools tools-test fmt-check site dev-build unit+postgres alerts+api-fuzz browser+deb-test
+PHASES := tools fmt-check site+tools-test dev-build unit+postgres alerts+api-fuzz browser+deb-test
 test:
 	@TEST_BUILD=1 .ci/phases.sh $(PHASES)
 	@echo "All checks passed."

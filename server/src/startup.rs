@@ -187,6 +187,8 @@ pub struct Hooks {
     pub reminders: crate::notify::remind::Passes,
     /// Writes the history writer's buffered readings and minutes of use now and waits for it.
     pub history: crate::tasks::Passes,
+    /// Judges the next reading of the cards (unbooked use, idle bookings) and waits for it.
+    pub enforcer: crate::tasks::Passes,
 }
 
 pub struct Application {
@@ -207,6 +209,8 @@ pub struct Application {
     reminders: crate::notify::remind::Passes,
     /// History flushes on request (a test hook).
     flushes: crate::tasks::Passes,
+    /// Enforcer passes on request (a test hook).
+    enforcer: crate::tasks::Passes,
 }
 
 impl Application {
@@ -435,6 +439,7 @@ impl Application {
             shutdown.clone(),
         );
         let reminders = notifier.reminders();
+        let enforcer = crate::tasks::Passes::default();
         Enforcer {
             store: store.clone(),
             hub: hub.clone(),
@@ -444,6 +449,7 @@ impl Application {
             node: config.node_name.clone(),
             managed,
             wall: wall.clone(),
+            passes: enforcer.clone(),
         }
         .start(shutdown.clone());
         let flushes = crate::tasks::Passes::default();
@@ -527,6 +533,7 @@ impl Application {
             _locks: Vec::new(),
             reminders,
             flushes,
+            enforcer,
         })
     }
 
@@ -539,6 +546,7 @@ impl Application {
             runner_ticks: self.state.runner.ticks(),
             reminders: self.reminders.clone(),
             history: self.flushes.clone(),
+            enforcer: self.enforcer.clone(),
         }
     }
 

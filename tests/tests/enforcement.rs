@@ -324,8 +324,19 @@ async fn a_busy_booking_is_not_idle() {
     };
     let gpus = cards(&app).await;
     let booking = owner.book(&[gpus[1].info.uuid.clone()], 600).await;
-    owner.submit(booking.id, &["sleep", "30"]).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let job = owner.submit(booking.id, &["sleep", "30"]).await;
+    let running = wait_until(Duration::from_secs(10), "the job runs", || async {
+        owner
+            .job(job.id)
+            .await
+            .pid
+            .map(|_| tokio::time::Instant::now())
+    })
+    .await;
+    // The window is the policy's (real) second: once a whole one has passed with the job on
+    // the card, the enforcer judges the next reading, and that verdict is the one read here.
+    tokio::time::sleep_until(running + Duration::from_millis(1_200)).await;
+    app.hooks.enforcer.run().await;
     let b = owner.client().booking(booking.id).await.unwrap();
     assert_eq!(b.idle_since, None, "a job keeps its card busy");
     app.stop().await;

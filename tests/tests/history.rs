@@ -4,7 +4,7 @@
 
 use lanes_server::history::{plan, Metric, Plan, Reading, Resolution, Retention};
 use lanes_server::store::Store;
-use lanes_tests::{TestApp, TestDb};
+use lanes_tests::{wait_until, TestApp, TestDb};
 use lanes_types::query::HistoryQuery;
 use lanes_types::GpuInfo;
 use std::time::Duration;
@@ -345,21 +345,42 @@ async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     };
     let first = TestApp::spawn_configured(1, on).await;
     let started = chrono::Utc::now();
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    first.stop().await;
-    let stopped = chrono::Utc::now();
-    tokio::time::sleep(Duration::from_millis(3_000)).await;
-    let second = TestApp::spawn_configured(1, on).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
     let since = HistoryQuery {
         from: Some(started - chrono::Duration::seconds(5)),
         points: Some(10_000),
         ..HistoryQuery::default()
     };
-    let viewer = second.client_with(&second.viewer_cookie().await);
-    let a = viewer.history(&since).await.unwrap();
-    assert_eq!((a.resolution.as_str(), a.bucket_s), ("raw", 1));
-    let seconds: Vec<i64> = a.series[0].points.iter().map(|p| p.t_ms / 1000).collect();
+    // The seconds written so far, once the writer has flushed what it holds (asked, not
+    // waited for), when `enough` says they are enough.
+    async fn written(
+        app: &TestApp,
+        since: &HistoryQuery,
+        enough: impl Fn(&[i64]) -> bool,
+    ) -> Vec<i64> {
+        // The viewer is made by the first run; the second logs in as the same person.
+        let cookie = app.login("viewer", "viewer passphrase").await;
+        let viewer = app.client_with(&cookie);
+        wait_until(Duration::from_secs(10), "seconds of history", || async {
+            app.hooks.history.run().await;
+            let a = viewer.history(since).await.unwrap();
+            assert_eq!((a.resolution.as_str(), a.bucket_s), ("raw", 1));
+            let seconds: Vec<i64> = a.series[0].points.iter().map(|p| p.t_ms / 1000).collect();
+            enough(&seconds).then_some(seconds)
+        })
+        .await
+    }
+    first.viewer_cookie().await;
+    written(&first, &since, |s| s.len() >= 2).await;
+    first.stop().await;
+    let stopped = chrono::Utc::now();
+    // Three seconds down, for real: readings carry the wall clock's seconds, and this test is
+    // about what the store holds for a downtime (a gap, not zeros).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let second = TestApp::spawn_configured(1, on).await;
+    let seconds = written(&second, &since, |s| {
+        s.iter().any(|t| *t > stopped.timestamp() + 1)
+    })
+    .await;
     let before = seconds
         .iter()
         .filter(|t| **t <= stopped.timestamp())

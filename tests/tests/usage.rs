@@ -67,11 +67,13 @@ async fn two_users_on_one_card_are_charged_by_their_sm_share_and_the_booking_by_
         (sm.len() == 2 && util >= 80 && sm.iter().sum::<u32>().abs_diff(util) <= 2).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The shares are judged on a few seconds of both processes' readings: the minutes of use
+    // are written on request (the writer's flush), until bo's count three seconds at 60 %.
     let report = wait_until(
-        Duration::from_secs(10),
-        "a report with both users",
+        Duration::from_secs(15),
+        "a report with three seconds of both users",
         || async {
+            app.hooks.history.run().await;
             // From the booking's start: a minute cut by the period or the slot counts for the
             // same part of it in both.
             let report = admin_client
@@ -82,7 +84,8 @@ async fn two_users_on_one_card_are_charged_by_their_sm_share_and_the_booking_by_
                 })
                 .await
                 .expect("the report");
-            (report.users.iter().any(|u| u.name == "bo") && report.per_process).then_some(report)
+            let bo = report.users.iter().find(|u| u.name == "bo")?;
+            (bo.gpu_hours_used * 3600.0 >= 3.0 * 0.6 && report.per_process).then_some(report)
         },
     )
     .await;

@@ -55,6 +55,8 @@ pub struct Enforcer {
     pub managed: std::collections::BTreeSet<String>,
     /// The device wall: which job a process belongs to, by its cgroup.
     pub wall: Arc<crate::jobs::wall::Wall>,
+    /// Passes on request: the next reading is judged at once, whatever [`MIN_PASS`] says.
+    pub passes: crate::tasks::Passes,
 }
 
 /// What one pass leaves for the next.
@@ -139,13 +141,17 @@ impl Enforcer {
                         .record(&gpu.uuid, sample.at_ms, sample.utilization_gpu_pct);
                 }
             }
-            if tick.at_ms - memory.last_pass_ms < MIN_PASS.as_millis() as i64 {
+            if tick.at_ms - memory.last_pass_ms < MIN_PASS.as_millis() as i64
+                && !self.passes.wanted()
+            {
                 continue;
             }
             memory.last_pass_ms = tick.at_ms;
+            let asked = self.passes.asked();
             if let Err(e) = self.pass(&tick, &mut memory).await {
                 tracing::error!(error = %e, "the watchdog pass failed");
             }
+            self.passes.served(asked);
         }
     }
 
