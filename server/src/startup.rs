@@ -189,6 +189,9 @@ pub struct Hooks {
     pub history: crate::tasks::Passes,
     /// Judges the next reading of the cards (unbooked use, idle bookings) and waits for it.
     pub enforcer: crate::tasks::Passes,
+    /// Claims every message that may go now and waits for it (a destination with its share
+    /// in flight keeps the rest queued).
+    pub deliverer: crate::tasks::Passes,
 }
 
 pub struct Application {
@@ -211,6 +214,8 @@ pub struct Application {
     flushes: crate::tasks::Passes,
     /// Enforcer passes on request (a test hook).
     enforcer: crate::tasks::Passes,
+    /// Deliverer passes on request (a test hook).
+    deliverer: crate::tasks::Passes,
 }
 
 impl Application {
@@ -439,6 +444,7 @@ impl Application {
             shutdown.clone(),
         );
         let reminders = notifier.reminders();
+        let deliverer = notifier.deliveries();
         let enforcer = crate::tasks::Passes::default();
         Enforcer {
             store: store.clone(),
@@ -534,6 +540,7 @@ impl Application {
             reminders,
             flushes,
             enforcer,
+            deliverer,
         })
     }
 
@@ -547,6 +554,7 @@ impl Application {
             reminders: self.reminders.clone(),
             history: self.flushes.clone(),
             enforcer: self.enforcer.clone(),
+            deliverer: self.deliverer.clone(),
         }
     }
 

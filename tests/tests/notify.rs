@@ -932,7 +932,20 @@ async fn one_member_can_neither_flood_an_endpoint_nor_stall_everyones_messages()
         || async { (stalled.0.load(SeqCst) >= 2).then_some(()) },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A pass of the deliverer claims everything that may go now: bob's other four stay
+    // queued, never attempted, while his two hang.
+    app.hooks.deliverer.run().await;
+    let outbox = admin.client().outbox(None).await.unwrap();
+    let attempted: Vec<u32> = (outbox.iter())
+        .filter(|m| m.username.as_deref() == Some("lanes-test-bob"))
+        .map(|m| m.attempts)
+        .collect();
+    assert_eq!(attempted.len(), 6, "{outbox:?}");
+    assert_eq!(
+        attempted.iter().filter(|a| **a > 0).count(),
+        2,
+        "bob's messages attempted while two hang: {outbox:?}"
+    );
     assert_eq!(
         stalled.2.load(SeqCst),
         2,

@@ -43,13 +43,31 @@ pub enum Undelivered {
     Drop(String),
 }
 
-pub fn start(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+pub fn start(
+    context: NotifyContext,
+    wake: Arc<tokio::sync::Notify>,
+    passes: crate::tasks::Passes,
+    shutdown: CancellationToken,
+) {
     crate::tasks::supervise("deliverer", shutdown.clone(), move || {
-        run(context.clone(), wake.clone(), shutdown.clone())
+        run(
+            context.clone(),
+            wake.clone(),
+            passes.clone(),
+            shutdown.clone(),
+        )
     });
 }
 
-async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+/// Claims and sends messages until nothing more may go now, then waits for a wake, an event, a
+/// requested pass or the next message due. A pass is a round of claims from a wake to "nothing
+/// claimable": a request is served by the first round that started after it.
+async fn run(
+    context: NotifyContext,
+    wake: Arc<tokio::sync::Notify>,
+    passes: crate::tasks::Passes,
+    shutdown: CancellationToken,
+) {
     {
         let slots = Arc::new(Semaphore::new(CONCURRENT));
         let builder = || {
@@ -67,6 +85,7 @@ async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
         let in_flight = InFlight::default();
         // Messages queued by this process (not relayed: each node delivers what it queued).
         let mut events = context.store.events().subscribe();
+        let mut asked = passes.asked();
         loop {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
@@ -94,7 +113,10 @@ async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
                     });
                     continue;
                 }
-                Ok(None) => drop(slot),
+                Ok(None) => {
+                    drop(slot);
+                    passes.served(asked);
+                }
                 Err(e) => {
                     drop(slot);
                     tracing::warn!(error = %e, "could not read the outbox");
@@ -118,9 +140,11 @@ async fn run(context: NotifyContext, wake: Arc<tokio::sync::Notify>, shutdown: C
             tokio::select! {
                 _ = wake.notified() => {}
                 _ = events.changed(crate::events::Event::concerns_deliverer) => {}
+                _ = passes.requested() => {}
                 _ = tokio::time::sleep(sleep) => {}
                 _ = shutdown.cancelled() => break,
             }
+            asked = passes.asked();
         }
     }
 }

@@ -157,6 +157,8 @@ pub struct Notifier {
     wake: Arc<tokio::sync::Notify>,
     /// Full reminder passes on request (a test hook).
     reminders: remind::Passes,
+    /// Deliverer passes on request (a test hook): everything claimable now claimed.
+    deliveries: crate::tasks::Passes,
 }
 
 impl Notifier {
@@ -169,6 +171,7 @@ impl Notifier {
             queue,
             wake: wake.clone(),
             reminders: remind::Passes::default(),
+            deliveries: crate::tasks::Passes::default(),
         };
         let notices = Arc::new(tokio::sync::Mutex::new(notices));
         let (writer, wake_writer, stop_writer) = (context.clone(), wake.clone(), shutdown.clone());
@@ -180,7 +183,12 @@ impl Notifier {
                 stop_writer.clone(),
             )
         });
-        deliver::start(context.clone(), wake, shutdown.clone());
+        deliver::start(
+            context.clone(),
+            wake,
+            notifier.deliveries.clone(),
+            shutdown.clone(),
+        );
         let reminders = remind::start(context, notifier.clone(), shutdown);
         Self {
             reminders,
@@ -191,6 +199,12 @@ impl Notifier {
     /// Runs a full reminder pass now (every reminder due, digests included) and waits for it.
     pub fn reminders(&self) -> remind::Passes {
         self.reminders.clone()
+    }
+
+    /// Runs a deliverer pass now (every message that may go claimed and sent on its way) and
+    /// waits for it; a message whose destination has its share in flight stays queued.
+    pub fn deliveries(&self) -> crate::tasks::Passes {
+        self.deliveries.clone()
     }
 
     /// Queues a notice; never waits.
