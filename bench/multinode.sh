@@ -5,7 +5,8 @@
 # transaction or part of one; NOTIFYs included) and tick-to-browser latency, beside the same
 # viewers on a single node as the reference. It starts its own PostgreSQL (Debian's server
 # binaries, run as the postgres account, so as root) with room for every process's
-# connections (docs/multi-node.md, "Connections"). Expects release builds.
+# connections (docs/multi-node.md, "Connections"). Expects release builds. IDLE_SECONDS=60 first
+# measures the pool with nobody watching.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=target/release/lanes-bench
@@ -46,7 +47,7 @@ for i in $(seq "$NODES"); do start "n$i" sim:8; done
 token=$(bench_tokens 1 "$portal_addr" "$work/portal" "$LANES" "$url")
 # Every node's cards reach the portal before measuring.
 for _ in $(seq 300); do
-  n=$(curl -s -H "authorization: Bearer $token" "http://$portal_addr/api/v1/gpus" | grep -o '"uuid"' | wc -l)
+  n=$(curl -s -H "authorization: Bearer $token" "http://$portal_addr/api/v1/gpus" | { grep -o '"uuid"' || true; } | wc -l)
   [ "$n" -ge $((NODES * 8)) ] && break
   sleep 0.2
 done
@@ -54,6 +55,31 @@ done
 xacts() { psql "$PG" -tAc "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
+
+# IDLE_SECONDS > 0: first the pool with nobody watching, as most of a pool's day is: the
+# database's transactions a second and the nodes' CPU over that long (autovacuum off for it, so
+# the count is Lanes' own; bench/idle.sh does the same for one node).
+IDLE_SECONDS=${IDLE_SECONDS:-0}
+if [ "$IDLE_SECONDS" -gt 0 ]; then
+  psql "$PG" -qc "ALTER SYSTEM SET autovacuum = off" -c "SELECT pg_reload_conf()" > /dev/null
+  sleep 35 # past the 30 s that ticks keep crossing nodes after someone last watched
+  nodes_cpu() { local sum=0 p; for p in "${pids[@]:1}"; do sum=$((sum + $(cpu_ticks "$p"))); done; echo "$sum"; }
+  ix0=$(xacts); ic0=$(nodes_cpu); it0=$(date +%s.%N)
+  sleep "$IDLE_SECONDS"
+  ix1=$(xacts); ic1=$(nodes_cpu); it1=$(date +%s.%N)
+  echo "## Idle pool: $NODES nodes × 8 simulated cards, nobody watching, ${IDLE_SECONDS} s (autovacuum off)"
+  echo
+  echo "| what | figure |"
+  echo "|---|---|"
+  awk -v c0="$ic0" -v c1="$ic1" -v hz="$hz" -v t0="$it0" -v t1="$it1" -v x0="$ix0" -v x1="$ix1" -v n="$NODES" 'BEGIN {
+    s = t1 - t0
+    printf "| database transactions per second (all %d processes) | %.1f |\n", n + 1, (x1 - x0) / s
+    printf "| of which per node per second | %.2f |\n", (x1 - x0) / s / n
+    printf "| CPU per node, share of one core | %.2f %% |\n", 100 * (c1 - c0) / hz / s / n
+  }'
+  echo
+  psql "$PG" -qc "ALTER SYSTEM RESET autovacuum" -c "SELECT pg_reload_conf()" > /dev/null
+fi
 x0=$(xacts); c0=$(cpu_ticks "$portal_pid"); t0=$(date +%s.%N)
 echo "## Many nodes: $NODES nodes × 8 simulated cards at 1 Hz (one process each) and a portal, one PostgreSQL, ${SECONDS_PER_RUN} s"
 echo
