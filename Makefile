@@ -21,7 +21,7 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build site deb deb-test alerts test tools tools-test fmt-check clippy dev-deps dev-build unit postgres api-fuzz browser bench screenshot clean
+.PHONY: run build site deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -57,13 +57,13 @@ alerts: dev-build
 
 # Each phase in turn, timed (.ci/phases.sh prints the table docs/benchmarks.md keeps): the
 # builds are phases of their own, so a suite's figure is the suite alone; `a+b` runs two side
-# by side (suites that wait more than they compute; the test tools' downloads and the dev
-# build's dependencies beside the web assets' build). Each profile is compiled once
+# by side (suites that wait more than they compute, and the test tools' downloads beside the
+# web assets' build on a machine that lacks them). Each profile is compiled once
 # (TEST_BUILD=1 below): the web assets first, then the dev build with them inside and clippy
 # linting it as it compiles; every suite, the browser tests and the package test run that one
 # build, so `make test` never compiles the release profile of the server (`make build` does:
 # the same code, optimized).
-PHASES := tools fmt-check site+tools-test+dev-deps dev-build unit+postgres alerts+api-fuzz browser+deb-test
+PHASES := tools fmt-check site+tools-test dev-build unit+postgres alerts+api-fuzz browser+deb-test
 test:
 	@TEST_BUILD=1 .ci/phases.sh $(PHASES)
 	@echo "All checks passed."
@@ -119,12 +119,6 @@ clippy:
 # depends on a dependency whose features differ would be compiled twice.
 dev-build:
 	cargo build --workspace --all-targets
-
-# Everything the dev build compiles, built while the site is (its LTO link and wasm-opt leave a
-# core idle): the same crates, features and flags, only without the web assets inside, so
-# `dev-build` after the site recompiles the server crate and what depends on it, nothing else.
-dev-deps:
-	env -u LANES_SITE_DIR cargo build --workspace --all-targets
 
 # The integration suite runs from its test binary, not through `cargo test`, which holds the
 # build directory's lock while tests run: so the two backends' suites can run side by side
