@@ -208,14 +208,12 @@ pub struct Application {
     /// The data dir's (and an SQLite database's) "a server runs here" locks.
     _locks: Vec<crate::data_dir::ServeLock>,
     connections: crate::http::serve::ConnectionLimits,
-    /// Full reminder passes on request (a test hook).
-    reminders: crate::notify::remind::Passes,
+    /// The notifier, for its reminder and delivery passes on request (test hooks).
+    notifier: crate::notify::Notifier,
     /// History flushes on request (a test hook).
     flushes: crate::tasks::Passes,
     /// Enforcer passes on request (a test hook).
     enforcer: crate::tasks::Passes,
-    /// Deliverer passes on request (a test hook).
-    deliverer: crate::tasks::Passes,
 }
 
 impl Application {
@@ -443,8 +441,6 @@ impl Application {
             },
             shutdown.clone(),
         );
-        let reminders = notifier.reminders();
-        let deliverer = notifier.deliveries();
         let enforcer = crate::tasks::Passes::default();
         Enforcer {
             store: store.clone(),
@@ -470,7 +466,7 @@ impl Application {
             store.clone(),
             hub.clone(),
             processes.clone(),
-            notifier,
+            notifier.clone(),
             crate::jobs::runner::RunnerSettings {
                 grace: config.job_grace,
                 jobs_dir: config.data_dir.join("jobs"),
@@ -537,10 +533,9 @@ impl Application {
             node,
             displaced,
             _locks: Vec::new(),
-            reminders,
+            notifier,
             flushes,
             enforcer,
-            deliverer,
         })
     }
 
@@ -551,10 +546,10 @@ impl Application {
             queue_passes: self.state.queue.passes(),
             queue: self.state.queue.requests(),
             runner_ticks: self.state.runner.ticks(),
-            reminders: self.reminders.clone(),
+            reminders: self.notifier.reminders(),
             history: self.flushes.clone(),
             enforcer: self.enforcer.clone(),
-            deliverer: self.deliverer.clone(),
+            deliverer: self.notifier.deliveries(),
         }
     }
 

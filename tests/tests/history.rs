@@ -354,12 +354,10 @@ async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     // waited for), when `enough` says they are enough.
     async fn written(
         app: &TestApp,
+        viewer: &lanes_client::Client,
         since: &HistoryQuery,
         enough: impl Fn(&[i64]) -> bool,
     ) -> Vec<i64> {
-        // The viewer is made by the first run; the second logs in as the same person.
-        let cookie = app.login("viewer", "viewer passphrase").await;
-        let viewer = app.client_with(&cookie);
         wait_until(Duration::from_secs(10), "seconds of history", || async {
             app.hooks.history.run().await;
             let a = viewer.history(since).await.unwrap();
@@ -369,15 +367,17 @@ async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
         })
         .await
     }
-    first.viewer_cookie().await;
-    written(&first, &since, |s| s.len() >= 2).await;
+    let viewer = first.client_with(&first.viewer_cookie().await);
+    written(&first, &viewer, &since, |s| s.len() >= 2).await;
     first.stop().await;
     let stopped = chrono::Utc::now();
     // Three seconds down, for real: readings carry the wall clock's seconds, and this test is
     // about what the store holds for a downtime (a gap, not zeros).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let second = TestApp::spawn_configured(1, on).await;
-    let seconds = written(&second, &since, |s| {
+    // The viewer the first run made logs in to the second.
+    let viewer = second.client_with(&second.login("viewer", "viewer passphrase").await);
+    let seconds = written(&second, &viewer, &since, |s| {
         s.iter().any(|t| *t > stopped.timestamp() + 1)
     })
     .await;
