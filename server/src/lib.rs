@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod audit;
 pub mod bookings;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod config_command;
 pub mod config_file;

@@ -103,6 +103,8 @@ pub struct ServeConfig {
     pub profile_timeout: Duration,
     /// Replace a process that still serves this node's name (it stops at its next heartbeat).
     pub take_over: bool,
+    /// What time it is: the system's, except in tests.
+    pub clock: crate::clock::Clock,
 }
 
 impl ServeConfig {
@@ -169,6 +171,7 @@ impl ServeConfig {
             cgroup_parent: args.cgroup_parent,
             profile_timeout: args.profile_timeout,
             take_over: args.take_over,
+            clock: crate::clock::Clock::system(),
         })
     }
 }
@@ -183,6 +186,8 @@ pub struct Hooks {
     /// Runs a queue pass (lending included) and waits for it.
     pub queue: crate::tasks::Passes,
     pub runner_ticks: tokio::sync::watch::Receiver<u64>,
+    /// Runs the job runner's look (start, stop, signal what is due now) and waits for it.
+    pub runner: crate::tasks::Passes,
     /// Runs a full reminder pass (digests included) and waits for it.
     pub reminders: crate::notify::remind::Passes,
     /// Writes the history writer's buffered readings and minutes of use now and waits for it.
@@ -192,6 +197,13 @@ pub struct Hooks {
     /// Claims every message that may go now and waits for it (a destination with its share
     /// in flight keeps the rest queued).
     pub deliverer: crate::tasks::Passes,
+    /// The server's clock; a test moves it forward instead of waiting.
+    pub clock: crate::clock::Clock,
+    /// Whether this process leads the queue (at once on SQLite; once it holds the lock on
+    /// PostgreSQL).
+    pub leading: tokio::sync::watch::Receiver<bool>,
+    /// The cards' readings as they are taken (`subscribe_raw`: one message a tick).
+    pub telemetry: Arc<Hub>,
 }
 
 pub struct Application {
@@ -214,6 +226,7 @@ pub struct Application {
     flushes: crate::tasks::Passes,
     /// Enforcer passes on request (a test hook).
     enforcer: crate::tasks::Passes,
+    leading: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Application {
@@ -348,7 +361,7 @@ impl Application {
             );
         }
         store
-            .record_cards(&config.node_name, inventory, &managed, chrono::Utc::now())
+            .record_cards(&config.node_name, inventory, &managed, config.clock.now())
             .await?;
         let portal = store.portal_settings().await?;
         if portal.anonymous_dashboard {
@@ -369,7 +382,12 @@ impl Application {
             )
             .with_unmanaged(&managed),
         );
-        let poller = Poller::start(Sampler::new(source), hub.clone(), config.poll);
+        let poller = Poller::start(
+            Sampler::new(source),
+            hub.clone(),
+            config.poll,
+            config.clock.clone(),
+        );
 
         match site.origin() {
             crate::http::site::Origin::Embedded => {
@@ -417,11 +435,18 @@ impl Application {
             timeout: config.node_timeout,
             policy: policy.clone(),
             portal: portal.clone(),
+            clock: config.clock.clone(),
         };
         membership.join().await?;
         membership.start(shutdown.clone());
-        crate::cluster::relay::start(store.clone(), hub.clone(), instance, shutdown.clone())
-            .await?;
+        crate::cluster::relay::start(
+            store.clone(),
+            hub.clone(),
+            instance,
+            config.clock.clone(),
+            shutdown.clone(),
+        )
+        .await?;
         let leader = crate::cluster::leader::start(store.clone(), shutdown.clone());
         let notifier = Notifier::start(
             crate::notify::NotifyContext {
@@ -438,6 +463,7 @@ impl Application {
                 keep_minutes: chrono::Duration::from_std(config.history.retention.minute)
                     .unwrap_or_default(),
                 interval_s: config.poll.interval.as_secs_f64().max(1.0),
+                clock: config.clock.clone(),
             },
             shutdown.clone(),
         );
@@ -475,6 +501,7 @@ impl Application {
                 node: config.node_name.clone(),
                 wall: wall.clone(),
                 profile_timeout: config.profile_timeout,
+                clock: config.clock.clone(),
             },
             shutdown.clone(),
         );
@@ -494,6 +521,7 @@ impl Application {
                 config.node_name.clone(),
                 Arc::new(move |dir: &str| logs.log_paths(dir)),
                 log_watch.clone(),
+                config.clock.clone(),
                 shutdown.clone(),
             );
         }
@@ -501,7 +529,8 @@ impl Application {
             store.clone(),
             hub.clone(),
             config.queue_idle,
-            leader,
+            leader.clone(),
+            config.clock.clone(),
             shutdown.clone(),
         )
         .await?;
@@ -522,6 +551,7 @@ impl Application {
             policy,
             processes,
             history: config.history,
+            clock: config.clock.clone(),
         };
         Ok(Self {
             listener,
@@ -536,6 +566,7 @@ impl Application {
             notifier,
             flushes,
             enforcer,
+            leading: leader,
         })
     }
 
@@ -546,10 +577,14 @@ impl Application {
             queue_passes: self.state.queue.passes(),
             queue: self.state.queue.requests(),
             runner_ticks: self.state.runner.ticks(),
+            runner: self.state.runner.looks(),
             reminders: self.notifier.reminders(),
             history: self.flushes.clone(),
             enforcer: self.enforcer.clone(),
             deliverer: self.notifier.deliveries(),
+            clock: self.state.clock.clone(),
+            leading: self.leading.clone(),
+            telemetry: self.state.hub.clone(),
         }
     }
 
@@ -685,7 +720,7 @@ async fn claim_node(
     if config.take_over || holder.heartbeat_ms <= 0 || (sqlite && sole) || followed {
         return Ok(());
     }
-    let age_ms = |beat: i64| chrono::Utc::now().timestamp_millis() - beat;
+    let age_ms = |beat: i64| config.clock.now_ms() - beat;
     if age_ms(holder.heartbeat_ms) >= config.node_timeout.as_millis() as i64 {
         return Ok(());
     }

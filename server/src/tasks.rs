@@ -110,9 +110,15 @@ impl Passes {
         });
     }
 
-    /// Ready when a pass is asked for (a request made while the task was busy is kept).
+    /// Ready when a pass is asked for that no pass has served yet (a request made while the
+    /// task was busy is kept; one that the busy pass already served wakes nothing).
     pub async fn requested(&self) {
-        self.wake.notified().await
+        loop {
+            self.wake.notified().await;
+            if self.wanted() {
+                return;
+            }
+        }
     }
 }
 
@@ -169,11 +175,12 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    // The clock is paused: the hour passes as soon as the loop waits, and only then.
+    #[tokio::test(start_paused = true)]
     async fn a_watch_whose_sender_is_gone_never_wakes_a_loop() {
         let mut gone = tokio::sync::watch::Sender::new(true).subscribe();
         let mut wakes = 0;
-        let deadline = tokio::time::sleep(Duration::from_millis(100));
+        let deadline = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(deadline);
         loop {
             tokio::select! {
@@ -223,5 +230,31 @@ mod tests {
         .expect("both requests served");
         assert!(!passes.wanted());
         task.abort();
+    }
+
+    // Paused: the hour passes at once when nothing else can run.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_served_by_a_pass_woken_otherwise_starts_no_second_pass() {
+        let passes = Passes::default();
+        let waiter = tokio::spawn({
+            let passes = passes.clone();
+            async move { passes.run().await }
+        });
+        while passes.asked() == 0 {
+            tokio::task::yield_now().await;
+        }
+        // A pass that an event woke, started after the request: it serves it.
+        passes.served(passes.asked());
+        waiter.await.unwrap();
+        let woken = tokio::time::timeout(Duration::from_secs(3600), passes.requested()).await;
+        assert!(woken.is_err(), "the request's wake-up started another pass");
+        // A new request still wakes the task.
+        let again = passes.clone();
+        let run = tokio::spawn(async move { again.run().await });
+        tokio::time::timeout(Duration::from_secs(1), passes.requested())
+            .await
+            .expect("a new request wakes the task");
+        passes.served(passes.asked());
+        run.await.unwrap();
     }
 }

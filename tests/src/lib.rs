@@ -279,6 +279,8 @@ impl TestApp {
             cgroup_parent: cgroup_parent.0.clone(),
             profile_timeout: Duration::from_secs(10),
             take_over: false,
+            // Moved forward by tests that need time to pass (`app.hooks.clock.advance`).
+            clock: lanes_server::clock::Clock::adjustable(),
         };
         let mut config = config;
         adjust(&mut config);
@@ -672,7 +674,7 @@ impl Session<'_> {
 
     /// Books `cards` from now for `seconds`.
     pub async fn book(&self, cards: &[String], seconds: i64) -> Booking {
-        let start = Utc::now();
+        let start = self.app.hooks.clock.now();
         let request = booking_of(cards, start, start + chrono::Duration::seconds(seconds));
         self.client()
             .book(&request)

@@ -57,7 +57,7 @@ async fn walled_jobs_stay_on_their_cards_and_end_whole(isolation: Isolation) {
         cookie: app.sign_up(ACCOUNT, Role::User).await,
     };
     let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 4).await;
+    let booking = ada.book(&[gpus[0].info.uuid.clone()], 600).await;
     let probe = ada.submit(booking.id, &["/bin/sh", "-c", PROBE]).await;
     let escape = ada.submit(booking.id, &["/bin/sh", "-c", ESCAPE]).await;
 
@@ -112,6 +112,11 @@ async fn walled_jobs_stay_on_their_cards_and_end_whole(isolation: Isolation) {
 
     // At the slot's end both go (they ignore SIGTERM: the cgroup is killed after the grace),
     // and the job's cgroup is gone from every hierarchy, its CPU time recorded.
+    let clock = &app.hooks.clock;
+    clock.advance(booking.end - clock.now() + chrono::Duration::milliseconds(10));
+    app.hooks.runner.run().await;
+    clock.advance(chrono::Duration::seconds(2));
+    app.hooks.runner.run().await;
     let done = ada.finished(escape.id, 20).await;
     assert_eq!(
         (done.state, done.signal),

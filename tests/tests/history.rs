@@ -339,12 +339,15 @@ async fn a_query_answers_from_the_resolution_its_range_needs() {
 async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     let data = tempfile::tempdir().unwrap();
     let db = TestDb::fresh(data.path()).await;
+    // One clock for both runs, as the machine's would be.
+    let clock = lanes_server::clock::Clock::adjustable();
     let on = |config: &mut lanes_server::startup::ServeConfig| {
         config.data_dir = data.path().to_path_buf();
         config.database_url = db.url.clone();
+        config.clock = clock.clone();
     };
     let first = TestApp::spawn_configured(1, on).await;
-    let started = chrono::Utc::now();
+    let started = clock.now();
     let since = HistoryQuery {
         from: Some(started - chrono::Duration::seconds(5)),
         points: Some(10_000),
@@ -370,10 +373,10 @@ async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     let viewer = first.client_with(&first.viewer_cookie().await);
     written(&first, &viewer, &since, |s| s.len() >= 2).await;
     first.stop().await;
-    let stopped = chrono::Utc::now();
-    // Three seconds down, for real: readings carry the wall clock's seconds, and this test is
-    // about what the store holds for a downtime (a gap, not zeros).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stopped = clock.now();
+    // Three seconds down: the clock moves on while nothing runs. Readings carry the clock's
+    // seconds, and this test is about what the store holds for a downtime (a gap, not zeros).
+    clock.advance(chrono::Duration::seconds(3));
     let second = TestApp::spawn_configured(1, on).await;
     // The viewer the first run made logs in to the second.
     let viewer = second.client_with(&second.login("viewer", "viewer passphrase").await);

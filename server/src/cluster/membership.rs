@@ -29,12 +29,14 @@ pub struct Membership {
     pub timeout: Duration,
     pub policy: Arc<RwLock<Policy>>,
     pub portal: Arc<RwLock<PortalSettings>>,
+    /// What time it is: heartbeats carry it and silences are measured by it.
+    pub clock: crate::clock::Clock,
 }
 
 impl Membership {
     /// Registers this process as its node and reads the pool once, before anything is served.
     pub async fn join(&self) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         if let Some(age_ms) = self.store.register_node(&self.registration, now).await? {
             if age_ms < self.timeout.as_millis() as i64 {
                 tracing::warn!(
@@ -66,7 +68,7 @@ impl Membership {
             let mut failing = false;
             let mut beats: u32 = 0;
             loop {
-                let now = Utc::now();
+                let now = self.clock.now();
                 // Settings are read again when saved anywhere (an event, relayed from the
                 // other nodes) and, for an event that was lost, every SETTINGS_EVERY beats.
                 let read_settings = events.pending(crate::events::Event::changes_settings)

@@ -45,6 +45,7 @@ pub async fn start(
     store: Store,
     hub: Arc<Hub>,
     instance: String,
+    clock: crate::clock::Clock,
     shutdown: CancellationToken,
 ) -> Result<(), crate::store::StoreError> {
     let Some(bus) = store
@@ -101,6 +102,7 @@ pub async fn start(
             hub.clone(),
             instance.clone(),
             wanted_until.clone(),
+            clock.clone(),
             stop.clone(),
         )
     });
@@ -233,6 +235,7 @@ async fn receive(
     hub: Arc<Hub>,
     instance: String,
     wanted_until: Arc<AtomicI64>,
+    clock: crate::clock::Clock,
     shutdown: CancellationToken,
 ) {
     let mut bus = bus.lock().await;
@@ -246,7 +249,7 @@ async fn receive(
             Ok(Some(notice)) if notice.channel == WATCH_CHANNEL => {
                 // Another process's viewers (this one's see its ticks directly).
                 if notice.payload != instance {
-                    let until = chrono::Utc::now().timestamp_millis() + WANT_FOR_MS;
+                    let until = clock.now_ms() + WANT_FOR_MS;
                     wanted_until.fetch_max(until, Ordering::Relaxed);
                 }
             }

@@ -9,7 +9,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, patch};
 use axum::Json;
-use chrono::Utc;
 use lanes_types::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
 use lanes_types::query::AuditQuery;
 
@@ -48,7 +47,7 @@ async fn create_user(
         Some(&admin),
         new,
         request.password,
-        Utc::now(),
+        state.clock.now(),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(view)))
@@ -61,7 +60,7 @@ async fn update_user(
     ApiJson(patch): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {
     Ok(Json(
-        accounts::update_user(&state.store, &admin, id, patch, Utc::now()).await?,
+        accounts::update_user(&state.store, &admin, id, patch, state.clock.now()).await?,
     ))
 }
 
@@ -77,7 +76,7 @@ async fn create_group(
     AdminUser(admin): AdminUser,
     ApiJson(request): ApiJson<CreateGroup>,
 ) -> Result<(StatusCode, Json<Group>), ApiError> {
-    let group = accounts::create_group(&state.store, &admin, request, Utc::now()).await?;
+    let group = accounts::create_group(&state.store, &admin, request, state.clock.now()).await?;
     Ok((StatusCode::CREATED, Json(group)))
 }
 

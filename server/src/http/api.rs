@@ -74,7 +74,7 @@ async fn metrics(
             return Err(ApiError::Unauthenticated);
         }
     }
-    let now = chrono::Utc::now();
+    let now = state.clock.now();
     let gauges = match state.store.pool_gauges(now).await {
         Ok(gauges) => Some(gauges),
         Err(e) => {

@@ -58,7 +58,7 @@ pub async fn resolve_user(
     state: &AppState,
     headers: &axum::http::HeaderMap,
 ) -> Result<Option<CurrentUser>, ApiError> {
-    let now = chrono::Utc::now();
+    let now = state.clock.now();
     if let Some(value) = headers.get(axum::http::header::AUTHORIZATION) {
         let Some(token) = value.to_str().ok().and_then(bearer) else {
             return Ok(None);
@@ -91,7 +91,7 @@ async fn authenticate(
     client: IpAddr,
 ) -> Result<(User, CookieJar), ApiError> {
     let usecases::accounts::LoggedIn { user, secret } =
-        usecases::accounts::log_in(&state.store, username, password, client, chrono::Utc::now())
+        usecases::accounts::log_in(&state.store, username, password, client, state.clock.now())
             .await?;
     let session = Cookie::build((COOKIE, secret))
         .path("/")
@@ -368,7 +368,7 @@ async fn change_password(
     jar: CookieJar,
     ApiJson(change): ApiJson<PasswordChange>,
 ) -> Result<impl IntoResponse, ApiError> {
-    usecases::accounts::change_password(&state.store, &user, change, chrono::Utc::now()).await?;
+    usecases::accounts::change_password(&state.store, &user, change, state.clock.now()).await?;
     Ok((
         jar.remove(Cookie::build((COOKIE, "")).path("/")),
         StatusCode::NO_CONTENT,

@@ -11,7 +11,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::Json;
-use chrono::Utc;
 use lanes_types::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, MaintenanceBlock, QuotaUse,
     Quotas,
@@ -48,7 +47,7 @@ async fn create(
         &actor,
         request,
         (settings.booking_horizon_days, settings.lend_idle_by_default),
-        Utc::now(),
+        state.clock.now(),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(booking)))
@@ -63,7 +62,8 @@ async fn slots(
     super::check_times(&[query.from, query.to])?;
     let horizon = state.portal_settings().booking_horizon_days;
     let slots =
-        usecases::bookings::find_slots(&state.store, &actor, query, horizon, Utc::now()).await?;
+        usecases::bookings::find_slots(&state.store, &actor, query, horizon, state.clock.now())
+            .await?;
     Ok(Json(slots))
 }
 
@@ -87,7 +87,9 @@ async fn list(
         gpu_uuid: query.gpu,
         include_cancelled: query.include_cancelled,
     };
-    Ok(Json(state.store.bookings(&filter, Utc::now()).await?))
+    Ok(Json(
+        state.store.bookings(&filter, state.clock.now()).await?,
+    ))
 }
 
 async fn show(
@@ -97,7 +99,7 @@ async fn show(
 ) -> Result<Json<Booking>, ApiError> {
     state
         .store
-        .booking(id, Utc::now())
+        .booking(id, state.clock.now())
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::NotFound("no such booking".into()))
@@ -109,7 +111,7 @@ async fn withdraw(
     CurrentUser(actor): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Booking>, ApiError> {
-    let booking = usecases::bookings::withdraw(&state.store, &actor, id, Utc::now()).await?;
+    let booking = usecases::bookings::withdraw(&state.store, &actor, id, state.clock.now()).await?;
     Ok(Json(booking))
 }
 
@@ -118,7 +120,7 @@ async fn reclaim(
     CurrentUser(actor): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Booking>, ApiError> {
-    let booking = usecases::bookings::reclaim(&state.store, &actor, id, Utc::now()).await?;
+    let booking = usecases::bookings::reclaim(&state.store, &actor, id, state.clock.now()).await?;
     Ok(Json(booking))
 }
 
@@ -128,7 +130,7 @@ async fn extend(
     ApiPath(id): ApiPath<i64>,
     body: Result<ApiJson<ExtendBooking>, ApiError>,
 ) -> Result<Json<Booking>, ApiError> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let request = match body {
         Ok(ApiJson(request)) => request,
         Err(bad) => {
@@ -152,7 +154,8 @@ async fn set_quotas(
     AdminUser(admin): AdminUser,
     ApiJson(quotas): ApiJson<Quotas>,
 ) -> Result<Json<Quotas>, ApiError> {
-    let saved = usecases::settings::save_quotas(&state.store, &admin, quotas, Utc::now()).await?;
+    let saved =
+        usecases::settings::save_quotas(&state.store, &admin, quotas, state.clock.now()).await?;
     Ok(Json(saved))
 }
 
@@ -160,7 +163,7 @@ async fn quota_use(
     State(state): State<AppState>,
     _: AdminUser,
 ) -> Result<Json<Vec<QuotaUse>>, ApiError> {
-    Ok(Json(state.store.quota_use(Utc::now()).await?))
+    Ok(Json(state.store.quota_use(state.clock.now()).await?))
 }
 
 /// The caller's own limits and use, for the booking confirmation.
@@ -170,7 +173,7 @@ async fn my_quota(
 ) -> Result<Json<QuotaUse>, ApiError> {
     state
         .store
-        .quota_use(Utc::now())
+        .quota_use(state.clock.now())
         .await?
         .into_iter()
         .find(|u| u.kind == "user" && u.name == user.username)
@@ -184,7 +187,8 @@ async fn add_maintenance(
     ApiJson(request): ApiJson<CreateMaintenance>,
 ) -> Result<(StatusCode, Json<MaintenanceBlock>), ApiError> {
     let block =
-        usecases::settings::add_maintenance(&state.store, &admin, request, Utc::now()).await?;
+        usecases::settings::add_maintenance(&state.store, &admin, request, state.clock.now())
+            .await?;
     Ok((StatusCode::CREATED, Json(block)))
 }
 
@@ -195,7 +199,7 @@ async fn maintenance(
     Ok(Json(
         state
             .store
-            .maintenance_blocks(Utc::now() - chrono::Duration::days(7))
+            .maintenance_blocks(state.clock.now() - chrono::Duration::days(7))
             .await?,
     ))
 }
@@ -205,6 +209,6 @@ async fn end_maintenance(
     AdminUser(admin): AdminUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    usecases::settings::end_maintenance(&state.store, &admin, id, Utc::now()).await?;
+    usecases::settings::end_maintenance(&state.store, &admin, id, state.clock.now()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -34,7 +34,7 @@ async fn replace_policy(
         &admin,
         policy,
         &state.policy,
-        chrono::Utc::now(),
+        state.clock.now(),
     )
     .await?;
     Ok(Json(saved))
@@ -72,7 +72,7 @@ async fn inject(
         &state.processes,
         &cards,
         request,
-        chrono::Utc::now(),
+        state.clock.now(),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(injected)))

@@ -7,7 +7,6 @@ use crate::history::{self, Metric, MAX_POINTS};
 use axum::extract::State;
 use axum::routing::get;
 use axum::Json;
-use chrono::Utc;
 use lanes_types::history::{HistoryAnswer, HistoryBucket, HistorySeries};
 use lanes_types::query::HistoryQuery;
 
@@ -20,7 +19,7 @@ async fn query(
     _: CurrentUser,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<HistoryAnswer>, ApiError> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let metric: Metric = q
         .metric
         .as_deref()

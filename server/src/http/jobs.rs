@@ -15,7 +15,6 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
-use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{JobQuery, LogQuery};
@@ -40,7 +39,8 @@ async fn submit(
     CurrentUser(user): CurrentUser,
     ApiJson(request): ApiJson<CreateJob>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
-    let job = usecases::jobs::submit_to_booking(&state.store, &user, request, Utc::now()).await?;
+    let job =
+        usecases::jobs::submit_to_booking(&state.store, &user, request, state.clock.now()).await?;
     Ok((StatusCode::CREATED, Json(job)))
 }
 

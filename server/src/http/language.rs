@@ -55,7 +55,7 @@ async fn choose(
     jar: CookieJar,
     ApiJson(choice): ApiJson<LanguageChoice>,
 ) -> Result<impl IntoResponse, ApiError> {
-    usecases::accounts::choose_language(&state.store, &user, &choice.language, chrono::Utc::now())
+    usecases::accounts::choose_language(&state.store, &user, &choice.language, state.clock.now())
         .await?;
     Ok((jar.add(cookie(&choice.language)), StatusCode::NO_CONTENT))
 }

@@ -70,6 +70,8 @@ pub struct AppState {
     pub history: crate::history::HistorySettings,
     /// Wakes followers of a job's log file when it grows (`None` without inotify).
     pub log_watch: Option<crate::jobs::log_watch::LogWatch>,
+    /// What time it is (the system's, except in tests).
+    pub clock: crate::clock::Clock,
 }
 
 impl AppState {

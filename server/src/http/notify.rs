@@ -12,7 +12,6 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Json;
-use chrono::Utc;
 use html_escape::encode_text as esc;
 use lanes_app::i18n::Locale;
 use lanes_types::notify::{
@@ -46,7 +45,7 @@ async fn save_my_prefs(
     ApiJson(prefs): ApiJson<NotifyPrefs>,
 ) -> Result<Json<NotifyPrefsView>, ApiError> {
     Ok(Json(
-        notify::save_prefs(&state.store, &user, prefs, Utc::now()).await?,
+        notify::save_prefs(&state.store, &user, prefs, state.clock.now()).await?,
     ))
 }
 
@@ -55,7 +54,7 @@ async fn test_me(
     CurrentUser(user): CurrentUser,
 ) -> Result<Json<TestSent>, ApiError> {
     Ok(Json(
-        notify::test_send(&state.store, &user, TestSend::default(), Utc::now()).await?,
+        notify::test_send(&state.store, &user, TestSend::default(), state.clock.now()).await?,
     ))
 }
 
@@ -72,7 +71,7 @@ async fn save_settings(
     ApiJson(settings): ApiJson<NotifySettings>,
 ) -> Result<Json<NotifySettings>, ApiError> {
     Ok(Json(
-        notify::save_settings(&state.store, &admin, settings, Utc::now()).await?,
+        notify::save_settings(&state.store, &admin, settings, state.clock.now()).await?,
     ))
 }
 
@@ -106,7 +105,7 @@ async fn test_send(
     ApiJson(request): ApiJson<TestSend>,
 ) -> Result<Json<TestSent>, ApiError> {
     Ok(Json(
-        notify::test_send(&state.store, &admin, request, Utc::now()).await?,
+        notify::test_send(&state.store, &admin, request, state.clock.now()).await?,
     ))
 }
 
@@ -140,7 +139,7 @@ macro_rules! say {
 async fn confirm_page(State(state): State<AppState>, Path(secret): Path<String>) -> Response {
     let tz = page_zone(&state, &secret).await;
     let locale = super::language::current();
-    match notify::look(&state.store, &secret, tz, locale, Utc::now()).await {
+    match notify::look(&state.store, &secret, tz, locale, state.clock.now()).await {
         Ok(what) => page(
             StatusCode::OK,
             locale,
@@ -168,7 +167,7 @@ async fn act(State(state): State<AppState>, Path(secret): Path<String>) -> Respo
         &secret,
         tz,
         locale,
-        Utc::now(),
+        state.clock.now(),
     )
     .await;
     match done {

@@ -10,7 +10,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::Json;
-use chrono::Utc;
 use lanes_types::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
 
 pub fn routes() -> Routes {
@@ -34,7 +33,7 @@ async fn submit(
         request,
         &settings,
         &cards,
-        Utc::now(),
+        state.clock.now(),
     )
     .await?;
     Ok((
@@ -47,7 +46,7 @@ async fn list(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
 ) -> Result<Json<QueueView>, ApiError> {
-    let view = usecases::queue::view(&state.store, &state.queue, &user, Utc::now()).await?;
+    let view = usecases::queue::view(&state.store, &state.queue, &user, state.clock.now()).await?;
     Ok(Json(view))
 }
 

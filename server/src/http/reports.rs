@@ -12,7 +12,6 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Json;
-use chrono::Utc;
 use lanes_types::account::User;
 use lanes_types::query::ReportQuery;
 use lanes_types::report::{BookingEnergyNow, UsageReport, MJ_PER_KWH};
@@ -30,7 +29,7 @@ async fn active_energy(
     State(state): State<AppState>,
     CurrentUser(_user): CurrentUser,
 ) -> Result<Json<Vec<BookingEnergyNow>>, ApiError> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let filter = BookingFilter {
         from: Some(now),
         to: Some(now + chrono::Duration::milliseconds(1)),
@@ -61,7 +60,7 @@ async fn active_energy(
 const MAX_DAYS: i64 = 3660;
 
 async fn report(state: &AppState, viewer: &User, q: &ReportQuery) -> Result<UsageReport, ApiError> {
-    let now = Utc::now();
+    let now = state.clock.now();
     super::check_times(&[q.from, q.to])?;
     let to = q.to.unwrap_or(now);
     let from = q.from.unwrap_or_else(|| {

@@ -26,7 +26,7 @@ async fn replace(
         &admin,
         settings,
         &state.portal,
-        chrono::Utc::now(),
+        state.clock.now(),
     )
     .await?;
     Ok(Json(saved))

@@ -8,7 +8,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, get};
 use axum::Json;
-use chrono::Utc;
 use lanes_types::account::{ApiToken, CreatedToken, NewToken};
 
 pub fn routes() -> Routes {
@@ -29,7 +28,7 @@ async fn create(
     CurrentUser(user): CurrentUser,
     ApiJson(request): ApiJson<NewToken>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
-    let created = accounts::create_token(&state.store, &user, request, Utc::now()).await?;
+    let created = accounts::create_token(&state.store, &user, request, state.clock.now()).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -38,6 +37,6 @@ async fn revoke(
     CurrentUser(user): CurrentUser,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<StatusCode, ApiError> {
-    accounts::revoke_token(&state.store, &user, id, Utc::now()).await?;
+    accounts::revoke_token(&state.store, &user, id, state.clock.now()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

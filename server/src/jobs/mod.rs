@@ -25,17 +25,19 @@ pub fn random_hex(bytes: usize) -> std::io::Result<String> {
 
 /// Gives back the rest of a queue job's booking (it ended before its time limit, or never
 /// ran), so its cards are free at once.
-pub async fn release_booking_of(store: &crate::store::Store, booking: i64, job: i64) {
+pub async fn release_booking_of(
+    store: &crate::store::Store,
+    booking: i64,
+    job: i64,
+    now: chrono::DateTime<chrono::Utc>,
+) {
     let audit = crate::store::AuditEntry::new(
         None,
         AuditAction::QueueRelease,
         format!("booking {booking}"),
     )
     .detail(format!("job {job} is over"));
-    match store
-        .withdraw_booking(booking, audit, chrono::Utc::now())
-        .await
-    {
+    match store.withdraw_booking(booking, audit, now).await {
         Ok(_) | Err(StoreError::Refused(BookingError::NotFound | BookingError::Invalid { .. })) => {
         }
         Err(e) => tracing::warn!(error = %e, booking, "could not release a queue job's cards"),

@@ -81,6 +81,8 @@ pub struct RunnerSettings {
     pub wall: Arc<Wall>,
     /// How long a user's login profile may take before their job fails.
     pub profile_timeout: Duration,
+    /// What time it is: slot ends and time limits are judged by it.
+    pub clock: crate::clock::Clock,
 }
 
 pub struct Runner {
@@ -91,6 +93,8 @@ pub struct Runner {
     settings: RunnerSettings,
     /// Counts finished ticks, so a test can wait for the tick an event caused.
     ticks: tokio::sync::watch::Sender<u64>,
+    /// Looks on request (a test hook: "the clock moved past a slot's end, look now").
+    looks: crate::tasks::Passes,
     /// Woken when a watched job's process exits.
     exits: Arc<tokio::sync::Notify>,
     boot_id: String,
@@ -158,6 +162,7 @@ impl Runner {
             notifier,
             settings,
             ticks: tokio::sync::watch::Sender::new(0),
+            looks: crate::tasks::Passes::default(),
             exits: Arc::default(),
             boot_id: procinfo::boot_id(),
             unrecorded: Default::default(),
@@ -172,7 +177,8 @@ impl Runner {
                 let mut watched: HashMap<i64, Watched> = HashMap::new();
                 let mut leftovers: HashMap<i64, Leftover> = HashMap::new();
                 loop {
-                    let now = Utc::now();
+                    let asked = task.looks.asked();
+                    let now = task.settings.clock.now();
                     let mut next = match task.tick(&mut watched, &mut leftovers, now).await {
                         Ok(next) => next,
                         Err(e) => {
@@ -191,10 +197,12 @@ impl Runner {
                         next.after(now, LOST_EVENT_LOOK);
                     }
                     task.ticks.send_modify(|n| *n += 1);
-                    let sleep = next.sleep(Utc::now());
+                    task.looks.served(asked);
+                    let sleep = next.sleep(task.settings.clock.now());
                     tokio::select! {
                         _ = events.changed(Event::concerns_runner) => {}
                         _ = task.exits.notified() => {}
+                        _ = task.looks.requested() => {}
                         _ = sleep => {}
                         _ = shutdown.cancelled() => break,
                     }
@@ -207,6 +215,11 @@ impl Runner {
     /// Ticks finished so far; a test waits for it to move past a value it read before acting.
     pub fn ticks(&self) -> tokio::sync::watch::Receiver<u64> {
         self.ticks.subscribe()
+    }
+
+    /// Runs a look that starts after this call and returns when it has finished.
+    pub fn looks(&self) -> crate::tasks::Passes {
+        self.looks.clone()
     }
 
     /// The files of a job's output, given the name of its log directory (as the store keeps
@@ -362,7 +375,7 @@ impl Runner {
                                 started?;
                                 tracing::info!(job = id, "stopped a job cancelled as it started");
                                 if job.job.queue.is_some() {
-                                    super::release_booking_of(&self.store, b.id, id).await;
+                                    super::release_booking_of(&self.store, b.id, id, now).await;
                                 }
                                 continue;
                             }
@@ -523,7 +536,7 @@ impl Runner {
             );
             if within(self.store.requeue_job(job.job.id, &message, audit, now)).await? {
                 if let Some(booking) = job.job.booking_id {
-                    super::release_booking_of(&self.store, booking, job.job.id).await;
+                    super::release_booking_of(&self.store, booking, job.job.id, now).await;
                 }
                 self.notifier.send(
                     Notice::lab(
@@ -552,7 +565,7 @@ impl Runner {
         let end = &queue_end(job, end);
         within(self.store.job_ended(job.job.id, end, now)).await?;
         if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
-            super::release_booking_of(&self.store, booking, job.job.id).await;
+            super::release_booking_of(&self.store, booking, job.job.id, now).await;
         }
         let name = job.job.title();
         let how = how_it_ended(end);

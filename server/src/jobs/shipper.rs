@@ -35,6 +35,7 @@ pub fn start(
     node: String,
     log_paths: Arc<LogPaths>,
     log_watch: Option<LogWatch>,
+    clock: crate::clock::Clock,
     shutdown: CancellationToken,
 ) {
     crate::tasks::supervise("log shipper", shutdown.clone(), move || {
@@ -43,6 +44,7 @@ pub fn start(
             node.clone(),
             log_paths.clone(),
             log_watch.clone(),
+            clock.clone(),
             shutdown.clone(),
         )
     });
@@ -53,6 +55,7 @@ async fn run(
     node: String,
     log_paths: Arc<LogPaths>,
     log_watch: Option<LogWatch>,
+    clock: crate::clock::Clock,
     shutdown: CancellationToken,
 ) {
     // Bytes copied so far, by job and stream; a job stays here until copied after its end.
@@ -64,14 +67,24 @@ async fn run(
     let mut events = store.events().subscribe();
     let mut list = true;
     loop {
-        let copied_all =
-            match copy_once(&store, &node, &*log_paths, &mut copied, &mut seen, list).await {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::debug!(error = %e, "job logs wait for the database");
-                    false
-                }
-            };
+        let since = clock.now() - AFTER_END;
+        let copied_all = match copy_once(
+            &store,
+            &node,
+            &*log_paths,
+            &mut copied,
+            &mut seen,
+            list,
+            since,
+        )
+        .await
+        {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "job logs wait for the database");
+                false
+            }
+        };
         list = !copied_all;
         if copied_all && seen.is_empty() {
             grows.clear();
@@ -145,12 +158,13 @@ async fn copy_once(
     copied: &mut HashMap<(i64, Stream), u64>,
     seen: &mut HashMap<i64, String>,
     list: bool,
+    ended_since: chrono::DateTime<Utc>,
 ) -> Result<(), crate::store::StoreError> {
     // Between listings, the jobs known are copied and none is taken as over.
     let mut over: HashMap<i64, bool> = seen.keys().map(|id| (*id, false)).collect();
     if list {
         over.clear();
-        for (id, dir, ended) in store.jobs_logging_on(node, Utc::now() - AFTER_END).await? {
+        for (id, dir, ended) in store.jobs_logging_on(node, ended_since).await? {
             seen.insert(id, dir);
             over.insert(id, ended);
         }

@@ -91,7 +91,7 @@ async fn run(
                 break;
             };
             let mut claim_failed = false;
-            let now = Utc::now();
+            let now = context.clock.now();
             let lease = chrono::Duration::from_std(context.retry.timeout * 4)
                 .unwrap_or(chrono::Duration::minutes(1));
             match context
@@ -130,7 +130,7 @@ async fn run(
                 false => (context.store.next_message_due(&in_flight.busy()).await).map_err(drop),
             };
             let sleep = match due {
-                Ok(Some(due)) => (due - Utc::now())
+                Ok(Some(due)) => (due - context.clock.now())
                     .to_std()
                     .unwrap_or_default()
                     .min(LONGEST_SLEEP),
@@ -201,7 +201,7 @@ impl Drop for Place {
 
 /// One attempt at one message, and its outcome recorded.
 async fn deliver(context: &NotifyContext, client: &Clients, message: Claimed) {
-    let now = Utc::now();
+    let now = context.clock.now();
     let outcome = attempt(context, client, &message, now).await;
     let retry = context.retry;
     let (status, retry_at, error) = match &outcome {
@@ -230,7 +230,7 @@ async fn deliver(context: &NotifyContext, client: &Clients, message: Claimed) {
     }
     if let Err(e) = context
         .store
-        .finish_message(message.id, status, retry_at, error, Utc::now())
+        .finish_message(message.id, status, retry_at, error, context.clock.now())
         .await
     {
         // Its lease runs out and it is tried again: sent twice at worst, never lost.

@@ -148,6 +148,8 @@ pub struct NotifyContext {
     /// How long minute readings are kept, and seconds between readings (for the digest's report).
     pub keep_minutes: chrono::Duration,
     pub interval_s: f64,
+    /// What time it is: reminders fall due and retries come round by it.
+    pub clock: crate::clock::Clock,
 }
 
 /// The sending end; cheap to clone.

@@ -190,10 +190,10 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut events = context.store.events().subscribe();
-    let mut full_at = Utc::now();
-    let mut prune_at = Utc::now();
+    let mut full_at = context.clock.now();
+    let mut prune_at = context.clock.now();
     loop {
-        let now = Utc::now();
+        let now = context.clock.now();
         // Old messages go; keys of pruned reminders go with them (their bookings ended long
         // before).
         if now >= prune_at {
@@ -224,7 +224,7 @@ async fn run(
                 full_at
             }
         };
-        let sleep = (next - Utc::now()).to_std().unwrap_or_default();
+        let sleep = (next - context.clock.now()).to_std().unwrap_or_default();
         tokio::select! {
             _ = events.changed(crate::events::Event::concerns_reminders) => {}
             _ = passes.requested() => {}

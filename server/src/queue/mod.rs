@@ -61,6 +61,7 @@ pub struct Queue {
     settings: RwLock<QueueSettings>,
     shares: RwLock<Shares>,
     snapshot: RwLock<Snapshot>,
+    clock: crate::clock::Clock,
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
@@ -87,6 +88,7 @@ impl Queue {
         hub: Arc<Hub>,
         idle: Duration,
         leader: watch::Receiver<bool>,
+        clock: crate::clock::Clock,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, StoreError> {
         let queue = Arc::new(Self {
@@ -97,6 +99,7 @@ impl Queue {
             passes: watch::Sender::new(0),
             requests: crate::tasks::Passes::default(),
             snapshot: RwLock::default(),
+            clock,
         });
         let task = queue.clone();
         crate::tasks::supervise("queue", shutdown.clone(), move || {
@@ -122,7 +125,7 @@ impl Queue {
                     let leading = *leader.borrow_and_update();
                     let asked = task.requests.asked();
                     let result = task
-                        .pass(Utc::now(), idle, &mut explained_at, leading)
+                        .pass(task.clock.now(), idle, &mut explained_at, leading)
                         .await;
                     task.passes.send_modify(|n| *n += 1);
                     task.requests.served(asked);
@@ -178,14 +181,16 @@ impl Queue {
         audit: &AuditEntry,
     ) -> Result<(), StoreError> {
         self.store
-            .save_queue_settings(&settings, audit, Utc::now())
+            .save_queue_settings(&settings, audit, self.clock.now())
             .await?;
         write(&self.settings, settings);
         Ok(())
     }
 
     pub async fn save_shares(&self, shares: Shares, audit: &AuditEntry) -> Result<(), StoreError> {
-        self.store.save_shares(&shares, audit, Utc::now()).await?;
+        self.store
+            .save_shares(&shares, audit, self.clock.now())
+            .await?;
         write(&self.shares, shares);
         Ok(())
     }
@@ -193,7 +198,7 @@ impl Queue {
     /// Cancels a queue job: a waiting one at once (and the booking of one started a moment
     /// ago), a running one through the runner. `false` when it is already over.
     pub async fn cancel(&self, job: &Job, audit: &AuditEntry) -> Result<bool, StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         let cancelled = self.store.request_cancel(job.id, audit, now).await?;
         if cancelled {
             // Read again: the queue may have given the job its booking since `job` was read.
@@ -201,7 +206,7 @@ impl Queue {
                 if let (Some(_), Some(booking), lanes_types::job::JobState::Cancelled) =
                     (current.queue, current.booking_id, current.state)
                 {
-                    crate::jobs::release_booking_of(&self.store, booking, job.id).await;
+                    crate::jobs::release_booking_of(&self.store, booking, job.id, now).await;
                 }
             }
         }
@@ -358,7 +363,7 @@ impl Queue {
             tracing::info!(job = job.id, booking = booking.id, "started a queue job");
             Ok(true)
         } else {
-            crate::jobs::release_booking_of(&self.store, booking.id, job.id).await;
+            crate::jobs::release_booking_of(&self.store, booking.id, job.id, now).await;
             Ok(false)
         }
     }
@@ -458,7 +463,7 @@ impl Queue {
                 );
                 started = true;
             } else {
-                crate::jobs::release_booking_of(&self.store, loan.id, job.id).await;
+                crate::jobs::release_booking_of(&self.store, loan.id, job.id, now).await;
             }
         }
         Ok(started)

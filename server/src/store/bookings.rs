@@ -88,7 +88,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
         let _turn = self.write_turn().await;
-        let fresh = self.fresh_since_ms(Utc::now());
+        let fresh = self.fresh_since_ms(now);
         let mut tx = self.begin_booking_write(new.owner.id).await?;
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {

@@ -33,7 +33,7 @@ impl Store {
             idx: i64,
             holds: Option<String>,
         }
-        let fresh = self.fresh_since_ms(Utc::now());
+        let fresh = self.fresh_since_ms(now);
         let mut tx = self.pool.begin().await?;
         let backend = Backend::of(&tx);
         // Each card with its holds in the range as "start:end" pairs, one statement.

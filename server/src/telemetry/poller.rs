@@ -7,7 +7,7 @@ use lanes_types::{GpuProcess, GpuUpdate, Health};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
 pub struct PollSettings {
@@ -69,13 +69,6 @@ impl Sampler {
     }
 }
 
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// A running poller; stopping it ends the thread after its current tick.
 pub struct Poller {
     stop: Option<mpsc::Sender<()>>,
@@ -84,11 +77,17 @@ pub struct Poller {
 
 impl Poller {
     /// Takes the first reading before returning, so the hub is never empty once serving starts.
-    pub fn start(mut sampler: Sampler, hub: Arc<Hub>, settings: PollSettings) -> Self {
+    /// Readings carry `clock`'s time.
+    pub fn start(
+        mut sampler: Sampler,
+        hub: Arc<Hub>,
+        settings: PollSettings,
+        clock: crate::clock::Clock,
+    ) -> Self {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let tick = move |sampler: &mut Sampler, refresh: bool| {
             let started = Instant::now();
-            let at_ms = now_ms();
+            let at_ms = clock.now_ms();
             let updates = sampler.poll(at_ms, refresh);
             hub.publish(at_ms, updates, started.elapsed());
         };
@@ -278,6 +277,8 @@ mod tests {
             Arc::new(Metrics::new()),
         ));
         let mut rx = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
+        let clock = crate::clock::Clock::adjustable();
+        clock.advance(chrono::Duration::days(1));
         let poller = Poller::start(
             sampler,
             hub.clone(),
@@ -285,9 +286,17 @@ mod tests {
                 interval: Duration::from_millis(20),
                 process_interval: Duration::from_millis(100),
             },
+            clock,
         );
-        // The first reading is taken before start returns.
-        assert!(hub.snapshot().gpus.iter().all(|g| g.sample.is_some()));
+        // The first reading is taken before start returns, at the clock's time.
+        let first = hub.snapshot();
+        assert!(first.gpus.iter().all(|g| g.sample.is_some()));
+        let at_ms = first.history[0].points[0].at_ms;
+        let ahead = at_ms - chrono::Utc::now().timestamp_millis();
+        assert!(
+            ahead > 23 * 3_600_000,
+            "a reading {ahead} ms ahead of the system clock"
+        );
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()

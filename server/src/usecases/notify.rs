@@ -266,7 +266,7 @@ pub async fn look(
     now: DateTime<Utc>,
 ) -> Result<String, Refused> {
     let link = links::check(store, secret, now).await?;
-    describe(store, &link, tz, locale).await
+    describe(store, &link, tz, locale, now).await
 }
 
 /// What a link would do, in words, for its confirmation page.
@@ -275,9 +275,9 @@ async fn describe(
     link: &Link,
     tz: chrono_tz::Tz,
     locale: Locale,
+    now: DateTime<Utc>,
 ) -> Result<String, Refused> {
     let when = |t| render::when_in(t, tz, locale);
-    let now = Utc::now();
     Ok(match (link.action, link.booking_id, link.job_id) {
         (LinkAction::CancelJob, _, Some(job)) => {
             let job = store
