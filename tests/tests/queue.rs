@@ -81,6 +81,12 @@ async fn until(
     .await
 }
 
+/// Whether a pass has explained the job's wait (a job submitted since the last pass waits "for
+/// the next scheduling pass" until one does).
+fn explained(job: &QueuedJob) -> bool {
+    job.reason.is_some() && job.wait != Some(WaitReason::NextPass)
+}
+
 async fn member(app: &TestApp) -> Session<'_> {
     ensure_unix_account(ACCOUNT);
     Session {
@@ -187,7 +193,7 @@ async fn a_queued_job_never_runs_into_a_booking_and_short_work_fills_the_gap() {
     let done = until(&owner, short.id, 10, |j| j.state != QueueState::Running).await;
     assert_eq!(done.state, QueueState::Completed, "{done:?}");
     // Still waiting: the card is free now, but not for ten minutes.
-    let long = until(&owner, long.id, 5, |j| j.reason.is_some()).await;
+    let long = until(&owner, long.id, 5, explained).await;
     assert_eq!(long.state, QueueState::Pending);
     assert_eq!(
         long.reason.as_deref(),
@@ -262,7 +268,7 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
     let a = submit(&owner, work(1, 600, &["sleep", "600"])).await;
     let b = submit(&owner, work(1, 600, &["sleep", "600"])).await;
     until(&owner, a.id, 5, |j| j.state == QueueState::Running).await;
-    let b_wait = until(&owner, b.id, 5, |j| j.reason.is_some()).await;
+    let b_wait = until(&owner, b.id, 5, explained).await;
     assert_eq!(b_wait.state, QueueState::Pending);
     assert_eq!(
         b_wait.reason.as_deref(),

@@ -5,7 +5,6 @@
 //! once cannot start a job twice anyway: a start is a booking the exclusion constraint admits
 //! once and a state change from `queued` made once.
 
-use crate::events::{Change, Event};
 use crate::store::Store;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -42,11 +41,9 @@ async fn run(store: Store, sender: watch::Sender<bool>, shutdown: CancellationTo
             };
             let changed = sender.send_if_modified(|was| std::mem::replace(was, leading) != leading);
             if changed {
+                // The queue wakes on the change itself (and reads its settings again).
                 if leading {
                     tracing::info!("this instance now leads the queue");
-                    store
-                        .events()
-                        .emit_here(Event::QueueChanged(Change::PoolChanged));
                 } else {
                     tracing::warn!("this instance no longer leads the queue");
                 }

@@ -142,7 +142,8 @@ impl Queue {
                             explained_at = None;
                             reload |= woken.may_include(Event::changes_queue_settings);
                         }
-                        _ = crate::tasks::changed(&mut leader) => {}
+                        // A new leader reads what the last one may have changed.
+                        _ = crate::tasks::changed(&mut leader) => reload = true,
                         _ = task.requests.requested() => explained_at = None,
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
