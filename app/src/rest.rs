@@ -51,7 +51,7 @@ fn parse<T: DeserializeOwned>(text: String) -> Result<T, String> {
 
 /// The message to show for a failed call: the API's own words when it sent them.
 pub fn error_message(status: u16, body: &str) -> String {
-    match serde_json::from_str::<lanes_types::account::ErrorBody>(body) {
+    match serde_json::from_str::<lanes_types::api::ErrorBody>(body) {
         Ok(error) => error.message,
         Err(_) => tr!(rest.server_answered, status),
     }

@@ -5,6 +5,7 @@
 
 mod ws;
 
+pub use lanes_types::api::ErrorBody;
 pub use reqwest;
 pub use ws::{LogEvent, LogTail, Telemetry};
 
@@ -12,9 +13,10 @@ use lanes_types::account::{
     ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, Group, LanguageChoice,
     LoginRequest, NewToken, PasswordChange, PortalSettings, User, UserPatch, UserView,
 };
+use lanes_types::api::{self, Answered, Endpoint, Sent};
 use lanes_types::booking::{
-    Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, GpuRef, MaintenanceBlock,
-    QuotaUse, Quotas,
+    Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, MaintenanceBlock, QuotaUse,
+    Quotas,
 };
 use lanes_types::enforcement::{Policy, Violation};
 use lanes_types::history::HistoryAnswer;
@@ -28,27 +30,6 @@ use lanes_types::report::UsageReport;
 use lanes_types::{GpuState, HealthReport};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-
-/// The body of every error answer: a stable `error` code, the `rule` a refusal broke (422),
-/// what held the cards (409), and a message for people.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    #[serde(rename = "error")]
-    pub code: String,
-    #[serde(default)]
-    pub rule: Option<String>,
-    pub message: String,
-    /// 409: the cards already held for part of the slot.
-    #[serde(default)]
-    pub gpus: Vec<GpuRef>,
-    /// 409: the bookings that hold them.
-    #[serde(default)]
-    pub bookings: Vec<i64>,
-    /// 409: the maintenance blocks that hold them.
-    #[serde(default)]
-    pub maintenance: Vec<i64>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -217,34 +198,64 @@ impl Client {
         }
     }
 
-    async fn json<T: DeserializeOwned>(request: RequestBuilder) -> Result<T> {
-        let response = Self::send(request).await?;
-        let status = response.status();
-        let text = response.text().await?;
-        serde_json::from_str(&text).map_err(|e| ClientError::Unexpected {
-            status,
-            detail: format!("{e}: {text}"),
-        })
-    }
-
     async fn text(request: RequestBuilder) -> Result<String> {
         Ok(Self::send(request).await?.text().await?)
     }
 
-    async fn empty(request: RequestBuilder) -> Result<()> {
-        Self::send(request).await.map(drop)
+    /// The request of operation `E` (declared in `lanes_types::api`) with `params` in its path
+    /// and `request` as its query or body, not yet sent.
+    fn prepare<E: Endpoint>(&self, params: &E::Params, request: &E::Request) -> RequestBuilder {
+        let method = match E::METHOD {
+            api::Method::Get => Method::GET,
+            api::Method::Post => Method::POST,
+            api::Method::Put => Method::PUT,
+            api::Method::Patch => Method::PATCH,
+            api::Method::Delete => Method::DELETE,
+        };
+        let builder = self.request(method, &E::path(params));
+        match E::SENT {
+            Sent::Nothing => builder,
+            Sent::Query => builder.query(request),
+            Sent::Json => builder.json(request),
+        }
+    }
+
+    /// Calls operation `E` and reads its answer: the one way every method below reaches the
+    /// server.
+    pub async fn call<E>(&self, params: E::Params, request: &E::Request) -> Result<E::Answer>
+    where
+        E: Endpoint,
+        E::Answer: DeserializeOwned,
+    {
+        let response = Self::send(self.prepare::<E>(&params, request)).await?;
+        let status = response.status();
+        let answer = match E::ANSWERED {
+            Answered::Json => {
+                let text = response.text().await?;
+                serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
+            }
+            Answered::Empty => {
+                serde_json::from_value(serde_json::Value::Null).map_err(|e| e.to_string())
+            }
+            Answered::Text => {
+                serde_json::from_value(serde_json::Value::String(response.text().await?))
+                    .map_err(|e| e.to_string())
+            }
+            Answered::Upgrade => Err("a websocket, not an answer".to_string()),
+        };
+        answer.map_err(|detail| ClientError::Unexpected { status, detail })
     }
 
     // ---- service ----
 
     /// `GET /healthz`.
     pub async fn health(&self) -> Result<HealthReport> {
-        Self::json(self.request(Method::GET, "/healthz")).await
+        self.call::<api::Health>((), &()).await
     }
 
     /// `GET /metrics`: Prometheus text; `token` when the server requires one.
     pub async fn metrics(&self, token: Option<&str>) -> Result<String> {
-        let request = self.request(Method::GET, "/metrics");
+        let request = self.prepare::<api::Metrics>(&(), &());
         Self::text(match token {
             Some(token) => request.bearer_auth(token),
             None => request,
@@ -254,29 +265,30 @@ impl Client {
 
     /// `GET /api/v1/openapi.json`.
     pub async fn openapi(&self) -> Result<serde_json::Value> {
-        Self::json(self.request(Method::GET, "/api/v1/openapi.json")).await
+        self.call::<api::OpenApi>((), &()).await
     }
 
     /// `GET /api/v1/gpus`.
     pub async fn gpus(&self) -> Result<Vec<GpuState>> {
-        Self::json(self.request(Method::GET, "/api/v1/gpus")).await
+        self.call::<api::Gpus>((), &()).await
     }
 
     /// `GET /api/v1/nodes`: every node of the pool.
     pub async fn nodes(&self) -> Result<Vec<lanes_types::NodeState>> {
-        Self::json(self.request(Method::GET, "/api/v1/nodes")).await
+        self.call::<api::Nodes>((), &()).await
     }
 
     // ---- accounts and sessions ----
 
     /// `POST /api/v1/auth/login`: on success, a client carrying the new session.
     pub async fn login(&self, username: &str, password: &str) -> Result<(Client, User)> {
-        let request = self
-            .request(Method::POST, "/api/v1/auth/login")
-            .json(&LoginRequest {
+        let request = self.prepare::<api::Login>(
+            &(),
+            &LoginRequest {
                 username: username.into(),
                 password: password.into(),
-            });
+            },
+        );
         let response = Self::send(request).await?;
         let status = response.status();
         let cookie = response
@@ -297,198 +309,176 @@ impl Client {
 
     /// `POST /api/v1/auth/logout`.
     pub async fn logout(&self) -> Result<()> {
-        Self::empty(self.request(Method::POST, "/api/v1/auth/logout")).await
+        self.call::<api::Logout>((), &()).await
     }
 
     /// `GET /api/v1/me`.
     pub async fn me(&self) -> Result<User> {
-        Self::json(self.request(Method::GET, "/api/v1/me")).await
+        self.call::<api::Me>((), &()).await
     }
 
     /// `POST /api/v1/me/password`.
     pub async fn change_password(&self, change: &PasswordChange) -> Result<()> {
-        Self::empty(
-            self.request(Method::POST, "/api/v1/me/password")
-                .json(change),
-        )
-        .await
+        self.call::<api::ChangePassword>((), change).await
     }
 
     /// `PUT /api/v1/me/language`: `en` or `zh`, for pages, API messages and mail.
     pub async fn set_language(&self, choice: &LanguageChoice) -> Result<()> {
-        Self::empty(
-            self.request(Method::PUT, "/api/v1/me/language")
-                .json(choice),
-        )
-        .await
+        self.call::<api::SetLanguage>((), choice).await
     }
 
     /// `GET /api/v1/tokens`.
     pub async fn tokens(&self) -> Result<Vec<ApiToken>> {
-        Self::json(self.request(Method::GET, "/api/v1/tokens")).await
+        self.call::<api::Tokens>((), &()).await
     }
 
     /// `POST /api/v1/tokens`: the secret is in the answer, once.
     pub async fn create_token(&self, token: &NewToken) -> Result<CreatedToken> {
-        Self::json(self.request(Method::POST, "/api/v1/tokens").json(token)).await
+        self.call::<api::CreateToken>((), token).await
     }
 
     /// `DELETE /api/v1/tokens/{id}`.
     pub async fn revoke_token(&self, id: i64) -> Result<()> {
-        Self::empty(self.request(Method::DELETE, &format!("/api/v1/tokens/{id}"))).await
+        self.call::<api::RevokeToken>(id, &()).await
     }
 
     /// `GET /api/v1/users`.
     pub async fn users(&self) -> Result<Vec<UserView>> {
-        Self::json(self.request(Method::GET, "/api/v1/users")).await
+        self.call::<api::Users>((), &()).await
     }
 
     /// `POST /api/v1/users`.
     pub async fn create_user(&self, user: &CreateUser) -> Result<UserView> {
-        Self::json(self.request(Method::POST, "/api/v1/users").json(user)).await
+        self.call::<api::AddUser>((), user).await
     }
 
     /// `PATCH /api/v1/users/{id}`.
     pub async fn update_user(&self, id: i64, patch: &UserPatch) -> Result<UserView> {
-        Self::json(
-            self.request(Method::PATCH, &format!("/api/v1/users/{id}"))
-                .json(patch),
-        )
-        .await
+        self.call::<api::UpdateUser>(id, patch).await
     }
 
     /// `GET /api/v1/groups`.
     pub async fn groups(&self) -> Result<Vec<Group>> {
-        Self::json(self.request(Method::GET, "/api/v1/groups")).await
+        self.call::<api::Groups>((), &()).await
     }
 
     /// `POST /api/v1/groups`.
     pub async fn create_group(&self, group: &CreateGroup) -> Result<Group> {
-        Self::json(self.request(Method::POST, "/api/v1/groups").json(group)).await
+        self.call::<api::AddGroup>((), group).await
     }
 
     /// `GET /api/v1/audit`.
     pub async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
-        Self::json(self.request(Method::GET, "/api/v1/audit").query(query)).await
+        self.call::<api::Audit>((), query).await
     }
 
     /// `GET /api/v1/settings`.
     pub async fn settings(&self) -> Result<PortalSettings> {
-        Self::json(self.request(Method::GET, "/api/v1/settings")).await
+        self.call::<api::Settings>((), &()).await
     }
 
     /// `PUT /api/v1/settings`.
     pub async fn save_settings(&self, settings: &PortalSettings) -> Result<PortalSettings> {
-        Self::json(self.request(Method::PUT, "/api/v1/settings").json(settings)).await
+        self.call::<api::SaveSettings>((), settings).await
     }
 
     // ---- bookings, quotas, maintenance ----
 
     /// `POST /api/v1/bookings`.
     pub async fn book(&self, booking: &CreateBooking) -> Result<Booking> {
-        Self::json(self.request(Method::POST, "/api/v1/bookings").json(booking)).await
+        self.call::<api::Book>((), booking).await
     }
 
     /// `GET /api/v1/bookings`.
     pub async fn bookings(&self, query: &BookingQuery) -> Result<Vec<Booking>> {
-        Self::json(self.request(Method::GET, "/api/v1/bookings").query(query)).await
+        self.call::<api::Bookings>((), query).await
     }
 
     /// `GET /api/v1/bookings/{id}`.
     pub async fn booking(&self, id: i64) -> Result<Booking> {
-        Self::json(self.request(Method::GET, &format!("/api/v1/bookings/{id}"))).await
+        self.call::<api::BookingById>(id, &()).await
     }
 
     /// `PATCH /api/v1/bookings/{id}`: a later end.
     pub async fn extend_booking(&self, id: i64, extend: &ExtendBooking) -> Result<Booking> {
-        Self::json(
-            self.request(Method::PATCH, &format!("/api/v1/bookings/{id}"))
-                .json(extend),
-        )
-        .await
+        self.call::<api::ExtendBookingById>(id, extend).await
     }
 
     /// `POST /api/v1/bookings/{id}/reclaim`: takes back the cards the booking lends now.
     pub async fn reclaim_booking(&self, id: i64) -> Result<Booking> {
-        Self::json(self.request(Method::POST, &format!("/api/v1/bookings/{id}/reclaim"))).await
+        self.call::<api::ReclaimBooking>(id, &()).await
     }
 
     /// `DELETE /api/v1/bookings/{id}`: cancels an upcoming booking, releases an active one.
     pub async fn withdraw_booking(&self, id: i64) -> Result<Booking> {
-        Self::json(self.request(Method::DELETE, &format!("/api/v1/bookings/{id}"))).await
+        self.call::<api::WithdrawBooking>(id, &()).await
     }
 
     /// `GET /api/v1/slots`: the earliest windows where the cards asked for are free.
     pub async fn slots(&self, query: &SlotQuery) -> Result<Vec<FreeSlot>> {
-        Self::json(self.request(Method::GET, "/api/v1/slots").query(query)).await
+        self.call::<api::Slots>((), query).await
     }
 
     /// `GET /api/v1/me/quota`.
     pub async fn my_quota(&self) -> Result<QuotaUse> {
-        Self::json(self.request(Method::GET, "/api/v1/me/quota")).await
+        self.call::<api::MyQuota>((), &()).await
     }
 
     /// `GET /api/v1/quotas`.
     pub async fn quotas(&self) -> Result<Quotas> {
-        Self::json(self.request(Method::GET, "/api/v1/quotas")).await
+        self.call::<api::QuotasNow>((), &()).await
     }
 
     /// `PUT /api/v1/quotas`.
     pub async fn save_quotas(&self, quotas: &Quotas) -> Result<Quotas> {
-        Self::json(self.request(Method::PUT, "/api/v1/quotas").json(quotas)).await
+        self.call::<api::SaveQuotas>((), quotas).await
     }
 
     /// `GET /api/v1/quotas/use`.
     pub async fn quota_use(&self) -> Result<Vec<QuotaUse>> {
-        Self::json(self.request(Method::GET, "/api/v1/quotas/use")).await
+        self.call::<api::QuotaUses>((), &()).await
     }
 
     /// `GET /api/v1/maintenance`.
     pub async fn maintenance(&self) -> Result<Vec<MaintenanceBlock>> {
-        Self::json(self.request(Method::GET, "/api/v1/maintenance")).await
+        self.call::<api::Maintenance>((), &()).await
     }
 
     /// `POST /api/v1/maintenance`.
     pub async fn add_maintenance(&self, block: &CreateMaintenance) -> Result<MaintenanceBlock> {
-        Self::json(
-            self.request(Method::POST, "/api/v1/maintenance")
-                .json(block),
-        )
-        .await
+        self.call::<api::AddMaintenance>((), block).await
     }
 
     /// `DELETE /api/v1/maintenance/{id}`.
     pub async fn end_maintenance(&self, id: i64) -> Result<()> {
-        Self::empty(self.request(Method::DELETE, &format!("/api/v1/maintenance/{id}"))).await
+        self.call::<api::EndMaintenance>(id, &()).await
     }
 
     // ---- jobs ----
 
     /// `POST /api/v1/jobs`: a job on a booking's cards.
     pub async fn submit_job(&self, job: &CreateJob) -> Result<Job> {
-        Self::json(self.request(Method::POST, "/api/v1/jobs").json(job)).await
+        self.call::<api::SubmitToBooking>((), job).await
     }
 
     /// `GET /api/v1/jobs`.
     pub async fn jobs(&self, query: &JobQuery) -> Result<Vec<Job>> {
-        Self::json(self.request(Method::GET, "/api/v1/jobs").query(query)).await
+        self.call::<api::Jobs>((), query).await
     }
 
     /// `GET /api/v1/jobs/{id}`.
     pub async fn job(&self, id: i64) -> Result<Job> {
-        Self::json(self.request(Method::GET, &format!("/api/v1/jobs/{id}"))).await
+        self.call::<api::JobById>(id, &()).await
     }
 
     /// `DELETE /api/v1/jobs/{id}`.
     pub async fn cancel_job(&self, id: i64) -> Result<Job> {
-        Self::json(self.request(Method::DELETE, &format!("/api/v1/jobs/{id}"))).await
+        self.call::<api::CancelJob>(id, &()).await
     }
 
     /// `GET /api/v1/jobs/{id}/log`; `range` is an HTTP byte range (`bytes=100-`).
     pub async fn job_log(&self, id: i64, query: &LogQuery, range: Option<&str>) -> Result<LogPart> {
-        let request = self
-            .request(Method::GET, &format!("/api/v1/jobs/{id}/log"))
-            .query(query);
+        let request = self.prepare::<api::JobLog>(&id, query);
         let request = match range {
             Some(range) => request.header(reqwest::header::RANGE, range),
             None => request,
@@ -502,37 +492,24 @@ impl Client {
 
     /// `GET /api/v1/jobs/{id}/log/ws`: the log as it is written, until the job is over.
     pub async fn follow_log(&self, id: i64, query: &LogQuery) -> Result<LogTail> {
-        let query = serde_json::to_value(query)
-            .ok()
-            .and_then(|v| v.as_object().cloned())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(k, v)| match v {
-                serde_json::Value::String(s) => Some(format!("{k}={s}")),
-                serde_json::Value::Null => None,
-                other => Some(format!("{k}={other}")),
-            })
-            .collect::<Vec<_>>()
-            .join("&");
-        let path = format!("/api/v1/jobs/{id}/log/ws?{query}");
-        LogTail::connect(self, &path).await
+        LogTail::connect(self, &api::JobLogWs::url(&id, query)).await
     }
 
     // ---- enforcement ----
 
     /// `GET /api/v1/policy`.
     pub async fn policy(&self) -> Result<Policy> {
-        Self::json(self.request(Method::GET, "/api/v1/policy")).await
+        self.call::<api::PolicyNow>((), &()).await
     }
 
     /// `PUT /api/v1/policy`.
     pub async fn save_policy(&self, policy: &Policy) -> Result<Policy> {
-        Self::json(self.request(Method::PUT, "/api/v1/policy").json(policy)).await
+        self.call::<api::SavePolicy>((), policy).await
     }
 
     /// `GET /api/v1/me/notifications`: what the caller chose, and the lab's rules.
     pub async fn my_notifications(&self) -> Result<lanes_types::notify::NotifyPrefsView> {
-        Self::json(self.request(Method::GET, "/api/v1/me/notifications")).await
+        self.call::<api::MyNotifications>((), &()).await
     }
 
     /// `PUT /api/v1/me/notifications`.
@@ -540,21 +517,17 @@ impl Client {
         &self,
         prefs: &lanes_types::notify::NotifyPrefs,
     ) -> Result<lanes_types::notify::NotifyPrefsView> {
-        Self::json(
-            self.request(Method::PUT, "/api/v1/me/notifications")
-                .json(prefs),
-        )
-        .await
+        self.call::<api::SaveMyNotifications>((), prefs).await
     }
 
     /// `POST /api/v1/me/notifications/test`: a test message to the caller's channels.
     pub async fn test_my_notifications(&self) -> Result<lanes_types::notify::TestSent> {
-        Self::json(self.request(Method::POST, "/api/v1/me/notifications/test")).await
+        self.call::<api::TestMyNotifications>((), &()).await
     }
 
     /// `GET /api/v1/notifications/settings` (admins).
     pub async fn notify_settings(&self) -> Result<lanes_types::notify::NotifySettings> {
-        Self::json(self.request(Method::GET, "/api/v1/notifications/settings")).await
+        self.call::<api::NotifySettingsNow>((), &()).await
     }
 
     /// `PUT /api/v1/notifications/settings` (admins).
@@ -562,11 +535,7 @@ impl Client {
         &self,
         settings: &lanes_types::notify::NotifySettings,
     ) -> Result<lanes_types::notify::NotifySettings> {
-        Self::json(
-            self.request(Method::PUT, "/api/v1/notifications/settings")
-                .json(settings),
-        )
-        .await
+        self.call::<api::SaveNotifySettings>((), settings).await
     }
 
     /// `GET /api/v1/notifications/outbox` (admins): the newest messages, optionally of one
@@ -575,11 +544,11 @@ impl Client {
         &self,
         status: Option<&str>,
     ) -> Result<Vec<lanes_types::notify::OutboxEntry>> {
-        let mut request = self.request(Method::GET, "/api/v1/notifications/outbox");
-        if let Some(status) = status {
-            request = request.query(&[("status", status)]);
-        }
-        Self::json(request).await
+        let query = lanes_types::query::OutboxQuery {
+            status: status.map(str::to_string),
+            limit: None,
+        };
+        self.call::<api::Outbox>((), &query).await
     }
 
     /// `POST /api/v1/notifications/test` (admins): a test message to an address or a member.
@@ -587,103 +556,83 @@ impl Client {
         &self,
         request: &lanes_types::notify::TestSend,
     ) -> Result<lanes_types::notify::TestSent> {
-        Self::json(
-            self.request(Method::POST, "/api/v1/notifications/test")
-                .json(request),
-        )
-        .await
+        self.call::<api::NotifyTest>((), request).await
     }
 
     /// `GET /api/v1/violations`.
     pub async fn violations(&self, query: &ViolationQuery) -> Result<Vec<Violation>> {
-        Self::json(self.request(Method::GET, "/api/v1/violations").query(query)).await
+        self.call::<api::Violations>((), query).await
     }
 
     /// `POST /api/v1/sim/processes`: a process on a simulated card (simulated fleets only).
     pub async fn inject_process(&self, process: &InjectProcess) -> Result<Injected> {
-        Self::json(
-            self.request(Method::POST, "/api/v1/sim/processes")
-                .json(process),
-        )
-        .await
+        self.call::<api::InjectSimProcess>((), process).await
     }
 
     // ---- history and reports ----
 
     /// `GET /api/v1/history`.
     pub async fn history(&self, query: &HistoryQuery) -> Result<HistoryAnswer> {
-        Self::json(self.request(Method::GET, "/api/v1/history").query(query)).await
+        self.call::<api::History>((), query).await
     }
 
     /// `GET /api/v1/reports/usage`.
     pub async fn usage_report(&self, query: &ReportQuery) -> Result<UsageReport> {
-        Self::json(
-            self.request(Method::GET, "/api/v1/reports/usage")
-                .query(query),
-        )
-        .await
+        self.call::<api::Usage>((), query).await
     }
 
     /// `GET /api/v1/bookings/energy`: what each active booking's cards drew so far.
     pub async fn booking_energy(&self) -> Result<Vec<lanes_types::report::BookingEnergyNow>> {
-        Self::json(self.request(Method::GET, "/api/v1/bookings/energy")).await
+        self.call::<api::BookingEnergy>((), &()).await
     }
 
     /// `GET /api/v1/reports/usage.csv`.
     pub async fn usage_csv(&self, query: &ReportQuery) -> Result<String> {
-        Self::text(
-            self.request(Method::GET, "/api/v1/reports/usage.csv")
-                .query(query),
-        )
-        .await
+        self.call::<api::UsageCsv>((), query).await
     }
 
     // ---- queue ----
 
     /// `POST /api/v1/queue`.
     pub async fn enqueue(&self, job: &SubmitJob) -> Result<QueuedJob> {
-        Self::json(self.request(Method::POST, "/api/v1/queue").json(job)).await
+        self.call::<api::Enqueue>((), job).await
     }
 
     /// `GET /api/v1/queue`.
     pub async fn queue(&self) -> Result<QueueView> {
-        Self::json(self.request(Method::GET, "/api/v1/queue")).await
+        self.call::<api::Queue>((), &()).await
     }
 
     /// `DELETE /api/v1/queue/{id}`.
     pub async fn dequeue(&self, id: i64) -> Result<QueuedJob> {
-        Self::json(self.request(Method::DELETE, &format!("/api/v1/queue/{id}"))).await
+        self.call::<api::Dequeue>(id, &()).await
     }
 
     /// `GET /api/v1/queue/settings`.
     pub async fn queue_settings(&self) -> Result<QueueSettings> {
-        Self::json(self.request(Method::GET, "/api/v1/queue/settings")).await
+        self.call::<api::QueueSettingsNow>((), &()).await
     }
 
     /// `PUT /api/v1/queue/settings`.
     pub async fn save_queue_settings(&self, settings: &QueueSettings) -> Result<QueueSettings> {
-        Self::json(
-            self.request(Method::PUT, "/api/v1/queue/settings")
-                .json(settings),
-        )
-        .await
+        self.call::<api::SaveQueueSettings>((), settings).await
     }
 
     /// `GET /api/v1/shares`.
     pub async fn shares(&self) -> Result<Shares> {
-        Self::json(self.request(Method::GET, "/api/v1/shares")).await
+        self.call::<api::SharesNow>((), &()).await
     }
 
     /// `PUT /api/v1/shares`.
     pub async fn save_shares(&self, shares: &Shares) -> Result<Shares> {
-        Self::json(self.request(Method::PUT, "/api/v1/shares").json(shares)).await
+        self.call::<api::SaveShares>((), shares).await
     }
 
     // ---- live ----
 
     /// `GET /api/v1/telemetry/ws`: the fleet snapshot, then its ticks.
     pub async fn telemetry(&self) -> Result<Telemetry> {
-        Telemetry::connect(self, "/api/v1/telemetry/ws").await
+        Telemetry::connect(self, api::TelemetryWs::PATH).await
     }
 
     /// A websocket request to `path` with this client's credentials.

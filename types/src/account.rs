@@ -272,10 +272,3 @@ impl PortalSettings {
         Ok(())
     }
 }
-
-/// The JSON body of every API error.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    pub error: String,
-    pub message: String,
-}

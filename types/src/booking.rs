@@ -161,16 +161,6 @@ pub struct CreateMaintenance {
     pub reason: String,
 }
 
-/// The body of a 409: which cards were taken, by which bookings or maintenance blocks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConflictBody {
-    pub error: String,
-    pub message: String,
-    pub gpus: Vec<GpuRef>,
-    pub bookings: Vec<i64>,
-    pub maintenance: Vec<i64>,
-}
-
 /// A user's or group's use against its limits, for the admin quota page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuotaUse {

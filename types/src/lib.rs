@@ -7,6 +7,7 @@
 //! on its node and is shown to people, never used as a key.
 
 pub mod account;
+pub mod api;
 pub mod booking;
 pub mod enforcement;
 pub mod fleet;

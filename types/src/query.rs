@@ -144,6 +144,18 @@ pub struct ReportQuery {
     pub table: Option<String>,
 }
 
+/// Query of `GET /api/v1/notifications/outbox`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxQuery {
+    /// `pending`, `sent`, `failed` or `suppressed`; every status when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The newest this many (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
 /// Body of `POST /api/v1/sim/processes` (simulated fleets only).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -7,17 +7,19 @@ use crate::accounts::{NewUser, UserPatch};
 use crate::usecases::accounts;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, patch};
 use axum::Json;
 use lanes_types::account::{AuditRecord, CreateGroup, CreateUser, Group, UserView};
+use lanes_types::api;
 use lanes_types::query::AuditQuery;
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/users", get(list_users).post(create_user))
-        .route("/api/v1/users/{id}", patch(update_user))
-        .route("/api/v1/groups", get(list_groups).post(create_group))
-        .route("/api/v1/audit", get(audit_log))
+        .endpoint::<api::Users, _, _>(list_users)
+        .endpoint::<api::AddUser, _, _>(create_user)
+        .endpoint::<api::UpdateUser, _, _>(update_user)
+        .endpoint::<api::Groups, _, _>(list_groups)
+        .endpoint::<api::AddGroup, _, _>(create_group)
+        .endpoint::<api::Audit, _, _>(audit_log)
 }
 
 async fn list_users(

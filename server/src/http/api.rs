@@ -8,15 +8,16 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Json;
+use lanes_types::api;
 use lanes_types::{anonymize, GpuState, HealthReport};
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/healthz", get(healthz))
-        .route("/api/v1/gpus", get(gpus))
-        .route("/api/v1/nodes", get(nodes))
-        .route("/metrics", get(metrics))
-        .route("/api/v1/openapi.json", get(openapi))
+        .endpoint::<api::Health, _, _>(healthz)
+        .endpoint::<api::Gpus, _, _>(gpus)
+        .endpoint::<api::Nodes, _, _>(nodes)
+        .endpoint::<api::Metrics, _, _>(metrics)
+        .endpoint::<api::OpenApi, _, _>(openapi)
         .route("/api/v1/{*rest}", get(unknown_api).post(unknown_api))
 }
 

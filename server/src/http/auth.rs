@@ -9,20 +9,21 @@ use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Json;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use lanes_types::account::PortalSettings;
 use lanes_types::account::{LoginRequest, PasswordChange};
+use lanes_types::api::{self, Endpoint};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/auth/login", post(login))
-        .route("/api/v1/auth/logout", post(logout))
-        .route("/api/v1/me", get(me))
-        .route("/api/v1/me/password", post(change_password))
+        .endpoint::<api::Login, _, _>(login)
+        .endpoint::<api::Logout, _, _>(logout)
+        .endpoint::<api::Me, _, _>(me)
+        .endpoint::<api::ChangePassword, _, _>(change_password)
         .route("/auth/login", post(form_login))
         .route("/auth/logout", post(form_logout))
 }
@@ -221,15 +222,16 @@ pub fn url_escape(text: &str) -> String {
 /// Paths anyone may reach: health, metrics (which has its own token), the login page and
 /// its assets, and logging in.
 pub fn is_public(path: &str) -> bool {
-    matches!(
-        path,
-        "/healthz"
-            | "/metrics"
-            | "/login"
-            | "/auth/login"
-            | "/api/v1/auth/login"
-            | "/favicon.svg"
-    ) || path.starts_with("/pkg/")
+    [
+        api::Health::PATH,
+        api::Metrics::PATH,
+        "/login",
+        "/auth/login",
+        api::Login::PATH,
+        "/favicon.svg",
+    ]
+    .contains(&path)
+        || path.starts_with("/pkg/")
         // One-click answers in messages: the link's secret is the authority.
         || path.starts_with("/act/")
 }
@@ -243,10 +245,14 @@ pub fn is_admin_page(path: &str) -> bool {
 /// dashboard and the read-only telemetry behind it (without process owners and commands).
 pub fn is_open_dashboard(path: &str, settings: &PortalSettings) -> bool {
     settings.anonymous_dashboard
-        && matches!(
-            path,
-            "/" | "/api/fn/fleet" | "/api/v1/gpus" | "/api/v1/nodes" | "/api/v1/telemetry/ws"
-        )
+        && [
+            "/",
+            "/api/fn/fleet",
+            api::Gpus::PATH,
+            api::Nodes::PATH,
+            api::TelemetryWs::PATH,
+        ]
+        .contains(&path)
 }
 
 /// The login gate: every request but [`is_public`] ones needs a user. API callers get a JSON

@@ -9,8 +9,8 @@ use crate::store::BookingFilter;
 use crate::usecases;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
 use axum::Json;
+use lanes_types::api;
 use lanes_types::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, MaintenanceBlock, QuotaUse,
     Quotas,
@@ -19,21 +19,20 @@ use lanes_types::query::{BookingQuery, SlotQuery};
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/bookings", post(create).get(list))
-        .route(
-            "/api/v1/bookings/{id}",
-            get(show).patch(extend).delete(withdraw),
-        )
-        .route("/api/v1/bookings/{id}/reclaim", post(reclaim))
-        .route("/api/v1/slots", get(slots))
-        .route("/api/v1/quotas", get(quotas).put(set_quotas))
-        .route("/api/v1/quotas/use", get(quota_use))
-        .route("/api/v1/me/quota", get(my_quota))
-        .route(
-            "/api/v1/maintenance",
-            post(add_maintenance).get(maintenance),
-        )
-        .route("/api/v1/maintenance/{id}", delete(end_maintenance))
+        .endpoint::<api::Book, _, _>(create)
+        .endpoint::<api::Bookings, _, _>(list)
+        .endpoint::<api::BookingById, _, _>(show)
+        .endpoint::<api::ExtendBookingById, _, _>(extend)
+        .endpoint::<api::WithdrawBooking, _, _>(withdraw)
+        .endpoint::<api::ReclaimBooking, _, _>(reclaim)
+        .endpoint::<api::Slots, _, _>(slots)
+        .endpoint::<api::QuotasNow, _, _>(quotas)
+        .endpoint::<api::SaveQuotas, _, _>(set_quotas)
+        .endpoint::<api::QuotaUses, _, _>(quota_use)
+        .endpoint::<api::MyQuota, _, _>(my_quota)
+        .endpoint::<api::AddMaintenance, _, _>(add_maintenance)
+        .endpoint::<api::Maintenance, _, _>(maintenance)
+        .endpoint::<api::EndMaintenance, _, _>(end_maintenance)
 }
 
 async fn create(

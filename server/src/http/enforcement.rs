@@ -8,16 +8,17 @@ use super::{ApiError, ApiJson, ApiQuery, AppState, Routes};
 use crate::usecases::{self, listing_owner};
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use axum::Json;
+use lanes_types::api;
 use lanes_types::enforcement::{Policy, Violation};
 use lanes_types::query::{InjectProcess, Injected, ViolationQuery};
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/policy", get(read_policy).put(replace_policy))
-        .route("/api/v1/violations", get(violations))
-        .route("/api/v1/sim/processes", post(inject))
+        .endpoint::<api::PolicyNow, _, _>(read_policy)
+        .endpoint::<api::SavePolicy, _, _>(replace_policy)
+        .endpoint::<api::Violations, _, _>(violations)
+        .endpoint::<api::InjectSimProcess, _, _>(inject)
 }
 
 async fn read_policy(State(state): State<AppState>, _: AdminUser) -> Json<Policy> {

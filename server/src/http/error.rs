@@ -6,8 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use lanes_app::i18n::i18n::td_string;
 use lanes_app::i18n::Locale;
-use lanes_types::account::ErrorBody;
-use lanes_types::booking::ConflictBody;
+use lanes_types::api::ErrorBody;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -38,7 +37,7 @@ pub enum ApiError {
     },
     /// Cards already taken: 409 with the cards and the bookings that hold them.
     #[error("{}", .0.message)]
-    Taken(Box<ConflictBody>),
+    Taken(Box<ErrorBody>),
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     TooManyRequests { retry_after_secs: u64 },
     /// Too many of one kind of request lately (test messages): 429, with when to retry.
@@ -167,12 +166,11 @@ impl From<crate::bookings::BookingError> for ApiError {
                 gpus,
                 bookings,
                 maintenance,
-            } => ApiError::Taken(Box::new(ConflictBody {
-                error: "conflict".into(),
-                message,
+            } => ApiError::Taken(Box::new(ErrorBody {
                 gpus,
                 bookings,
                 maintenance,
+                ..ErrorBody::new("conflict", message)
             })),
             BookingError::NotFound => ApiError::NotFound("no such booking".into()),
         }
@@ -364,24 +362,20 @@ impl IntoResponse for ApiError {
         let message = self.message_in(super::language::current());
         let mut response = match &self {
             ApiError::Taken(body) => {
-                let body = ConflictBody {
+                let body = ErrorBody {
                     message,
                     ..(**body).clone()
                 };
                 (self.status(), Json(body)).into_response()
             }
-            ApiError::Refused { code, rule, .. } => (
-                self.status(),
-                Json(serde_json::json!({ "error": code, "rule": rule, "message": message })),
-            )
-                .into_response(),
-            _ => {
+            ApiError::Refused { code, rule, .. } => {
                 let body = ErrorBody {
-                    error: self.code().into(),
-                    message,
+                    rule: Some(rule.to_string()),
+                    ..ErrorBody::new(*code, message)
                 };
                 (self.status(), Json(body)).into_response()
             }
+            _ => (self.status(), Json(ErrorBody::new(self.code(), message))).into_response(),
         };
         if let ApiError::TooManyRequests { retry_after_secs }
         | ApiError::SlowDown {

@@ -5,13 +5,13 @@ use super::auth::CurrentUser;
 use super::{ApiError, ApiQuery, AppState, Routes};
 use crate::history::{self, Metric, MAX_POINTS};
 use axum::extract::State;
-use axum::routing::get;
 use axum::Json;
+use lanes_types::api;
 use lanes_types::history::{HistoryAnswer, HistoryBucket, HistorySeries};
 use lanes_types::query::HistoryQuery;
 
 pub fn routes() -> Routes {
-    Routes::default().route("/api/v1/history", get(query))
+    Routes::default().endpoint::<api::History, _, _>(query)
 }
 
 async fn query(

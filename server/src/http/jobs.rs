@@ -13,19 +13,21 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::Json;
 use lanes_types::account::User;
+use lanes_types::api;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{JobQuery, LogQuery};
 use std::path::PathBuf;
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/jobs", get(list).post(submit))
-        .route("/api/v1/jobs/{id}", get(show).delete(cancel))
-        .route("/api/v1/jobs/{id}/log", get(log))
-        .route("/api/v1/jobs/{id}/log/ws", get(tail))
+        .endpoint::<api::Jobs, _, _>(list)
+        .endpoint::<api::SubmitToBooking, _, _>(submit)
+        .endpoint::<api::JobById, _, _>(show)
+        .endpoint::<api::CancelJob, _, _>(cancel)
+        .endpoint::<api::JobLog, _, _>(log)
+        .endpoint::<api::JobLogWs, _, _>(tail)
 }
 
 /// How often a followed log is read again when nothing tells of new output: a copy kept by

@@ -10,17 +10,17 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::put;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use lanes_app::i18n::Locale;
 use lanes_types::account::LanguageChoice;
+use lanes_types::api;
 
 tokio::task_local! {
     static LOCALE: Locale;
 }
 
 pub fn routes() -> Routes {
-    Routes::default().route("/api/v1/me/language", put(choose))
+    Routes::default().endpoint::<api::SetLanguage, _, _>(choose)
 }
 
 /// The language of the request being answered (English outside one).

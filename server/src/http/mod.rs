@@ -109,10 +109,30 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// A route that is not an API operation (a form, a link's page, the API's catch-all).
     pub fn route(mut self, path: &'static str, method_router: MethodRouter<AppState>) -> Self {
         self.router = self.router.route(path, method_router);
         self.paths.push(path);
         self
+    }
+
+    /// API operation `E` (declared in `lanes_types::api`), served by `handler`.
+    pub fn endpoint<E, H, T>(self, handler: H) -> Self
+    where
+        E: lanes_types::api::Endpoint,
+        H: axum::handler::Handler<T, AppState>,
+        T: 'static,
+    {
+        use axum::routing::{delete, get, patch, post, put};
+        use lanes_types::api::Method;
+        let method_router = match E::METHOD {
+            Method::Get => get(handler),
+            Method::Post => post(handler),
+            Method::Put => put(handler),
+            Method::Patch => patch(handler),
+            Method::Delete => delete(handler),
+        };
+        self.route(E::PATH, method_router)
     }
 }
 

@@ -10,25 +10,24 @@ use crate::usecases::notify::{self as notify, LinkFailure};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Json;
 use html_escape::encode_text as esc;
 use lanes_app::i18n::Locale;
+use lanes_types::api;
 use lanes_types::notify::{
     NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry, OutboxStatus, TestSend, TestSent,
 };
-use serde::Deserialize;
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/me/notifications", get(my_prefs).put(save_my_prefs))
-        .route("/api/v1/me/notifications/test", post(test_me))
-        .route(
-            "/api/v1/notifications/settings",
-            get(settings).put(save_settings),
-        )
-        .route("/api/v1/notifications/outbox", get(outbox))
-        .route("/api/v1/notifications/test", post(test_send))
+        .endpoint::<api::MyNotifications, _, _>(my_prefs)
+        .endpoint::<api::SaveMyNotifications, _, _>(save_my_prefs)
+        .endpoint::<api::TestMyNotifications, _, _>(test_me)
+        .endpoint::<api::NotifySettingsNow, _, _>(settings)
+        .endpoint::<api::SaveNotifySettings, _, _>(save_settings)
+        .endpoint::<api::Outbox, _, _>(outbox)
+        .endpoint::<api::NotifyTest, _, _>(test_send)
         .route("/act/{secret}", get(confirm_page).post(act))
 }
 
@@ -75,17 +74,10 @@ async fn save_settings(
     ))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OutboxQuery {
-    status: Option<String>,
-    limit: Option<u32>,
-}
-
 async fn outbox(
     State(state): State<AppState>,
     _: AdminUser,
-    ApiQuery(q): ApiQuery<OutboxQuery>,
+    ApiQuery(q): ApiQuery<lanes_types::query::OutboxQuery>,
 ) -> Result<Json<Vec<OutboxEntry>>, ApiError> {
     let status = match q.status.as_deref() {
         None | Some("") => None,

@@ -8,16 +8,19 @@ use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
 use crate::usecases::{self, jobs::CancelScope};
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
 use axum::Json;
+use lanes_types::api;
 use lanes_types::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/queue", get(list).post(submit))
-        .route("/api/v1/queue/{id}", delete(cancel))
-        .route("/api/v1/queue/settings", get(settings).put(save_settings))
-        .route("/api/v1/shares", get(shares).put(save_shares))
+        .endpoint::<api::Queue, _, _>(list)
+        .endpoint::<api::Enqueue, _, _>(submit)
+        .endpoint::<api::Dequeue, _, _>(cancel)
+        .endpoint::<api::QueueSettingsNow, _, _>(settings)
+        .endpoint::<api::SaveQueueSettings, _, _>(save_settings)
+        .endpoint::<api::SharesNow, _, _>(shares)
+        .endpoint::<api::SaveShares, _, _>(save_shares)
 }
 
 async fn submit(

@@ -10,17 +10,17 @@ use crate::store::BookingFilter;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use axum::Json;
 use lanes_types::account::User;
+use lanes_types::api;
 use lanes_types::query::ReportQuery;
 use lanes_types::report::{BookingEnergyNow, UsageReport, MJ_PER_KWH};
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/reports/usage", get(usage))
-        .route("/api/v1/reports/usage.csv", get(usage_csv))
-        .route("/api/v1/bookings/energy", get(active_energy))
+        .endpoint::<api::Usage, _, _>(usage)
+        .endpoint::<api::UsageCsv, _, _>(usage_csv)
+        .endpoint::<api::BookingEnergy, _, _>(active_energy)
 }
 
 /// Every active booking's energy so far: what its cards drew since its start, minute by

@@ -4,12 +4,14 @@ use super::auth::AdminUser;
 use super::{ApiError, ApiJson, AppState, Routes};
 use crate::usecases;
 use axum::extract::State;
-use axum::routing::get;
 use axum::Json;
 use lanes_types::account::PortalSettings;
+use lanes_types::api;
 
 pub fn routes() -> Routes {
-    Routes::default().route("/api/v1/settings", get(read).put(replace))
+    Routes::default()
+        .endpoint::<api::Settings, _, _>(read)
+        .endpoint::<api::SaveSettings, _, _>(replace)
 }
 
 async fn read(State(state): State<AppState>, _: AdminUser) -> Json<PortalSettings> {

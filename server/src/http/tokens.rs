@@ -6,14 +6,15 @@ use super::{ApiError, ApiJson, ApiPath, AppState, Routes};
 use crate::usecases::accounts;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
 use axum::Json;
 use lanes_types::account::{ApiToken, CreatedToken, NewToken};
+use lanes_types::api;
 
 pub fn routes() -> Routes {
     Routes::default()
-        .route("/api/v1/tokens", get(list).post(create))
-        .route("/api/v1/tokens/{id}", delete(revoke))
+        .endpoint::<api::Tokens, _, _>(list)
+        .endpoint::<api::CreateToken, _, _>(create)
+        .endpoint::<api::RevokeToken, _, _>(revoke)
 }
 
 async fn list(

@@ -7,9 +7,9 @@ use crate::telemetry::hub::Viewer;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::get;
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
+use lanes_types::api;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -21,7 +21,7 @@ const CLOSE_TOO_SLOW: u16 = 1008;
 const CLOSE_GOING_AWAY: u16 = 1001;
 
 pub fn routes() -> Routes {
-    Routes::default().route("/api/v1/telemetry/ws", get(upgrade))
+    Routes::default().endpoint::<api::TelemetryWs, _, _>(upgrade)
 }
 
 async fn upgrade(
