@@ -2,6 +2,8 @@
 //! and reconnect with capped exponential backoff when the link drops.
 
 #[cfg(feature = "hydrate")]
+use lanes_types::api::{self, Endpoint};
+#[cfg(feature = "hydrate")]
 use lanes_types::FleetSnapshot;
 #[cfg(feature = "hydrate")]
 use leptos::prelude::*;
@@ -61,7 +63,7 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
     use wasm_bindgen::closure::Closure;
     use web_sys::{MessageEvent, WebSocket};
 
-    let Some(url) = socket_url("/api/v1/telemetry/ws") else {
+    let Some(url) = socket_url(api::TelemetryWs::PATH) else {
         return;
     };
     let reconnect = move |failures: u32| {

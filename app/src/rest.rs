@@ -4,6 +4,7 @@
 //! The pages call it from event handlers and effects, which only run in the browser; the
 //! server build keeps the same signatures so that the components compile for both.
 
+use lanes_types::api::{self, Answered, Endpoint, Sent};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -43,6 +44,33 @@ pub async fn send_empty<B: Serialize>(
         .transpose()
         .map_err(|e| e.to_string())?;
     request(method, url, json).await.map(|_| ())
+}
+
+/// Calls operation `E` (declared in `lanes_types::api`) with `params` in its path and
+/// `request` as its query or JSON body, and reads its answer.
+pub async fn call<E>(params: E::Params, request: &E::Request) -> Result<E::Answer, String>
+where
+    E: Endpoint,
+    E::Answer: DeserializeOwned,
+{
+    let method = match E::METHOD {
+        api::Method::Get => Method::Get,
+        api::Method::Post => Method::Post,
+        api::Method::Put => Method::Put,
+        api::Method::Patch => Method::Patch,
+        api::Method::Delete => Method::Delete,
+    };
+    let body = match E::SENT {
+        Sent::Json => Some(serde_json::to_string(request).map_err(|e| e.to_string())?),
+        Sent::Nothing | Sent::Query => None,
+    };
+    let text = self::request(method, &E::url(&params, request), body).await?;
+    match E::ANSWERED {
+        Answered::Empty => parse("null".into()),
+        Answered::Text => serde_json::from_value(serde_json::Value::String(text))
+            .map_err(|error| tr!(rest.unexpected_answer, error)),
+        Answered::Json | Answered::Upgrade => parse(text),
+    }
 }
 
 fn parse<T: DeserializeOwned>(text: String) -> Result<T, String> {

@@ -2,6 +2,7 @@
 //! `(node, uuid)` alone ("GPU 3 · node-a"), the way the dashboard and the calendar do.
 
 use super::remote::Remote;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::GpuRef;
 use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
@@ -13,7 +14,7 @@ pub struct Cards(Memo<CardIndex>);
 impl Cards {
     /// Loads the cards for this page and its components (found again with [`Cards::get`]).
     pub fn provide() -> Self {
-        let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
+        let gpus = Remote::<Vec<GpuState>>::new(api::Gpus::PATH);
         let index = Memo::new(move |_| {
             gpus.with(|data| match data {
                 Some(Ok(list)) => CardIndex::of_gpus(list.iter().map(|g| &g.info)),

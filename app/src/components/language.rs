@@ -47,9 +47,7 @@ fn choose(locale: Locale) {
         let body = lanes_types::account::LanguageChoice {
             language: i18n::code(locale).to_string(),
         };
-        let _ =
-            crate::rest::send_empty(crate::rest::Method::Put, "/api/v1/me/language", Some(&body))
-                .await;
+        let _ = crate::rest::call::<lanes_types::api::SetLanguage>((), &body).await;
         let _ = window().location().reload();
     });
 }

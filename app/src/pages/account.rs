@@ -6,8 +6,9 @@ use crate::components::page_data::viewer;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
-use crate::rest::{self, Method};
+use crate::rest;
 use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
+use lanes_types::api::{self, Endpoint};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -64,7 +65,7 @@ fn PasswordForm() -> impl IntoView {
             return;
         }
         spawn_local(async move {
-            match rest::send_empty(Method::Post, "/api/v1/me/password", Some(&change)).await {
+            match rest::call::<api::ChangePassword>((), &change).await {
                 // Every session ended, this one too: log in again with the new password.
                 Ok(()) => {
                     let _ = window().location().set_href("/login?notice=password");
@@ -104,7 +105,7 @@ fn PasswordForm() -> impl IntoView {
 
 #[component]
 fn Tokens() -> impl IntoView {
-    let tokens = Remote::<Vec<ApiToken>>::new("/api/v1/tokens");
+    let tokens = Remote::<Vec<ApiToken>>::new(api::Tokens::PATH);
     let name = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let created = RwSignal::new(None::<CreatedToken>);
@@ -112,7 +113,7 @@ fn Tokens() -> impl IntoView {
         ev.prevent_default();
         let request = NewToken { name: field(name) };
         spawn_local(async move {
-            match rest::send::<_, CreatedToken>(Method::Post, "/api/v1/tokens", &request).await {
+            match rest::call::<api::CreateToken>((), &request).await {
                 Ok(token) => {
                     error.set(None);
                     created.set(Some(token));
@@ -127,8 +128,7 @@ fn Tokens() -> impl IntoView {
     };
     let revoke = move |id: i64| {
         spawn_local(async move {
-            let url = format!("/api/v1/tokens/{id}");
-            match rest::send_empty::<()>(Method::Delete, &url, None).await {
+            match rest::call::<api::RevokeToken>(id, &()).await {
                 Ok(()) => tokens.reload(),
                 Err(message) => error.set(Some(message)),
             }

@@ -9,11 +9,12 @@ use crate::components::page_data;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
-use crate::rest::{self, Method};
+use crate::rest;
 use lanes_types::account::{
     AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
     MAX_BOOKING_HORIZON_DAYS,
 };
+use lanes_types::api::{self, Endpoint};
 use lanes_types::job::DefaultEnvironment;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -30,26 +31,30 @@ pub const SECTIONS: [&str; 7] = [
 ];
 
 /// What the users, groups and settings panels read.
-const USERS: &str = "/api/v1/users";
-const GROUPS: &str = "/api/v1/groups";
-const SETTINGS: &str = "/api/v1/settings";
-/// The audit log's first page, unfiltered (what [`audit_url`] gives for no filter).
-const AUDIT: &str = "/api/v1/audit?limit=50";
+const USERS: &str = api::Users::PATH;
+const GROUPS: &str = api::Groups::PATH;
+const SETTINGS: &str = api::Settings::PATH;
 
 /// What a section reads from the API when it opens (`None`: no such section). The server
 /// asks for these before it renders the section, so that the page arrives whole.
-pub fn section_reads(section: &str) -> Option<&'static [&'static str]> {
+pub fn section_reads(section: &str) -> Option<Vec<String>> {
     use crate::pages::{enforcement, notifications, quotas};
-    Some(match section {
-        "users" => &[USERS],
-        "groups" => &[GROUPS],
-        "quotas" => &[quotas::QUOTAS, quotas::QUOTA_USE],
-        "policy" => &[SETTINGS, enforcement::POLICY],
-        "notifications" => &[notifications::SETTINGS, notifications::OUTBOX],
-        "violations" => &[enforcement::VIOLATIONS, enforcement::GPUS],
-        "audit" => &[AUDIT],
+    let reads = match section {
+        "users" => vec![USERS.into()],
+        "groups" => vec![GROUPS.into()],
+        "quotas" => vec![quotas::QUOTAS.into(), quotas::QUOTA_USE.into()],
+        "policy" => vec![SETTINGS.into(), enforcement::POLICY.into()],
+        "notifications" => vec![notifications::SETTINGS.into(), notifications::outbox_url()],
+        "violations" => vec![enforcement::VIOLATIONS.into(), enforcement::GPUS.into()],
+        "audit" => vec![audit_first_page()],
         _ => return None,
-    })
+    };
+    Some(reads)
+}
+
+/// The audit log's first page, unfiltered.
+fn audit_first_page() -> String {
+    audit_url("", "", "", "", None)
 }
 
 /// The section at an admin page's address: `/admin` is the first (the users).
@@ -239,7 +244,7 @@ pub fn audit_url(actor: &str, action: &str, from: &str, to: &str, before: Option
     if let Some(id) = before {
         parts.push(format!("before={id}"));
     }
-    format!("/api/v1/audit?{}", parts.join("&"))
+    format!("{}?{}", api::Audit::PATH, parts.join("&"))
 }
 
 /// Percent-encodes a query value (letters, digits and `-._~` stay).
@@ -283,7 +288,7 @@ fn AuditSection() -> impl IntoView {
             (Err(e), _) | (_, Err(e)) => Err(e),
         }
     };
-    let audit = Remote::<Vec<AuditRecord>>::new(AUDIT);
+    let audit = Remote::<Vec<AuditRecord>>::new(audit_first_page());
     let apply = move || match url() {
         Ok(u) => {
             error.set(None);
@@ -414,7 +419,7 @@ fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
             password: field(password),
         };
         spawn_local(async move {
-            match rest::send::<_, UserView>(Method::Post, "/api/v1/users", &request).await {
+            match rest::call::<api::AddUser>((), &request).await {
                 Ok(user) => {
                     error.set(None);
                     notice.set(Some(tr!(admin.created, name = user.user.username.clone())));
@@ -505,9 +510,7 @@ fn UserRow(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) ->
 }
 
 async fn save(id: i64, patch: &UserPatch) -> Result<(), String> {
-    rest::send::<_, UserView>(Method::Patch, &format!("/api/v1/users/{id}"), patch)
-        .await
-        .map(|_| ())
+    rest::call::<api::UpdateUser>(id, patch).await.map(|_| ())
 }
 
 #[component]
@@ -583,7 +586,7 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             description: field(description),
         };
         spawn_local(async move {
-            match rest::send::<_, Group>(Method::Post, "/api/v1/groups", &request).await {
+            match rest::call::<api::AddGroup>((), &request).await {
                 Ok(_) => {
                     error.set(None);
                     if let Some(form) = form.get_untracked() {
@@ -653,7 +656,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
             lend_idle_by_default: checked(lend),
         };
         spawn_local(async move {
-            match rest::send::<_, PortalSettings>(Method::Put, "/api/v1/settings", &wanted).await {
+            match rest::call::<api::SaveSettings>((), &wanted).await {
                 Ok(_) => {
                     error.set(None);
                     settings.reload();
@@ -748,7 +751,8 @@ mod tests {
 
     #[test]
     fn the_audit_log_arrives_with_the_page_it_would_ask_for_unfiltered() {
-        assert_eq!(audit_url("", " ", "", "", None), AUDIT);
+        assert_eq!(audit_url("", " ", "", "", None), "/api/v1/audit?limit=50");
+        assert_eq!(audit_first_page(), "/api/v1/audit?limit=50");
     }
 
     #[test]

@@ -6,14 +6,15 @@
 //! Local times need the viewer's time zone, so the calendar renders in the browser only.
 
 use crate::calendar::{card_list, long_time, quota_impact, short_time, user_color, Span, View};
-use crate::components::clock::{local_offset, now, query_time};
+use crate::components::clock::{local_offset, now};
 use crate::components::format::dated;
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
-use crate::rest::{self, Method};
+use crate::rest;
 use chrono::{Duration, FixedOffset};
 use lanes_types::account::User;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::{
     Booking, BookingState, CreateBooking, ExtendBooking, MaintenanceBlock, QuotaUse,
 };
@@ -65,18 +66,27 @@ fn Calendar() -> impl IntoView {
     let date = RwSignal::new(now().with_timezone(&offset).date_naive());
     let view = Memo::new(move |_| View::of(span.get(), date.get(), offset));
     let range = move |v: View| {
-        format!(
-            "/api/v1/bookings?from={}&to={}",
-            query_time(v.start),
-            query_time(v.end())
-        )
+        let query = lanes_types::query::BookingQuery {
+            from: Some(v.start),
+            to: Some(v.end()),
+            ..Default::default()
+        };
+        api::Bookings::url(&(), &query)
     };
-    let gpus = Remote::<Vec<GpuState>>::new("/api/v1/gpus");
+    // Mine from now on.
+    let upcoming = || {
+        let query = lanes_types::query::BookingQuery {
+            from: Some(now()),
+            ..Default::default()
+        };
+        api::Bookings::url(&(), &query)
+    };
+    let gpus = Remote::<Vec<GpuState>>::new(api::Gpus::PATH);
     let bookings = Remote::<Vec<Booking>>::new(range(view.get_untracked()));
-    let maintenance = Remote::<Vec<MaintenanceBlock>>::new("/api/v1/maintenance");
-    let me = Remote::<User>::new("/api/v1/me");
-    let my_quota = Remote::<QuotaUse>::new("/api/v1/me/quota");
-    let mine = Remote::<Vec<Booking>>::new(format!("/api/v1/bookings?from={}", query_time(now())));
+    let maintenance = Remote::<Vec<MaintenanceBlock>>::new(api::Maintenance::PATH);
+    let me = Remote::<User>::new(api::Me::PATH);
+    let my_quota = Remote::<QuotaUse>::new(api::MyQuota::PATH);
+    let mine = Remote::<Vec<Booking>>::new(upcoming());
     Effect::new(move |previous: Option<View>| {
         let v = view.get();
         if previous.is_some_and(|p| p != v) {
@@ -87,7 +97,7 @@ fn Calendar() -> impl IntoView {
     let changed = move || {
         bookings.reload();
         my_quota.reload();
-        mine.load(format!("/api/v1/bookings?from={}", query_time(now())));
+        mine.load(upcoming());
     };
 
     let selection = RwSignal::new(None::<Selection>);
@@ -520,7 +530,7 @@ fn Confirm(
             lend: lend.get_untracked().then_some(true),
         };
         spawn_local(async move {
-            match rest::send::<_, Booking>(Method::Post, "/api/v1/bookings", &body).await {
+            match rest::call::<api::Book>((), &body).await {
                 Ok(_) => {
                     error.set(None);
                     note.set(String::new());
@@ -589,10 +599,11 @@ fn MyBookings(
 ) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     // How the active bookings use their cards so far (the usage report of the last 30 days).
-    let usage = Remote::<UsageReport>::new(format!(
-        "/api/v1/reports/usage?from={}",
-        query_time(now() - Duration::days(30))
-    ));
+    let last_month = lanes_types::query::ReportQuery {
+        from: Some(now() - Duration::days(30)),
+        ..Default::default()
+    };
+    let usage = Remote::<UsageReport>::new(api::Usage::url(&(), &last_month));
     let use_of = move |id: i64| {
         usage.with(|d| {
             let b = d?
@@ -610,12 +621,12 @@ fn MyBookings(
             ))
         })
     };
-    let act = move |method: Method, id: i64, body: Option<ExtendBooking>| {
+    // A later end, or the booking withdrawn.
+    let act = move |id: i64, body: Option<ExtendBooking>| {
         spawn_local(async move {
-            let url = format!("/api/v1/bookings/{id}");
             let result = match &body {
-                Some(body) => rest::send::<_, Booking>(method, &url, body).await,
-                None => rest::send::<(), Booking>(method, &url, &()).await,
+                Some(body) => rest::call::<api::ExtendBookingById>(id, body).await,
+                None => rest::call::<api::WithdrawBooking>(id, &()).await,
             };
             match result {
                 Ok(_) => {
@@ -662,8 +673,8 @@ fn MyBookings(
                                 <td class="num" title=tr!(calendar.mean_utilization_of_its_cards_so)>{move || use_of(id).unwrap_or_default()}</td>
                                 <td>{b.note.clone()}</td>
                                 <td class="actions">
-                                    <button on:click=move |_| act(Method::Patch, id, Some(ExtendBooking { end: end + Duration::hours(1) }))>"+1 h"</button>
-                                    <button class="danger" on:click=move |_| act(Method::Delete, id, None)>{withdraw}</button>
+                                    <button on:click=move |_| act(id, Some(ExtendBooking { end: end + Duration::hours(1) }))>"+1 h"</button>
+                                    <button class="danger" on:click=move |_| act(id, None)>{withdraw}</button>
                                 </td>
                             </tr>
                         }

@@ -4,12 +4,13 @@
 use crate::api::get_fleet;
 use crate::calendar::{short_time, user_color};
 use crate::components::chart::TimeSeriesChart;
-use crate::components::clock::{local_offset, now, query_time};
+use crate::components::clock::{local_offset, now};
 use crate::components::format::{bytes, gib, kwh};
 use crate::components::remote::Remote;
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::{holder_and_next, Booking, GpuRef};
 use lanes_types::report::BookingEnergyNow;
 use lanes_types::{
@@ -42,15 +43,16 @@ fn LiveFleet(snapshot: FleetSnapshot) -> impl IntoView {
     let fleet = RwSignal::new(snapshot);
     // Who holds each card now and who is next: loaded in the browser, whose clock and zone
     // the times are shown in (anonymous viewers of an open dashboard do not get bookings).
-    let bookings = Remote::<Vec<Booking>>::new(format!(
-        "/api/v1/bookings?from={}&to={}",
-        query_time(now()),
-        query_time(now() + chrono::Duration::days(7))
-    ));
+    let week = lanes_types::query::BookingQuery {
+        from: Some(now()),
+        to: Some(now() + chrono::Duration::days(7)),
+        ..Default::default()
+    };
+    let bookings = Remote::<Vec<Booking>>::new(api::Bookings::url(&(), &week));
     // Queue jobs start and end by themselves: look again now and then.
     bookings.refresh_every(std::time::Duration::from_secs(10));
     // What each active booking's cards drew so far, for the cards' holder lines.
-    let energy = Remote::<Vec<BookingEnergyNow>>::new("/api/v1/bookings/energy");
+    let energy = Remote::<Vec<BookingEnergyNow>>::new(api::BookingEnergy::PATH);
     energy.refresh_every(std::time::Duration::from_secs(10));
     provide_context(energy);
     let status = RwSignal::new(LinkStatus::Connecting);
@@ -521,10 +523,16 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
         .iter()
         .map(|metric| {
             let caption = crate::pages::history::caption(metric);
-            let answer = Remote::<lanes_types::history::HistoryAnswer>::new(format!(
-                "/api/v1/history?gpu={uuid}&metric={metric}&from={}&to={}&points=144",
-                query_time(from),
-                query_time(to)
+            let query = lanes_types::query::HistoryQuery {
+                gpu: Some(uuid.clone()),
+                metric: Some(metric.to_string()),
+                from: Some(from),
+                to: Some(to),
+                points: Some(144),
+            };
+            let answer = Remote::<lanes_types::history::HistoryAnswer>::new(api::History::url(
+                &(),
+                &query,
             ));
             let node = node.clone();
             view! {
@@ -575,9 +583,7 @@ fn Lent(booking: i64, job: i64) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let reclaim = move |_| {
         leptos::task::spawn_local(async move {
-            let url = format!("/api/v1/bookings/{booking}/reclaim");
-            let body = serde_json::json!({});
-            match crate::rest::send::<_, Booking>(crate::rest::Method::Post, &url, &body).await {
+            match crate::rest::call::<api::ReclaimBooking>(booking, &()).await {
                 Ok(_) => error.set(None),
                 Err(message) => error.set(Some(message)),
             }

@@ -4,7 +4,8 @@
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
-use crate::rest::{self, Method};
+use crate::rest;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
 use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
@@ -20,10 +21,10 @@ fn names(text: &str) -> Vec<String> {
 }
 
 /// What the policy panel reads.
-pub const POLICY: &str = "/api/v1/policy";
+pub const POLICY: &str = api::PolicyNow::PATH;
 /// What the unbooked-use panel reads: the violations, and the cards to name them by.
-pub const VIOLATIONS: &str = "/api/v1/violations";
-pub const GPUS: &str = "/api/v1/gpus";
+pub const VIOLATIONS: &str = api::Violations::PATH;
+pub const GPUS: &str = api::Gpus::PATH;
 
 #[component]
 pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
@@ -77,7 +78,7 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             Err(e) => return error.set(Some(e)),
         };
         spawn_local(async move {
-            match rest::send::<_, Policy>(Method::Put, "/api/v1/policy", &wanted).await {
+            match rest::call::<api::SavePolicy>((), &wanted).await {
                 Ok(_) => {
                     error.set(None);
                     saved.set(true);

@@ -3,10 +3,12 @@
 //! viewer's quota), each booked in one click; and "any N" booked straight from the same form.
 
 use crate::calendar::{card_list, long_time};
-use crate::components::clock::{local_input, now, query_time};
-use crate::rest::{self, Method};
+use crate::components::clock::{local_input, now};
+use crate::rest;
 use chrono::FixedOffset;
-use lanes_types::booking::{Booking, CreateBooking, FreeSlot};
+use lanes_types::api;
+use lanes_types::booking::{CreateBooking, FreeSlot};
+use lanes_types::query::SlotQuery;
 use lanes_types::GpuState;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -55,22 +57,18 @@ pub fn FindSlot(
             Ok(asked) => asked,
             Err(message) => return error.set(Some(message)),
         };
-        let mut url = format!(
-            "/api/v1/slots?gpus={n}&duration={}&limit=5",
-            d.num_seconds()
-        );
-        if let Some(t) = local_input(&from.get_untracked()) {
-            url.push_str(&format!("&from={}", query_time(t)));
-        }
-        if let Some(t) = local_input(&to.get_untracked()) {
-            url.push_str(&format!("&to={}", query_time(t)));
-        }
         let node = node.get_untracked();
-        if !node.is_empty() {
-            url.push_str(&format!("&node={node}"));
-        }
+        let query = SlotQuery {
+            gpus: n,
+            duration: d.num_seconds().to_string(),
+            from: local_input(&from.get_untracked()),
+            to: local_input(&to.get_untracked()),
+            node: (!node.is_empty()).then_some(node),
+            min_memory: None,
+            limit: Some(5),
+        };
         spawn_local(async move {
-            match rest::get::<Vec<FreeSlot>>(&url).await {
+            match rest::call::<api::Slots>((), &query).await {
                 Ok(list) => {
                     error.set(None);
                     found.set(Some(list));
@@ -81,7 +79,7 @@ pub fn FindSlot(
     };
     let submit = move |body: CreateBooking| {
         spawn_local(async move {
-            match rest::send::<_, Booking>(Method::Post, "/api/v1/bookings", &body).await {
+            match rest::call::<api::Book>((), &body).await {
                 Ok(booking) => {
                     error.set(None);
                     found.set(None);

@@ -3,13 +3,15 @@
 //! zone, with zoom and paging; and the usage report of the same range with CSV downloads.
 
 use crate::components::chart::series_path;
-use crate::components::clock::{local_input, local_input_value, now, offset_at, query_time};
+use crate::components::clock::{local_input, local_input_value, now, offset_at};
 use crate::components::format::{bytes, date_time, kwh};
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use chrono::{DateTime, Duration, Utc};
+use lanes_types::api::{self, Endpoint};
 use lanes_types::history::{HistoryAnswer, HistorySeries};
+use lanes_types::query::{HistoryQuery, ReportQuery};
 use lanes_types::report::{UsageReport, UsageRow};
 use leptos::prelude::*;
 
@@ -128,24 +130,30 @@ pub fn HistoryPage() -> impl IntoView {
     let metric = RwSignal::new("utilization".to_string());
     let url = move || {
         let r = range.get();
-        format!(
-            "/api/v1/history?gpu=all&metric={}&from={}&to={}&points={POINTS}",
-            metric.get(),
-            query_time(r.from),
-            query_time(r.to)
-        )
+        let query = HistoryQuery {
+            gpu: Some("all".into()),
+            metric: Some(metric.get()),
+            from: Some(r.from),
+            to: Some(r.to),
+            points: Some(POINTS),
+        };
+        api::History::url(&(), &query)
     };
     let history = Remote::<HistoryAnswer>::new(url());
     let report_url = move || {
         let r = range.get();
-        format!("from={}&to={}", query_time(r.from), query_time(r.to))
+        ReportQuery {
+            from: Some(r.from),
+            to: Some(r.to),
+            table: None,
+        }
     };
-    let report = Remote::<UsageReport>::new(format!("/api/v1/reports/usage?{}", report_url()));
+    let report = Remote::<UsageReport>::new(api::Usage::url(&(), &report_url()));
     Effect::new(move |previous: Option<String>| {
         let next = url();
         if previous.as_ref().is_some_and(|p| *p != next) {
             history.load(next.clone());
-            report.load(format!("/api/v1/reports/usage?{}", report_url()));
+            report.load(api::Usage::url(&(), &report_url()));
         }
         next
     });
@@ -370,12 +378,12 @@ fn ByDay(range: RwSignal<Range>) -> impl IntoView {
         leptos::task::spawn_local(async move {
             let mut out = Vec::new();
             for (from, to) in spans {
-                let url = format!(
-                    "/api/v1/reports/usage?from={}&to={}",
-                    query_time(from),
-                    query_time(to)
-                );
-                match crate::rest::get::<UsageReport>(&url).await {
+                let day = ReportQuery {
+                    from: Some(from),
+                    to: Some(to),
+                    table: None,
+                };
+                match crate::rest::call::<api::Usage>((), &day).await {
                     Ok(r) => out.push((from, r)),
                     Err(e) => {
                         days.set(Some(Err(e)));
@@ -657,7 +665,15 @@ fn Charts(answer: HistoryAnswer) -> impl IntoView {
 }
 
 #[component]
-fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
+fn ReportTables(report: UsageReport, query: ReportQuery) -> impl IntoView {
+    // The CSV of one of the report's tables, for the same range.
+    let csv_of = move |table: &str| {
+        let query = ReportQuery {
+            table: Some(table.to_string()),
+            ..query.clone()
+        };
+        api::UsageCsv::url(&(), &query)
+    };
     let priced = report.energy_price_per_kwh.is_some();
     let carbon = report.carbon_g_per_kwh.is_some();
     // "2.4 kWh", with its cost and CO2e when the admins set a price and a carbon intensity.
@@ -691,7 +707,7 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
             })
             .collect_view();
         view! {
-            <h4>{who} " " <a href=format!("/api/v1/reports/usage.csv?table={csv}&{query}") download>"CSV"</a></h4>
+            <h4>{who} " " <a href=csv_of(csv) download>"CSV"</a></h4>
             <table class="list" data-testid=format!("report-{csv}")>
                 <thead>
                     <tr>
@@ -768,20 +784,20 @@ fn ReportTables(report: UsageReport, query: String) -> impl IntoView {
         <p class="muted" data-testid="attribution">{attribution}</p>
         {table(report.users.clone(), tr!(history.who_user), "users")}
         {(!report.groups.is_empty()).then(|| table(report.groups.clone(), tr!(history.who_group), "groups"))}
-        <h4>{tr!(history.bookings)} <a href=format!("/api/v1/reports/usage.csv?table=bookings&{query}") download>"CSV"</a></h4>
+        <h4>{tr!(history.bookings)} <a href=csv_of("bookings") download>"CSV"</a></h4>
         <table class="list" data-testid="report-bookings">
             <ListHead cols=vec![Col::Text(tr!(history.col_booking)), Col::Text(tr!(history.col_user)), Col::Text(tr!(history.col_cards)), Col::Text(tr!(history.col_start)), Col::Text(tr!(history.col_end)), Col::Num(tr!(history.col_gpu_hours)), Col::Num(tr!(history.col_mean_util)), Col::Num(tr!(history.col_peak_memory)), Col::Num(tr!(history.col_energy))] />
             <tbody>{bookings}</tbody>
         </table>
         {(!report.jobs.is_empty()).then(|| view! {
-            <h4>{tr!(history.jobs_2)} <a href=format!("/api/v1/reports/usage.csv?table=jobs&{query}") download>"CSV"</a></h4>
+            <h4>{tr!(history.jobs_2)} <a href=csv_of("jobs") download>"CSV"</a></h4>
             <table class="list" data-testid="report-jobs">
                 <ListHead cols=vec![Col::Text(tr!(history.col_job)), Col::Text(tr!(history.col_user)), Col::Num(tr!(history.col_used)), Col::Num(tr!(history.col_mean_sm)), Col::Num(tr!(history.col_energy))] />
                 <tbody>{jobs}</tbody>
             </table>
         })}
         {(!report.unix_users.is_empty()).then(|| view! {
-            <h4>{tr!(history.unix_accounts)} <a href=format!("/api/v1/reports/usage.csv?table=unix_users&{query}") download>"CSV"</a></h4>
+            <h4>{tr!(history.unix_accounts)} <a href=csv_of("unix_users") download>"CSV"</a></h4>
             <table class="list" data-testid="report-unix_users">
                 <ListHead cols=vec![Col::Text(tr!(history.col_account)), Col::Text(tr!(history.col_lanes_user)), Col::Num(tr!(history.col_used)), Col::Num(tr!(history.col_hours_on_card)), Col::Num(tr!(history.col_mean_sm)), Col::Num(tr!(history.col_energy))] />
                 <tbody>{accounts}</tbody>

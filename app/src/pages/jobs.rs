@@ -6,8 +6,9 @@ use crate::components::format::{bytes, date_time};
 use crate::components::remote::{field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
-use crate::rest::{self, Method};
+use crate::rest;
 use lanes_types::account::User;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::Booking;
 use lanes_types::job::{CreateJob, Job};
 use leptos::prelude::*;
@@ -20,7 +21,7 @@ pub fn JobsPage() -> impl IntoView {
 
 #[component]
 fn JobsSections(me: User) -> impl IntoView {
-    let jobs = Remote::<Vec<Job>>::new("/api/v1/jobs");
+    let jobs = Remote::<Vec<Job>>::new(api::Jobs::PATH);
     // `?watch=ID` opens a job's output (the queue page links here).
     let asked = leptos_router::hooks::use_query_map()
         .with_untracked(|q| q.get("watch").and_then(|id| id.parse::<i64>().ok()));
@@ -61,9 +62,12 @@ fn JobsSections(me: User) -> impl IntoView {
 
 #[component]
 fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) -> impl IntoView {
-    let now = crate::components::clock::query_time(crate::components::clock::now());
-    let bookings =
-        Remote::<Vec<Booking>>::new(format!("/api/v1/bookings?from={now}&user={}", me.username));
+    let mine = lanes_types::query::BookingQuery {
+        from: Some(crate::components::clock::now()),
+        user: Some(me.username.clone()),
+        ..Default::default()
+    };
+    let bookings = Remote::<Vec<Booking>>::new(api::Bookings::url(&(), &mine));
     let cards = Cards::provide();
     let booking = NodeRef::<leptos::html::Select>::new();
     let (command, cwd, name) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
@@ -88,7 +92,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
             name: Some(field(name)).filter(|n| !n.is_empty()),
         };
         spawn_local(async move {
-            match rest::send::<_, Job>(Method::Post, "/api/v1/jobs", &body).await {
+            match rest::call::<api::SubmitToBooking>((), &body).await {
                 Ok(job) => {
                     error.set(None);
                     on_done(job.id);
@@ -156,7 +160,7 @@ fn JobRow(
     let error = RwSignal::new(None::<String>);
     let cancel = move |_| {
         spawn_local(async move {
-            match rest::send::<(), Job>(Method::Delete, &format!("/api/v1/jobs/{id}"), &()).await {
+            match rest::call::<api::CancelJob>(id, &()).await {
                 Ok(_) => on_done(),
                 Err(e) => error.set(Some(e)),
             }
@@ -243,7 +247,7 @@ fn follow_log(
 ) -> Option<send_wrapper::SendWrapper<web_sys::WebSocket>> {
     use wasm_bindgen::closure::Closure;
     use web_sys::{CloseEvent, MessageEvent, WebSocket};
-    let url = crate::live::socket_url(&format!("/api/v1/jobs/{id}/log/ws"))?;
+    let url = crate::live::socket_url(&api::JobLogWs::path(&id))?;
     let socket = WebSocket::new(&url).ok()?;
     let on_open = Closure::<dyn FnMut()>::new(move || status.set(tr!(live.live).into()));
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {

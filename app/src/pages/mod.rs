@@ -16,7 +16,7 @@ pub mod quotas;
 /// The API answers the page at `path` reads as it opens, for the server to ask for before it
 /// renders the page ([`crate::components::page_data`]); empty for pages that load in the
 /// browser.
-pub fn preloads(path: &str) -> &'static [&'static str] {
+pub fn preloads(path: &str) -> Vec<String> {
     admin::section_of(path)
         .and_then(admin::section_reads)
         .unwrap_or_default()

@@ -5,11 +5,12 @@
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
-use crate::rest::{self, Method};
+use crate::rest;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::enforcement::WebhookFormat;
 use lanes_types::notify::{
     Channels, EventKind, EventRule, NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry,
-    SmtpSecurity, SmtpSettings, TestSend, TestSent,
+    SmtpSecurity, SmtpSettings, TestSend,
 };
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -37,7 +38,7 @@ fn optional(text: String) -> Option<String> {
 
 #[component]
 pub fn MyNotifications() -> impl IntoView {
-    let prefs = Remote::<NotifyPrefsView>::new("/api/v1/me/notifications");
+    let prefs = Remote::<NotifyPrefsView>::new(api::MyNotifications::PATH);
     // Outside the form, which is made again when the saved choices come back.
     let message = RwSignal::new(None::<Result<String, String>>);
     view! {
@@ -88,9 +89,7 @@ fn PrefsForm(
             events,
         };
         spawn_local(async move {
-            match rest::send::<_, NotifyPrefsView>(Method::Put, "/api/v1/me/notifications", &prefs)
-                .await
-            {
+            match rest::call::<api::SaveMyNotifications>((), &prefs).await {
                 Ok(_) => {
                     message.set(Some(Ok(tr!(notifications.saved).into())));
                     on_saved();
@@ -101,9 +100,7 @@ fn PrefsForm(
     };
     let test = move |_| {
         spawn_local(async move {
-            match rest::send::<_, TestSent>(Method::Post, "/api/v1/me/notifications/test", &())
-                .await
-            {
+            match rest::call::<api::TestMyNotifications>((), &()).await {
                 Ok(sent) => message.set(Some(Ok(tr!(
                     notifications.test_on_way,
                     n = sent.queued.len()
@@ -209,13 +206,20 @@ fn recipient(m: &OutboxEntry) -> String {
 }
 
 /// What the admins' notification panel reads: the delivery settings and the outbox's newest.
-pub const SETTINGS: &str = "/api/v1/notifications/settings";
-pub const OUTBOX: &str = "/api/v1/notifications/outbox?limit=50";
+pub const SETTINGS: &str = api::NotifySettingsNow::PATH;
+/// The newest 50 messages of every status.
+pub fn outbox_url() -> String {
+    let query = lanes_types::query::OutboxQuery {
+        status: None,
+        limit: Some(50),
+    };
+    api::Outbox::url(&(), &query)
+}
 
 #[component]
 pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
     let settings = Remote::<NotifySettings>::new(SETTINGS);
-    let outbox = Remote::<Vec<OutboxEntry>>::new(OUTBOX);
+    let outbox = Remote::<Vec<OutboxEntry>>::new(outbox_url());
     outbox.refresh_every(std::time::Duration::from_secs(5));
     let test_to = NodeRef::<leptos::html::Input>::new();
     let test_message = RwSignal::new(None::<Result<String, String>>);
@@ -227,9 +231,7 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             user: None,
         };
         spawn_local(async move {
-            match rest::send::<_, TestSent>(Method::Post, "/api/v1/notifications/test", &request)
-                .await
-            {
+            match rest::call::<api::NotifyTest>((), &request).await {
                 Ok(sent) => {
                     let ids = sent
                         .queued
@@ -383,13 +385,7 @@ fn NotifySettingsForm(
             events: rules.get_untracked(),
         };
         spawn_local(async move {
-            match rest::send::<_, NotifySettings>(
-                Method::Put,
-                "/api/v1/notifications/settings",
-                &wanted,
-            )
-            .await
-            {
+            match rest::call::<api::SaveNotifySettings>((), &wanted).await {
                 Ok(_) => {
                     message.set(Some(Ok(tr!(notifications.saved).into())));
                     on_saved();

@@ -6,8 +6,9 @@ use crate::components::format::{date_time, span};
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
-use crate::rest::{self, Method};
+use crate::rest;
 use lanes_types::account::User;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -20,7 +21,7 @@ pub fn QueuePage() -> impl IntoView {
 
 #[component]
 fn QueueSections(me: User) -> impl IntoView {
-    let queue = Remote::<QueueView>::new("/api/v1/queue");
+    let queue = Remote::<QueueView>::new(api::Queue::PATH);
     queue.refresh_every(Duration::from_secs(2));
     Cards::provide();
     view! {
@@ -139,7 +140,7 @@ fn SubmitForm(
             preemptible: checked(preemptible),
         };
         spawn_local(async move {
-            match rest::send::<_, QueuedJob>(Method::Post, "/api/v1/queue", &body).await {
+            match rest::call::<api::Enqueue>((), &body).await {
                 Ok(_) => {
                     error.set(None);
                     on_done();
@@ -207,9 +208,7 @@ fn JobRow(
     let error = RwSignal::new(None::<String>);
     let cancel = move |_| {
         spawn_local(async move {
-            match rest::send::<(), QueuedJob>(Method::Delete, &format!("/api/v1/queue/{id}"), &())
-                .await
-            {
+            match rest::call::<api::Dequeue>(id, &()).await {
                 Ok(_) => on_done(),
                 Err(e) => error.set(Some(e)),
             }

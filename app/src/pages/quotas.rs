@@ -3,7 +3,8 @@
 
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
-use crate::rest::{self, Method};
+use crate::rest;
+use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::{Quota, QuotaUse, Quotas};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -143,8 +144,8 @@ fn of(used: String, limit: Option<String>) -> String {
 }
 
 /// What the quota panel reads: the quotas, and each user's and group's use of them.
-pub const QUOTAS: &str = "/api/v1/quotas";
-pub const QUOTA_USE: &str = "/api/v1/quotas/use";
+pub const QUOTAS: &str = api::QuotasNow::PATH;
+pub const QUOTA_USE: &str = api::QuotaUses::PATH;
 
 #[component]
 pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
@@ -179,7 +180,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
             }
         };
         spawn_local(async move {
-            match rest::send::<_, Quotas>(Method::Put, "/api/v1/quotas", &wanted).await {
+            match rest::call::<api::SaveQuotas>((), &wanted).await {
                 Ok(_) => {
                     error.set(None);
                     notice.set(Some(tr!(quotas.saved).into()));
