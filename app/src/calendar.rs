@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn quota_impact_says_what_the_booking_uses_of_the_limits() {
         let usage = QuotaUse {
-            kind: "user".into(),
+            kind: lanes_types::booking::QuotaHolder::User,
             name: "ada".into(),
             limits: Quota {
                 max_gpus: Some(4),

@@ -161,11 +161,19 @@ pub struct CreateMaintenance {
     pub reason: String,
 }
 
+/// Whose limits a quota use measures: a member's or a group's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuotaHolder {
+    User,
+    Group,
+}
+
 /// A user's or group's use against its limits, for the admin quota page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuotaUse {
-    /// `user` or `group`.
-    pub kind: String,
+    /// `user` or `group` on the wire.
+    pub kind: QuotaHolder,
     pub name: String,
     pub limits: Quota,
     /// GPUs held now.

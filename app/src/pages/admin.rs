@@ -2,7 +2,7 @@
 //! role, Unix account, groups), groups, quotas, policy and settings, notifications, unbooked
 //! use and the audit log (paged, filtered). Everything goes through the same REST API scripts
 //! use, so the page can do nothing the API would not allow. A section opened by its address
-//! arrives with its data ([`section_reads`], [`crate::components::page_data`]).
+//! arrives with its data ([`AdminSection::reads`], [`crate::components::page_data`]).
 
 use crate::components::format::date_time;
 use crate::components::page_data;
@@ -19,65 +19,99 @@ use lanes_types::job::DefaultEnvironment;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-/// The admin area's sections, in the side navigation's order (their path segments).
-pub const SECTIONS: [&str; 7] = [
-    "users",
-    "groups",
-    "quotas",
-    "policy",
-    "notifications",
-    "violations",
-    "audit",
-];
+/// The admin area's sections, each at `/admin/{slug}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminSection {
+    Users,
+    Groups,
+    Quotas,
+    Policy,
+    Notifications,
+    Violations,
+    Audit,
+}
+
+impl AdminSection {
+    /// In the side navigation's order; `/admin` alone opens the first.
+    pub const ALL: [AdminSection; 7] = [
+        AdminSection::Users,
+        AdminSection::Groups,
+        AdminSection::Quotas,
+        AdminSection::Policy,
+        AdminSection::Notifications,
+        AdminSection::Violations,
+        AdminSection::Audit,
+    ];
+
+    /// Its path segment.
+    pub fn slug(self) -> &'static str {
+        match self {
+            AdminSection::Users => "users",
+            AdminSection::Groups => "groups",
+            AdminSection::Quotas => "quotas",
+            AdminSection::Policy => "policy",
+            AdminSection::Notifications => "notifications",
+            AdminSection::Violations => "violations",
+            AdminSection::Audit => "audit",
+        }
+    }
+
+    pub fn from_slug(slug: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|section| section.slug() == slug)
+    }
+
+    /// Its title in the side navigation.
+    fn title(self) -> &'static str {
+        match self {
+            AdminSection::Users => tr!(admin_section.users),
+            AdminSection::Groups => tr!(admin_section.groups),
+            AdminSection::Quotas => tr!(admin_section.quotas),
+            AdminSection::Policy => tr!(admin_section.policy),
+            AdminSection::Notifications => tr!(admin_section.notifications),
+            AdminSection::Violations => tr!(admin_section.violations),
+            AdminSection::Audit => tr!(admin_section.audit),
+        }
+    }
+
+    /// What it reads from the API when it opens. The server asks for these before it renders
+    /// the section, so that the page arrives whole.
+    pub fn reads(self) -> Vec<String> {
+        use crate::pages::{enforcement, notifications, quotas};
+        match self {
+            AdminSection::Users => vec![USERS.into()],
+            AdminSection::Groups => vec![GROUPS.into()],
+            AdminSection::Quotas => vec![quotas::QUOTAS.into(), quotas::QUOTA_USE.into()],
+            AdminSection::Policy => vec![SETTINGS.into(), enforcement::POLICY.into()],
+            AdminSection::Notifications => {
+                vec![notifications::SETTINGS.into(), notifications::outbox_url()]
+            }
+            AdminSection::Violations => {
+                vec![enforcement::VIOLATIONS.into(), enforcement::GPUS.into()]
+            }
+            AdminSection::Audit => vec![audit_first_page()],
+        }
+    }
+}
 
 /// What the users, groups and settings panels read.
 const USERS: &str = api::Users::PATH;
 const GROUPS: &str = api::Groups::PATH;
 const SETTINGS: &str = api::Settings::PATH;
 
-/// What a section reads from the API when it opens (`None`: no such section). The server
-/// asks for these before it renders the section, so that the page arrives whole.
-pub fn section_reads(section: &str) -> Option<Vec<String>> {
-    use crate::pages::{enforcement, notifications, quotas};
-    let reads = match section {
-        "users" => vec![USERS.into()],
-        "groups" => vec![GROUPS.into()],
-        "quotas" => vec![quotas::QUOTAS.into(), quotas::QUOTA_USE.into()],
-        "policy" => vec![SETTINGS.into(), enforcement::POLICY.into()],
-        "notifications" => vec![notifications::SETTINGS.into(), notifications::outbox_url()],
-        "violations" => vec![enforcement::VIOLATIONS.into(), enforcement::GPUS.into()],
-        "audit" => vec![audit_first_page()],
-        _ => return None,
-    };
-    Some(reads)
-}
-
 /// The audit log's first page, unfiltered.
 fn audit_first_page() -> String {
     audit_url("", "", "", "", None)
 }
 
-/// The section at an admin page's address: `/admin` is the first (the users).
+/// The section slug at an admin page's address (`/admin` is the first section's); `None` for
+/// any other page. An unknown slug is the page's to refuse.
 pub fn section_of(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/admin")?;
     match rest.trim_end_matches('/') {
-        "" => Some(SECTIONS[0]),
+        "" => Some(AdminSection::ALL[0].slug()),
         section => section
             .strip_prefix('/')
             .filter(|s| !s.is_empty() && !s.contains('/')),
-    }
-}
-
-/// A section's title in the side navigation.
-fn section_title(key: &str) -> &'static str {
-    match key {
-        "users" => tr!(admin_section.users),
-        "groups" => tr!(admin_section.groups),
-        "quotas" => tr!(admin_section.quotas),
-        "policy" => tr!(admin_section.policy),
-        "notifications" => tr!(admin_section.notifications),
-        "violations" => tr!(admin_section.violations),
-        _ => tr!(admin_section.audit),
     }
 }
 
@@ -86,8 +120,12 @@ fn section_title(key: &str) -> &'static str {
 #[component]
 pub fn AdminPage() -> impl IntoView {
     let params = leptos_router::hooks::use_params_map();
-    let section =
-        move || params.with(|p| p.get("section").unwrap_or_else(|| SECTIONS[0].to_string()));
+    let section = move || {
+        params.with(|p| {
+            p.get("section")
+                .unwrap_or_else(|| AdminSection::ALL[0].slug().to_string())
+        })
+    };
     // Known as the page is drawn, on both sides: nothing here waits, so the section is in
     // the first bytes the server sends (the login gate refuses others before this).
     let admin = page_data::viewer().is_some_and(|u| u.is_admin());
@@ -113,18 +151,18 @@ pub fn AdminPage() -> impl IntoView {
 
 #[component]
 fn SideNav(section: impl Fn() -> String + Send + Sync + Copy + 'static) -> impl IntoView {
-    let links = SECTIONS
-        .iter()
-        .map(|key| {
-            let current = move || section() == *key;
+    let links = AdminSection::ALL
+        .into_iter()
+        .map(|each| {
+            let current = move || section() == each.slug();
             view! {
                 <li>
                     <a
-                        href=format!("/admin/{key}")
+                        href=format!("/admin/{}", each.slug())
                         class:current=current
                         aria-current=move || current().then_some("page")
                     >
-                        {section_title(key)}
+                        {each.title()}
                     </a>
                 </li>
             }
@@ -143,24 +181,30 @@ fn Section(name: String) -> impl IntoView {
     // A change in one section can show in another (a user's groups, the audit log): each
     // section loads its own data when opened, so nothing else needs reloading.
     let nothing = || ();
-    match name.as_str() {
-        "users" => view! { <UsersSection /> }.into_any(),
-        "groups" => view! { <GroupsSection /> }.into_any(),
-        "quotas" => view! { <crate::pages::quotas::QuotaPanel on_done=nothing /> }.into_any(),
-        "policy" => view! {
+    let Some(section) = AdminSection::from_slug(&name) else {
+        return view! {
+            <p class="page error" role="alert">{tr!(admin.no_such_section, name = name)}</p>
+        }
+        .into_any();
+    };
+    match section {
+        AdminSection::Users => view! { <UsersSection /> }.into_any(),
+        AdminSection::Groups => view! { <GroupsSection /> }.into_any(),
+        AdminSection::Quotas => {
+            view! { <crate::pages::quotas::QuotaPanel on_done=nothing /> }.into_any()
+        }
+        AdminSection::Policy => view! {
             <SettingsPanel on_done=nothing />
             <crate::pages::enforcement::PolicyPanel on_done=nothing />
         }
         .into_any(),
-        "notifications" => {
+        AdminSection::Notifications => {
             view! { <crate::pages::notifications::NotifyPanel on_done=nothing /> }.into_any()
         }
-        "violations" => view! { <crate::pages::enforcement::ViolationsPanel /> }.into_any(),
-        "audit" => view! { <AuditSection /> }.into_any(),
-        other => view! {
-            <p class="page error" role="alert">{tr!(admin.no_such_section, name = other.to_string())}</p>
+        AdminSection::Violations => {
+            view! { <crate::pages::enforcement::ViolationsPanel /> }.into_any()
         }
-        .into_any(),
+        AdminSection::Audit => view! { <AuditSection /> }.into_any(),
     }
 }
 
@@ -764,11 +808,12 @@ mod tests {
         assert_eq!(section_of("/admin/audit/x"), None);
         assert_eq!(section_of("/administrator"), None);
         assert_eq!(section_of("/queue"), None);
-        for section in SECTIONS {
-            let reads = section_reads(section).expect(section);
+        for section in AdminSection::ALL {
+            assert_eq!(AdminSection::from_slug(section.slug()), Some(section));
+            let reads = section.reads();
             assert!(!reads.is_empty() && reads.iter().all(|u| u.starts_with("/api/v1/")));
         }
-        assert_eq!(section_reads("nope"), None);
+        assert_eq!(AdminSection::from_slug("nope"), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod quotas;
 /// browser.
 pub fn preloads(path: &str) -> Vec<String> {
     admin::section_of(path)
-        .and_then(admin::section_reads)
+        .and_then(admin::AdminSection::from_slug)
+        .map(admin::AdminSection::reads)
         .unwrap_or_default()
 }

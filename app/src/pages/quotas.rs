@@ -144,6 +144,14 @@ fn of(used: String, limit: Option<String>) -> String {
 }
 
 /// What the quota panel reads: the quotas, and each user's and group's use of them.
+/// A quota holder's kind, in the viewer's words.
+fn holder(kind: lanes_types::booking::QuotaHolder) -> &'static str {
+    match kind {
+        lanes_types::booking::QuotaHolder::User => tr!(quotas.user),
+        lanes_types::booking::QuotaHolder::Group => tr!(quotas.group),
+    }
+}
+
 pub const QUOTAS: &str = api::QuotasNow::PATH;
 pub const QUOTA_USE: &str = api::QuotaUses::PATH;
 
@@ -295,7 +303,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                     .map(|u| {
                         view! {
                             <tr>
-                                <td>{format!("{} {}", u.kind, u.name)}</td>
+                                <td>{format!("{} {}", holder(u.kind), u.name)}</td>
                                 <td>{of(u.gpus_now.to_string(), u.limits.max_gpus.map(|v| v.to_string()))}</td>
                                 <td>{of(format!("{:.1}", u.gpu_hours_week + 0.0 /* no "-0.0" */), u.limits.gpu_hours_per_week.map(|v| v.to_string()))}</td>
                                 <td>{of(u.upcoming.to_string(), u.limits.max_upcoming.map(|v| v.to_string()))}</td>

@@ -175,7 +175,7 @@ async fn my_quota(
         .quota_use(state.clock.now())
         .await?
         .into_iter()
-        .find(|u| u.kind == "user" && u.name == user.username)
+        .find(|u| u.kind == lanes_types::booking::QuotaHolder::User && u.name == user.username)
         .map(Json)
         .ok_or_else(|| ApiError::NotFound("no quota record for you".into()))
 }

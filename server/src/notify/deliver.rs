@@ -283,12 +283,30 @@ async fn attempt(
         .attempts_since(user_id, now - chrono::Duration::hours(1))
         .await
         .map_err(store_error)?;
-    if test_to.is_none() && attempted >= settings.per_user_per_hour {
-        return Err(Undelivered::Drop(format!(
+    let over = || {
+        Undelivered::Drop(format!(
             "over the limit of {} messages an hour for {}",
             settings.per_user_per_hour, user.username
-        )));
+        ))
+    };
+    // Test messages are limited when they are made, not here.
+    let limit = test_to.is_none().then_some(settings.per_user_per_hour);
+    if limit.is_some_and(|limit| attempted >= limit) {
+        return Err(over());
     }
+    // Counted as it goes out; refused if another delivery took the hour's last request since.
+    let claim = || async {
+        let since = now - chrono::Duration::hours(1);
+        match context
+            .store
+            .claim_attempt(user_id, limit, since, now)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(over()),
+            Err(e) => Err(store_error(e)),
+        }
+    };
     let prefs = context
         .store
         .notify_prefs(user_id)
@@ -337,7 +355,7 @@ async fn attempt(
                     user.username
                 )));
             };
-            (context.store.record_attempt(user_id, now).await).map_err(store_error)?;
+            claim().await?;
             send_mail(smtp, &to, message.id, &rendered, context.retry.timeout).await
         }
         Channel::Webhook => {
@@ -367,7 +385,7 @@ async fn attempt(
                     "details": message.details,
                 }),
             };
-            (context.store.record_attempt(user_id, now).await).map_err(store_error)?;
+            claim().await?;
             post(client, &url, &body).await
         }
         Channel::Lab => unreachable!("handled above"),

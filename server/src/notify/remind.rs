@@ -292,7 +292,8 @@ async fn quota_warnings(
         let Some(limit) = q.limits.gpu_hours_per_week.filter(|l| *l > 0.0) else {
             continue;
         };
-        if q.kind != "user" || q.gpu_hours_week < limit * f64::from(settings.quota_near_pct) / 100.0
+        if q.kind != lanes_types::booking::QuotaHolder::User
+            || q.gpu_hours_week < limit * f64::from(settings.quota_near_pct) / 100.0
         {
             continue;
         }

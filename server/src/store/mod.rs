@@ -809,6 +809,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn deliveries_at_once_never_take_more_requests_than_the_hourly_limit() {
+        let (store, dir) = temp_store().await;
+        let new = NewUser {
+            username: "ada".into(),
+            display_name: "Ada".into(),
+            email: None,
+            unix_user: None,
+            role: Role::User,
+        };
+        let audit = AuditEntry::new(None, AuditAction::UserCreate, "ada");
+        let now = Utc::now();
+        let ada = store
+            .create_user(&new, "$argon2id$x", &audit, now)
+            .await
+            .unwrap();
+        let hour_ago = now - chrono::Duration::hours(1);
+        // Eight deliveries at once against a limit of three: three go.
+        let claims = (0..8).map(|_| store.claim_attempt(ada.id, Some(3), hour_ago, now));
+        let granted = futures::future::join_all(claims).await;
+        let granted = granted.into_iter().filter(|c| *c.as_ref().unwrap()).count();
+        assert_eq!(granted, 3);
+        assert_eq!(store.attempts_since(ada.id, hour_ago).await.unwrap(), 3);
+        // Unlimited (a test message) is counted, never refused.
+        assert!(store
+            .claim_attempt(ada.id, None, hour_ago, now)
+            .await
+            .unwrap());
+        assert_eq!(store.attempts_since(ada.id, hour_ago).await.unwrap(), 4);
+        // An hour later the earlier ones no longer count.
+        let later = now + chrono::Duration::hours(2);
+        let since = later - chrono::Duration::hours(1);
+        assert!(store
+            .claim_attempt(ada.id, Some(3), since, later)
+            .await
+            .unwrap());
+        store.close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
     async fn an_unknown_url_is_refused_with_a_clear_message() {
         let err = Store::open("mysql://localhost/lanes").await.unwrap_err();
         assert!(

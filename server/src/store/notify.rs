@@ -290,15 +290,37 @@ impl Store {
         Ok(())
     }
 
-    /// A request about to go out for one of `user_id`'s messages (it counts against their
-    /// hourly limit whatever its outcome).
-    pub async fn record_attempt(&self, user_id: i64, now: DateTime<Utc>) -> Result<(), StoreError> {
+    /// A request about to go out for one of `user_id`'s messages: counted against their
+    /// hourly limit whatever its outcome, or refused (`false`) when `limit` requests were made
+    /// since `since`. Counted and checked in one transaction that takes turns per member, so
+    /// two deliveries at once cannot both take the last request of the hour.
+    pub async fn claim_attempt(
+        &self,
+        user_id: i64,
+        limit: Option<u32>,
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_serial(&[super::Lock::User(user_id)]).await?;
+        if let Some(limit) = limit {
+            let made: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM delivery_attempts WHERE user_id = $1 AND at_ms >= $2",
+            )
+            .bind(user_id)
+            .bind(ms(since))
+            .fetch_one(&mut *tx)
+            .await?;
+            if made >= i64::from(limit) {
+                return Ok(false);
+            }
+        }
         sqlx::query("INSERT INTO delivery_attempts (user_id, at_ms) VALUES ($1, $2)")
             .bind(user_id)
             .bind(ms(now))
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Requests made for `user_id`'s messages since `since`.

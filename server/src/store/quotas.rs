@@ -6,7 +6,7 @@ use super::sql::placeholders;
 use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
 use crate::bookings::quota::{self, BookedSlot, GroupUse};
 use chrono::{DateTime, Utc};
-use lanes_types::booking::{Quota, QuotaUse, Quotas};
+use lanes_types::booking::{Quota, QuotaHolder, QuotaUse, Quotas};
 
 /// Reads what the quota rules need about `user_id` and their groups, and applies them to
 /// `request` (a new booking, or booking `replacing` with its new slot).
@@ -336,7 +336,7 @@ impl Store {
                 .collect();
             let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&[*id]), now);
             uses.push(QuotaUse {
-                kind: "user".into(),
+                kind: QuotaHolder::User,
                 name: username.clone(),
                 limits: quota::personal_limits(&quotas, username, &their_groups),
                 gpus_now,
@@ -352,7 +352,7 @@ impl Store {
                 .collect();
             let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&members), now);
             uses.push(QuotaUse {
-                kind: "group".into(),
+                kind: QuotaHolder::Group,
                 name: group.clone(),
                 limits: quotas.groups.get(group).cloned().unwrap_or_default(),
                 gpus_now,
