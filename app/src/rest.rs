@@ -4,46 +4,12 @@
 //! The pages call it from event handlers and effects, which only run in the browser; the
 //! server build keeps the same signatures so that the components compile for both.
 
-use lanes_types::api::{self, Answered, Endpoint, Sent};
+use lanes_types::api::{Answered, Endpoint, Method, Sent};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
-
-/// HTTP methods the pages use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-    Put,
-    Patch,
-    Delete,
-}
 
 /// `GET url` and read the JSON answer.
 pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
     parse(request(Method::Get, url, None).await?)
-}
-
-/// Send `body` as JSON and read the JSON answer.
-pub async fn send<B: Serialize, T: DeserializeOwned>(
-    method: Method,
-    url: &str,
-    body: &B,
-) -> Result<T, String> {
-    let json = serde_json::to_string(body).map_err(|e| e.to_string())?;
-    parse(request(method, url, Some(json)).await?)
-}
-
-/// Send `body` (if any) as JSON to an endpoint that answers `204 No Content`.
-pub async fn send_empty<B: Serialize>(
-    method: Method,
-    url: &str,
-    body: Option<&B>,
-) -> Result<(), String> {
-    let json = body
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    request(method, url, json).await.map(|_| ())
 }
 
 /// Calls operation `E` (declared in `lanes_types::api`) with `params` in its path and
@@ -53,18 +19,11 @@ where
     E: Endpoint,
     E::Answer: DeserializeOwned,
 {
-    let method = match E::METHOD {
-        api::Method::Get => Method::Get,
-        api::Method::Post => Method::Post,
-        api::Method::Put => Method::Put,
-        api::Method::Patch => Method::Patch,
-        api::Method::Delete => Method::Delete,
-    };
     let body = match E::SENT {
         Sent::Json => Some(serde_json::to_string(request).map_err(|e| e.to_string())?),
         Sent::Nothing | Sent::Query => None,
     };
-    let text = self::request(method, &E::url(&params, request), body).await?;
+    let text = self::request(E::METHOD, &E::url(&params, request), body).await?;
     match E::ANSWERED {
         Answered::Empty => parse("null".into()),
         Answered::Text => serde_json::from_value(serde_json::Value::String(text))
