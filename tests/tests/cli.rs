@@ -10,6 +10,9 @@ fn serve(args: &[&str], data_dir: &Path) -> Output {
         .args(["--data-dir", data_dir.to_str().unwrap()])
         .args(args)
         .env("LANES_GPUS", "sim:1")
+        // Never the default port: both backends' suites run these side by side, and a start
+        // refused for a busy port is not refused for what the test is about.
+        .env("LANES_LISTEN", "127.0.0.1:0")
         .env_remove("LANES_DATABASE_URL")
         .env("RUST_LOG", "off")
         .output()
