@@ -1,28 +1,60 @@
 #!/usr/bin/env python3
-"""Prints the module graph of a crate's `src/` (which top-level module uses which, by `crate::`
-paths outside unit tests) and any cycle in it. With --check, exits 1 when there is a cycle."""
+"""Prints the module graph of a crate's `src/` and any cycle in it, at every level: the
+top-level modules (which uses which, by `crate::` paths), and inside each folder its sibling
+modules (by `super::` and `crate::folder::` paths). Code of unit tests does not count. With
+--check, exits 1 when any level has a cycle."""
 import os
 import re
 import sys
 
 
-def graph(root):
-    uses = {}
+def source_of(path):
+    with open(path, encoding="utf-8") as f:
+        return re.split(r"#\[cfg\(test\)\]\s*mod tests", f.read())[0]
+
+
+def modules(root):
+    """Every module file as (path of folders, module name, source): `a/b.rs` and `a/b/mod.rs`
+    are module `b` in folder `a`; a folder's mod.rs speaks for the folder itself."""
+    found = []
     for dirpath, _, files in os.walk(root):
         for name in files:
             if not name.endswith(".rs"):
                 continue
-            path = os.path.join(dirpath, name)
-            top = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".rs")
-            if top in ("lib", "main"):
+            parts = os.path.relpath(os.path.join(dirpath, name), root).split(os.sep)
+            stem = parts[-1].removesuffix(".rs")
+            if stem == "mod":
+                parts = parts[:-1]
+            else:
+                parts[-1] = stem
+            if parts in (["lib"], ["main"]):
                 continue
-            with open(path, encoding="utf-8") as f:
-                source = re.split(r"#\[cfg\(test\)\]\s*mod tests", f.read())[0]
-            for used in re.findall(r"crate::([a-z_]+)", source):
-                if used != top:
-                    uses.setdefault(top, set()).add(used)
-            uses.setdefault(top, set())
-    return uses
+            found.append((parts, source_of(os.path.join(dirpath, name))))
+    return found
+
+
+def graphs(root):
+    """One graph per folder ('' for the crate): module -> the siblings it uses."""
+    levels = {}
+    for parts, source in modules(root):
+        # Each folder above this module sees it as one of its children.
+        for depth in range(len(parts)):
+            folder, child = "/".join(parts[:depth]), parts[depth]
+            graph = levels.setdefault(folder, {})
+            graph.setdefault(child, set())
+            prefix = "crate::" + "".join(p + "::" for p in parts[:depth])
+            used = set(re.findall(re.escape(prefix) + r"([a-z_]+)", source))
+            # `super::x` from a module directly in the folder names a sibling.
+            if depth == len(parts) - 1:
+                used |= set(re.findall(r"(?<![:\w])super::([a-z_]+)", source))
+            for other in used:
+                if other != child:
+                    graph[child].add(other)
+    # Only siblings that exist count (`super::Store` is an item, not a module).
+    for graph in levels.values():
+        for child in graph:
+            graph[child] = {m for m in graph[child] if m in graph}
+    return levels
 
 
 def cycles(uses):
@@ -33,7 +65,7 @@ def cycles(uses):
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in uses.get(v, ()):
+        for w in sorted(uses.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -58,12 +90,17 @@ def cycles(uses):
 
 def main():
     root = sys.argv[1]
-    uses = graph(root)
-    for module in sorted(uses):
-        print(f"{module} -> {' '.join(sorted(uses[module]))}")
-    found = cycles(uses)
-    print("cycles:", "none" if not found else "; ".join(" ↔ ".join(c) for c in found))
-    if "--check" in sys.argv and found:
+    sys.setrecursionlimit(10000)
+    failed = False
+    for folder, uses in sorted(graphs(root).items()):
+        where = folder or "crate"
+        print(f"[{where}]")
+        for module in sorted(uses):
+            print(f"  {module} -> {' '.join(sorted(uses[module]))}")
+        found = cycles(uses)
+        print("  cycles:", "none" if not found else "; ".join(" ↔ ".join(c) for c in found))
+        failed |= bool(found)
+    if "--check" in sys.argv and failed:
         sys.exit(1)
 
 

@@ -78,8 +78,8 @@ pub fn role_name(role: lanes_types::account::Role) -> &'static str {
 pub fn job_state(state: lanes_types::job::JobState) -> &'static str {
     use lanes_types::job::JobState;
     match state {
-        JobState::WaitingForCards => tr!(job_state.pending),
-        JobState::WaitingForSlot => tr!(job_state.queued),
+        JobState::Pending => tr!(job_state.pending),
+        JobState::Queued => tr!(job_state.queued),
         JobState::Running => tr!(job_state.running),
         JobState::Exited => tr!(job_state.exited),
         JobState::Killed => tr!(job_state.killed),

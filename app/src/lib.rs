@@ -8,6 +8,7 @@ pub mod i18n;
 pub mod api;
 pub mod calendar;
 pub mod components;
+pub mod dates;
 pub mod live;
 pub mod pages;
 pub mod rest;

@@ -1,7 +1,15 @@
-//! Ports the server provides to server functions through Leptos context. The app names what it
-//! needs; the `lanes-server` crate supplies the implementation.
+//! The app's side of the server: what the server provides to server functions through Leptos
+//! context (the app names what it needs; `lanes-server` supplies it), and what the server
+//! puts in a request for the render. The server uses the app through this module, `dates`,
+//! `i18n`, `pages::preloads` and `App`/`shell`, never its components.
 
 use lanes_types::FleetSnapshot;
+
+/// The zone a request's times are drawn in (its `tz` cookie's), which the server's middleware
+/// leaves in the request beside the language.
+pub use crate::components::clock::ViewerZone;
+/// The answers a page's data arrives with, which the server gathers before rendering it.
+pub use crate::components::page_data::Answers as PageData;
 
 /// Read access to the live fleet state kept by the telemetry poller.
 pub trait FleetView: Send + Sync {

@@ -21,10 +21,11 @@ pub async fn run(days: i64, queries: usize, database_url: Option<String>) {
     let store = Store::open(&url).await.expect("the store opens");
     let mut fleet = SimulatedFleet::new("bench", GPUS, 7);
     store
-        .record_inventory("bench", fleet.inventory(), chrono::Utc::now())
+        .inventory()
+        .record("bench", fleet.inventory(), chrono::Utc::now())
         .await
         .expect("the inventory");
-    let ids = store.gpu_ids().await.expect("card ids");
+    let ids = store.history().gpu_ids().await.expect("card ids");
     let cards: Vec<i64> = fleet
         .inventory()
         .iter()
@@ -45,19 +46,28 @@ pub async fn run(days: i64, queries: usize, database_url: Option<String>) {
                 batch.push((*card, Reading::of(&sample)));
             }
         }
-        store.insert_readings(&batch).await.expect("insert");
+        store
+            .history()
+            .insert_readings(&batch)
+            .await
+            .expect("insert");
         written += batch.len() as u64;
         t += BATCH_S;
-        store.roll_up(t - BATCH_S, t).await.expect("roll up");
+        store
+            .history()
+            .roll_up(t - BATCH_S, t)
+            .await
+            .expect("roll up");
         if t % 600 == 0 {
             let before = |keep: std::time::Duration| t - keep.as_secs() as i64;
             store
-                .prune_history(before(retention.raw), before(retention.minute), None)
+                .history()
+                .prune(before(retention.raw), before(retention.minute), None)
                 .await
                 .expect("prune");
             if t % 86_400 == 0 {
                 // What autovacuum does on a server that runs it (this one's is off).
-                store.vacuum().await.expect("vacuum");
+                store.backups().vacuum().await.expect("vacuum");
             }
         }
     }
@@ -72,7 +82,7 @@ pub async fn run(days: i64, queries: usize, database_url: Option<String>) {
                 .sum()
         }
         lanes_server::store::Backend::Postgres => {
-            let size = store.database_bytes().await.expect("the database size");
+            let size = store.backups().bytes().await.expect("the database size");
             store.close().await;
             size
         }
@@ -108,7 +118,8 @@ pub async fn run(days: i64, queries: usize, database_url: Option<String>) {
         for _ in 0..queries {
             let began = Instant::now();
             let found = store
-                .history(&cards, Metric::Utilization, from, to, p)
+                .history()
+                .read(&cards, Metric::Utilization, from, to, p)
                 .await
                 .expect("a query");
             times.push(began.elapsed().as_secs_f64() * 1e3);

@@ -265,7 +265,7 @@ pub async fn list(args: JobsArgs) -> Result<()> {
     for job in &jobs {
         let style = match job.state {
             JobState::Running => GREEN,
-            JobState::WaitingForCards | JobState::WaitingForSlot => CYAN,
+            JobState::Pending | JobState::Queued => CYAN,
             JobState::Exited if job.exit_code == Some(0) => DIM,
             JobState::Cancelled => YELLOW,
             _ => RED,

@@ -77,8 +77,8 @@ impl ClientError {
     }
 
     /// The broken `rule` of a refusal.
-    pub fn rule(&self) -> Option<&str> {
-        self.body().and_then(|b| b.rule.as_deref())
+    pub fn rule(&self) -> Option<lanes_types::rule::Rule> {
+        self.body().and_then(|b| b.rule)
     }
 }
 

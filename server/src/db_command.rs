@@ -64,7 +64,7 @@ pub async fn copy(args: CopyArgs) -> Result<String, CommandError> {
     };
     let audit = AuditEntry::new(None, AuditAction::DatabaseCopy, "database")
         .detail(format!("copied from {}", redact(&args.from)));
-    let copied = source.copy_into(&target, &audit).await;
+    let copied = source.backups().copy_into(&target, &audit).await;
     source.close().await;
     target.close().await;
     let copied = copied?;
@@ -84,7 +84,7 @@ pub async fn copy(args: CopyArgs) -> Result<String, CommandError> {
 pub async fn backup(args: BackupArgs) -> Result<String, CommandError> {
     let (_, url) = resolve_db(args.db)?;
     let store = Store::connect_existing(&url).await?;
-    let done = store.backup_to(&args.to).await;
+    let done = store.backups().backup_to(&args.to).await;
     store.close().await;
     done?;
     Ok(format!(
@@ -125,7 +125,7 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
     let check = async {
         let copy = Store::connect_existing(&format!("sqlite://{backup}?mode=ro")).await?;
         let verdict = async {
-            copy.integrity().await?;
+            copy.backups().integrity().await?;
             let pending = copy.migration_status().await?;
             if pending.iter().all(|m| !m.applied) {
                 return Err(StoreError::Invalid(format!(
@@ -176,7 +176,10 @@ pub async fn restore(args: RestoreArgs) -> Result<String, CommandError> {
     let audit = AuditEntry::new(None, AuditAction::DatabaseRestore, "database")
         .detail(format!("restored from {}", args.from.display()));
     let restored = Store::connect_existing(&url).await?;
-    let audited = restored.audit(&audit, chrono::Utc::now()).await;
+    let audited = restored
+        .audit_log()
+        .record(&audit, chrono::Utc::now())
+        .await;
     restored.close().await;
     audited?;
     Ok(match kept {

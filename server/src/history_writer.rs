@@ -83,7 +83,7 @@ impl Pending {
             let Some(sample) = &gpu.sample else { continue };
             let key = (gpu.node.clone(), gpu.uuid.clone());
             if !self.ids.contains_key(&key) {
-                match store.gpu_ids().await {
+                match store.history().gpu_ids().await {
                     Ok(found) => self.ids = found,
                     Err(e) => tracing::warn!(error = %e, "history: cannot read the card list"),
                 }
@@ -220,17 +220,18 @@ async fn write(
     prune: Option<Retention>,
 ) -> Result<(), StoreError> {
     let Some(newest) = batch.iter().map(|(_, r)| r.t).max() else {
-        return store.add_usage(minutes).await;
+        return store.usage().add(minutes).await;
     };
-    store.write_readings(batch, minutes).await?;
+    store.history().write_readings(batch, minutes).await?;
     // Everything before the newest second is final (a faster poll may still replace it).
     if let Some(oldest) = roll {
-        store.roll_up(oldest, newest).await?;
+        store.history().roll_up(oldest, newest).await?;
     }
     if let Some(retention) = prune {
         let before = |keep: Duration| newest - keep.as_secs() as i64;
         store
-            .prune_history(
+            .history()
+            .prune(
                 before(retention.raw),
                 before(retention.minute),
                 retention.hour.map(before),

@@ -68,8 +68,9 @@ pub async fn gather(store: &Store, period: &Period) -> Result<UsageReport, Store
         user_id: mine,
         ..Default::default()
     };
-    let bookings = store.bookings(&filter, period.now).await?;
+    let bookings = store.bookings().list(&filter, period.now).await?;
     let card_use = store
+        .reports()
         .booking_card_use(
             from.timestamp(),
             to.timestamp(),
@@ -84,24 +85,25 @@ pub async fn gather(store: &Store, period: &Period) -> Result<UsageReport, Store
         }
         counts
     };
-    let violations = keep(store.violation_counts(from, to).await?);
-    let jobs = keep(store.job_counts(from, to).await?);
-    let users = store.users().await?;
+    let violations = keep(store.reports().violation_counts(from, to).await?);
+    let jobs = keep(store.reports().job_counts(from, to).await?);
+    let users = store.accounts().list().await?;
     let usernames: HashMap<i64, String> =
         users.iter().map(|u| (u.id, u.username.clone())).collect();
     let memberships = if mine.is_some() {
         Vec::new()
     } else {
-        store.memberships().await?
+        store.accounts().memberships().await?
     };
     let unix_accounts: HashMap<String, i64> = users
         .iter()
         .filter_map(|u| Some((u.unix_user.clone()?, u.id)))
         .collect();
     let (energy, processes) = store
+        .usage()
         .energy_and_processes(from.timestamp(), to.timestamp())
         .await?;
-    let cards = store.card_index().await?;
+    let cards = store.inventory().card_index().await?;
     Ok(build(&Inputs {
         from,
         to,

@@ -292,7 +292,7 @@ impl Application {
     ) -> Result<Self, StartupError> {
         let store = Store::open(&config.database_url).await?;
         store.set_node_timeout(config.node_timeout);
-        if store.count_enabled_admins().await? == 0 {
+        if store.accounts().count_enabled_admins().await? == 0 {
             let database = match store.backend() {
                 crate::store::Backend::Sqlite => {
                     format!("--data-dir {}", config.data_dir.display())
@@ -361,9 +361,10 @@ impl Application {
             );
         }
         store
+            .inventory()
             .record_cards(&config.node_name, inventory, &managed, config.clock.now())
             .await?;
-        let portal = store.portal_settings().await?;
+        let portal = store.settings().portal().await?;
         if portal.anonymous_dashboard {
             tracing::info!("the dashboard is open to anonymous viewers (an admin setting)");
         }
@@ -412,7 +413,7 @@ impl Application {
             .site_addr(config.listen)
             .build();
         let shutdown = CancellationToken::new();
-        let policy = Arc::new(std::sync::RwLock::new(store.policy().await?));
+        let policy = Arc::new(std::sync::RwLock::new(store.enforcement().policy().await?));
         let portal = Arc::new(std::sync::RwLock::new(portal));
         let instance = instance.to_string();
         let displaced = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -645,7 +646,7 @@ impl Application {
         if !displaced {
             // The next process under this name need not wait to see that this one is gone.
             let (name, instance) = &self.node;
-            if let Err(e) = self.store.leave_node(name, instance).await {
+            if let Err(e) = self.store.inventory().leave_node(name, instance).await {
                 tracing::warn!(error = %e, "could not record that this node stopped");
             }
         }
@@ -709,7 +710,7 @@ async fn claim_node(
     predecessor: Option<&str>,
 ) -> Result<(), StartupError> {
     let name = &config.node_name;
-    let Some(holder) = store.node_holder(name).await? else {
+    let Some(holder) = store.inventory().node_holder(name).await? else {
         return Ok(());
     };
     if kind == SourceKind::None && holder.has_cards {
@@ -728,7 +729,7 @@ async fn claim_node(
     let until = tokio::time::Instant::now() + watch;
     while tokio::time::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        match store.node_holder(name).await? {
+        match store.inventory().node_holder(name).await? {
             Some(now) if now.heartbeat_ms > holder.heartbeat_ms => {
                 return Err(StartupError::NodeInUse {
                     name: name.clone(),

@@ -543,7 +543,8 @@ pub async fn add_user(url: &str, username: &str, password: &str, role: Role) -> 
     let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, username)
         .detail("test");
     let user = store
-        .create_user(&new, &hash, &audit, chrono::Utc::now())
+        .accounts()
+        .create(&new, &hash, &audit, chrono::Utc::now())
         .await
         .expect("the user is created");
     store.close().await;

@@ -129,7 +129,7 @@ async fn the_cards_seen_are_recorded_in_the_database() {
     let store = lanes_server::store::Store::open(&app.database_url())
         .await
         .unwrap();
-    let known = store.known_gpus().await.unwrap();
+    let known = store.inventory().known_gpus().await.unwrap();
     assert_eq!(known.len(), 3);
     assert!(known.iter().all(|g| g.node == "testnode"));
     store.close().await;

@@ -234,7 +234,7 @@ async fn malformed_login_requests_get_a_json_400_and_store_nothing() {
     let store = lanes_server::store::Store::open(&app.database_url())
         .await
         .unwrap();
-    assert!(store.recent_audit(10).await.unwrap().is_empty());
+    assert!(store.audit_log().recent(10).await.unwrap().is_empty());
     store.close().await;
     app.stop().await;
 }
@@ -341,7 +341,7 @@ async fn behind_a_trusted_proxy_the_lockout_counts_the_forwarded_client_not_the_
     let store = lanes_server::store::Store::open(&app.database_url())
         .await
         .unwrap();
-    let audit = store.recent_audit(1).await.unwrap();
+    let audit = store.audit_log().recent(1).await.unwrap();
     assert_eq!(audit[0].remote_addr.as_deref(), Some("203.0.113.10"));
     store.close().await;
     app.stop().await;

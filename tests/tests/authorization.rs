@@ -468,7 +468,8 @@ async fn world() -> World {
         "user",
     );
     store
-        .update_user(user.id, &patch, None, &audit, chrono::Utc::now())
+        .accounts()
+        .update(user.id, &patch, None, &audit, chrono::Utc::now())
         .await
         .unwrap();
     store.close().await;

@@ -140,7 +140,7 @@ async fn a_backup_taken_under_write_load_restores_to_a_consistent_database() {
     let store = lanes_server::store::Store::open(&restored_url)
         .await
         .unwrap();
-    let lines = store.recent_audit(100_000).await.unwrap();
+    let lines = store.audit_log().recent(100_000).await.unwrap();
     assert!(
         lines
             .iter()

@@ -64,7 +64,7 @@ async fn setup(db: &TestDb, base: DateTime<Utc>) -> (Store, Vec<User>, Vec<Strin
             memory_total_bytes: 1 << 30,
         })
         .collect();
-    store.record_inventory("n1", &gpus, base).await.unwrap();
+    store.inventory().record("n1", &gpus, base).await.unwrap();
     let mut users = Vec::new();
     for name in ["ada", "bob"] {
         let new = NewUser {
@@ -75,7 +75,13 @@ async fn setup(db: &TestDb, base: DateTime<Utc>) -> (Store, Vec<User>, Vec<Strin
             role: Role::User,
         };
         let audit = AuditEntry::new(None, lanes_server::audit::AuditAction::UserCreate, name);
-        users.push(store.create_user(&new, "x", &audit, base).await.unwrap());
+        users.push(
+            store
+                .accounts()
+                .create(&new, "x", &audit, base)
+                .await
+                .unwrap(),
+        );
     }
     let quotas = Quotas {
         default: Quota {
@@ -90,7 +96,7 @@ async fn setup(db: &TestDb, base: DateTime<Utc>) -> (Store, Vec<User>, Vec<Strin
         lanes_server::audit::AuditAction::QuotaUpdate,
         "quotas",
     );
-    store.save_quotas(&quotas, &audit, base).await.unwrap();
+    store.quotas().save(&quotas, &audit, base).await.unwrap();
     (store, users, gpus.into_iter().map(|g| g.uuid).collect())
 }
 
@@ -180,20 +186,22 @@ async fn run(ops: Vec<Op>) -> Result<usize, String> {
                     enforce_quota: true,
                     lend: false,
                 };
-                if let Ok(b) = store.create_booking(&new, audit, now).await {
+                if let Ok(b) = store.bookings().create(&new, audit, now).await {
                     made.push(b.id);
                 }
             }
             Op::Cancel { pick } | Op::Release { pick } if !made.is_empty() => {
                 let _ = store
-                    .withdraw_booking(made[pick % made.len()], audit, now)
+                    .bookings()
+                    .withdraw(made[pick % made.len()], audit, now)
                     .await;
             }
             Op::Extend { pick, by } if !made.is_empty() => {
                 let id = made[pick % made.len()];
-                if let Ok(Some(b)) = store.booking(id, now).await {
+                if let Ok(Some(b)) = store.bookings().get(id, now).await {
                     let _ = store
-                        .extend_booking(id, b.end + Duration::hours(by), true, audit, now)
+                        .bookings()
+                        .extend(id, b.end + Duration::hours(by), true, audit, now)
                         .await;
                 }
             }
@@ -205,7 +213,7 @@ async fn run(ops: Vec<Op>) -> Result<usize, String> {
         include_cancelled: true,
         ..BookingFilter::default()
     };
-    let all = store.bookings(&filter, now).await.unwrap();
+    let all = store.bookings().list(&filter, now).await.unwrap();
     store.close().await;
     check(&all, base).map(|()| all.len())
 }

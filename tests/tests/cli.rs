@@ -202,10 +202,10 @@ async fn user_add_creates_the_first_admin_without_a_server_and_refuses_a_duplica
 
     let url = format!("sqlite://{}", data.join("lanes.db").display());
     let store = lanes_server::store::Store::open(&url).await.unwrap();
-    let ada = store.user_by_username("ada").await.unwrap().unwrap();
+    let ada = store.accounts().by_username("ada").await.unwrap().unwrap();
     assert_eq!(ada.role, lanes_server::accounts::Role::Admin);
     assert_eq!(ada.unix_user.as_deref(), Some("ada"));
-    let audit = store.recent_audit(10).await.unwrap();
+    let audit = store.audit_log().recent(10).await.unwrap();
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].action, "user.create");
     store.close().await;

@@ -20,10 +20,11 @@ async fn store_with_card(db: &TestDb) -> (Store, i64) {
         memory_total_bytes: 1 << 30,
     };
     store
-        .record_inventory("n1", &[card], chrono::Utc::now())
+        .inventory()
+        .record("n1", &[card], chrono::Utc::now())
         .await
         .unwrap();
-    let id = store.gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-A".to_string())];
+    let id = store.history().gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-A".to_string())];
     (store, id)
 }
 
@@ -75,7 +76,8 @@ async fn buckets(
     p: Plan,
 ) -> Vec<(i64, f64, f64, f64)> {
     store
-        .history(&[id], metric, from, to, p)
+        .history()
+        .read(&[id], metric, from, to, p)
         .await
         .unwrap()
         .remove(&id)
@@ -98,16 +100,19 @@ async fn minute_and_hour_rollups_keep_exact_min_mean_and_max_across_bucket_edges
         .filter(|t| **t < 3650)
         .map(|t| (id, reading(*t, util_at(*t))))
         .collect();
-    store.insert_readings(&first).await.unwrap();
+    store.history().insert_readings(&first).await.unwrap();
     // Written up to 3,650: minutes before 3,600 are whole, the one at 3,600 is not.
-    assert_eq!(store.roll_up(3530, 3650).await.unwrap().0, 3600);
+    assert_eq!(store.history().roll_up(3530, 3650).await.unwrap().0, 3600);
     let rest: Vec<(i64, Reading)> = ts
         .iter()
         .filter(|t| **t >= 3650)
         .map(|t| (id, reading(*t, util_at(*t))))
         .collect();
-    store.insert_readings(&rest).await.unwrap();
-    assert_eq!(store.roll_up(3650, 7300).await.unwrap(), (7260, 7200));
+    store.history().insert_readings(&rest).await.unwrap();
+    assert_eq!(
+        store.history().roll_up(3650, 7300).await.unwrap(),
+        (7260, 7200)
+    );
 
     let minutes = Plan {
         resolution: Resolution::Minute,
@@ -176,7 +181,7 @@ async fn what_is_not_rolled_up_yet_is_answered_from_raw_readings() {
     let (store, id) = store_with_card(&db).await;
     let ts: Vec<i64> = (100..290).filter(|t| t % 5 != 0).collect();
     let rows: Vec<(i64, Reading)> = ts.iter().map(|t| (id, reading(*t, util_at(*t)))).collect();
-    store.insert_readings(&rows).await.unwrap();
+    store.history().insert_readings(&rows).await.unwrap();
     let minutes = Plan {
         resolution: Resolution::Minute,
         bucket_s: 60,
@@ -194,7 +199,7 @@ async fn what_is_not_rolled_up_yet_is_answered_from_raw_readings() {
     );
     // Minutes up to 180 rolled up: those from the rollups, the rest still from readings, and
     // the figures are the same.
-    assert_eq!(store.roll_up(100, 200).await.unwrap().0, 180);
+    assert_eq!(store.history().roll_up(100, 200).await.unwrap().0, 180);
     assert_eq!(
         buckets(&store, id, Metric::Utilization, 60, 300, minutes).await,
         want
@@ -216,7 +221,7 @@ async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
         now - 1,
     ];
     let rows: Vec<(i64, Reading)> = ts.iter().map(|t| (id, reading(*t, 50))).collect();
-    store.insert_readings(&rows).await.unwrap();
+    store.history().insert_readings(&rows).await.unwrap();
     let raw = Plan {
         resolution: Resolution::Raw,
         bucket_s: 1,
@@ -230,12 +235,13 @@ async fn retention_removes_only_what_is_due_and_never_what_is_not_rolled_up() {
         }
     };
     // Nothing rolled up yet: nothing may go, whatever retention says.
-    store.prune_history(now, now, Some(now)).await.unwrap();
+    store.history().prune(now, now, Some(now)).await.unwrap();
     assert_eq!(count(raw).await, 5);
 
-    store.roll_up(0, now).await.unwrap();
+    store.history().roll_up(0, now).await.unwrap();
     store
-        .prune_history(now - 2 * 86_400, now - 2 * 86_400, None)
+        .history()
+        .prune(now - 2 * 86_400, now - 2 * 86_400, None)
         .await
         .unwrap();
     // Raw readings older than 48 h went; the one exactly 48 h old stays.
@@ -273,13 +279,13 @@ async fn a_query_answers_from_the_resolution_its_range_needs() {
     let uuid = viewer.gpus().await.unwrap()[0].info.uuid.clone();
     // Ten days ago, two hours of readings at 60 % written straight to the store.
     let store = Store::open(&app.database_url()).await.unwrap();
-    let id = store.gpu_ids().await.unwrap()[&("testnode".to_string(), uuid.clone())];
+    let id = store.history().gpu_ids().await.unwrap()[&("testnode".to_string(), uuid.clone())];
     let start = chrono::Utc::now().timestamp() / 3600 * 3600 - 10 * 86_400;
     let rows: Vec<(i64, Reading)> = (start..start + 7200)
         .map(|t| (id, reading(t, 60)))
         .collect();
-    store.insert_readings(&rows).await.unwrap();
-    store.roll_up(start, start + 7200).await.unwrap();
+    store.history().insert_readings(&rows).await.unwrap();
+    store.history().roll_up(start, start + 7200).await.unwrap();
     store.close().await;
 
     let at = |t: i64| chrono::DateTime::from_timestamp(t, 0);
@@ -438,12 +444,14 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
         ..second.clone()
     };
     store
-        .record_inventory("n1", &[first, second], chrono::Utc::now())
+        .inventory()
+        .record("n1", &[first, second], chrono::Utc::now())
         .await
         .unwrap();
-    let b = store.gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-B".to_string())];
+    let b = store.history().gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-B".to_string())];
     let owner = store
-        .create_user(
+        .accounts()
+        .create(
             &NewUser {
                 username: "ada".into(),
                 display_name: "Ada".into(),
@@ -461,7 +469,8 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
     let t0 = chrono::Utc::now().timestamp() / 3600 * 3600 - 86_400;
     let at = |t: i64| chrono::DateTime::from_timestamp(t, 0).unwrap();
     let booking = store
-        .create_booking(
+        .bookings()
+        .create(
             &NewBooking {
                 owner,
                 cards: CardChoice::Named(vec!["GPU-A".into(), "GPU-B".into()]),
@@ -484,9 +493,10 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
     rows.extend((t0..t0 + 1800).map(|t| (b, reading(t, 100))));
     // Readings outside the slot do not count.
     rows.extend((t0 - 600..t0).map(|t| (a, reading(t, 100))));
-    store.insert_readings(&rows).await.unwrap();
-    store.roll_up(t0 - 600, t0 + 7300).await.unwrap();
+    store.history().insert_readings(&rows).await.unwrap();
+    store.history().roll_up(t0 - 600, t0 + 7300).await.unwrap();
     let used = store
+        .reports()
         .booking_card_use(t0 - 3600, t0 + 3 * 3600, 5, Resolution::Minute, 1.0)
         .await
         .unwrap()[&booking.id];
@@ -502,6 +512,7 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
     assert_eq!(used.peak_memory_mib, Some(1000));
     // The same figures from hour buckets: B's hour counts for the half hour it was read.
     let hourly = store
+        .reports()
         .booking_card_use(t0 - 3600, t0 + 3 * 3600, 5, Resolution::Hour, 1.0)
         .await
         .unwrap()[&booking.id];
@@ -509,6 +520,7 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
     assert!((hourly.idle_hours - 1.0).abs() < 1e-9, "{hourly:?}");
     // A period that cuts the slot in half counts only its half: A's busy hour.
     let half = store
+        .reports()
         .booking_card_use(t0, t0 + 3600, 5, Resolution::Minute, 1.0)
         .await
         .unwrap()[&booking.id];
@@ -524,6 +536,7 @@ async fn the_last_reading_of_a_second_is_kept_whether_it_came_in_the_same_batch_
     let (store, id) = store_with_card(&db).await;
     // Polls faster than once a second give several readings of one second in one batch.
     store
+        .history()
         .insert_readings(&[
             (id, reading(100, 10)),
             (id, reading(100, 90)),
@@ -538,6 +551,7 @@ async fn the_last_reading_of_a_second_is_kept_whether_it_came_in_the_same_batch_
     let got = buckets(&store, id, Metric::Utilization, 100, 102, raw).await;
     assert_eq!(got, vec![(100, 90.0, 90.0, 90.0), (101, 5.0, 5.0, 5.0)]);
     store
+        .history()
         .insert_readings(&[(id, reading(100, 40))])
         .await
         .unwrap();

@@ -28,7 +28,7 @@ async fn a_job_runs_under_its_bookings_mask_as_its_user_and_its_log_shows_it() {
     let job = owner
         .submit(booking.id, &["/bin/sh", "-c", "id -u; env | sort"])
         .await;
-    assert_eq!(job.state, JobState::WaitingForSlot);
+    assert_eq!(job.state, JobState::Queued);
     let done = owner.finished(job.id, 10).await;
     assert_eq!(
         (done.state, done.exit_code),

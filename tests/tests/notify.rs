@@ -305,6 +305,7 @@ async fn a_reminder_comes_at_its_time_and_its_link_works_once() {
         .unwrap();
     let now = Utc::now();
     let ids = store
+        .outbox()
         .enqueue(
             &[lanes_server::store::NewMessage {
                 user_id: Some(ada.client().me().await.unwrap().id),
@@ -320,7 +321,8 @@ async fn a_reminder_comes_at_its_time_and_its_link_works_once() {
         .unwrap();
     let (secret, hash) = lanes_server::accounts::session::new_secret().unwrap();
     store
-        .replace_links(
+        .links()
+        .replace(
             ids[0],
             &[lanes_server::store::NewLink {
                 token_hash: hash,

@@ -322,7 +322,7 @@ async fn a_lab_moved_from_sqlite_to_postgres_finds_everything_and_old_secrets_st
     // The audit log as the old server left it (stopping writes nothing to it).
     let audit_before = {
         let store = lanes_server::store::Store::open(&sqlite).await.unwrap();
-        let lines = store.recent_audit(1_000).await.unwrap();
+        let lines = store.audit_log().recent(1_000).await.unwrap();
         store.close().await;
         lines
     };

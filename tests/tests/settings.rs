@@ -106,14 +106,15 @@ async fn an_open_dashboard_shows_anonymous_viewers_the_cards_without_process_own
         .await
         .unwrap();
     let changes = store
-        .recent_audit(20)
+        .audit_log()
+        .recent(20)
         .await
         .unwrap()
         .into_iter()
         .filter(|a| a.action == "settings.update")
         .count();
     assert_eq!(changes, 2);
-    assert!(!store.portal_settings().await.unwrap().anonymous_dashboard);
+    assert!(!store.settings().portal().await.unwrap().anonymous_dashboard);
     store.close().await;
     app.stop().await;
 }

@@ -28,6 +28,7 @@ use crate::query::{
 };
 use crate::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
 use crate::report::{BookingEnergyNow, UsageReport};
+pub use crate::rule::Rule;
 use crate::{GpuState, HealthReport, NodeState};
 use serde::{Deserialize, Serialize};
 
@@ -39,7 +40,7 @@ pub struct ErrorBody {
     pub code: String,
     /// 422: the rule the request broke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
+    pub rule: Option<Rule>,
     pub message: String,
     /// 409: the cards already held for part of the slot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

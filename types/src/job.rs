@@ -7,14 +7,11 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
-    /// A queue job waiting for the scheduler to give it cards. On the wire `pending` (the API
-    /// keeps its names; the variants say what each state is, so the two are not confused).
-    #[serde(rename = "pending")]
-    WaitingForCards,
+    /// A queue job waiting for the scheduler to give it cards.
+    Pending,
     /// A job that has its cards and waits for its booking's slot to start (for a queue job
-    /// started by the scheduler: about to run). On the wire `queued`.
-    #[serde(rename = "queued")]
-    WaitingForSlot,
+    /// started by the scheduler: about to run).
+    Queued,
     Running,
     /// Ended by itself (`exit_code` says how).
     Exited,
@@ -33,8 +30,8 @@ pub enum JobState {
 impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
-            JobState::WaitingForCards => "pending",
-            JobState::WaitingForSlot => "queued",
+            JobState::Pending => "pending",
+            JobState::Queued => "queued",
             JobState::Running => "running",
             JobState::Exited => "exited",
             JobState::Killed => "killed",
@@ -48,7 +45,7 @@ impl JobState {
     pub fn is_over(self) -> bool {
         !matches!(
             self,
-            JobState::WaitingForCards | JobState::WaitingForSlot | JobState::Running
+            JobState::Pending | JobState::Queued | JobState::Running
         )
     }
 }
@@ -57,8 +54,8 @@ impl std::str::FromStr for JobState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s {
-            "pending" => JobState::WaitingForCards,
-            "queued" => JobState::WaitingForSlot,
+            "pending" => JobState::Pending,
+            "queued" => JobState::Queued,
             "running" => JobState::Running,
             "exited" => JobState::Exited,
             "killed" => JobState::Killed,

@@ -17,6 +17,7 @@ pub mod notify;
 pub mod query;
 pub mod queue;
 pub mod report;
+pub mod rule;
 pub mod units;
 
 use serde::{Deserialize, Serialize};

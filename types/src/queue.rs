@@ -22,8 +22,8 @@ pub enum QueueState {
 impl QueueState {
     pub fn of(job: &Job) -> Self {
         match job.state {
-            JobState::WaitingForCards => QueueState::Pending,
-            JobState::WaitingForSlot | JobState::Running => QueueState::Running,
+            JobState::Pending => QueueState::Pending,
+            JobState::Queued | JobState::Running => QueueState::Running,
             JobState::Exited if job.exit_code == Some(0) => QueueState::Completed,
             JobState::Cancelled => QueueState::Cancelled,
             JobState::TimedOut => QueueState::TimedOut,

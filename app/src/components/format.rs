@@ -43,59 +43,14 @@ pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
 /// `t` written with a strftime `pattern` from the translation files, weekday and month names
 /// (`%a %A %b %B`) in the page's language.
 pub fn dated(t: chrono::DateTime<chrono::FixedOffset>, pattern: &str) -> String {
-    dated_in(t, pattern, crate::i18n::locale())
+    crate::dates::dated_in(t, pattern, crate::i18n::locale())
 }
 
-/// [`dated`] in `locale`, for any zone: the server's mail writes its times with it.
-pub fn dated_in<Tz: chrono::TimeZone>(
-    t: chrono::DateTime<Tz>,
-    pattern: &str,
-    locale: crate::i18n::Locale,
-) -> String
-where
-    Tz::Offset: std::fmt::Display,
-{
-    use crate::i18n::i18n::td_string;
-    use chrono::Datelike;
-    let name = |list: &str, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
-    let (day, month) = (
-        t.weekday().num_days_from_monday() as usize,
-        t.month0() as usize,
-    );
-    let pattern = pattern
-        .replace("%A", &name(td_string!(locale, date.weekdays_long), day))
-        .replace("%a", &name(td_string!(locale, date.weekdays_short), day))
-        .replace("%B", &name(td_string!(locale, date.months_long), month))
-        .replace("%b", &name(td_string!(locale, date.months_short), month));
-    t.format(&pattern).to_string()
-}
-
-/// A span of seconds in the two largest units ("2 h 30 min", "45 s", "3 d 4 h").
-pub fn span(seconds: i64) -> String {
-    let s = seconds.max(0);
-    let (d, h, m) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60);
-    match (d, h, m) {
-        (0, 0, 0) => tr!(span.s, n = s),
-        (0, 0, m) => tr!(span.min, n = m),
-        (0, h, 0) => tr!(span.h, n = h),
-        (0, h, m) => tr!(span.h_min, h, m),
-        (d, 0, _) => tr!(span.d, n = d),
-        (d, h, _) => tr!(span.d_h, d, h),
-    }
-}
+pub use crate::dates::span;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spans_use_their_two_largest_units() {
-        assert_eq!(span(45), "45 s");
-        assert_eq!(span(600), "10 min");
-        assert_eq!(span(9_000), "2 h 30 min");
-        assert_eq!(span(7_200), "2 h");
-        assert_eq!(span(3 * 86_400 + 4 * 3_600 + 59), "3 d 4 h");
-    }
 
     #[test]
     fn moments_are_shown_to_the_minute_in_the_viewers_zone() {

@@ -9,31 +9,79 @@ use lanes_types::booking::{Quota, QuotaUse, Quotas};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-/// Field names of a quota row, in table order, with their column titles.
-pub const FIELDS: [&str; 5] = [
-    "max_gpus",
-    "gpu_hours_per_week",
-    "max_booking_hours",
-    "max_days_ahead",
-    "max_upcoming",
-];
+/// A quota's limits, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    MaxGpus,
+    GpuHoursPerWeek,
+    MaxBookingHours,
+    MaxDaysAhead,
+    MaxUpcoming,
+}
 
-/// A limit's column title.
-pub fn field_title(key: &str) -> &'static str {
-    match key {
-        "max_gpus" => tr!(quota_field.max_gpus),
-        "gpu_hours_per_week" => tr!(quota_field.gpu_hours_per_week),
-        "max_booking_hours" => tr!(quota_field.max_booking_hours),
-        "max_days_ahead" => tr!(quota_field.max_days_ahead),
-        _ => tr!(quota_field.max_upcoming),
+impl Field {
+    pub const ALL: [Field; 5] = [
+        Field::MaxGpus,
+        Field::GpuHoursPerWeek,
+        Field::MaxBookingHours,
+        Field::MaxDaysAhead,
+        Field::MaxUpcoming,
+    ];
+
+    /// Its name in the API (and in the editor's input names).
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::MaxGpus => "max_gpus",
+            Field::GpuHoursPerWeek => "gpu_hours_per_week",
+            Field::MaxBookingHours => "max_booking_hours",
+            Field::MaxDaysAhead => "max_days_ahead",
+            Field::MaxUpcoming => "max_upcoming",
+        }
+    }
+
+    /// Its column title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Field::MaxGpus => tr!(quota_field.max_gpus),
+            Field::GpuHoursPerWeek => tr!(quota_field.gpu_hours_per_week),
+            Field::MaxBookingHours => tr!(quota_field.max_booking_hours),
+            Field::MaxDaysAhead => tr!(quota_field.max_days_ahead),
+            Field::MaxUpcoming => tr!(quota_field.max_upcoming),
+        }
     }
 }
 
-/// One editable line: a scope (`default`, `group`, `user`), its name, and each limit as typed
-/// (empty: no limit here).
+/// Whom a quota row limits: everyone (the default), a group's members together, or one user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Default,
+    Group,
+    User,
+}
+
+impl Scope {
+    /// Its name in the editor's form values.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Scope::Default => "default",
+            Scope::Group => "group",
+            Scope::User => "user",
+        }
+    }
+
+    /// "user" or "group", in the page's language.
+    fn name(self) -> &'static str {
+        match self {
+            Scope::Group => tr!(quotas.scope_group),
+            Scope::User | Scope::Default => tr!(quotas.scope_user),
+        }
+    }
+}
+
+/// One editable line: a scope, its name, and each limit as typed (empty: no limit here).
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuotaRow {
-    pub scope: String,
+    pub scope: Scope,
     pub name: String,
     pub fields: [String; 5],
 }
@@ -42,9 +90,9 @@ fn text<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn row(scope: &str, name: &str, q: &Quota) -> QuotaRow {
+fn row(scope: Scope, name: &str, q: &Quota) -> QuotaRow {
     QuotaRow {
-        scope: scope.into(),
+        scope,
         name: name.into(),
         fields: [
             text(q.max_gpus),
@@ -57,9 +105,9 @@ fn row(scope: &str, name: &str, q: &Quota) -> QuotaRow {
 }
 
 pub fn quota_rows(quotas: &Quotas) -> Vec<QuotaRow> {
-    let mut rows = vec![row("default", "", &quotas.default)];
-    rows.extend(quotas.groups.iter().map(|(g, q)| row("group", g, q)));
-    rows.extend(quotas.users.iter().map(|(u, q)| row("user", u, q)));
+    let mut rows = vec![row(Scope::Default, "", &quotas.default)];
+    rows.extend(quotas.groups.iter().map(|(g, q)| row(Scope::Group, g, q)));
+    rows.extend(quotas.users.iter().map(|(u, q)| row(Scope::User, u, q)));
     rows
 }
 
@@ -67,14 +115,9 @@ pub fn quota_rows(quotas: &Quotas) -> Vec<QuotaRow> {
 pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
     let mut quotas = Quotas::default();
     for r in rows {
-        let who = if r.scope == "default" {
-            tr!(quotas.the_default).to_string()
-        } else {
-            tr!(
-                quotas.who,
-                scope = scope_name(&r.scope),
-                name = r.name.clone()
-            )
+        let who = match r.scope {
+            Scope::Default => tr!(quotas.the_default).to_string(),
+            scope => tr!(quotas.who, scope = scope.name(), name = r.name.clone()),
         };
         let whole = |i: usize| -> Result<Option<u32>, String> {
             let t = r.fields[i].trim();
@@ -85,7 +128,7 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
                 tr!(
                     quotas.whole,
                     who = who.clone(),
-                    field = field_title(FIELDS[i])
+                    field = Field::ALL[i].title()
                 )
             })
         };
@@ -99,7 +142,7 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
                 _ => Err(tr!(
                     quotas.real,
                     who = who.clone(),
-                    field = field_title(FIELDS[i])
+                    field = Field::ALL[i].title()
                 )),
             }
         };
@@ -111,29 +154,18 @@ pub fn rows_to_quotas(rows: &[QuotaRow]) -> Result<Quotas, String> {
             max_upcoming: whole(4)?,
         };
         let name = r.name.trim().to_string();
-        match r.scope.as_str() {
-            "default" => quotas.default = quota,
-            _ if name.is_empty() => {
-                return Err(tr!(quotas.needs_name, scope = scope_name(&r.scope)))
-            }
-            "group" => {
+        match r.scope {
+            Scope::Default => quotas.default = quota,
+            scope if name.is_empty() => return Err(tr!(quotas.needs_name, scope = scope.name())),
+            Scope::Group => {
                 quotas.groups.insert(name, quota);
             }
-            _ => {
+            Scope::User => {
                 quotas.users.insert(name, quota);
             }
         }
     }
     Ok(quotas)
-}
-
-/// "user" or "group", in the page's language.
-fn scope_name(scope: &str) -> &'static str {
-    if scope == "group" {
-        tr!(quotas.scope_group)
-    } else {
-        tr!(quotas.scope_user)
-    }
 }
 
 fn of(used: String, limit: Option<String>) -> String {
@@ -177,7 +209,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
     };
     let error = RwSignal::new(None::<String>);
     let notice = RwSignal::new(None::<String>);
-    let new_scope = RwSignal::new("user".to_string());
+    let new_scope = RwSignal::new(Scope::User);
     let new_name = RwSignal::new(String::new());
     let save = move |_| {
         let wanted = match rows_to_quotas(&untrack(rows)) {
@@ -229,7 +261,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                             <td>
                                 <input
                                     class="num"
-                                    name=format!("{}-{}-{}", r.scope, r.name, FIELDS[j])
+                                    name=format!("{}-{}-{}", r.scope.slug(), r.name, Field::ALL[j].key())
                                     placeholder="—"
                                     value=r.fields[j].clone()
                                     on:change=move |ev| {
@@ -243,12 +275,11 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                         }
                     })
                     .collect_view();
-                let label = if r.scope == "default" {
-                    tr!(quotas.default_everyone).to_string()
-                } else {
-                    tr!(quotas.who, scope = scope_name(&r.scope), name = r.name.clone())
+                let label = match r.scope {
+                    Scope::Default => tr!(quotas.default_everyone).to_string(),
+                    scope => tr!(quotas.who, scope = scope.name(), name = r.name.clone()),
                 };
-                let removable = r.scope != "default";
+                let removable = r.scope != Scope::Default;
                 view! {
                     <tr>
                         <td class="nowrap">{label}</td>
@@ -273,7 +304,7 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                 <thead>
                     <tr>
                         <th>{tr!(quotas.applies_to)}</th>
-                        {FIELDS.iter().map(|key| view! { <th>{field_title(key)}</th> }).collect_view()}
+                        {Field::ALL.iter().map(|field| view! { <th>{field.title()}</th> }).collect_view()}
                         <th></th>
                     </tr>
                 </thead>
@@ -282,9 +313,11 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                 </tbody>
             </table>
             <div class="inline">
-                <select aria-label=tr!(quotas.for_a_user_or_a_group) on:change=move |ev| new_scope.set(event_target_value(&ev))>
-                    <option value="user" selected>{tr!(quotas.user)}</option>
-                    <option value="group">{tr!(quotas.group)}</option>
+                <select aria-label=tr!(quotas.for_a_user_or_a_group) on:change=move |ev| {
+                    new_scope.set(if event_target_value(&ev) == Scope::Group.slug() { Scope::Group } else { Scope::User })
+                }>
+                    <option value=Scope::User.slug() selected>{tr!(quotas.user)}</option>
+                    <option value=Scope::Group.slug()>{tr!(quotas.group)}</option>
                 </select>
                 <input
                     placeholder=tr!(quotas.username_or_group_name)

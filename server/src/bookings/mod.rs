@@ -1,25 +1,27 @@
 //! Bookings: who holds which cards when. The rules here are plain Rust with no I/O: slot
 //! validation and states (`rules`), fairness quotas (`quota`), choosing cards for an "any N"
-//! request (`pick`), and finding the earliest free windows (`find`). The store runs them inside the write transaction that inserts.
+//! request (`pick`), finding the earliest free windows (`find`), and each write's decisions
+//! (`plan`), which the bookings repository calls between reading and writing, inside its
+//! transaction.
 
 pub mod find;
 pub mod pick;
+pub mod plan;
 pub mod quota;
 pub mod rules;
 
 pub use lanes_types::booking::{Booking, BookingState, GpuRef, Quota, Quotas};
+pub use lanes_types::rule::Rule;
 
 /// Why a booking operation did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum BookingError {
-    /// Against a rule of slots or requests; `rule` names it for the API, `args` are the
-    /// values its sentence names (for saying it in the caller's language).
+    /// A slot against the rules of slots (its own sentences, in every language).
+    #[error(transparent)]
+    Slot(#[from] rules::InvalidSlot),
+    /// Against another rule of requests; `message` says it in English only.
     #[error("{message}")]
-    Invalid {
-        rule: &'static str,
-        message: String,
-        args: Vec<(&'static str, String)>,
-    },
+    Invalid { rule: Rule, message: String },
     /// Over a quota.
     #[error(transparent)]
     Quota(#[from] quota::Refusal),
@@ -36,33 +38,20 @@ pub enum BookingError {
 }
 
 impl BookingError {
-    pub fn invalid(rule: &'static str, message: impl Into<String>) -> Self {
+    pub fn invalid(rule: Rule, message: impl Into<String>) -> Self {
         BookingError::Invalid {
             rule,
             message: message.into(),
-            args: Vec::new(),
         }
     }
-}
 
-impl From<rules::InvalidSlot> for BookingError {
-    fn from(e: rules::InvalidSlot) -> Self {
-        let rule = match e {
-            rules::InvalidSlot::EndNotAfterStart => "end_after_start",
-            rules::InvalidSlot::StartInPast => "start_not_in_past",
-            rules::InvalidSlot::NotLonger => "extend_later",
-            rules::InvalidSlot::NotExtendable => "extend_live_only",
-            rules::InvalidSlot::BeyondHorizon(_) => "horizon",
-            rules::InvalidSlot::OutOfRange => "time_range",
-        };
-        let args = match e {
-            rules::InvalidSlot::BeyondHorizon(days) => vec![("days", days.to_string())],
-            _ => Vec::new(),
-        };
-        BookingError::Invalid {
-            rule,
-            message: e.to_string(),
-            args,
+    /// The rule it breaks, if it is against one.
+    pub fn rule(&self) -> Option<Rule> {
+        match self {
+            BookingError::Slot(slot) => Some(slot.rule()),
+            BookingError::Invalid { rule, .. } => Some(*rule),
+            BookingError::Quota(refusal) => Some(refusal.rule()),
+            BookingError::Conflict { .. } | BookingError::NotFound => None,
         }
     }
 }
@@ -106,27 +95,30 @@ pub fn check_request(
     rules::check_end(new.end, now, horizon_days)?;
     if new.note.chars().count() > MAX_NOTE {
         return Err(BookingError::invalid(
-            "note_length",
+            Rule::NoteLength,
             format!("the note must be at most {MAX_NOTE} characters"),
         ));
     }
     match &new.cards {
         CardChoice::Named(uuids) if uuids.is_empty() || uuids.len() > MAX_CARDS => Err(
-            BookingError::invalid("gpus", format!("name 1 to {MAX_CARDS} GPUs")),
+            BookingError::invalid(Rule::Gpus, format!("name 1 to {MAX_CARDS} GPUs")),
         ),
         CardChoice::Named(uuids) => {
             let mut seen = std::collections::BTreeSet::new();
             match uuids.iter().find(|u| !seen.insert(u.as_str())) {
                 Some(dup) => Err(BookingError::invalid(
-                    "gpus",
+                    Rule::Gpus,
                     format!("GPU {dup} is named twice"),
                 )),
                 None => Ok(()),
             }
         }
-        CardChoice::Any(0) => Err(BookingError::invalid("count", "count must be at least 1")),
+        CardChoice::Any(0) => Err(BookingError::invalid(
+            Rule::Count,
+            "count must be at least 1",
+        )),
         CardChoice::Any(n) if *n as usize > MAX_CARDS => Err(BookingError::invalid(
-            "count",
+            Rule::Count,
             format!("count must be at most {MAX_CARDS}"),
         )),
         CardChoice::Any(_) => Ok(()),

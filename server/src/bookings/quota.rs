@@ -8,6 +8,7 @@
 
 use super::{Quota, Quotas};
 use chrono::{DateTime, Duration, Utc};
+use lanes_types::rule::Rule;
 
 /// A booking as quotas see it: a slot and how many cards it books.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,17 +43,106 @@ pub fn week() -> Duration {
     Duration::days(7)
 }
 
-/// Why a booking was refused: the rule (as named in the API) and a sentence with the limit,
-/// the use and the request.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct Refusal {
-    pub rule: &'static str,
-    pub message: String,
-    /// The values the sentence names (`group` is empty for the user's own limit), for saying
-    /// it in the caller's language.
-    pub args: Vec<(&'static str, String)>,
+/// Why a booking was refused: the limit it would break, with the use and the request, typed.
+/// `group` is the limited group's name, `None` for the member's own limit. Its `Display` is
+/// the English sentence; pages and the API say it in the caller's language from the fields.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    /// The booking is `hours` long; the longest allowed is `max`.
+    BookingHours { hours: f64, max: f64 },
+    /// The booking ends `days` from now; bookings may end up to `max` days ahead.
+    DaysAhead { days: f64, max: f64 },
+    /// The holder would hold `peak` GPUs at `at`; its limit is `max`.
+    Gpus {
+        group: Option<String>,
+        peak: u32,
+        at: String,
+        max: u32,
+    },
+    /// The holder would use `hours` GPU-hours in the 7 days from `from`; its limit is `max`.
+    GpuHours {
+        group: Option<String>,
+        hours: f64,
+        from: String,
+        max: f64,
+    },
+    /// The holder would have `upcoming` upcoming bookings; its limit is `max`.
+    Upcoming {
+        group: Option<String>,
+        upcoming: u32,
+        max: u32,
+    },
 }
+
+impl Refusal {
+    /// The rule it breaks, as the API names it.
+    pub fn rule(&self) -> Rule {
+        match self {
+            Refusal::BookingHours { .. } => Rule::MaxBookingHours,
+            Refusal::DaysAhead { .. } => Rule::MaxDaysAhead,
+            Refusal::Gpus { .. } => Rule::MaxGpus,
+            Refusal::GpuHours { .. } => Rule::GpuHoursPerWeek,
+            Refusal::Upcoming { .. } => Rule::MaxUpcoming,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let holder = |group: &Option<String>| match group {
+            None => ("you".to_string(), "your"),
+            Some(name) => (format!("group {name}"), "its"),
+        };
+        match self {
+            Refusal::BookingHours { hours, max } => write!(
+                f,
+                "the booking is {hours:.1} h long; your longest allowed is {max} h"
+            ),
+            Refusal::DaysAhead { days, max } => write!(
+                f,
+                "the booking ends {days:.1} days from now; you may book up to {max} days ahead"
+            ),
+            Refusal::Gpus {
+                group,
+                peak,
+                at,
+                max,
+            } => {
+                let (whose, limit_of) = holder(group);
+                write!(
+                    f,
+                    "{whose} would hold {peak} GPUs at {at}; {limit_of} limit is {max}"
+                )
+            }
+            Refusal::GpuHours {
+                group,
+                hours,
+                from,
+                max,
+            } => {
+                let (whose, limit_of) = holder(group);
+                write!(
+                    f,
+                    "{whose} would use {hours:.1} GPU-hours in the 7 days from {from}; \
+                     {limit_of} limit is {max}"
+                )
+            }
+            Refusal::Upcoming {
+                group,
+                upcoming,
+                max,
+            } => {
+                let (whose, limit_of) = holder(group);
+                write!(
+                    f,
+                    "{whose} would have {upcoming} upcoming bookings; {limit_of} limit is {max}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
 
 /// One of the requesting user's groups: its limits and every member's holds (the user's
 /// included).
@@ -149,94 +239,57 @@ pub fn check(
 ) -> Result<(), Refusal> {
     if let Some(max) = limits.max_booking_hours {
         if request.hours() > max + 1e-9 {
-            return Err(Refusal {
-                rule: "max_booking_hours",
-                message: format!(
-                    "the booking is {:.1} h long; your longest allowed is {max} h",
-                    request.hours()
-                ),
-                args: vec![
-                    ("hours", format!("{:.1}", request.hours())),
-                    ("max", max.to_string()),
-                ],
+            return Err(Refusal::BookingHours {
+                hours: request.hours(),
+                max,
             });
         }
     }
     if let Some(max) = limits.max_days_ahead {
         let ahead = (request.end - now).num_milliseconds() as f64 / 86_400_000.0;
         if ahead > max + 1e-9 {
-            return Err(Refusal {
-                rule: "max_days_ahead",
-                message: format!(
-                    "the booking ends {ahead:.1} days from now; you may book up to {max} days ahead"
-                ),
-                args: vec![("days", format!("{ahead:.1}")), ("max", max.to_string())],
-            });
+            return Err(Refusal::DaysAhead { days: ahead, max });
         }
     }
-    let total_use = |holds: &[BookedSlot], quota: &Quota, who: &str| -> Result<(), Refusal> {
-        let (whose, limit_of) = if who.is_empty() {
-            ("you".to_string(), "your".to_string())
-        } else {
-            (format!("group {who}"), "its".to_string())
-        };
+    let total_use = |holds: &[BookedSlot], quota: &Quota, group: Option<&str>| {
+        let group = || group.map(str::to_string);
         if let Some(max) = quota.max_gpus {
             let (peak, at) = peak_gpus(holds, request);
             if peak > max {
-                return Err(Refusal {
-                    rule: "max_gpus",
-                    message: format!(
-                        "{whose} would hold {peak} GPUs at {}; {limit_of} limit is {max}",
-                        when(at)
-                    ),
-                    args: vec![
-                        ("group", who.to_string()),
-                        ("peak", peak.to_string()),
-                        ("at", when(at)),
-                        ("max", max.to_string()),
-                    ],
+                return Err(Refusal::Gpus {
+                    group: group(),
+                    peak,
+                    at: when(at),
+                    max,
                 });
             }
         }
         if let Some(max) = quota.gpu_hours_per_week {
             let (hours, from) = peak_week_hours(holds, request);
             if hours > max + 1e-9 {
-                return Err(Refusal {
-                    rule: "gpu_hours_per_week",
-                    message: format!(
-                        "{whose} would use {hours:.1} GPU-hours in the 7 days from {}; {limit_of} limit is {max}",
-                        when(from)
-                    ),
-                    args: vec![
-                        ("group", who.to_string()),
-                        ("hours", format!("{hours:.1}")),
-                        ("from", when(from)),
-                        ("max", max.to_string()),
-                    ],
+                return Err(Refusal::GpuHours {
+                    group: group(),
+                    hours,
+                    from: when(from),
+                    max,
                 });
             }
         }
         if let (Some(max), true) = (quota.max_upcoming, request.start > now) {
             let upcoming = holds.iter().filter(|h| h.start > now).count() as u32 + 1;
             if upcoming > max {
-                return Err(Refusal {
-                    rule: "max_upcoming",
-                    message: format!(
-                        "{whose} would have {upcoming} upcoming bookings; {limit_of} limit is {max}"
-                    ),
-                    args: vec![
-                        ("group", who.to_string()),
-                        ("upcoming", upcoming.to_string()),
-                        ("max", max.to_string()),
-                    ],
+                return Err(Refusal::Upcoming {
+                    group: group(),
+                    upcoming,
+                    max,
                 });
             }
         }
         Ok(())
     };
-    total_use(mine, limits, "")?;
+    total_use(mine, limits, None)?;
     for group in groups {
-        total_use(group.holds, group.limits, group.name)?;
+        total_use(group.holds, group.limits, Some(group.name))?;
     }
     Ok(())
 }
@@ -286,9 +339,9 @@ mod tests {
         let limits = limit(|q| q.max_gpus = Some(4));
         let mine = [hold(10, 20, 2), hold(14, 16, 2)];
         let err = check(&limits, &mine, &[], &hold(12, 18, 2), t(0)).unwrap_err();
-        assert_eq!(err.rule, "max_gpus");
+        assert_eq!(err.rule(), Rule::MaxGpus);
         assert_eq!(
-            err.message,
+            err.to_string(),
             format!("you would hold 6 GPUs at {}; your limit is 4", when(t(14)))
         );
         // Back to back with the peak is fine.
@@ -301,11 +354,11 @@ mod tests {
         // 30 GPU-hours on day 0; another 20 on day 6 is over, on day 8 it is not.
         let mine = [hold(0, 15, 2)];
         let err = check(&limits, &mine, &[], &hold(6 * 24, 6 * 24 + 10, 2), t(0)).unwrap_err();
-        assert_eq!(err.rule, "gpu_hours_per_week");
+        assert_eq!(err.rule(), Rule::GpuHoursPerWeek);
         assert!(
-            err.message.contains("would use 50.0 GPU-hours"),
+            err.to_string().contains("would use 50.0 GPU-hours"),
             "{}",
-            err.message
+            err
         );
         assert!(check(&limits, &mine, &[], &hold(8 * 24, 8 * 24 + 10, 2), t(0)).is_ok());
     }
@@ -318,16 +371,16 @@ mod tests {
             q.max_upcoming = Some(2);
         });
         let rule = |mine: &[BookedSlot], r: BookedSlot| {
-            check(&limits, mine, &[], &r, t(0)).err().map(|e| e.rule)
+            check(&limits, mine, &[], &r, t(0)).err().map(|e| e.rule())
         };
-        assert_eq!(rule(&[], hold(1, 10, 1)), Some("max_booking_hours"));
+        assert_eq!(rule(&[], hold(1, 10, 1)), Some(Rule::MaxBookingHours));
         assert_eq!(
             rule(&[], hold(15 * 24, 15 * 24 + 1, 1)),
-            Some("max_days_ahead")
+            Some(Rule::MaxDaysAhead)
         );
         assert_eq!(
             rule(&[hold(1, 2, 1), hold(3, 4, 1)], hold(5, 6, 1)),
-            Some("max_upcoming")
+            Some(Rule::MaxUpcoming)
         );
         assert_eq!(rule(&[hold(1, 2, 1)], hold(5, 6, 1)), None);
     }
@@ -343,9 +396,10 @@ mod tests {
         }];
         let err = check(&Quota::default(), &[], &groups, &hold(5, 6, 2), t(0)).unwrap_err();
         assert!(
-            err.message.starts_with("group vision would hold 9 GPUs"),
+            err.to_string()
+                .starts_with("group vision would hold 9 GPUs"),
             "{}",
-            err.message
+            err
         );
         assert!(check(&Quota::default(), &[], &groups, &hold(5, 6, 1), t(0)).is_ok());
     }

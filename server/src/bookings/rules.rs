@@ -1,7 +1,7 @@
 //! Slots and their states. A slot is the half-open interval `[start, end)`: one that ends at
 //! 14:00 and one that starts at 14:00 do not overlap.
 
-use super::BookingState;
+use super::{BookingState, Rule};
 use chrono::{DateTime, Duration, Utc};
 
 /// How far in the past a start may lie and still count as "now" (clocks differ a little, and
@@ -25,6 +25,20 @@ pub enum InvalidSlot {
     BeyondHorizon(u32),
     #[error("times must lie between 1970 and 9999")]
     OutOfRange,
+}
+
+impl InvalidSlot {
+    /// The rule it breaks, as the API names it.
+    pub fn rule(&self) -> Rule {
+        match self {
+            InvalidSlot::EndNotAfterStart => Rule::EndAfterStart,
+            InvalidSlot::StartInPast => Rule::StartNotInPast,
+            InvalidSlot::NotLonger => Rule::ExtendLater,
+            InvalidSlot::NotExtendable => Rule::ExtendLiveOnly,
+            InvalidSlot::BeyondHorizon(_) => Rule::Horizon,
+            InvalidSlot::OutOfRange => Rule::TimeRange,
+        }
+    }
 }
 
 pub fn overlaps(a: (DateTime<Utc>, DateTime<Utc>), b: (DateTime<Utc>, DateTime<Utc>)) -> bool {

@@ -37,7 +37,12 @@ impl Membership {
     /// Registers this process as its node and reads the pool once, before anything is served.
     pub async fn join(&self) -> Result<(), StoreError> {
         let now = self.clock.now();
-        if let Some(age_ms) = self.store.register_node(&self.registration, now).await? {
+        if let Some(age_ms) = self
+            .store
+            .inventory()
+            .register_node(&self.registration, now)
+            .await?
+        {
             if age_ms < self.timeout.as_millis() as i64 {
                 tracing::warn!(
                     node = self.registration.name,
@@ -116,6 +121,7 @@ impl Membership {
         let registration = &self.registration;
         let Some((rows, cards)) = self
             .store
+            .inventory()
             .beat(
                 &registration.name,
                 &registration.instance,
@@ -128,9 +134,9 @@ impl Membership {
         };
         self.show(&rows, cards, now, statuses);
         if read_settings {
-            let policy = self.store.policy().await?;
+            let policy = self.store.enforcement().policy().await?;
             *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
-            let portal = self.store.portal_settings().await?;
+            let portal = self.store.settings().portal().await?;
             *self.portal.write().unwrap_or_else(|p| p.into_inner()) = portal;
         }
         Ok(true)
@@ -143,8 +149,8 @@ impl Membership {
         now: DateTime<Utc>,
         statuses: &mut HashMap<String, NodeStatus>,
     ) -> Result<(), StoreError> {
-        let rows = self.store.nodes().await?;
-        let cards = self.store.known_gpus().await?;
+        let rows = self.store.inventory().nodes().await?;
+        let cards = self.store.inventory().known_gpus().await?;
         self.show(&rows, cards, now, statuses);
         Ok(())
     }

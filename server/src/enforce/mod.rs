@@ -159,6 +159,7 @@ impl Enforcer {
     async fn resume(&self, memory: &mut Memory) -> Result<(), StoreError> {
         for v in self
             .store
+            .enforcement()
             .violations(Some(&self.node), None, true, 10_000)
             .await?
         {
@@ -246,7 +247,7 @@ impl Enforcer {
             let peak = memory.peaks.entry(id).or_default();
             if bytes > *peak {
                 *peak = bytes;
-                self.store.job_peak_memory(id, bytes).await?;
+                self.store.runs().peak_memory(id, bytes).await?;
             }
         }
         memory
@@ -256,7 +257,7 @@ impl Enforcer {
         for host in holders_back {
             let audit = AuditEntry::new(None, AuditAction::LoanReclaim, "")
                 .detail("its holder's process appeared on a lent card");
-            let ended = self.store.reclaim_loans(host, audit, now).await?;
+            let ended = self.store.lending().reclaim_loans(host, audit, now).await?;
             if ended > 0 {
                 tracing::info!(
                     booking = host,
@@ -280,7 +281,7 @@ impl Enforcer {
             to: Some(now + KNOWN_FOR),
             ..Default::default()
         };
-        let mine: Vec<Booking> = (self.store.bookings(&filter, now).await?.into_iter())
+        let mine: Vec<Booking> = (self.store.bookings().list(&filter, now).await?.into_iter())
             .filter(|b| b.gpus.iter().any(|g| g.node == self.node))
             .collect();
         let until = next_boundary(&mine, now).unwrap_or(now + KNOWN_FOR);
@@ -289,13 +290,13 @@ impl Enforcer {
             .map(|b| (b.id, b))
             .collect();
         let mut accounts = HashMap::new();
-        for user in self.store.users().await? {
+        for user in self.store.accounts().list().await? {
             if let Some(account) = user.unix_user {
                 accounts.insert(account, user.id);
             }
         }
         let mut jobs = HashMap::new();
-        for job in self.store.live_jobs().await? {
+        for job in self.store.jobs().live().await? {
             let (Some(pid), Some(booking_id), JobState::Running) =
                 (job.job.pid, job.job.booking_id, job.job.state)
             else {
@@ -304,7 +305,7 @@ impl Enforcer {
             // A job stopping after its slot keeps its lane until it is gone.
             let booking = match active.get(&booking_id) {
                 Some(b) => Some(b.clone()),
-                None => self.store.booking(booking_id, now).await?,
+                None => self.store.bookings().get(booking_id, now).await?,
             };
             let cards = booking
                 .map(|b| b.gpus.into_iter().map(|g| g.uuid).collect())
@@ -352,11 +353,12 @@ impl Enforcer {
                 memory_bytes: process.used_memory_bytes,
                 seen_ms: now_ms,
             };
-            let id = self.store.insert_violation(&record).await?;
+            let id = self.store.enforcement().insert_violation(&record).await?;
             let action = if policy.watchdog == WatchdogMode::Observe {
                 ViolationAction::Observed
             } else {
                 self.store
+                    .enforcement()
                     .set_violation_action(id, ViolationAction::Warned)
                     .await?;
                 let mut notice = self.violation_notice(&record, policy, now);
@@ -373,11 +375,14 @@ impl Enforcer {
             memory.tracker.opened(key, id, action, now_ms);
         }
         if now_ms - memory.touched_ms >= TOUCH_EVERY_MS && !plan.seen.is_empty() {
-            self.store.touch_violations(&plan.seen, now_ms).await?;
+            self.store
+                .enforcement()
+                .touch_violations(&plan.seen, now_ms)
+                .await?;
             memory.touched_ms = now_ms;
         }
         for (_, id) in plan.ended {
-            self.store.end_violation(id, now_ms).await?;
+            self.store.enforcement().end_violation(id, now_ms).await?;
         }
         for ((card, pid), id, action) in plan.signals {
             let signal = match action {
@@ -390,7 +395,10 @@ impl Enforcer {
                     tracing::warn!(%card, pid, ?signal, error = %e, "could not signal an unbooked process")
                 }
             }
-            self.store.set_violation_action(id, action).await?;
+            self.store
+                .enforcement()
+                .set_violation_action(id, action)
+                .await?;
         }
         Ok(())
     }
@@ -492,7 +500,10 @@ impl Enforcer {
             );
             let idle_since = match (booking.idle_since, judged) {
                 (None, Some(true)) => {
-                    self.store.set_booking_idle(*id, Some(now_ms)).await?;
+                    self.store
+                        .enforcement()
+                        .set_booking_idle(*id, Some(now_ms))
+                        .await?;
                     memory.known = None;
                     let text = format!(
                         "under {}% GPU utilization for {} min",
@@ -512,7 +523,7 @@ impl Enforcer {
                     Some(now)
                 }
                 (Some(_), Some(false)) => {
-                    self.store.set_booking_idle(*id, None).await?;
+                    self.store.enforcement().set_booking_idle(*id, None).await?;
                     memory.known = None;
                     None
                 }
@@ -530,7 +541,7 @@ impl Enforcer {
                     format!("booking {id}"),
                 )
                 .detail("released by the idle policy");
-                match self.store.withdraw_booking(*id, audit, now).await {
+                match self.store.bookings().withdraw(*id, audit, now).await {
                     Ok(_) => {
                         let text = "released: it sat idle past the grace period";
                         self.notifier.send(

@@ -26,7 +26,7 @@ async fn list_users(
     State(state): State<AppState>,
     _: AdminUser,
 ) -> Result<Json<Vec<UserView>>, ApiError> {
-    let users = state.store.users().await?;
+    let users = state.store.accounts().list().await?;
     Ok(Json(accounts::user_views(&state.store, users).await?))
 }
 
@@ -70,7 +70,7 @@ async fn list_groups(
     State(state): State<AppState>,
     _: AdminUser,
 ) -> Result<Json<Vec<Group>>, ApiError> {
-    Ok(Json(state.store.groups().await?))
+    Ok(Json(state.store.accounts().groups().await?))
 }
 
 async fn create_group(
@@ -96,5 +96,5 @@ async fn audit_log(
         from: query.from,
         to: query.to,
     };
-    Ok(Json(state.store.audit_page(&filter).await?))
+    Ok(Json(state.store.audit_log().page(&filter).await?))
 }

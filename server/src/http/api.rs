@@ -76,7 +76,7 @@ async fn metrics(
         }
     }
     let now = state.clock.now();
-    let gauges = match state.store.pool_gauges(now).await {
+    let gauges = match state.store.reports().pool_gauges(now).await {
         Ok(gauges) => Some(gauges),
         Err(e) => {
             tracing::warn!("metrics: cannot read the pool's state: {e}");

@@ -13,7 +13,7 @@ use axum::routing::post;
 use axum::Json;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use lanes_types::account::PortalSettings;
-use lanes_types::account::{LoginRequest, PasswordChange};
+use lanes_types::account::{LanguageChoice, LoginRequest, PasswordChange};
 use lanes_types::api::{self, Endpoint};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
@@ -24,6 +24,7 @@ pub fn routes() -> Routes {
         .endpoint::<api::Logout, _, _>(logout)
         .endpoint::<api::Me, _, _>(me)
         .endpoint::<api::ChangePassword, _, _>(change_password)
+        .endpoint::<api::SetLanguage, _, _>(choose_language)
         .route("/auth/login", post(form_login))
         .route("/auth/logout", post(form_logout))
 }
@@ -66,7 +67,8 @@ pub async fn resolve_user(
         };
         let user = state
             .store
-            .token_user(&session::hash_secret(token.trim()), now)
+            .tokens()
+            .user(&session::hash_secret(token.trim()), now)
             .await?;
         return Ok(user.map(CurrentUser));
     }
@@ -77,7 +79,8 @@ pub async fn resolve_user(
     let id_hash = session::hash_secret(cookie.value());
     Ok(state
         .store
-        .session_user(&id_hash, &state.auth.policy, now)
+        .sessions()
+        .user(&id_hash, &state.auth.policy, now)
         .await?
         .map(CurrentUser))
 }
@@ -103,7 +106,7 @@ async fn authenticate(
         .build();
     // The language the member chose before, on this browser too.
     let mut jar = jar.add(session);
-    if let Some(language) = state.store.language_of(user.id).await? {
+    if let Some(language) = state.store.accounts().language_of(user.id).await? {
         jar = jar.add(super::language::cookie(&language));
     }
     Ok((user, jar))
@@ -377,6 +380,22 @@ async fn change_password(
     usecases::accounts::change_password(&state.store, &user, change, state.clock.now()).await?;
     Ok((
         jar.remove(Cookie::build((COOKIE, "")).path("/")),
+        StatusCode::NO_CONTENT,
+    ))
+}
+
+/// `PUT /api/v1/me/language`: remembers the caller's language on the account and in the
+/// cookie; 204.
+async fn choose_language(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    jar: CookieJar,
+    ApiJson(choice): ApiJson<LanguageChoice>,
+) -> Result<impl IntoResponse, ApiError> {
+    usecases::accounts::choose_language(&state.store, &user, &choice.language, state.clock.now())
+        .await?;
+    Ok((
+        jar.add(super::language::cookie(&choice.language)),
         StatusCode::NO_CONTENT,
     ))
 }

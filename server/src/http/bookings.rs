@@ -72,7 +72,7 @@ async fn list(
     ApiQuery(query): ApiQuery<BookingQuery>,
 ) -> Result<Json<Vec<Booking>>, ApiError> {
     let user_id = match &query.user {
-        Some(name) => match state.store.user_by_username(name).await? {
+        Some(name) => match state.store.accounts().by_username(name).await? {
             Some(user) => Some(user.id),
             None => return Ok(Json(Vec::new())),
         },
@@ -87,7 +87,11 @@ async fn list(
         include_cancelled: query.include_cancelled,
     };
     Ok(Json(
-        state.store.bookings(&filter, state.clock.now()).await?,
+        state
+            .store
+            .bookings()
+            .list(&filter, state.clock.now())
+            .await?,
     ))
 }
 
@@ -98,7 +102,8 @@ async fn show(
 ) -> Result<Json<Booking>, ApiError> {
     state
         .store
-        .booking(id, state.clock.now())
+        .bookings()
+        .get(id, state.clock.now())
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::NotFound("no such booking".into()))
@@ -145,7 +150,7 @@ async fn extend(
 }
 
 async fn quotas(State(state): State<AppState>, _: AdminUser) -> Result<Json<Quotas>, ApiError> {
-    Ok(Json(state.store.quotas().await?))
+    Ok(Json(state.store.quotas().list().await?))
 }
 
 async fn set_quotas(
@@ -162,7 +167,7 @@ async fn quota_use(
     State(state): State<AppState>,
     _: AdminUser,
 ) -> Result<Json<Vec<QuotaUse>>, ApiError> {
-    Ok(Json(state.store.quota_use(state.clock.now()).await?))
+    Ok(Json(state.store.quotas().usage(state.clock.now()).await?))
 }
 
 /// The caller's own limits and use, for the booking confirmation.
@@ -172,7 +177,8 @@ async fn my_quota(
 ) -> Result<Json<QuotaUse>, ApiError> {
     state
         .store
-        .quota_use(state.clock.now())
+        .quotas()
+        .usage(state.clock.now())
         .await?
         .into_iter()
         .find(|u| u.kind == lanes_types::booking::QuotaHolder::User && u.name == user.username)
@@ -198,7 +204,8 @@ async fn maintenance(
     Ok(Json(
         state
             .store
-            .maintenance_blocks(state.clock.now() - chrono::Duration::days(7))
+            .maintenance()
+            .blocks(state.clock.now() - chrono::Duration::days(7))
             .await?,
     ))
 }

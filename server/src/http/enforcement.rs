@@ -56,6 +56,7 @@ async fn violations(
     Ok(Json(
         state
             .store
+            .enforcement()
             .violations(None, user_id, query.open, limit)
             .await?,
     ))

@@ -1,6 +1,7 @@
 //! The API's one error type: a status, a stable machine-readable code and a human message, as
 //! JSON `{ "error": code, "message": text }`. Internal details go to the log, not the client.
 
+use crate::bookings::BookingError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -26,15 +27,10 @@ pub enum ApiError {
     /// Well-formed but against the rules (a short password, an unknown group).
     #[error("{0}")]
     Unprocessable(String),
-    /// Against a named rule (a booking rule or a quota): 422 with the rule in the body.
-    /// `args` are the values its sentence names, for the caller's language.
-    #[error("{message}")]
-    Refused {
-        code: &'static str,
-        rule: &'static str,
-        message: String,
-        args: Vec<(&'static str, String)>,
-    },
+    /// Against a named rule (a rule of slots or requests, or a quota): 422 with the rule in
+    /// the body, said in the caller's language from the refusal's own values.
+    #[error("{0}")]
+    Refused(BookingError),
     /// Cards already taken: 409 with the cards and the bookings that hold them.
     #[error("{}", .0.message)]
     Taken(Box<ErrorBody>),
@@ -64,9 +60,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Unprocessable(_) | ApiError::Refused { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            ApiError::Unprocessable(_) | ApiError::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Taken(_) => StatusCode::CONFLICT,
             ApiError::TooManyRequests { .. } | ApiError::SlowDown { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -85,7 +79,8 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::Unprocessable(_) => "invalid",
-            ApiError::Refused { code, .. } => code,
+            ApiError::Refused(BookingError::Quota(_)) => "quota_exceeded",
+            ApiError::Refused(_) => "invalid",
             ApiError::Taken(_) => "conflict",
             ApiError::TooManyRequests { .. } | ApiError::SlowDown { .. } => "too_many_requests",
             ApiError::Unavailable { .. } => "unavailable",
@@ -141,26 +136,12 @@ impl From<crate::usecases::UseCaseError> for ApiError {
     }
 }
 
-impl From<crate::bookings::BookingError> for ApiError {
-    fn from(e: crate::bookings::BookingError) -> Self {
-        use crate::bookings::BookingError;
+impl From<BookingError> for ApiError {
+    fn from(e: BookingError) -> Self {
         match e {
-            BookingError::Invalid {
-                rule,
-                message,
-                args,
-            } => ApiError::Refused {
-                code: "invalid",
-                rule,
-                message,
-                args,
-            },
-            BookingError::Quota(refusal) => ApiError::Refused {
-                code: "quota_exceeded",
-                rule: refusal.rule,
-                message: refusal.message,
-                args: refusal.args,
-            },
+            e @ (BookingError::Slot(_) | BookingError::Invalid { .. } | BookingError::Quota(_)) => {
+                ApiError::Refused(e)
+            }
             BookingError::Conflict {
                 message,
                 gpus,
@@ -216,13 +197,8 @@ impl ApiError {
                 retry_after_secs, ..
             } => td_string!(locale, api.slow_down, seconds = *retry_after_secs),
             ApiError::Internal(_) => td_string!(locale, api.internal).into(),
-            ApiError::Refused {
-                rule,
-                args,
-                message,
-                ..
-            } => refusal_in(locale, rule, args)
-                .unwrap_or_else(|| td_string!(locale, api.refused, detail = message.clone())),
+            ApiError::Refused(refusal) => refusal_in(locale, refusal)
+                .unwrap_or_else(|| td_string!(locale, api.refused, detail = refusal.to_string())),
             ApiError::Taken(body) if !body.gpus.is_empty() => {
                 let cards: Vec<&str> = body.gpus.iter().map(|g| g.uuid.as_str()).collect();
                 td_string!(locale, api.taken, cards = cards.join(", "))
@@ -247,83 +223,108 @@ impl ApiError {
     }
 }
 
-/// A booking rule's or a quota's sentence in `locale`, from the values it names; `None` for a
-/// rule with no sentence of its own.
-fn refusal_in(locale: Locale, rule: &str, args: &[(&'static str, String)]) -> Option<String> {
-    let arg = |name: &str| {
-        args.iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default()
-    };
-    // A group's limit, or the member's own.
-    let group = arg("group");
-    let mine = group.is_empty();
-    let text = match rule {
-        "end_after_start" => td_string!(locale, api.rule.end_after_start).into(),
-        "start_not_in_past" => td_string!(locale, api.rule.start_not_in_past).into(),
-        "extend_later" => td_string!(locale, api.rule.extend_later).into(),
-        "extend_live_only" => td_string!(locale, api.rule.extend_live_only).into(),
-        "horizon" => td_string!(locale, api.rule.horizon, days = arg("days")),
-        "time_range" => td_string!(locale, api.rule.time_range).into(),
-        "max_booking_hours" => td_string!(
-            locale,
-            api.rule.max_booking_hours,
-            hours = arg("hours"),
-            max = arg("max")
-        ),
-        "max_days_ahead" => {
-            td_string!(
+/// A refusal's sentence in `locale`, from the values it names; `None` for a rule with no
+/// sentence of its own.
+fn refusal_in(locale: Locale, refusal: &BookingError) -> Option<String> {
+    use crate::bookings::quota::Refusal;
+    use crate::bookings::rules::InvalidSlot;
+    let text = match refusal {
+        BookingError::Slot(slot) => match slot {
+            InvalidSlot::EndNotAfterStart => td_string!(locale, api.rule.end_after_start).into(),
+            InvalidSlot::StartInPast => td_string!(locale, api.rule.start_not_in_past).into(),
+            InvalidSlot::NotLonger => td_string!(locale, api.rule.extend_later).into(),
+            InvalidSlot::NotExtendable => td_string!(locale, api.rule.extend_live_only).into(),
+            InvalidSlot::BeyondHorizon(days) => td_string!(locale, api.rule.horizon, days = *days),
+            InvalidSlot::OutOfRange => td_string!(locale, api.rule.time_range).into(),
+        },
+        BookingError::Quota(quota) => match quota {
+            Refusal::BookingHours { hours, max } => td_string!(
+                locale,
+                api.rule.max_booking_hours,
+                hours = format!("{hours:.1}"),
+                max = *max
+            ),
+            Refusal::DaysAhead { days, max } => td_string!(
                 locale,
                 api.rule.max_days_ahead,
-                days = arg("days"),
-                max = arg("max")
-            )
+                days = format!("{days:.1}"),
+                max = *max
+            ),
+            Refusal::Gpus {
+                group: None,
+                peak,
+                at,
+                max,
+            } => td_string!(
+                locale,
+                api.rule.max_gpus_mine,
+                peak = *peak,
+                at = at.clone(),
+                max = *max
+            ),
+            Refusal::Gpus {
+                group: Some(group),
+                peak,
+                at,
+                max,
+            } => td_string!(
+                locale,
+                api.rule.max_gpus_group,
+                group = group.clone(),
+                peak = *peak,
+                at = at.clone(),
+                max = *max
+            ),
+            Refusal::GpuHours {
+                group: None,
+                hours,
+                from,
+                max,
+            } => td_string!(
+                locale,
+                api.rule.gpu_hours_mine,
+                hours = format!("{hours:.1}"),
+                from = from.clone(),
+                max = *max
+            ),
+            Refusal::GpuHours {
+                group: Some(group),
+                hours,
+                from,
+                max,
+            } => td_string!(
+                locale,
+                api.rule.gpu_hours_group,
+                group = group.clone(),
+                hours = format!("{hours:.1}"),
+                from = from.clone(),
+                max = *max
+            ),
+            Refusal::Upcoming {
+                group: None,
+                upcoming,
+                max,
+            } => td_string!(
+                locale,
+                api.rule.max_upcoming_mine,
+                upcoming = *upcoming,
+                max = *max
+            ),
+            Refusal::Upcoming {
+                group: Some(group),
+                upcoming,
+                max,
+            } => td_string!(
+                locale,
+                api.rule.max_upcoming_group,
+                group = group.clone(),
+                upcoming = *upcoming,
+                max = *max
+            ),
+        },
+        BookingError::Invalid { .. } | BookingError::Conflict { .. } | BookingError::NotFound => {
+            return None
         }
-        "max_gpus" if mine => td_string!(
-            locale,
-            api.rule.max_gpus_mine,
-            peak = arg("peak"),
-            at = arg("at"),
-            max = arg("max")
-        ),
-        "max_gpus" => td_string!(
-            locale,
-            api.rule.max_gpus_group,
-            group,
-            peak = arg("peak"),
-            at = arg("at"),
-            max = arg("max")
-        ),
-        "gpu_hours_per_week" if mine => td_string!(
-            locale,
-            api.rule.gpu_hours_mine,
-            hours = arg("hours"),
-            from = arg("from"),
-            max = arg("max")
-        ),
-        "gpu_hours_per_week" => td_string!(
-            locale,
-            api.rule.gpu_hours_group,
-            group,
-            hours = arg("hours"),
-            from = arg("from"),
-            max = arg("max")
-        ),
-        "max_upcoming" if mine => td_string!(
-            locale,
-            api.rule.max_upcoming_mine,
-            upcoming = arg("upcoming"),
-            max = arg("max")
-        ),
-        "max_upcoming" => td_string!(
-            locale,
-            api.rule.max_upcoming_group,
-            group,
-            upcoming = arg("upcoming"),
-            max = arg("max")
-        ),
-        _ => return None,
     };
     Some(text)
 }
@@ -335,7 +336,7 @@ pub fn check_times(times: &[Option<chrono::DateTime<chrono::Utc>>]) -> Result<()
     if times.iter().flatten().all(|t| rules::is_sane_time(*t)) {
         Ok(())
     } else {
-        Err(crate::bookings::BookingError::from(rules::InvalidSlot::OutOfRange).into())
+        Err(BookingError::from(rules::InvalidSlot::OutOfRange).into())
     }
 }
 
@@ -368,10 +369,10 @@ impl IntoResponse for ApiError {
                 };
                 (self.status(), Json(body)).into_response()
             }
-            ApiError::Refused { code, rule, .. } => {
+            ApiError::Refused(refusal) => {
                 let body = ErrorBody {
-                    rule: Some(rule.to_string()),
-                    ..ErrorBody::new(*code, message)
+                    rule: refusal.rule(),
+                    ..ErrorBody::new(self.code(), message)
                 };
                 (self.status(), Json(body)).into_response()
             }

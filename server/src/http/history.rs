@@ -41,7 +41,7 @@ async fn query(
             "points must be from 1 to {MAX_POINTS}"
         )));
     }
-    let ids = state.store.gpu_ids().await?;
+    let ids = state.store.history().gpu_ids().await?;
     let cards: Vec<(&(String, String), &i64)> = match q.gpu.as_deref() {
         None | Some("all") => ids.iter().collect(),
         Some(uuid) => {
@@ -63,10 +63,11 @@ async fn query(
     let card_ids: Vec<i64> = cards.iter().map(|(_, id)| **id).collect();
     let mut found = state
         .store
-        .history(&card_ids, metric, from_s, to_s, plan)
+        .history()
+        .read(&card_ids, metric, from_s, to_s, plan)
         .await?;
     let scale = metric.scale();
-    let names = state.store.card_index().await?;
+    let names = state.store.inventory().card_index().await?;
     let mut series: Vec<HistorySeries> = cards
         .into_iter()
         .map(|((node, uuid), id)| HistorySeries {

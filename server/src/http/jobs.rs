@@ -54,7 +54,7 @@ async fn list(
     let Some(user_id) = listing_owner(&state.store, &user, query.user.as_deref()).await? else {
         return Ok(Json(Vec::new()));
     };
-    Ok(Json(state.store.jobs(query.booking, user_id).await?))
+    Ok(Json(state.store.jobs().list(query.booking, user_id).await?))
 }
 
 /// The job, if `user` may see it: its owner or an admin.
@@ -274,7 +274,7 @@ async fn log_source(
     id: i64,
     stream: Stream,
 ) -> Result<Option<LogSource>, ApiError> {
-    let Some(dir) = state.store.job_log_dir(id).await? else {
+    let Some(dir) = state.store.runs().log_dir(id).await? else {
         return Ok(None);
     };
     let Some((out, err)) = state.runner.log_paths(&dir) else {
@@ -300,7 +300,7 @@ async fn copied_log(
     stream: Stream,
 ) -> Result<tokio::fs::File, ApiError> {
     use std::io::{Seek, Write};
-    let bytes = state.store.whole_log(id, stream).await?;
+    let bytes = state.store.job_logs().whole(id, stream).await?;
     let file = tokio::task::spawn_blocking(move || {
         let mut file = tempfile::tempfile()?;
         file.write_all(&bytes)?;
@@ -383,7 +383,8 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Stream)
                 Some(LogSource::File(path)) => read_from(path, offset).await,
                 Some(LogSource::Copied(stream)) => state
                     .store
-                    .log_from(id, *stream, offset, TAIL_CHUNK)
+                    .job_logs()
+                    .from(id, *stream, offset, TAIL_CHUNK)
                     .await
                     .unwrap_or_default(),
             };
@@ -462,7 +463,7 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Stream)
 
 /// Whether job `id` is over (or gone, or unreadable: a follower then stops).
 async fn job_over(state: &AppState, id: i64) -> bool {
-    match state.store.job(id).await {
+    match state.store.jobs().get(id).await {
         Ok(Some(job)) => job.state.is_over(),
         _ => true,
     }

@@ -1,26 +1,16 @@
 //! The caller's language (English or Simplified Chinese): chosen once per request from the
 //! `lang` cookie, then `Accept-Language` ([`lanes_app::i18n::of_request`]); left in the
-//! request for the pages and in a task-local for the API's messages. `PUT /api/v1/me/language`
-//! remembers a member's choice, and logging in sets the cookie from it.
+//! request for the pages and in a task-local for the API's messages. A member's choice is kept
+//! on the account (`auth.rs` answers `PUT /me/language`), and logging in sets the cookie from it.
 
-use super::auth::CurrentUser;
-use super::{ApiError, ApiJson, AppState, Routes};
-use crate::usecases;
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::extract::Request;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
+use axum::response::Response;
+use axum_extra::extract::cookie::{Cookie, SameSite};
 use lanes_app::i18n::Locale;
-use lanes_types::account::LanguageChoice;
-use lanes_types::api;
 
 tokio::task_local! {
     static LOCALE: Locale;
-}
-
-pub fn routes() -> Routes {
-    Routes::default().endpoint::<api::SetLanguage, _, _>(choose)
 }
 
 /// The language of the request being answered (English outside one).
@@ -32,7 +22,7 @@ pub fn current() -> Locale {
 /// `tz` cookie's), once, before anything else answers it.
 pub async fn pick(mut request: Request, next: Next) -> Response {
     let locale = lanes_app::i18n::of_request(request.headers());
-    let zone = lanes_app::components::clock::ViewerZone::of_request(request.headers());
+    let zone = lanes_app::ssr::ViewerZone::of_request(request.headers());
     request.extensions_mut().insert(locale);
     request.extensions_mut().insert(zone);
     LOCALE.scope(locale, next.run(request)).await
@@ -45,17 +35,4 @@ pub fn cookie(language: &str) -> Cookie<'static> {
         .same_site(SameSite::Lax)
         .max_age(time::Duration::days(365))
         .build()
-}
-
-/// `PUT /api/v1/me/language`: remembers the caller's language on the account and in the
-/// cookie; 204.
-async fn choose(
-    State(state): State<AppState>,
-    CurrentUser(user): CurrentUser,
-    jar: CookieJar,
-    ApiJson(choice): ApiJson<LanguageChoice>,
-) -> Result<impl IntoResponse, ApiError> {
-    usecases::accounts::choose_language(&state.store, &user, &choice.language, state.clock.now())
-        .await?;
-    Ok((jar.add(cookie(&choice.language)), StatusCode::NO_CONTENT))
 }

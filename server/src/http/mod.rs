@@ -136,11 +136,10 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 14] {
+fn areas() -> [Routes; 13] {
     [
         api::routes(),
         auth::routes(),
-        language::routes(),
         tokens::routes(),
         admin::routes(),
         settings::routes(),

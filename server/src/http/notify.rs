@@ -88,7 +88,7 @@ async fn outbox(
         })?),
     };
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-    Ok(Json(state.store.outbox(status, limit).await?))
+    Ok(Json(state.store.outbox().list(status, limit).await?))
 }
 
 async fn test_send(
@@ -104,15 +104,22 @@ async fn test_send(
 /// The zone a link's pages write times in: the lab's (the link's member may have chosen
 /// another; the page names the zone either way).
 async fn page_zone(state: &AppState, secret: &str) -> chrono_tz::Tz {
-    let settings = state.store.notify_settings().await.unwrap_or_default();
+    let settings = state
+        .store
+        .notifications()
+        .settings()
+        .await
+        .unwrap_or_default();
     let mine = match state
         .store
-        .link(&crate::accounts::session::hash_secret(secret))
+        .links()
+        .get(&crate::accounts::session::hash_secret(secret))
         .await
     {
         Ok(Some(link)) => state
             .store
-            .notify_prefs(link.user_id)
+            .notifications()
+            .prefs(link.user_id)
             .await
             .ok()
             .and_then(|p| p.time_zone),
@@ -157,8 +164,6 @@ async fn act(State(state): State<AppState>, Path(secret): Path<String>) -> Respo
         &state.queue,
         horizon,
         &secret,
-        tz,
-        locale,
         state.clock.now(),
     )
     .await;
@@ -169,7 +174,7 @@ async fn act(State(state): State<AppState>, Path(secret): Path<String>) -> Respo
             &say!(locale, link.done_title),
             &format!(
                 "<p role=\"status\">{}</p><p><a href=\"/\">{}</a></p>",
-                esc(&done),
+                esc(&done.words(tz, locale)),
                 esc(&say!(locale, link.open_dashboard))
             ),
         ),
@@ -196,14 +201,14 @@ async fn act(State(state): State<AppState>, Path(secret): Path<String>) -> Respo
 }
 
 fn refused_page(refused: Refused, tz: chrono_tz::Tz, locale: Locale) -> Response {
-    let when = |t| crate::notify::render::when_in(t, tz, locale);
+    let when = |t| lanes_app::dates::when_in(t, tz, locale);
     let (status, text) = match refused {
         Refused::Unknown => (StatusCode::NOT_FOUND, say!(locale, link.unknown)),
         Refused::Used { at, outcome } => (
             StatusCode::GONE,
             say!(locale, link.used, at = when(at))
                 + &outcome
-                    .map(|outcome| say!(locale, link.it_did, outcome))
+                    .map(|outcome| say!(locale, link.it_did, outcome = outcome.words(tz, locale)))
                     .unwrap_or_default(),
         ),
         Refused::Expired(at) => (StatusCode::GONE, say!(locale, link.expired, at = when(at))),

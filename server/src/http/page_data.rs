@@ -1,6 +1,6 @@
 //! Pages that arrive with their data: before a page that names what it reads
 //! ([`lanes_app::pages::preloads`]) is rendered, this middleware asks the REST API for it
-//! in-process and leaves the answers in the request ([`lanes_app::components::page_data`]).
+//! in-process and leaves the answers in the request ([`lanes_app::ssr::PageData`]).
 //! The calls go through the same routes, login gate and language choice as a browser's, with
 //! the page request's cookie, token and address, so a page shows nothing its viewer could not
 //! fetch. They are made here, before rendering starts, and not from inside the render: the
@@ -13,7 +13,7 @@ use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
-use lanes_app::components::page_data::Answers;
+use lanes_app::ssr::PageData as Answers;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -35,7 +35,7 @@ async fn active_energy(
         to: Some(now + chrono::Duration::milliseconds(1)),
         ..Default::default()
     };
-    let mut active = state.store.bookings(&filter, now).await?;
+    let mut active = state.store.bookings().list(&filter, now).await?;
     active.retain(|b| b.state == lanes_types::booking::BookingState::Active);
     let Some(first) = active.iter().map(|b| b.start).min() else {
         return Ok(Json(Vec::new()));
@@ -43,6 +43,7 @@ async fn active_energy(
     // The minute in progress counts: its start is before the end bound.
     let energy = state
         .store
+        .usage()
         .booking_energy(first.timestamp(), now.timestamp() + 60)
         .await?;
     Ok(Json(

@@ -21,7 +21,7 @@ async fn list(
     State(state): State<AppState>,
     CurrentUser(user): CurrentUser,
 ) -> Result<Json<Vec<ApiToken>>, ApiError> {
-    Ok(Json(state.store.tokens_of(user.id).await?))
+    Ok(Json(state.store.tokens().of(user.id).await?))
 }
 
 async fn create(

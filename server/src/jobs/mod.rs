@@ -37,7 +37,7 @@ pub async fn release_booking_of(
         format!("booking {booking}"),
     )
     .detail(format!("job {job} is over"));
-    match store.withdraw_booking(booking, audit, now).await {
+    match store.bookings().withdraw(booking, audit, now).await {
         Ok(_) | Err(StoreError::Refused(BookingError::NotFound | BookingError::Invalid { .. })) => {
         }
         Err(e) => tracing::warn!(error = %e, booking, "could not release a queue job's cards"),

@@ -278,7 +278,8 @@ impl Runner {
         let cpu_ms = usage.cpu_seconds.map(|s| (s * 1000.0).round() as u64);
         if let Err(e) = self
             .store
-            .job_usage(job, cpu_ms, usage.peak_memory_bytes)
+            .runs()
+            .record_usage(job, cpu_ms, usage.peak_memory_bytes)
             .await
         {
             tracing::warn!(job, error = %e, "could not record a job's CPU time and memory");
@@ -299,10 +300,10 @@ impl Runner {
         let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
         // Why each running job must stop, if it must: read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
-        for job in within(self.store.live_jobs()).await? {
+        for job in within(self.store.jobs().live()).await? {
             let id = job.job.id;
             let booking = match job.job.booking_id {
-                Some(b) => within(self.store.booking(b, now)).await?,
+                Some(b) => within(self.store.bookings().get(b, now)).await?,
                 None => None,
             };
             // Another node's runner starts, watches and ends the jobs on its cards.
@@ -323,7 +324,7 @@ impl Runner {
             // Whether a borrower holds the booking's cards: read only where it decides.
             let lent = match &booking {
                 Some(b) if asks_borrowers(&job, b) => {
-                    within(self.store.borrowers_present(b.id, now)).await?
+                    within(self.store.lending().borrowers_present(b.id, now)).await?
                 }
                 _ => false,
             };
@@ -333,7 +334,7 @@ impl Runner {
                 (Step::Reclaim, Some(b)) => {
                     let audit = AuditEntry::new(None, AuditAction::LoanReclaim, "")
                         .detail(format!("job {id} was submitted into it"));
-                    within(self.store.reclaim_loans(b.id, audit, now)).await?;
+                    within(self.store.lending().reclaim_loans(b.id, audit, now)).await?;
                 }
                 (Step::Launch, Some(b)) => {
                     match self.launch(&job, &b).await {
@@ -345,7 +346,9 @@ impl Runner {
                             },
                             cgroup,
                         )) => {
-                            if let Err(e) = self.store.job_environment(id, &environment).await {
+                            if let Err(e) =
+                                self.store.runs().set_environment(id, &environment).await
+                            {
                                 tracing::warn!(job = id, error = %e, "could not record a job's environment");
                             }
                             let process = JobProcess {
@@ -354,7 +357,7 @@ impl Runner {
                                     .map_or(0, |s| s.start_ticks),
                                 boot_id: self.boot_id.clone(),
                             };
-                            let started = self.store.job_started(id, &process, now).await;
+                            let started = self.store.runs().started(id, &process, now).await;
                             if !matches!(started, Ok(true)) {
                                 // Cancelled between this tick's read and its start (or its
                                 // start could not be recorded): it must not run. Its state
@@ -470,7 +473,7 @@ impl Runner {
             .any(|(_, why)| why.starts_with(PREEMPTED))
             || stop_reasons.values().any(|r| *r == PREEMPTED)
         {
-            let settings = within(self.store.queue_settings()).await?;
+            let settings = within(self.store.queue().settings()).await?;
             Some(Duration::from_secs(settings.lending_grace_s.max(1) as u64))
         } else {
             None
@@ -534,7 +537,13 @@ impl Runner {
                 now.format("%Y-%m-%d %H:%M:%S UTC"),
                 how_it_ended(end)
             );
-            if within(self.store.requeue_job(job.job.id, &message, audit, now)).await? {
+            if within(
+                self.store
+                    .lending()
+                    .requeue_job(job.job.id, &message, audit, now),
+            )
+            .await?
+            {
                 if let Some(booking) = job.job.booking_id {
                     super::release_booking_of(&self.store, booking, job.job.id, now).await;
                 }
@@ -563,7 +572,7 @@ impl Runner {
             }
         }
         let end = &queue_end(job, end);
-        within(self.store.job_ended(job.job.id, end, now)).await?;
+        within(self.store.runs().ended(job.job.id, end, now)).await?;
         if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
             super::release_booking_of(&self.store, booking, job.job.id, now).await;
         }
@@ -662,7 +671,7 @@ impl Runner {
                 tracing::info!(job = id, reason, "stopping a job");
                 signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
                 job.stopping = Some((now, reason.to_string()));
-                within(self.store.job_stopping(id, now, reason)).await?;
+                within(self.store.runs().stopping(id, now, reason)).await?;
                 next.after(now, grace(reason));
             }
             StopStep::Kill => signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGKILL),
@@ -770,7 +779,7 @@ impl Runner {
         let (base, base_by_admin) = match &job.env_base {
             Some(base) => (base.clone(), false),
             None => {
-                let portal = self.store.portal_settings().await.map_err(|e| fail(&e))?;
+                let portal = self.store.settings().portal().await.map_err(|e| fail(&e))?;
                 (portal.job_environment.into(), true)
             }
         };
@@ -778,7 +787,8 @@ impl Runner {
             .new_log_dir(job.job.id)
             .map_err(|e| fail(&format!("cannot make the log directory: {e}")))?;
         self.store
-            .set_job_log_dir(job.job.id, &dir_name)
+            .runs()
+            .set_log_dir(job.job.id, &dir_name)
             .await
             .map_err(|e| fail(&e))?;
         let wall = &self.settings.wall;
@@ -791,7 +801,8 @@ impl Runner {
         };
         let recorded = self
             .store
-            .job_walled(
+            .runs()
+            .walled(
                 job.job.id,
                 &wall_line,
                 cgroup.as_ref().map(|c| c.path.as_str()),
@@ -1021,17 +1032,15 @@ enum Step {
 
 /// Whether [`step`] needs to know if a borrower holds `booking`'s cards for `job`.
 fn asks_borrowers(job: &JobToRun, booking: &Booking) -> bool {
-    job.job.state == JobState::WaitingForSlot
-        && booking.state == BookingState::Active
-        && booking.lend
+    job.job.state == JobState::Queued && booking.state == BookingState::Active && booking.lend
 }
 
 fn step(job: &JobToRun, booking: Option<&Booking>, lent: bool, watched: bool) -> Step {
     match (job.job.state, booking.map(|b| b.state)) {
-        (JobState::WaitingForSlot, Some(BookingState::Active)) if lent => Step::Reclaim,
-        (JobState::WaitingForSlot, Some(BookingState::Active)) => Step::Launch,
-        (JobState::WaitingForSlot, Some(BookingState::Upcoming)) => Step::Wait,
-        (JobState::WaitingForSlot, _) => Step::NeverStarted,
+        (JobState::Queued, Some(BookingState::Active)) if lent => Step::Reclaim,
+        (JobState::Queued, Some(BookingState::Active)) => Step::Launch,
+        (JobState::Queued, Some(BookingState::Upcoming)) => Step::Wait,
+        (JobState::Queued, _) => Step::NeverStarted,
         (JobState::Running, _) if !watched => Step::Adopt,
         _ => Step::Wait,
     }
@@ -1167,7 +1176,7 @@ fn next_change(
 ) -> Option<DateTime<Utc>> {
     let b = booking?;
     let when = match (job.job.state, b.state) {
-        (JobState::WaitingForSlot, BookingState::Upcoming) => b.start,
+        (JobState::Queued, BookingState::Upcoming) => b.start,
         (JobState::Running, BookingState::Active) => {
             let limit = job
                 .job
@@ -1255,7 +1264,7 @@ mod tests {
 
     #[test]
     fn a_waiting_job_starts_when_its_slot_does_and_not_before_or_after() {
-        let waiting = job(JobState::WaitingForSlot, None, None);
+        let waiting = job(JobState::Queued, None, None);
         let active = booking(BookingState::Active, -10, 600, None);
         assert_eq!(step(&waiting, Some(&active), false, false), Step::Launch);
         let upcoming = booking(BookingState::Upcoming, 60, 600, None);
@@ -1277,7 +1286,7 @@ mod tests {
 
     #[test]
     fn a_holders_job_takes_its_lent_cards_back_before_it_starts() {
-        let waiting = job(JobState::WaitingForSlot, None, None);
+        let waiting = job(JobState::Queued, None, None);
         let lent = lending(booking(BookingState::Active, -10, 600, None));
         // Only a waiting job on an active booking that lends asks whether a borrower is there.
         assert!(asks_borrowers(&waiting, &lent));
@@ -1347,7 +1356,7 @@ mod tests {
 
     #[test]
     fn a_waiting_job_is_looked_at_again_when_its_slot_starts() {
-        let waiting = job(JobState::WaitingForSlot, None, None);
+        let waiting = job(JobState::Queued, None, None);
         let upcoming = booking(BookingState::Upcoming, 60, 600, None);
         assert_eq!(next_change(&waiting, Some(&upcoming), at(0)), Some(at(60)));
         // Once active it starts at once (no deadline of its own), and without a booking it

@@ -164,7 +164,7 @@ async fn copy_once(
     let mut over: HashMap<i64, bool> = seen.keys().map(|id| (*id, false)).collect();
     if list {
         over.clear();
-        for (id, dir, ended) in store.jobs_logging_on(node, ended_since).await? {
+        for (id, dir, ended) in store.job_logs().jobs_logging_on(node, ended_since).await? {
             seen.insert(id, dir);
             over.insert(id, ended);
         }
@@ -178,7 +178,7 @@ async fn copy_once(
         for (stream, path) in [(Stream::Stdout, stdout), (Stream::Stderr, stderr)] {
             let offset = match copied.get(&(id, stream)) {
                 Some(&offset) => offset,
-                None => store.log_copied(id, stream).await?,
+                None => store.job_logs().log_copied(id, stream).await?,
             };
             let mut at = offset;
             loop {
@@ -186,7 +186,7 @@ async fn copy_once(
                 if piece.is_empty() {
                     break;
                 }
-                store.append_log(id, stream, at, &piece).await?;
+                store.job_logs().append(id, stream, at, &piece).await?;
                 at += piece.len() as u64;
             }
             copied.insert((id, stream), at);

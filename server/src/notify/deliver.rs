@@ -6,6 +6,7 @@
 //! are read at delivery, so a changed choice takes effect for messages still waiting; they are
 //! secrets, never logged.
 
+use super::event::Event;
 use super::render::{self, Reader};
 use super::{lab_body, links, NotifyContext};
 use crate::store::Claimed;
@@ -96,7 +97,8 @@ async fn run(
                 .unwrap_or(chrono::Duration::minutes(1));
             match context
                 .store
-                .claim_message(now, lease, &in_flight.busy())
+                .outbox()
+                .claim(now, lease, &in_flight.busy())
                 .await
             {
                 Ok(Some(message)) => {
@@ -127,7 +129,7 @@ async fn run(
             // while whatever is due (a message that fails every claim must not spin the loop).
             let due = match claim_failed {
                 true => Err(()),
-                false => (context.store.next_message_due(&in_flight.busy()).await).map_err(drop),
+                false => (context.store.outbox().next_due(&in_flight.busy()).await).map_err(drop),
             };
             let sleep = match due {
                 Ok(Some(due)) => (due - context.clock.now())
@@ -230,7 +232,8 @@ async fn deliver(context: &NotifyContext, client: &Clients, message: Claimed) {
     }
     if let Err(e) = context
         .store
-        .finish_message(message.id, status, retry_at, error, context.clock.now())
+        .outbox()
+        .finish(message.id, status, retry_at, error, context.clock.now())
         .await
     {
         // Its lease runs out and it is tried again: sent twice at worst, never lost.
@@ -264,13 +267,24 @@ async fn attempt(
         );
         return post(&clients.any, &url, &body).await;
     }
-    let settings = context.store.notify_settings().await.map_err(store_error)?;
+    let settings = context
+        .store
+        .notifications()
+        .settings()
+        .await
+        .map_err(store_error)?;
     let Some(user_id) = message.user_id else {
         return Err(Undelivered::Drop(
             "a personal message without a member".into(),
         ));
     };
-    let Some(user) = context.store.user(user_id).await.map_err(store_error)? else {
+    let Some(user) = context
+        .store
+        .accounts()
+        .get(user_id)
+        .await
+        .map_err(store_error)?
+    else {
         return Err(Undelivered::Drop("the member is gone".into()));
     };
     if !user.enabled {
@@ -280,6 +294,7 @@ async fn attempt(
     // Attempts, not deliveries: each retry to a failing endpoint is a request too.
     let attempted = context
         .store
+        .outbox()
         .attempts_since(user_id, now - chrono::Duration::hours(1))
         .await
         .map_err(store_error)?;
@@ -299,6 +314,7 @@ async fn attempt(
         let since = now - chrono::Duration::hours(1);
         match context
             .store
+            .outbox()
             .claim_attempt(user_id, limit, since, now)
             .await
         {
@@ -309,7 +325,8 @@ async fn attempt(
     };
     let prefs = context
         .store
-        .notify_prefs(user_id)
+        .notifications()
+        .prefs(user_id)
         .await
         .map_err(store_error)?;
     let tz = zone(prefs.time_zone.as_deref(), &settings.time_zone);
@@ -318,12 +335,18 @@ async fn attempt(
         .clone()
         .unwrap_or_else(|| context.own_url.clone());
     let portal = portal.trim_end_matches('/').to_string();
-    let cards = context.store.card_index().await.map_err(store_error)?;
+    let cards = context
+        .store
+        .inventory()
+        .card_index()
+        .await
+        .map_err(store_error)?;
     let offered = links::mint(&context.store, message, user_id, &portal, &settings, now)
         .await
         .map_err(store_error)?;
     let locale = context
         .store
+        .accounts()
         .language_of(user_id)
         .await
         .map_err(store_error)?
@@ -338,8 +361,7 @@ async fn attempt(
         locale,
     };
     let rendered = render::render(
-        &message.event,
-        &message.details,
+        &Event::read(&message.event, &message.details),
         message.created_at,
         &reader,
         &offered,

@@ -7,10 +7,10 @@
 //! Opening a link shows what it would do; the page's button does it. Mail scanners and link
 //! previews open every link in a message, and must not release a booking by doing so.
 
-use super::render;
+use super::event::Event;
 use crate::store::{Claimed, Link, NewLink, Store, StoreError};
 use chrono::{DateTime, Utc};
-use lanes_types::notify::{EventKind, LinkAction, NotifySettings};
+use lanes_types::notify::{LinkAction, NotifySettings};
 
 /// Makes the links a message offers, replacing those of an earlier attempt at it; their URLs.
 pub async fn mint(
@@ -21,15 +21,12 @@ pub async fn mint(
     settings: &NotifySettings,
     now: DateTime<Utc>,
 ) -> Result<Vec<(LinkAction, String)>, StoreError> {
-    let Some(kind) = EventKind::parse(&message.event) else {
-        return Ok(Vec::new());
-    };
     let booking_id = message.details["booking_id"].as_i64();
     let job_id = message.details["job_id"].as_i64();
     let expires_at = now + chrono::Duration::hours(i64::from(settings.link_hours));
     let mut links = Vec::new();
     let mut urls = Vec::new();
-    for action in render::actions(kind, &message.details) {
+    for action in Event::read(&message.event, &message.details).actions() {
         let (booking_id, job_id) = match action {
             LinkAction::CancelJob => (None, job_id),
             _ => (booking_id, None),
@@ -49,8 +46,71 @@ pub async fn mint(
         });
         urls.push((action, format!("{portal}/act/{secret}")));
     }
-    store.replace_links(message.id, &links, now).await?;
+    store.links().replace(message.id, &links, now).await?;
     Ok(urls)
+}
+
+/// What a used link did, as stored with it (a code and its values, not words): said in the
+/// language of whoever opens the link again.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "done", rename_all = "snake_case")]
+pub enum Outcome {
+    JobCancelled {
+        job: i64,
+        title: String,
+    },
+    Extended {
+        booking: i64,
+        end: DateTime<Utc>,
+    },
+    Cancelled {
+        booking: i64,
+    },
+    Released {
+        booking: i64,
+        at: DateTime<Utc>,
+    },
+    InUse {
+        booking: i64,
+    },
+    /// Words an older Lanes stored instead.
+    #[serde(skip)]
+    Said(String),
+}
+
+impl Outcome {
+    /// As stored.
+    pub fn code(&self) -> String {
+        match self {
+            Outcome::Said(words) => words.clone(),
+            coded => serde_json::to_string(coded).unwrap_or_default(),
+        }
+    }
+
+    /// As read back (older rows hold words).
+    pub fn read(stored: &str) -> Self {
+        serde_json::from_str(stored).unwrap_or_else(|_| Outcome::Said(stored.to_string()))
+    }
+
+    /// In `locale`'s words, times in `tz`.
+    pub fn words(&self, tz: chrono_tz::Tz, locale: lanes_app::i18n::Locale) -> String {
+        use lanes_app::i18n::i18n::td_string;
+        let when = |t| lanes_app::dates::when_in(t, tz, locale);
+        match self {
+            Outcome::JobCancelled { job, title } => {
+                td_string!(locale, link.job_cancelled, id = *job, title = title.clone())
+            }
+            Outcome::Extended { booking, end } => {
+                td_string!(locale, link.extended, id = *booking, at = when(*end))
+            }
+            Outcome::Cancelled { booking } => td_string!(locale, link.cancelled, id = *booking),
+            Outcome::Released { booking, at } => {
+                td_string!(locale, link.released, id = *booking, at = when(*at))
+            }
+            Outcome::InUse { booking } => td_string!(locale, link.in_use, id = *booking),
+            Outcome::Said(words) => words.clone(),
+        }
+    }
 }
 
 /// Why a link does nothing.
@@ -60,7 +120,7 @@ pub enum Refused {
     Unknown,
     Used {
         at: DateTime<Utc>,
-        outcome: Option<String>,
+        outcome: Option<Outcome>,
     },
     Expired(DateTime<Utc>),
     /// Its member may not do this any more (disabled), or the thing is gone.
@@ -81,15 +141,40 @@ pub async fn check(store: &Store, secret: &str, now: DateTime<Utc>) -> Result<Li
         return Err(Refused::Unknown);
     }
     let hash = crate::accounts::session::hash_secret(secret);
-    let link = store.link(&hash).await?.ok_or(Refused::Unknown)?;
+    let link = store.links().get(&hash).await?.ok_or(Refused::Unknown)?;
     if let Some(at) = link.used_at {
         return Err(Refused::Used {
             at,
-            outcome: link.outcome.clone(),
+            outcome: link.outcome.as_deref().map(Outcome::read),
         });
     }
     if link.expires_at <= now {
         return Err(Refused::Expired(link.expires_at));
     }
     Ok(link)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outcome_is_stored_as_a_code_and_said_in_each_language() {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let done = Outcome::Released { booking: 7, at };
+        let stored = done.code();
+        assert!(stored.contains("\"done\":\"released\""), "{stored}");
+        assert_eq!(Outcome::read(&stored), done);
+        let tz = chrono_tz::UTC;
+        let en = done.words(tz, lanes_app::i18n::Locale::en);
+        let zh = done.words(tz, lanes_app::i18n::Locale::zh);
+        assert!(en.contains('7') && zh.contains('7'), "{en} / {zh}");
+        assert_ne!(en, zh);
+        // What an older Lanes stored reads back as it was.
+        let old = Outcome::read("booking #7 released");
+        assert_eq!(
+            old.words(tz, lanes_app::i18n::Locale::zh),
+            "booking #7 released"
+        );
+    }
 }

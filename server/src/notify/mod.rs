@@ -12,6 +12,7 @@
 //! `links`; its words are `render`'s.
 
 pub mod deliver;
+pub mod event;
 pub mod links;
 pub mod remind;
 pub mod render;
@@ -277,13 +278,13 @@ pub async fn enqueue(context: &NotifyContext, notice: &Notice) -> Result<Vec<i64
         });
     }
     if let Some(to) = &notice.to {
-        let settings = context.store.notify_settings().await?;
+        let settings = context.store.notifications().settings().await?;
         messages.extend(personal_messages(&context.store, &settings, notice, to).await?);
     }
     if messages.is_empty() {
         return Ok(Vec::new());
     }
-    context.store.enqueue(&messages, notice.at).await
+    context.store.outbox().enqueue(&messages, notice.at).await
 }
 
 /// The messages a member gets for `notice`: one per channel they chose (or must take) that can
@@ -294,13 +295,13 @@ async fn personal_messages(
     notice: &Notice,
     to: &Personal,
 ) -> Result<Vec<NewMessage>, StoreError> {
-    let Some(user) = store.user(to.user_id).await? else {
+    let Some(user) = store.accounts().get(to.user_id).await? else {
         return Ok(Vec::new());
     };
     if !user.enabled {
         return Ok(Vec::new());
     }
-    let prefs = store.notify_prefs(user.id).await?;
+    let prefs = store.notifications().prefs(user.id).await?;
     let channels = prefs.channels(settings, to.kind);
     let mut out = Vec::new();
     for (channel, wanted, reachable) in [

@@ -198,7 +198,7 @@ async fn run(
         // before).
         if now >= prune_at {
             prune_at = now + PRUNE_EVERY;
-            if let Err(e) = context.store.prune_outbox(now - KEEP).await {
+            if let Err(e) = context.store.outbox().prune(now - KEEP).await {
                 tracing::warn!(error = %e, "could not prune the outbox");
             }
         }
@@ -242,7 +242,7 @@ pub async fn pass(
     full: bool,
 ) -> Result<(usize, Option<DateTime<Utc>>), StoreError> {
     let store = &context.store;
-    let settings = store.notify_settings().await?;
+    let settings = store.notifications().settings().await?;
     let lead = Duration::minutes(i64::from(
         settings.starts_soon_min.max(settings.ends_soon_min),
     ));
@@ -251,9 +251,10 @@ pub async fn pass(
         to: Some(now + lead + AHEAD),
         ..Default::default()
     };
-    let bookings = store.bookings(&filter, now).await?;
+    let bookings = store.bookings().list(&filter, now).await?;
     let jobs: Vec<RunningJob> = store
-        .live_jobs()
+        .jobs()
+        .live()
         .await?
         .into_iter()
         .filter(|j| j.job.state == lanes_types::job::JobState::Running)
@@ -268,7 +269,7 @@ pub async fn pass(
         .collect();
     let mut queued = 0;
     let mut notices = plan(&bookings, &jobs, &settings, now);
-    let users = store.users().await?;
+    let users = store.accounts().list().await?;
     notices.extend(quota_warnings(context, &settings, &users, now).await?);
     if full {
         notices.extend(digests(context, &settings, &users, now).await?);
@@ -288,7 +289,7 @@ async fn quota_warnings(
 ) -> Result<Vec<Notice>, StoreError> {
     let store = &context.store;
     let mut out = Vec::new();
-    for q in store.quota_use(now).await? {
+    for q in store.quotas().usage(now).await? {
         let Some(limit) = q.limits.gpu_hours_per_week.filter(|l| *l > 0.0) else {
             continue;
         };
@@ -326,7 +327,7 @@ async fn digests(
     let store = &context.store;
     let mut out = Vec::new();
     for user in users.iter().filter(|u| u.enabled) {
-        let prefs = store.notify_prefs(user.id).await?;
+        let prefs = store.notifications().prefs(user.id).await?;
         let channels = prefs.channels(settings, EventKind::WeeklyDigest);
         if !(channels.email || channels.webhook) {
             continue;
@@ -338,8 +339,8 @@ async fn digests(
         }
         let week = digest_week(local.naive_local());
         let key = format!("weekly_digest:{}:{week}", user.id);
-        if store.outbox_has(&format!("{key}:email")).await?
-            || store.outbox_has(&format!("{key}:webhook")).await?
+        if store.outbox().has(&format!("{key}:email")).await?
+            || store.outbox().has(&format!("{key}:webhook")).await?
         {
             continue;
         }
@@ -356,13 +357,14 @@ async fn digests(
         let from = to - Duration::days(7);
         // A member who joined this week has no week before to tell of.
         if store
-            .user_created_at(user.id)
+            .accounts()
+            .created_at(user.id)
             .await?
             .is_some_and(|created| created > to)
         {
             continue;
         }
-        let portal = store.portal_settings().await?;
+        let portal = store.settings().portal().await?;
         let idle_threshold_pct = context
             .policy
             .read()

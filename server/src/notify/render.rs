@@ -3,12 +3,15 @@
 //! lab's name, and the one-click answers that fit the event. Plain functions of the facts a
 //! notice carries.
 
+use super::event::{
+    BookingFacts, DigestFacts, Event, IdleFacts, JobEnd, JobFacts, QuotaFacts, UnbookedFacts,
+};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use html_escape::encode_text as esc;
 use lanes_app::i18n::Locale;
-use lanes_types::notify::{EventKind, LinkAction};
-use serde_json::Value;
+use lanes_types::booking::GpuRef;
+use lanes_types::notify::LinkAction;
 
 /// Who reads it, and how to name things for them.
 pub struct Reader<'a> {
@@ -31,72 +34,22 @@ pub struct Message {
     pub html: String,
 }
 
-/// The one-click answers a message of `kind` offers, given its facts.
-pub fn actions(kind: EventKind, details: &Value) -> Vec<LinkAction> {
-    let queue_booking = details["queue_job"].as_i64().is_some();
-    match kind {
-        EventKind::BookingStartsSoon => vec![LinkAction::Release],
-        EventKind::BookingEndsSoon if !queue_booking => {
-            vec![LinkAction::ExtendHour, LinkAction::Release]
-        }
-        EventKind::BookingIdle => vec![LinkAction::StillUsing, LinkAction::Release],
-        EventKind::JobStarted => vec![LinkAction::CancelJob],
-        EventKind::JobBookingEnding if !queue_booking => {
-            vec![LinkAction::ExtendHour, LinkAction::CancelJob]
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// A message's text in the reader's language: `say!(reader, mail.key, name = value)`.
 macro_rules! say {
     ($reader:expr, $($key:tt)*) => {
-        lanes_app::i18n::i18n::td_string!($reader.locale(), $($key)*).to_string()
+        lanes_app::i18n::i18n::td_string!($reader.locale, $($key)*).to_string()
     };
-}
-
-/// What `say!` needs of its reader: the language.
-trait Speaks {
-    fn locale(&self) -> Locale;
-}
-
-impl Speaks for Reader<'_> {
-    fn locale(&self) -> Locale {
-        self.locale
-    }
-}
-
-impl Speaks for Locale {
-    fn locale(&self) -> Locale {
-        *self
-    }
 }
 
 /// A time for the reader: "Wed 2 Dec 17:00 CET (UTC+01:00)".
 fn when(t: DateTime<Utc>, reader: &Reader<'_>) -> String {
-    when_in(t, reader.tz, reader.locale)
-}
-
-/// A time in `tz`, written in `locale`'s words.
-pub fn when_in(t: DateTime<Utc>, tz: Tz, locale: Locale) -> String {
-    let reader = &locale;
-    let local = t.with_timezone(&tz);
-    let offset = local.format("%:z").to_string();
-    let name = local.format("%Z").to_string();
-    if offset == "+00:00" && name == "UTC" {
-        dated(local, &say!(reader, mail.when_utc), reader)
-    } else {
-        format!(
-            "{} (UTC{offset})",
-            dated(local, &say!(reader, mail.when_zone), reader)
-        )
-    }
+    lanes_app::dates::when_in(t, reader.tz, reader.locale)
 }
 
 /// `t` with a pattern from the translation files, day and month names (`%a %b`) in the
 /// reader's language (the pages' names).
-fn dated(t: DateTime<Tz>, pattern: &str, reader: &impl Speaks) -> String {
-    lanes_app::components::format::dated_in(t, pattern, reader.locale())
+fn dated(t: DateTime<Tz>, pattern: &str, reader: &Reader<'_>) -> String {
+    lanes_app::dates::dated_in(t, pattern, reader.locale)
 }
 
 /// Only the clock, for subjects: "17:00 CET".
@@ -104,25 +57,9 @@ fn clock(t: DateTime<Utc>, tz: Tz) -> String {
     t.with_timezone(&tz).format("%H:%M %Z").to_string()
 }
 
-fn time(details: &Value, key: &str) -> Option<DateTime<Utc>> {
-    details[key]
-        .as_str()
-        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-        .map(|t| t.with_timezone(&Utc))
-}
-
-/// "GPU 0 · node-a, GPU 1 · node-a" for the cards in `details["gpus"]`.
-fn cards(details: &Value, reader: &Reader<'_>) -> String {
-    let refs: Vec<lanes_types::booking::GpuRef> = details["gpus"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| lanes_types::booking::GpuRef {
-            node: g["node"].as_str().unwrap_or("?").to_string(),
-            uuid: g["uuid"].as_str().unwrap_or("?").to_string(),
-        })
-        .collect();
-    let names = reader.cards.names(&refs);
+/// "GPU 0 · node-a, GPU 1 · node-a" for these cards.
+fn cards(gpus: &[GpuRef], reader: &Reader<'_>) -> String {
+    let names = reader.cards.names(gpus);
     if names.is_empty() {
         say!(reader, mail.no_cards)
     } else {
@@ -130,18 +67,13 @@ fn cards(details: &Value, reader: &Reader<'_>) -> String {
     }
 }
 
+/// A job's name, or "a job" in the reader's words.
+fn job_name(job: &JobFacts, r: &Reader<'_>) -> String {
+    job.name.clone().unwrap_or_else(|| say!(r, mail.a_job))
+}
+
 fn minutes(seconds: i64, reader: &Reader<'_>) -> String {
-    if seconds < 120 {
-        say!(reader, mail.seconds, n = seconds)
-    } else if seconds < 2 * 3600 {
-        say!(reader, mail.minutes, n = seconds / 60)
-    } else {
-        say!(
-            reader,
-            mail.hours,
-            n = format!("{:.1}", seconds as f64 / 3600.0)
-        )
-    }
+    lanes_app::dates::duration_in(seconds, reader.locale)
 }
 
 /// A one-click answer's words.
@@ -154,244 +86,31 @@ pub fn action_label(action: LinkAction, reader: &Reader<'_>) -> String {
     }
 }
 
-/// The message for `event` (a personal event's name, or `test`) with its links.
+/// A message's subject (without the lab's name) and its lines.
+type Said = (String, Vec<String>);
+
+/// The message for `event` with its links: each event's words from its own function below,
+/// in the frame every message shares (greeting, answers, links to the portal, signature).
 pub fn render(
-    event: &str,
-    details: &Value,
+    event: &Event,
     at: DateTime<Utc>,
     reader: &Reader<'_>,
     links: &[(LinkAction, String)],
 ) -> Message {
     let r = reader;
-    let tz = reader.tz;
-    let booking = details["booking_id"].as_i64().unwrap_or(0);
-    let job = details["job_id"].as_i64().unwrap_or(0);
-    let name = details["name"]
-        .as_str()
-        .map_or_else(|| say!(r, mail.a_job), str::to_string);
-    let start = time(details, "start").unwrap_or(at);
-    let end = time(details, "end").unwrap_or(at);
-    let gpus = cards(details, reader);
-    let cards_line = say!(r, mail.cards_line, cards = gpus.clone());
-    let (subject, lines): (String, Vec<String>) = match EventKind::parse(event) {
-        Some(EventKind::BookingStartsSoon) => (
-            say!(r, mail.starts_subject, booking, at = clock(start, tz)),
-            vec![
-                say!(r, mail.starts_line, booking, at = when(start, r)),
-                cards_line,
-                say!(r, mail.ends_at_line, at = when(end, r)),
-                say!(r, mail.release_if_unneeded),
-            ],
-        ),
-        Some(EventKind::BookingEndsSoon) => (
-            say!(r, mail.ends_subject, booking, at = clock(end, tz)),
-            vec![
-                say!(r, mail.ends_line, booking, at = when(end, r)),
-                cards_line,
-                say!(r, mail.stopped_at_end),
-            ],
-        ),
-        Some(EventKind::BookingIdle) => {
-            let release = time(details, "release_at");
-            let mut lines = vec![
-                say!(
-                    r,
-                    mail.idle_line,
-                    booking,
-                    pct = details["threshold_pct"].as_u64().unwrap_or(0),
-                    window = minutes(details["window_s"].as_i64().unwrap_or(0), r)
-                ),
-                cards_line,
-            ];
-            let subject = match release {
-                Some(t) => {
-                    lines.push(say!(
-                        r,
-                        mail.idle_release_line,
-                        at = when(t, r),
-                        left = minutes((t - at).num_seconds().max(0), r)
-                    ));
-                    say!(r, mail.idle_release_subject, booking, at = clock(t, tz))
-                }
-                None => {
-                    lines.push(say!(r, mail.idle_no_release));
-                    say!(r, mail.idle_subject, booking)
-                }
-            };
-            (subject, lines)
-        }
-        Some(EventKind::BookingReleased) => (
-            say!(r, mail.released_subject, booking, at = clock(at, tz)),
-            vec![
-                say!(r, mail.released_line, booking, at = when(at, r)),
-                cards_line,
-            ],
-        ),
-        Some(EventKind::UnbookedUse) => {
-            let card = cards(
-                &serde_json::json!({"gpus": [{"node": details["node"], "uuid": details["gpu_uuid"]}]}),
-                reader,
-            );
-            let command = details["command"]
-                .as_str()
-                .map_or_else(|| say!(r, mail.a_process), str::to_string);
-            let pid = details["pid"].as_u64().unwrap_or(0);
-            let mut lines = vec![say!(
-                r,
-                mail.unbooked_line,
-                command = command.clone(),
-                pid,
-                card = card.clone()
-            )];
-            let subject = match time(details, "terminate_at") {
-                Some(t) => {
-                    lines.push(say!(
-                        r,
-                        mail.unbooked_term_line,
-                        at = when(t, r),
-                        left = minutes((t - at).num_seconds().max(0), r)
-                    ));
-                    say!(
-                        r,
-                        mail.unbooked_term_subject,
-                        command,
-                        card,
-                        at = clock(t, tz)
-                    )
-                }
-                None => {
-                    lines.push(say!(r, mail.unbooked_no_term));
-                    say!(r, mail.unbooked_subject, command, card)
-                }
-            };
-            (subject, lines)
-        }
-        Some(EventKind::JobStarted) => (
-            say!(
-                r,
-                mail.job_started_subject,
-                job,
-                name = name.clone(),
-                at = clock(at, tz)
-            ),
-            vec![
-                say!(
-                    r,
-                    mail.job_started_line,
-                    job,
-                    name = name.clone(),
-                    at = when(at, r)
-                ),
-                cards_line,
-            ],
-        ),
-        Some(kind @ (EventKind::JobFinished | EventKind::JobFailed | EventKind::JobTimedOut)) => {
-            let how = details["how"]
-                .as_str()
-                .map_or_else(|| say!(r, mail.it_ended), str::to_string);
-            let verb = match kind {
-                EventKind::JobFinished => say!(r, mail.verb_finished),
-                EventKind::JobFailed => say!(r, mail.verb_failed),
-                _ => say!(r, mail.verb_timed_out),
-            };
-            let mut lines = vec![say!(
-                r,
-                mail.job_ended_line,
-                job,
-                name = name.clone(),
-                verb = verb.clone(),
-                at = when(at, r),
-                how
-            )];
-            if let Some(message) = details["message"].as_str().filter(|m| !m.is_empty()) {
-                lines.push(say!(r, mail.lanes_says, message));
-            }
-            (say!(r, mail.job_ended_subject, job, name, verb), lines)
-        }
-        Some(EventKind::JobBookingEnding) => (
-            say!(
-                r,
-                mail.job_booking_subject,
-                job,
-                name = name.clone(),
-                at = clock(end, tz)
-            ),
-            vec![
-                say!(
-                    r,
-                    mail.job_booking_line,
-                    job,
-                    name,
-                    booking,
-                    at = when(end, r)
-                ),
-                say!(r, mail.job_booking_kill),
-            ],
-        ),
-        Some(EventKind::LoanReclaimed) => (
-            say!(r, mail.reclaimed_subject, job, name = name.clone()),
-            vec![
-                say!(r, mail.reclaimed_line, job, name, at = when(at, r)),
-                say!(r, mail.reclaimed_wait),
-            ],
-        ),
-        Some(EventKind::QuotaNear) => {
-            let used = format!("{:.1}", details["used_h"].as_f64().unwrap_or(0.0));
-            let limit = format!("{:.1}", details["limit_h"].as_f64().unwrap_or(0.0));
-            (
-                say!(
-                    r,
-                    mail.quota_subject,
-                    used = used.clone(),
-                    limit = limit.clone()
-                ),
-                vec![
-                    say!(r, mail.quota_line, used, limit),
-                    say!(r, mail.quota_refused),
-                ],
-            )
-        }
-        Some(EventKind::WeeklyDigest) => {
-            let booked = details["booked_h"].as_f64().unwrap_or(0.0);
-            let used = details["used_h"].as_f64().unwrap_or(0.0);
-            let from = time(details, "from").unwrap_or(at);
-            let share = if booked > 0.0 {
-                say!(
-                    r,
-                    mail.digest_share,
-                    pct = format!("{:.0}", 100.0 * used / booked)
-                )
-            } else {
-                String::new()
-            };
-            let (booked, used) = (format!("{booked:.1}"), format!("{used:.1}"));
-            (
-                say!(
-                    r,
-                    mail.digest_subject,
-                    from = dated(from.with_timezone(&tz), &say!(r, mail.digest_day), r),
-                    booked = booked.clone(),
-                    used = used.clone()
-                ),
-                vec![
-                    say!(
-                        r,
-                        mail.digest_line,
-                        from = when(from, r),
-                        booked,
-                        used,
-                        share
-                    ),
-                    say!(
-                        r,
-                        mail.digest_jobs,
-                        jobs = details["jobs"].as_u64().unwrap_or(0),
-                        kwh = format!("{:.2}", details["energy_kwh"].as_f64().unwrap_or(0.0))
-                    ),
-                ],
-            )
-        }
-        None => (
+    let (subject, lines) = match event {
+        Event::BookingStartsSoon(b) => starts_soon(b, at, r),
+        Event::BookingEndsSoon(b) => ends_soon(b, at, r),
+        Event::BookingIdle(idle) => idle_booking(idle, at, r),
+        Event::BookingReleased(b) => released(b, at, r),
+        Event::UnbookedUse(u) => unbooked(u, at, r),
+        Event::JobStarted(job) => job_started(job, at, r),
+        Event::JobEnded(how, job) => job_ended(*how, job, at, r),
+        Event::JobBookingEnding(job) => job_booking_ending(job, at, r),
+        Event::LoanReclaimed(job) => reclaimed(job, at, r),
+        Event::QuotaNear(quota) => quota_near(quota, r),
+        Event::WeeklyDigest(week) => digest(week, at, r),
+        Event::Test => (
             say!(r, mail.test_subject),
             vec![say!(r, mail.test_line, lab = reader.lab, at = when(at, r))],
         ),
@@ -451,10 +170,253 @@ pub fn render(
     }
 }
 
+fn starts_soon(b: &BookingFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let (start, end) = (b.start.unwrap_or(at), b.end.unwrap_or(at));
+    let booking = b.booking_id;
+    (
+        say!(r, mail.starts_subject, booking, at = clock(start, r.tz)),
+        vec![
+            say!(r, mail.starts_line, booking, at = when(start, r)),
+            say!(r, mail.cards_line, cards = cards(&b.gpus, r)),
+            say!(r, mail.ends_at_line, at = when(end, r)),
+            say!(r, mail.release_if_unneeded),
+        ],
+    )
+}
+
+fn ends_soon(b: &BookingFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let end = b.end.unwrap_or(at);
+    let booking = b.booking_id;
+    (
+        say!(r, mail.ends_subject, booking, at = clock(end, r.tz)),
+        vec![
+            say!(r, mail.ends_line, booking, at = when(end, r)),
+            say!(r, mail.cards_line, cards = cards(&b.gpus, r)),
+            say!(r, mail.stopped_at_end),
+        ],
+    )
+}
+
+fn idle_booking(idle: &IdleFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let booking = idle.booking.booking_id;
+    let mut lines = vec![
+        say!(
+            r,
+            mail.idle_line,
+            booking,
+            pct = idle.threshold_pct,
+            window = minutes(idle.window_s, r)
+        ),
+        say!(r, mail.cards_line, cards = cards(&idle.booking.gpus, r)),
+    ];
+    let subject = match idle.release_at {
+        Some(t) => {
+            lines.push(say!(
+                r,
+                mail.idle_release_line,
+                at = when(t, r),
+                left = minutes((t - at).num_seconds().max(0), r)
+            ));
+            say!(r, mail.idle_release_subject, booking, at = clock(t, r.tz))
+        }
+        None => {
+            lines.push(say!(r, mail.idle_no_release));
+            say!(r, mail.idle_subject, booking)
+        }
+    };
+    (subject, lines)
+}
+
+fn released(b: &BookingFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let booking = b.booking_id;
+    (
+        say!(r, mail.released_subject, booking, at = clock(at, r.tz)),
+        vec![
+            say!(r, mail.released_line, booking, at = when(at, r)),
+            say!(r, mail.cards_line, cards = cards(&b.gpus, r)),
+        ],
+    )
+}
+
+fn unbooked(u: &UnbookedFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let card = cards(
+        &[GpuRef {
+            node: u.node.clone(),
+            uuid: u.gpu_uuid.clone(),
+        }],
+        r,
+    );
+    let command = u.command.clone().unwrap_or_else(|| say!(r, mail.a_process));
+    let mut lines = vec![say!(
+        r,
+        mail.unbooked_line,
+        command = command.clone(),
+        pid = u.pid,
+        card = card.clone()
+    )];
+    let subject = match u.terminate_at {
+        Some(t) => {
+            lines.push(say!(
+                r,
+                mail.unbooked_term_line,
+                at = when(t, r),
+                left = minutes((t - at).num_seconds().max(0), r)
+            ));
+            say!(
+                r,
+                mail.unbooked_term_subject,
+                command,
+                card,
+                at = clock(t, r.tz)
+            )
+        }
+        None => {
+            lines.push(say!(r, mail.unbooked_no_term));
+            say!(r, mail.unbooked_subject, command, card)
+        }
+    };
+    (subject, lines)
+}
+
+fn job_started(job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let (id, name) = (job.job_id, job_name(job, r));
+    (
+        say!(
+            r,
+            mail.job_started_subject,
+            job = id,
+            name = name.clone(),
+            at = clock(at, r.tz)
+        ),
+        vec![
+            say!(r, mail.job_started_line, job = id, name, at = when(at, r)),
+            say!(r, mail.cards_line, cards = cards(&job.gpus, r)),
+        ],
+    )
+}
+
+fn job_ended(how: JobEnd, job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let (id, name) = (job.job_id, job_name(job, r));
+    let ended = job.how.clone().unwrap_or_else(|| say!(r, mail.it_ended));
+    let verb = match how {
+        JobEnd::Finished => say!(r, mail.verb_finished),
+        JobEnd::Failed => say!(r, mail.verb_failed),
+        JobEnd::TimedOut => say!(r, mail.verb_timed_out),
+    };
+    let mut lines = vec![say!(
+        r,
+        mail.job_ended_line,
+        job = id,
+        name = name.clone(),
+        verb = verb.clone(),
+        at = when(at, r),
+        how = ended
+    )];
+    if let Some(message) = job.message.clone().filter(|m| !m.is_empty()) {
+        lines.push(say!(r, mail.lanes_says, message));
+    }
+    (say!(r, mail.job_ended_subject, job = id, name, verb), lines)
+}
+
+fn job_booking_ending(job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let (id, name) = (job.job_id, job_name(job, r));
+    let end = job.end.unwrap_or(at);
+    (
+        say!(
+            r,
+            mail.job_booking_subject,
+            job = id,
+            name = name.clone(),
+            at = clock(end, r.tz)
+        ),
+        vec![
+            say!(
+                r,
+                mail.job_booking_line,
+                job = id,
+                name,
+                booking = job.booking_id.unwrap_or(0),
+                at = when(end, r)
+            ),
+            say!(r, mail.job_booking_kill),
+        ],
+    )
+}
+
+fn reclaimed(job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let (id, name) = (job.job_id, job_name(job, r));
+    (
+        say!(r, mail.reclaimed_subject, job = id, name = name.clone()),
+        vec![
+            say!(r, mail.reclaimed_line, job = id, name, at = when(at, r)),
+            say!(r, mail.reclaimed_wait),
+        ],
+    )
+}
+
+fn quota_near(quota: &QuotaFacts, r: &Reader<'_>) -> Said {
+    let used = format!("{:.1}", quota.used_h);
+    let limit = format!("{:.1}", quota.limit_h);
+    (
+        say!(
+            r,
+            mail.quota_subject,
+            used = used.clone(),
+            limit = limit.clone()
+        ),
+        vec![
+            say!(r, mail.quota_line, used, limit),
+            say!(r, mail.quota_refused),
+        ],
+    )
+}
+
+fn digest(week: &DigestFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
+    let from = week.from.unwrap_or(at);
+    let share = if week.booked_h > 0.0 {
+        say!(
+            r,
+            mail.digest_share,
+            pct = format!("{:.0}", 100.0 * week.used_h / week.booked_h)
+        )
+    } else {
+        String::new()
+    };
+    let (booked, used) = (
+        format!("{:.1}", week.booked_h),
+        format!("{:.1}", week.used_h),
+    );
+    (
+        say!(
+            r,
+            mail.digest_subject,
+            from = dated(from.with_timezone(&r.tz), &say!(r, mail.digest_day), r),
+            booked = booked.clone(),
+            used = used.clone()
+        ),
+        vec![
+            say!(
+                r,
+                mail.digest_line,
+                from = when(from, r),
+                booked,
+                used,
+                share
+            ),
+            say!(
+                r,
+                mail.digest_jobs,
+                jobs = week.jobs,
+                kwh = format!("{:.2}", week.energy_kwh)
+            ),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn reader<'a>(cards: &'a lanes_types::CardIndex, tz: Tz) -> Reader<'a> {
         Reader {
@@ -496,7 +458,12 @@ mod tests {
             locale: lanes_app::i18n::Locale::zh,
             ..reader(&cards, chrono_tz::Asia::Shanghai)
         };
-        let m = render("booking_starts_soon", &details, at, &reader, &links);
+        let m = render(
+            &Event::read("booking_starts_soon", &details),
+            at,
+            &reader,
+            &links,
+        );
         assert_eq!(m.subject, "[Vision Lab] 预约 #12 将于 00:00 CST 开始");
         assert!(
             m.text.contains("12月3日 周四 00:00 CST (UTC+08:00)"),
@@ -516,8 +483,7 @@ mod tests {
     fn a_reminder_says_what_and_when_in_the_readers_zone_with_its_cards_named() {
         let (cards, details, at, links) = reminder();
         let m = render(
-            "booking_starts_soon",
-            &details,
+            &Event::read("booking_starts_soon", &details),
             at,
             &reader(&cards, chrono_tz::Europe::Berlin),
             &links,
@@ -535,8 +501,7 @@ mod tests {
         assert!(m.html.contains("href=\"https://x/act/abc\""));
         assert!(m.html.contains("GPU 3 · node-a"));
         let utc = render(
-            "booking_starts_soon",
-            &details,
+            &Event::read("booking_starts_soon", &details),
             at,
             &reader(&cards, chrono_tz::UTC),
             &[],
@@ -556,22 +521,12 @@ mod tests {
             "release_at": "2026-12-02T10:15:00Z",
         });
         let m = render(
-            "booking_idle",
-            &details,
+            &Event::read("booking_idle", &details),
             at,
             &reader(&cards, chrono_tz::UTC),
             &[],
         );
         assert!(m.subject.contains("released at 10:15 UTC unless used"));
         assert!(m.text.contains("(15 min from now)"), "{}", m.text);
-        assert_eq!(
-            actions(EventKind::BookingIdle, &details),
-            vec![LinkAction::StillUsing, LinkAction::Release]
-        );
-        // A queue job's booking is sized to its time limit: no extending it by link.
-        assert!(
-            !actions(EventKind::BookingEndsSoon, &json!({"queue_job": 3}))
-                .contains(&LinkAction::ExtendHour)
-        );
     }
 }

@@ -92,8 +92,8 @@ impl Queue {
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, StoreError> {
         let queue = Arc::new(Self {
-            settings: RwLock::new(store.queue_settings().await?),
-            shares: RwLock::new(store.shares().await?),
+            settings: RwLock::new(store.queue().settings().await?),
+            shares: RwLock::new(store.queue().shares().await?),
             store,
             hub,
             passes: watch::Sender::new(0),
@@ -182,7 +182,8 @@ impl Queue {
         audit: &AuditEntry,
     ) -> Result<(), StoreError> {
         self.store
-            .save_queue_settings(&settings, audit, self.clock.now())
+            .queue()
+            .save_settings(&settings, audit, self.clock.now())
             .await?;
         write(&self.settings, settings);
         Ok(())
@@ -190,6 +191,7 @@ impl Queue {
 
     pub async fn save_shares(&self, shares: Shares, audit: &AuditEntry) -> Result<(), StoreError> {
         self.store
+            .queue()
             .save_shares(&shares, audit, self.clock.now())
             .await?;
         write(&self.shares, shares);
@@ -200,10 +202,10 @@ impl Queue {
     /// ago), a running one through the runner. `false` when it is already over.
     pub async fn cancel(&self, job: &Job, audit: &AuditEntry) -> Result<bool, StoreError> {
         let now = self.clock.now();
-        let cancelled = self.store.request_cancel(job.id, audit, now).await?;
+        let cancelled = self.store.jobs().request_cancel(job.id, audit, now).await?;
         if cancelled {
             // Read again: the queue may have given the job its booking since `job` was read.
-            if let Some(current) = self.store.job(job.id).await? {
+            if let Some(current) = self.store.jobs().get(job.id).await? {
                 if let (Some(_), Some(booking), lanes_types::job::JobState::Cancelled) =
                     (current.queue, current.booking_id, current.state)
                 {
@@ -216,8 +218,8 @@ impl Queue {
 
     /// Reads the settings and shares again from the store.
     async fn reload_settings(&self) -> Result<(), StoreError> {
-        write(&self.settings, self.store.queue_settings().await?);
-        write(&self.shares, self.store.shares().await?);
+        write(&self.settings, self.store.queue().settings().await?);
+        write(&self.shares, self.store.queue().shares().await?);
         Ok(())
     }
 
@@ -231,8 +233,8 @@ impl Queue {
         leading: bool,
     ) -> Result<Option<Duration>, StoreError> {
         let settings = self.settings();
-        let pending = self.store.jobs_waiting_for_cards().await?;
-        let holds = self.store.card_blocks(now).await?;
+        let pending = self.store.jobs().waiting_for_cards().await?;
+        let holds = self.store.queue().card_blocks(now).await?;
         let now_s = now.timestamp();
         // Between events, what the scheduler sees changes only when a booking or maintenance
         // block starts or ends: look again just after the next such moment.
@@ -325,7 +327,13 @@ impl Queue {
         let Some(request) = job.queue else {
             return Ok(false);
         };
-        let Some(owner) = self.store.user(job.user_id).await?.filter(|u| u.enabled) else {
+        let Some(owner) = self
+            .store
+            .accounts()
+            .get(job.user_id)
+            .await?
+            .filter(|u| u.enabled)
+        else {
             return Ok(false);
         };
         let name = job.title();
@@ -352,7 +360,7 @@ impl Queue {
                 gpus.len(),
                 request.time_limit_s
             ));
-        let booking = match self.store.create_booking(&new, audit, now).await {
+        let booking = match self.store.bookings().create(&new, audit, now).await {
             Ok(booking) => booking,
             Err(e) if !matches!(e, StoreError::Refused(_)) => return Err(e),
             Err(e) => {
@@ -360,7 +368,7 @@ impl Queue {
                 return Ok(false);
             }
         };
-        if self.store.start_queue_job(job.id, booking.id).await? {
+        if self.store.jobs().start_queued(job.id, booking.id).await? {
             tracing::info!(job = job.id, booking = booking.id, "started a queue job");
             Ok(true)
         } else {
@@ -388,7 +396,7 @@ impl Queue {
         if waiting.is_empty() {
             return Ok(false);
         }
-        let mut lenders = self.store.lendable_bookings(now).await?;
+        let mut lenders = self.store.lending().lendable(now).await?;
         let mut started = false;
         for job in waiting {
             let Some(request) = job.queue else { continue };
@@ -416,7 +424,13 @@ impl Queue {
             };
             let host = lenders.remove(pos);
             let cards = usable(&host);
-            let Some(owner) = self.store.user(job.user_id).await?.filter(|u| u.enabled) else {
+            let Some(owner) = self
+                .store
+                .accounts()
+                .get(job.user_id)
+                .await?
+                .filter(|u| u.enabled)
+            else {
                 continue;
             };
             let limit = request.time_limit_s.clamp(1, MAX_TIME_LIMIT_S);
@@ -435,6 +449,7 @@ impl Queue {
             ));
             let loan = match self
                 .store
+                .lending()
                 .create_loan(
                     &crate::store::NewLoan {
                         host: host.id,
@@ -455,7 +470,7 @@ impl Queue {
                 }
                 Err(e) => return Err(e),
             };
-            if self.store.start_queue_job(job.id, loan.id).await? {
+            if self.store.jobs().start_queued(job.id, loan.id).await? {
                 tracing::info!(
                     job = job.id,
                     booking = host.id,
@@ -486,7 +501,7 @@ impl Queue {
         let since = chrono::Duration::try_seconds(half_life.saturating_mul(HALF_LIVES_KEPT))
             .and_then(|kept| now.checked_sub_signed(kept))
             .unwrap_or_default();
-        let holds = self.store.usage_spans(since).await?;
+        let holds = self.store.queue().usage_spans(since).await?;
         Ok(inputs::standings(
             members,
             &holds,
@@ -520,9 +535,9 @@ impl Queue {
 
     /// Enabled users with their fair-share group and concurrent-GPU limit.
     async fn members(&self) -> Result<Vec<Member>, StoreError> {
-        let users = self.store.users().await?;
-        let memberships = self.store.memberships().await?;
-        let quotas = self.store.quotas().await?;
+        let users = self.store.accounts().list().await?;
+        let memberships = self.store.accounts().memberships().await?;
+        let quotas = self.store.quotas().list().await?;
         Ok(users
             .into_iter()
             .filter(|u| u.enabled)

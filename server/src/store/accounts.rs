@@ -2,6 +2,11 @@
 
 use super::*;
 
+repository!(
+    /// Members and groups: who may sign in, with what password, language and role.
+    Accounts, accounts
+);
+
 #[derive(sqlx::FromRow)]
 pub(super) struct UserRow {
     id: i64,
@@ -31,9 +36,9 @@ impl TryFrom<UserRow> for User {
 
 pub(super) const USER_COLUMNS: &str = "id, username, display_name, email, unix_user, role, enabled";
 
-impl Store {
+impl Accounts<'_> {
     /// Creates an account with an already hashed password, and audits it, in one transaction.
-    pub async fn create_user(
+    pub async fn create(
         &self,
         new: &NewUser,
         password_hash: &str,
@@ -71,7 +76,7 @@ impl Store {
         row.try_into()
     }
 
-    pub async fn user_by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
+    pub async fn by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
         sqlx::query_as::<_, UserRow>(&format!(
             "SELECT {USER_COLUMNS} FROM users WHERE username = $1"
         ))
@@ -121,7 +126,7 @@ impl Store {
     }
 
     /// Every account, by username.
-    pub async fn users(&self) -> Result<Vec<User>, StoreError> {
+    pub async fn list(&self) -> Result<Vec<User>, StoreError> {
         sqlx::query_as::<_, UserRow>(&format!(
             "SELECT {USER_COLUMNS} FROM users ORDER BY username"
         ))
@@ -132,7 +137,7 @@ impl Store {
         .collect()
     }
 
-    pub async fn user(&self, id: i64) -> Result<Option<User>, StoreError> {
+    pub async fn get(&self, id: i64) -> Result<Option<User>, StoreError> {
         sqlx::query_as::<_, UserRow>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
@@ -154,7 +159,7 @@ impl Store {
     /// Applies an admin's change to an account in one transaction: fields, password (already
     /// hashed), groups, ending sessions when due, and the audit line. Refuses to leave the
     /// portal without an enabled admin.
-    pub async fn update_user(
+    pub async fn update(
         &self,
         id: i64,
         patch: &UserPatch,
@@ -244,7 +249,7 @@ impl Store {
             // The watchdog knows whose a process is by its Unix user.
             self.emit(Event::WatchChanged(Change::AccountsChanged));
         }
-        self.user(id).await
+        self.get(id).await
     }
 
     /// Sets a user's own new password (already hashed) and ends all their sessions.
@@ -360,5 +365,16 @@ impl Store {
             }
         }
         Ok(groups)
+    }
+}
+
+impl Accounts<'_> {
+    /// When an account was made.
+    pub async fn created_at(&self, user_id: i64) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at: Option<Stamp> = sqlx::query_scalar("SELECT created_at FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(at.map(|s| s.0))
     }
 }

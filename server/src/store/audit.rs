@@ -2,6 +2,11 @@
 
 use super::*;
 
+repository!(
+    /// The audit log: who changed what, when, from where.
+    AuditLog, audit_log
+);
+
 /// One line of the audit log, as it is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditEntry {
@@ -94,8 +99,8 @@ pub(super) async fn insert_audit(
     Ok(())
 }
 
-impl Store {
-    pub async fn audit(&self, entry: &AuditEntry, now: DateTime<Utc>) -> Result<(), StoreError> {
+impl AuditLog<'_> {
+    pub async fn record(&self, entry: &AuditEntry, now: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         insert_audit(&mut tx, entry, now).await?;
         tx.commit().await?;
@@ -103,8 +108,8 @@ impl Store {
     }
 
     /// The newest audit entries first.
-    pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
-        self.audit_page(&AuditFilter {
+    pub async fn recent(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
+        self.page(&AuditFilter {
             limit,
             ..Default::default()
         })
@@ -112,7 +117,7 @@ impl Store {
     }
 
     /// One page of the audit log, newest first, as `filter` narrows it.
-    pub async fn audit_page(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+    pub async fn page(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
         // Only the conditions asked for: a NULL test on an untyped parameter is not portable.
         let mut conditions: Vec<String> = Vec::new();
         let mut next = 1;

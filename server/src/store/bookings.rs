@@ -3,21 +3,27 @@
 //! insert cannot interleave with another booking's. On PostgreSQL bookings of different users
 //! run side by side and the database's exclusion constraint refuses overlapping holds, whatever
 //! any process's code does; a request that loses such a race checks again and answers as if it
-//! had come second (see [`Store::create_booking`]).
+//! had come second (see [`Bookings::create`]).
 
 use super::quotas::check_quota;
 use super::slots::*;
 use super::sql::{flag, lock, placeholders, Stamp, Tx};
-use super::{at, insert_audit, ms, AuditEntry, Lock, Store, StoreError};
+use super::{at, insert_audit, ms, AuditEntry, Lock, StoreError};
 use crate::audit::AuditAction;
-use crate::bookings::pick::{self, FreeGpu};
+use crate::bookings::pick::FreeGpu;
+use crate::bookings::plan;
 use crate::bookings::quota::BookedSlot;
-use crate::bookings::rules::{self, Withdrawal};
+use crate::bookings::rules;
 use crate::bookings::{BookingError, CardChoice, NewBooking};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, GpuRef};
 use std::collections::BTreeMap;
+
+repository!(
+    /// Bookings: holds of cards for a slot, and the free windows between them.
+    Bookings, bookings
+);
 
 /// Which bookings to list.
 #[derive(Clone, Debug, Default)]
@@ -53,24 +59,16 @@ where
     }
 }
 
-impl Store {
+impl Bookings<'_> {
     /// Books cards for a slot: checks the slot is free on every card (and, if asked, the
     /// owner's quotas), then inserts, all in one transaction.
-    pub async fn create_booking(
+    pub async fn create(
         &self,
         new: &NewBooking,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
         again_after_overlaps(|| self.try_create_booking(new, audit.clone(), now)).await
-    }
-
-    /// This process's write turn (SQLite only: see [`Store::writer`]).
-    pub(super) async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        match self.backend {
-            super::Backend::Sqlite => Some(self.writer.lock().await),
-            super::Backend::Postgres => None,
-        }
     }
 
     /// A transaction for changing `user_id`'s bookings: shares the cards with other bookings
@@ -93,15 +91,7 @@ impl Store {
         let cards = match &new.cards {
             CardChoice::Named(uuids) => {
                 let slot = cards_in_slot(&mut tx, uuids, (new.start, new.end), None).await?;
-                if !slot.taken.is_empty() {
-                    let names: Vec<String> = slot.taken.iter().map(|g| g.uuid.clone()).collect();
-                    return Err(slot
-                        .conflict(format!(
-                            "{} already booked or in maintenance for part of this slot",
-                            names.join(", ")
-                        ))
-                        .into());
-                }
+                plan::named_cards(slot.holds)?;
                 slot.cards
             }
             CardChoice::Any(count) => {
@@ -114,18 +104,7 @@ impl Store {
                         last_booked: last.map(at),
                     })
                     .collect();
-                let Some(chosen) = pick::pick(&candidates, *count as usize) else {
-                    return Err(BookingError::Conflict {
-                        message: format!(
-                            "only {} GPUs are free for the whole slot; {count} were asked for",
-                            free.len()
-                        ),
-                        gpus: Vec::new(),
-                        bookings: Vec::new(),
-                        maintenance: Vec::new(),
-                    }
-                    .into());
-                };
+                let chosen = plan::any_cards(&candidates, *count)?;
                 let cards: Vec<CardRow> = free
                     .into_iter()
                     .map(|(card, _)| card)
@@ -135,10 +114,10 @@ impl Store {
                     // The cards were free when read; under their turns, are they still?
                     let uuids: Vec<String> = cards.iter().map(|c| c.uuid.clone()).collect();
                     let slot = cards_in_slot(&mut tx, &uuids, (new.start, new.end), None).await?;
-                    if !slot.taken.is_empty() {
+                    if let Some(taken) = slot.holds.taken.first() {
                         return Err(StoreError::Overlap(format!(
                             "{} was taken while this booking chose it",
-                            slot.taken[0].uuid
+                            taken.uuid
                         )));
                     }
                 }
@@ -151,14 +130,8 @@ impl Store {
             gpus: cards.len() as u32,
         };
         let verdict = check_quota(&mut tx, new.owner.id, &request, None, now).await?;
-        let audit = match verdict {
-            Err(refusal) if new.enforce_quota => return Err(BookingError::from(refusal).into()),
-            Err(refusal) => {
-                let detail = format!("{}; beyond quota: {refusal}", audit.detail);
-                audit.detail(detail)
-            }
-            Ok(()) => audit,
-        };
+        let detail = plan::within_quota(verdict, new.enforce_quota, audit.detail.clone())?;
+        let audit = audit.detail(detail);
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by, lend)
              VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
@@ -205,11 +178,7 @@ impl Store {
     }
 
     /// One booking, with its state at `now`.
-    pub async fn booking(
-        &self,
-        id: i64,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Booking>, StoreError> {
+    pub async fn get(&self, id: i64, now: DateTime<Utc>) -> Result<Option<Booking>, StoreError> {
         let filter = BookingFilter {
             include_cancelled: true,
             ..Default::default()
@@ -222,7 +191,7 @@ impl Store {
     }
 
     /// Bookings matching `filter`, by start time.
-    pub async fn bookings(
+    pub async fn list(
         &self,
         filter: &BookingFilter,
         now: DateTime<Utc>,
@@ -402,7 +371,7 @@ impl Store {
         };
         // Read under the owner's turn, so that no other change of it interleaves.
         let booking = self
-            .booking(id, now)
+            .get(id, now)
             .await?
             .ok_or(StoreError::from(BookingError::NotFound))?;
         Ok((turn, tx, booking))
@@ -410,53 +379,29 @@ impl Store {
 
     /// Cancels an upcoming booking or releases an active one (its end becomes `now`, and the
     /// rest of the slot is free at once).
-    pub async fn withdraw_booking(
+    pub async fn withdraw(
         &self,
         id: i64,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
         let (_turn, mut tx, booking) = self.change_booking(id, now).await?;
-        let Some(withdrawal) = rules::withdrawal(booking.state) else {
-            return Err(BookingError::invalid(
-                "withdraw_live_only",
-                format!(
-                    "the booking is {}; only upcoming or active ones can be withdrawn",
-                    booking.state.as_str()
-                ),
-            )
-            .into());
-        };
-        let (status, end, action) = match withdrawal {
-            Withdrawal::Cancel => ("cancelled", booking.end, AuditAction::BookingCancel),
-            // A slot keeps at least a millisecond (a job may end the moment it started).
-            Withdrawal::Release => (
-                "released",
-                now.max(booking.start + chrono::Duration::milliseconds(1)),
-                AuditAction::BookingRelease,
-            ),
-        };
+        let withdrawn = plan::withdraw(&booking, audit.action, now)?;
+        let (end, action) = (withdrawn.end, withdrawn.action);
         sqlx::query("UPDATE bookings SET status = $2, end_ms = $3 WHERE id = $1")
             .bind(id)
-            .bind(status)
+            .bind(withdrawn.status)
             .bind(ms(end))
             .execute(&mut *tx)
             .await?;
         sqlx::query("UPDATE booking_gpus SET live = $2, end_ms = $3 WHERE booking_id = $1")
             .bind(id)
-            .bind(flag(withdrawal == Withdrawal::Release))
+            .bind(flag(withdrawn.live))
             .bind(ms(end))
             .execute(&mut *tx)
             .await?;
         // Its loans end with it: a loan never outlives its host's hold.
         end_loans(&mut tx, id, end).await?;
-        // Who asked (the enforcer, the queue) tells which change it was.
-        let change = match (withdrawal, audit.action) {
-            (Withdrawal::Cancel, _) => Change::BookingCancelled,
-            (Withdrawal::Release, AuditAction::BookingReleaseIdle) => Change::IdleReleased,
-            (Withdrawal::Release, AuditAction::QueueRelease) => Change::QueueJobReleased,
-            (Withdrawal::Release, _) => Change::BookingReleased,
-        };
         let audit = AuditEntry {
             action,
             target: format!("booking {id}"),
@@ -465,13 +410,13 @@ impl Store {
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
         // Read back before anyone hears of it, so the answer is the booking as this call left it.
-        let booking = self.booking(id, now).await?;
-        self.emit(Event::CardsChanged(change));
+        let booking = self.get(id, now).await?;
+        self.emit(Event::CardsChanged(withdrawn.change));
         booking.ok_or(BookingError::NotFound.into())
     }
 
     /// Moves a booking's end later, if its cards are free until then and quotas allow.
-    pub async fn extend_booking(
+    pub async fn extend(
         &self,
         id: i64,
         new_end: DateTime<Utc>,
@@ -497,11 +442,7 @@ impl Store {
         rules::check_extension(booking.state, booking.end, new_end).map_err(BookingError::from)?;
         let uuids: Vec<String> = booking.gpus.iter().map(|g| g.uuid.clone()).collect();
         let slot = cards_in_slot(&mut tx, &uuids, (booking.end, new_end), Some(id)).await?;
-        if !slot.taken.is_empty() {
-            return Err(slot
-                .conflict("the cards are not free until the new end".into())
-                .into());
-        }
+        plan::extension_cards(slot.holds)?;
         let cards = slot.cards;
         let request = BookedSlot {
             start: booking.start,
@@ -509,16 +450,12 @@ impl Store {
             gpus: cards.len() as u32,
         };
         let verdict = check_quota(&mut tx, booking.user_id, &request, Some(id), now).await?;
-        let mut detail = format!(
+        let detail = format!(
             "end {} → {}",
             booking.end.to_rfc3339(),
             new_end.to_rfc3339()
         );
-        match verdict {
-            Err(refusal) if enforce_quota => return Err(BookingError::from(refusal).into()),
-            Err(refusal) => detail.push_str(&format!("; beyond quota: {refusal}")),
-            Ok(()) => {}
-        }
+        let detail = plan::within_quota(verdict, enforce_quota, detail)?;
         sqlx::query("UPDATE bookings SET end_ms = $2 WHERE id = $1")
             .bind(id)
             .bind(ms(new_end))
@@ -539,7 +476,7 @@ impl Store {
         insert_audit(&mut tx, &audit, now).await?;
         tx.commit().await?;
         // Read back before anyone hears of it, so the answer is the booking as this call left it.
-        let booking = self.booking(id, now).await?;
+        let booking = self.get(id, now).await?;
         self.emit(Event::CardsChanged(Change::BookingExtended));
         booking.ok_or(BookingError::NotFound.into())
     }

@@ -9,6 +9,11 @@ use sha2::{Digest, Sha256};
 use sqlx::any::{AnyRow, AnyTypeInfoKind};
 use sqlx::{Row, ValueRef};
 
+repository!(
+    /// The database as a whole: copies between databases, backups, vacuum, integrity.
+    Backups, backups
+);
+
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
 pub const TABLES: [(&str, Option<&str>); 29] = [
@@ -147,7 +152,7 @@ impl TableDigest {
     }
 }
 
-impl Store {
+impl Backups<'_> {
     /// Tables of this database (other than sqlx's own bookkeeping).
     async fn table_names(&self) -> Result<Vec<String>, StoreError> {
         let sql = match self.backend {
@@ -217,8 +222,8 @@ impl Store {
         }
         let mut known: Vec<&str> = TABLES.iter().map(|(t, _)| *t).collect();
         known.sort_unstable();
-        for (store, side) in [(self, "source"), (target, "target")] {
-            let mut tables = store.table_names().await?;
+        for (store, side) in [(self.store, "source"), (target, "target")] {
+            let mut tables = store.backups().table_names().await?;
             tables.sort_unstable();
             if tables != known {
                 return Err(StoreError::Invalid(format!(
@@ -226,7 +231,7 @@ impl Store {
                 )));
             }
         }
-        if let Some(table) = target.is_empty().await? {
+        if let Some(table) = target.backups().is_empty().await? {
             return Err(StoreError::Invalid(format!(
                 "the target database is not empty (table {table} has rows): copy only into a \
                  new database"
@@ -244,7 +249,7 @@ impl Store {
         let mut report = Vec::new();
         for (table, identity) in TABLES {
             let columns = self.columns(table).await?;
-            if target.columns(table).await? != columns {
+            if target.backups().columns(table).await? != columns {
                 return Err(StoreError::Invalid(format!(
                     "table {table} has other columns in the target"
                 )));
@@ -336,7 +341,7 @@ impl Store {
         super::file::make_private(path)
             .map_err(|e| StoreError::Database(format!("cannot make the backup private: {e}")))?;
         let copy = Store::connect(&format!("sqlite://{target}")).await?;
-        let verdict = copy.integrity().await;
+        let verdict = copy.backups().integrity().await;
         copy.close().await;
         verdict
     }
@@ -353,7 +358,7 @@ impl Store {
     }
 
     /// PostgreSQL: the size of this database on disk, tables, indexes and TOAST.
-    pub async fn database_bytes(&self) -> Result<u64, StoreError> {
+    pub async fn bytes(&self) -> Result<u64, StoreError> {
         let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
             .fetch_one(&self.pool)
             .await?;

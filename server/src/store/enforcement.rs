@@ -1,8 +1,13 @@
 //! SQL of enforcement: the admin policy, violations (unbooked GPU use) and idle marks.
 
-use super::{at, AuditEntry, Store, StoreError};
+use super::{at, AuditEntry, StoreError};
 use chrono::{DateTime, Utc};
 use lanes_types::enforcement::{Policy, Violation, ViolationAction};
+
+repository!(
+    /// The enforcement policy and the violations the watchdog records.
+    Enforcement, enforcement
+);
 
 /// A violation as the watchdog first records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,9 +61,9 @@ const SELECT: &str = "SELECT v.id, v.node, v.gpu_uuid, v.pid, v.unix_user, u.use
         v.memory_bytes, v.first_seen_ms, v.last_seen_ms, v.ended_ms, v.action
     FROM violations v LEFT JOIN users u ON u.id = v.user_id";
 
-impl Store {
+impl Enforcement<'_> {
     pub async fn policy(&self) -> Result<Policy, StoreError> {
-        self.setting("policy").await
+        self.store.settings().get("policy").await
     }
 
     pub async fn save_policy(
@@ -67,7 +72,10 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.save_setting("policy", policy, audit, now).await
+        self.store
+            .settings()
+            .save("policy", policy, audit, now)
+            .await
     }
 
     pub async fn insert_violation(&self, v: &NewViolation) -> Result<i64, StoreError> {

@@ -3,7 +3,7 @@
 
 use super::quotas::{quota_context, Turns};
 use super::sql::Backend;
-use super::{at, ms, Store, StoreError};
+use super::{at, ms, StoreError};
 use crate::bookings::find::{self, Card, Search};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{FreeSlot, GpuRef};
@@ -15,7 +15,7 @@ pub struct CardFilter {
     pub min_memory_bytes: Option<u64>,
 }
 
-impl Store {
+impl super::bookings::Bookings<'_> {
     /// The earliest windows of `search` for `user_id`; `enforce_quota` off (admins) finds
     /// windows whatever their quota says.
     pub async fn free_slots(

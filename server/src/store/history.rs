@@ -1,9 +1,14 @@
 //! SQL of the utilization history: batched inserts of readings, rollups into minute and hour
 //! buckets (incremental, resumable after a restart), retention, and range queries.
 
-use super::{Store, StoreError};
+use super::StoreError;
 use crate::history::{Metric, Plan, Reading, Resolution};
 use std::collections::HashMap;
+
+repository!(
+    /// Readings of every card over time, raw and rolled up.
+    History, history
+);
 
 /// One output bucket of a query: its start (Unix seconds) and the metric's min, mean and max,
 /// in stored units.
@@ -93,15 +98,15 @@ fn level_name(resolution: Resolution) -> &'static str {
     }
 }
 
-impl Store {
+impl History<'_> {
     /// Writes readings (card id, reading) in one transaction. A second reading of the same card
     /// in the same second replaces the first.
     pub async fn insert_readings(&self, readings: &[(i64, Reading)]) -> Result<(), StoreError> {
         self.write_readings(readings, &HashMap::new()).await
     }
 
-    /// Writes readings (as [`Store::insert_readings`]) and adds minutes of use (as
-    /// [`Store::add_usage`]) in one transaction: the history writer's flush.
+    /// Writes readings (as [`History::insert_readings`]) and adds minutes of use (as
+    /// [`Usage::add`]) in one transaction: the history writer's flush.
     pub async fn write_readings(
         &self,
         readings: &[(i64, Reading)],
@@ -244,7 +249,7 @@ impl Store {
 
     /// Deletes what is older than each resolution keeps (`None`: keep forever), but never raw
     /// readings or minutes that are not rolled up yet.
-    pub async fn prune_history(
+    pub async fn prune(
         &self,
         raw_before: i64,
         minute_before: i64,
@@ -293,7 +298,7 @@ impl Store {
 
     /// One metric of the cards in `gpus` (card ids; all when empty) over `[from, to)`, in
     /// buckets as `plan` says, by card id. Buckets without readings are absent: a gap.
-    pub async fn history(
+    pub async fn read(
         &self,
         gpus: &[i64],
         metric: Metric,

@@ -4,6 +4,11 @@
 use super::sql::placeholders;
 use super::*;
 
+repository!(
+    /// Nodes and their cards: registration, heartbeats, what each node reported.
+    Inventory, inventory
+);
+
 const HEARTBEAT: &str =
     "UPDATE nodes SET heartbeat_ms = $3, last_seen = $4, last_tick = COALESCE($5, last_tick)
      WHERE name = $1 AND instance = $2";
@@ -30,9 +35,9 @@ pub struct KnownGpu {
     pub last_seen: DateTime<Utc>,
 }
 
-impl Store {
+impl Inventory<'_> {
     /// Records that `node` has these cards now, all managed by Lanes.
-    pub async fn record_inventory(
+    pub async fn record(
         &self,
         node: &str,
         gpus: &[GpuInfo],
@@ -211,7 +216,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl Inventory<'_> {
     /// Every known card's index on its node, to name cards given by `(node, uuid)`.
     pub async fn card_index(&self) -> Result<lanes_types::CardIndex, StoreError> {
         Ok(lanes_types::CardIndex::new(

@@ -1,11 +1,16 @@
 //! SQL of jobs.
 
 use super::sql::Stamp;
-use super::{insert_audit, AuditEntry, Store, StoreError};
+use super::{insert_audit, AuditEntry, StoreError};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::job::{EnvironmentBase, Job, JobState, QueueRequest};
 use std::collections::BTreeMap;
+
+repository!(
+    /// Jobs as people asked for them: created, queued, listed, cancelled.
+    Jobs, jobs
+);
 
 /// A job as the runner needs it: the record and what it takes to start it.
 #[derive(Clone, Debug)]
@@ -169,17 +174,17 @@ const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, 
         j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
-impl Store {
+impl Jobs<'_> {
     /// Records a job: one for a booking waits for the runner, a queue job for the scheduler.
-    pub async fn create_job(
+    pub async fn create(
         &self,
         new: &NewJob<'_>,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Job, StoreError> {
         let (booking_id, state, queue) = match &new.place {
-            JobPlace::Booking(id) => (Some(*id), JobState::WaitingForSlot, None),
-            JobPlace::Queue(request) => (None, JobState::WaitingForCards, Some(request)),
+            JobPlace::Booking(id) => (Some(*id), JobState::Queued, None),
+            JobPlace::Queue(request) => (None, JobState::Pending, Some(request)),
         };
         let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
@@ -214,7 +219,7 @@ impl Store {
         // Read back before telling the runner and the queue: the answer is the job as it was
         // submitted, not as they may have moved it a moment later.
         let job = self
-            .job(id)
+            .get(id)
             .await?
             .ok_or(StoreError::Invalid("the job vanished".into()))?;
         self.emit(match queue {
@@ -225,7 +230,7 @@ impl Store {
     }
 
     /// Queue jobs that wait for cards, oldest first.
-    pub async fn jobs_waiting_for_cards(&self) -> Result<Vec<Job>, StoreError> {
+    pub async fn waiting_for_cards(&self) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<Row> =
             sqlx::query_as(&format!("{SELECT} WHERE j.state = 'pending' ORDER BY j.id"))
                 .fetch_all(&self.pool)
@@ -234,7 +239,7 @@ impl Store {
     }
 
     /// Queue jobs that wait or run, and the `ended` latest that are over.
-    pub async fn queue_jobs(&self, ended: i64) -> Result<Vec<Job>, StoreError> {
+    pub async fn queued(&self, ended: i64) -> Result<Vec<Job>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(&format!(
             "{SELECT} WHERE j.gpus IS NOT NULL AND j.state IN ('pending', 'queued', 'running')
              UNION ALL
@@ -250,7 +255,7 @@ impl Store {
 
     /// Gives a pending queue job the booking the scheduler made for it; `false` if the job is
     /// no longer pending (cancelled meanwhile).
-    pub async fn start_queue_job(&self, id: i64, booking_id: i64) -> Result<bool, StoreError> {
+    pub async fn start_queued(&self, id: i64, booking_id: i64) -> Result<bool, StoreError> {
         let started = sqlx::query(
             "UPDATE jobs SET booking_id = $2, state = 'queued' WHERE id = $1 AND state = 'pending'",
         )
@@ -266,7 +271,7 @@ impl Store {
         Ok(started)
     }
 
-    pub async fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
+    pub async fn get(&self, id: i64) -> Result<Option<Job>, StoreError> {
         let row: Option<Row> = sqlx::query_as(&format!("{SELECT} WHERE j.id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
@@ -275,7 +280,7 @@ impl Store {
     }
 
     /// Jobs, newest first, of a booking and/or a user.
-    pub async fn jobs(
+    pub async fn list(
         &self,
         booking_id: Option<i64>,
         user_id: Option<i64>,
@@ -292,7 +297,7 @@ impl Store {
     }
 
     /// Jobs the runner has to look at: queued or running, with what it takes to start them.
-    pub async fn live_jobs(&self) -> Result<Vec<JobToRun>, StoreError> {
+    pub async fn live(&self) -> Result<Vec<JobToRun>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(&format!(
             "{SELECT} WHERE j.state IN ('queued', 'running') ORDER BY j.id"
         ))
@@ -301,160 +306,14 @@ impl Store {
         rows.into_iter().map(Row::into_run).collect()
     }
 
-    /// Records that a queued job's process started; `false` when the job was cancelled since
-    /// it was read (then it did not start, as far as anyone can see).
-    pub async fn job_started(
-        &self,
-        id: i64,
-        process: &JobProcess,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        // Only a job still waiting starts: one cancelled since the runner read it is not
-        // recorded as running (the runner stops what it spawned).
-        let started = sqlx::query(
-            "UPDATE jobs SET state = 'running', pid = $2, pid_start = $3, boot_id = $4,
-                started_at = $5
-             WHERE id = $1 AND state = 'queued'",
-        )
-        .bind(id)
-        .bind(i64::from(process.pid))
-        .bind(process.start_ticks as i64)
-        .bind(&process.boot_id)
-        .bind(Stamp(now))
-        .execute(&self.pool)
-        .await?;
-        let started = started.rows_affected() > 0;
-        if started {
-            // The watchdog knows a job's processes by its pid.
-            self.emit(Event::WatchChanged(Change::JobRunning));
-        }
-        Ok(started)
-    }
-
-    /// Names the directory made for a job's logs (under the jobs dir), before it starts.
-    pub async fn set_job_log_dir(&self, id: i64, dir: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET log_dir = $2 WHERE id = $1")
-            .bind(id)
-            .bind(dir)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Records the device wall a job is about to start behind, and its cgroup (before its
-    /// process exists, so that a server that dies meanwhile can still find what is left).
-    pub async fn job_walled(
-        &self,
-        id: i64,
-        device_wall: &str,
-        cgroup: Option<&str>,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET device_wall = $2, cgroup = $3 WHERE id = $1")
-            .bind(id)
-            .bind(device_wall)
-            .bind(cgroup)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Records the environment a job started with, in words.
-    pub async fn job_environment(&self, id: i64, environment: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET environment = $2 WHERE id = $1")
-            .bind(id)
-            .bind(environment)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Records what a job's cgroup counted, once all its processes are gone.
-    pub async fn job_usage(
-        &self,
-        id: i64,
-        cpu_time_ms: Option<u64>,
-        peak_host_memory_bytes: Option<u64>,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET cpu_time_ms = $2, peak_host_memory_bytes = $3 WHERE id = $1")
-            .bind(id)
-            .bind(cpu_time_ms.map(|t| t as i64))
-            .bind(peak_host_memory_bytes.map(|b| b as i64))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// The directory of a job's logs, under the jobs dir; `None` before it started.
-    pub async fn job_log_dir(&self, id: i64) -> Result<Option<String>, StoreError> {
-        Ok(
-            sqlx::query_scalar::<_, Option<String>>("SELECT log_dir FROM jobs WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?
-                .flatten(),
-        )
-    }
-
     /// The queue job whose cards a booking holds, if it is one's.
-    pub async fn queue_job_of_booking(&self, booking_id: i64) -> Result<Option<i64>, StoreError> {
+    pub async fn queued_of_booking(&self, booking_id: i64) -> Result<Option<i64>, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT id FROM jobs WHERE booking_id = $1 AND gpus IS NOT NULL ORDER BY id LIMIT 1",
         )
         .bind(booking_id)
         .fetch_optional(&self.pool)
         .await?)
-    }
-
-    /// Records that SIGTERM went to a job's group, so that a restarted server keeps counting
-    /// the grace period from then.
-    pub async fn job_stopping(
-        &self,
-        id: i64,
-        at: DateTime<Utc>,
-        reason: &str,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET stop_requested_ms = $2, stop_reason = $3 WHERE id = $1")
-            .bind(id)
-            .bind(at.timestamp_millis())
-            .bind(reason)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Raises a job's recorded peak GPU memory to `bytes` if that is more.
-    pub async fn job_peak_memory(&self, id: i64, bytes: u64) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE jobs SET peak_memory_bytes = $2
-             WHERE id = $1 AND (peak_memory_bytes IS NULL OR peak_memory_bytes < $2)",
-        )
-        .bind(id)
-        .bind(bytes as i64)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    pub async fn job_ended(
-        &self,
-        id: i64,
-        end: &JobEnd,
-        now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE jobs SET state = $2, exit_code = $3, signal = $4, message = $5, ended_at = $6
-             WHERE id = $1",
-        )
-        .bind(id)
-        .bind(end.state.as_str())
-        .bind(end.exit_code)
-        .bind(end.signal)
-        .bind(&end.message)
-        .bind(Stamp(now))
-        .execute(&self.pool)
-        .await?;
-        self.emit(Event::CardsChanged(Change::JobEnded));
-        Ok(())
     }
 
     /// Asks for a job to be cancelled: a queued one is cancelled at once, a running one is

@@ -3,11 +3,17 @@
 //! starts work, and the borrower sent back to the queue.
 
 use super::sql::{flag, placeholders, Stamp};
-use super::{at, insert_audit, ms, AuditEntry, Lock, Store, StoreError};
+use super::{at, insert_audit, ms, AuditEntry, Lock, StoreError};
+use crate::bookings::Rule;
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState, GpuRef};
+
+repository!(
+    /// Loans of idle booked cards to preemptible queue jobs, and taking them back.
+    Lending, lending
+);
 
 /// A loan to make: `cards` of booking `host` for `borrower`'s queue job, up to `end` (never past
 /// the host's end).
@@ -22,16 +28,16 @@ pub struct NewLoan<'a> {
 /// A host booking's start, end, lending flag, idle mark and own loan link.
 type HostRow = (i64, i64, i64, Option<i64>, Option<i64>);
 
-impl Store {
+impl Lending<'_> {
     /// Active bookings that lend their cards, sit idle (the watchdog marked them), and lend
     /// them to nobody now.
-    pub async fn lendable_bookings(&self, now: DateTime<Utc>) -> Result<Vec<Booking>, StoreError> {
+    pub async fn lendable(&self, now: DateTime<Utc>) -> Result<Vec<Booking>, StoreError> {
         let filter = super::BookingFilter {
             from: Some(now),
             to: Some(now + chrono::Duration::milliseconds(1)),
             ..Default::default()
         };
-        let mut bookings = self.bookings(&filter, now).await?;
+        let mut bookings = self.store.bookings().list(&filter, now).await?;
         bookings.retain(|b| {
             b.state == BookingState::Active
                 && b.lend
@@ -76,7 +82,10 @@ impl Store {
             note,
         } = *loan;
         let refused = |why: &str| {
-            StoreError::Refused(crate::bookings::BookingError::invalid("not_lendable", why))
+            StoreError::Refused(crate::bookings::BookingError::invalid(
+                Rule::NotLendable,
+                why,
+            ))
         };
         let _turn = self.write_turn().await;
         let mut tx = self

@@ -4,6 +4,11 @@
 
 use super::*;
 
+repository!(
+    /// Jobs' output, copied from their log files into the database.
+    JobLogs, job_logs
+);
+
 /// One of a job's output streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stream {
@@ -20,7 +25,7 @@ impl Stream {
     }
 }
 
-impl Store {
+impl JobLogs<'_> {
     /// Jobs whose cards are on `node` and whose output may still grow or be uncopied: running,
     /// or ended since `since`. With their log directory's name.
     pub async fn jobs_logging_on(
@@ -60,7 +65,7 @@ impl Store {
 
     /// Appends `data`, which starts at `offset` of the stream. Copying the same part again
     /// (after a restart) changes nothing.
-    pub async fn append_log(
+    pub async fn append(
         &self,
         job: i64,
         stream: Stream,
@@ -83,7 +88,7 @@ impl Store {
     /// The copied part of a job's stream from `offset` on, up to about `max` bytes (whole
     /// chunks, the first one cut to start at `offset`; a live tail asks for the next piece
     /// each time, so at most [`CHUNKS_PER_READ`] rows are read).
-    pub async fn log_from(
+    pub async fn from(
         &self,
         job: i64,
         stream: Stream,
@@ -95,7 +100,7 @@ impl Store {
     }
 
     /// All of the copied part of a job's stream.
-    pub async fn whole_log(&self, job: i64, stream: Stream) -> Result<Vec<u8>, StoreError> {
+    pub async fn whole(&self, job: i64, stream: Stream) -> Result<Vec<u8>, StoreError> {
         self.read_log(job, stream, 0, usize::MAX, i64::MAX).await
     }
 

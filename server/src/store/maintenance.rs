@@ -2,17 +2,22 @@
 
 use super::slots::*;
 use super::sql::{lock, Stamp};
-use super::{at, insert_audit, ms, AuditEntry, Lock, Store, StoreError};
-use crate::bookings::rules::{self};
+use super::{at, insert_audit, ms, AuditEntry, Lock, StoreError};
 use crate::bookings::BookingError;
+use crate::bookings::{plan, rules};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{CreateMaintenance, GpuRef, MaintenanceBlock};
 
-impl Store {
+repository!(
+    /// Maintenance blocks that take cards out of service.
+    Maintenance, maintenance
+);
+
+impl Maintenance<'_> {
     /// Takes cards out of service for a window. Cards already booked in it are a conflict:
     /// the admin cancels or moves those bookings first.
-    pub async fn create_maintenance(
+    pub async fn create(
         &self,
         request: &CreateMaintenance,
         audit: AuditEntry,
@@ -28,13 +33,7 @@ impl Store {
         let mut tx = self.begin_serial(&[Lock::Exclusive(lock::CARDS)]).await?;
         let slot =
             cards_in_slot(&mut tx, &request.gpus, (request.start, request.end), None).await?;
-        if !slot.bookings.is_empty() {
-            let message = format!(
-                "bookings {:?} hold these cards in that window; cancel or move them first",
-                slot.bookings
-            );
-            return Err(slot.conflict(message).into());
-        }
+        plan::maintenance_cards(slot.holds)?;
         let cards = slot.cards;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO maintenance (start_ms, end_ms, reason, created_at, created_by)
@@ -61,7 +60,7 @@ impl Store {
     }
 
     /// Ends a maintenance block (the cards are bookable again); `false` if there is none.
-    pub async fn delete_maintenance(
+    pub async fn delete(
         &self,
         id: i64,
         audit: &AuditEntry,
@@ -86,10 +85,7 @@ impl Store {
     }
 
     /// Maintenance blocks that end after `from`.
-    pub async fn maintenance_blocks(
-        &self,
-        from: DateTime<Utc>,
-    ) -> Result<Vec<MaintenanceBlock>, StoreError> {
+    pub async fn blocks(&self, from: DateTime<Utc>) -> Result<Vec<MaintenanceBlock>, StoreError> {
         let rows: Vec<(i64, i64, i64, String, String, String)> = sqlx::query_as(
             "SELECT m.id, m.start_ms, m.end_ms, m.reason, n.name, g.uuid
              FROM maintenance m

@@ -1,10 +1,15 @@
 //! SQL the job queue reads: what holds each card from now on, what each user held lately
 //! (for fair share), and the queue's settings and shares.
 
-use super::{AuditEntry, Store, StoreError};
+use super::{AuditEntry, StoreError};
 use crate::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::queue::{QueueSettings, Shares};
+
+repository!(
+    /// The queue's settings and shares, and what its passes read of cards and usage.
+    Queue, queue
+);
 
 /// A booking or maintenance block on a card that ends after the time asked about: what the
 /// scheduler must place queue jobs around.
@@ -30,7 +35,7 @@ pub struct UsageSpan {
 const QUEUE_SETTINGS: &str = "queue";
 const SHARES: &str = "shares";
 
-impl Store {
+impl Queue<'_> {
     /// Live bookings and maintenance blocks on any card that end after `from`.
     pub async fn card_blocks(&self, from: DateTime<Utc>) -> Result<Vec<CardBlock>, StoreError> {
         Ok(sqlx::query_as(
@@ -66,8 +71,8 @@ impl Store {
 
     /// The queue's settings; ones saved before their values were bounded, and now out of
     /// range, give way to the defaults (with a warning) rather than overflow the scheduler.
-    pub async fn queue_settings(&self) -> Result<QueueSettings, StoreError> {
-        let settings: QueueSettings = self.setting(QUEUE_SETTINGS).await?;
+    pub async fn settings(&self) -> Result<QueueSettings, StoreError> {
+        let settings: QueueSettings = self.store.settings().get(QUEUE_SETTINGS).await?;
         Ok(match settings.check() {
             Ok(()) => settings,
             Err(why) => {
@@ -77,20 +82,22 @@ impl Store {
         })
     }
 
-    pub async fn save_queue_settings(
+    pub async fn save_settings(
         &self,
         settings: &QueueSettings,
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.save_setting(QUEUE_SETTINGS, settings, audit, now)
+        self.store
+            .settings()
+            .save(QUEUE_SETTINGS, settings, audit, now)
             .await?;
         self.emit(Event::QueueChanged(Change::QueueSettingsChanged));
         Ok(())
     }
 
     pub async fn shares(&self) -> Result<Shares, StoreError> {
-        self.setting(SHARES).await
+        self.store.settings().get(SHARES).await
     }
 
     pub async fn save_shares(
@@ -99,7 +106,10 @@ impl Store {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.save_setting(SHARES, shares, audit, now).await?;
+        self.store
+            .settings()
+            .save(SHARES, shares, audit, now)
+            .await?;
         self.emit(Event::QueueChanged(Change::SharesChanged));
         Ok(())
     }

@@ -3,10 +3,15 @@
 
 use super::slots::*;
 use super::sql::placeholders;
-use super::{at, insert_audit, ms, AuditEntry, Store, StoreError};
+use super::{at, insert_audit, ms, AuditEntry, StoreError};
 use crate::bookings::quota::{self, BookedSlot, GroupUse};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Quota, QuotaHolder, QuotaUse, Quotas};
+
+repository!(
+    /// Quotas of users and groups, and what a member has used against them.
+    QuotaLimits, quotas
+);
 
 /// Reads what the quota rules need about `user_id` and their groups, and applies them to
 /// `request` (a new booking, or booking `replacing` with its new slot).
@@ -236,15 +241,15 @@ async fn read_quotas(conn: &mut sqlx::AnyConnection) -> Result<Quotas, StoreErro
     Ok(quotas)
 }
 
-impl Store {
+impl QuotaLimits<'_> {
     /// Every quota: the default, and overrides per group and per user.
-    pub async fn quotas(&self) -> Result<Quotas, StoreError> {
+    pub async fn list(&self) -> Result<Quotas, StoreError> {
         let mut conn = self.pool.acquire().await?;
         read_quotas(&mut conn).await
     }
 
     /// Replaces every quota with `quotas`, which names groups and users that must exist.
-    pub async fn save_quotas(
+    pub async fn save(
         &self,
         quotas: &Quotas,
         audit: &AuditEntry,
@@ -292,7 +297,7 @@ impl Store {
     }
 
     /// Each user's and each group's use now, against the limits that apply to them.
-    pub async fn quota_use(&self, now: DateTime<Utc>) -> Result<Vec<QuotaUse>, StoreError> {
+    pub async fn usage(&self, now: DateTime<Utc>) -> Result<Vec<QuotaUse>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let quotas = read_quotas(&mut conn).await?;
         let holds: Vec<(i64, i64, i64, i64)> = sqlx::query_as(

@@ -3,24 +3,29 @@
 
 use super::*;
 
-impl Store {
+repository!(
+    /// Settings admins change at run time, each a JSON document under a key.
+    Settings, settings
+);
+
+impl Settings<'_> {
     /// The portal settings, or the defaults when none were saved.
-    pub async fn portal_settings(&self) -> Result<PortalSettings, StoreError> {
-        self.setting("portal").await
+    pub async fn portal(&self) -> Result<PortalSettings, StoreError> {
+        self.get("portal").await
     }
 
     /// Replaces the portal settings and audits the change, in one step.
-    pub async fn save_portal_settings(
+    pub async fn save_portal(
         &self,
         settings: &PortalSettings,
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.save_setting("portal", settings, audit, now).await
+        self.save("portal", settings, audit, now).await
     }
 
     /// The setting `key` (a JSON document), or its default when none was saved.
-    pub(crate) async fn setting<T: serde::de::DeserializeOwned + Default>(
+    pub(crate) async fn get<T: serde::de::DeserializeOwned + Default>(
         &self,
         key: &str,
     ) -> Result<T, StoreError> {
@@ -35,7 +40,7 @@ impl Store {
     }
 
     /// Replaces the setting `key` and audits the change, in one step.
-    pub(crate) async fn save_setting<T: serde::Serialize>(
+    pub(crate) async fn save<T: serde::Serialize>(
         &self,
         key: &str,
         value: &T,

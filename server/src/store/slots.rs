@@ -7,7 +7,9 @@ pub(super) use super::sql::Tx;
 use super::sql::{placeholders, Backend};
 use super::StoreError;
 use super::{insert_audit, ms, AuditEntry};
+use crate::bookings::plan::Holds;
 use crate::bookings::BookingError;
+use crate::bookings::Rule;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::GpuRef;
 
@@ -90,9 +92,11 @@ pub(super) async fn cards_in_slot(
         .iter()
         .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
     {
-        return Err(
-            BookingError::invalid("unknown_gpu", format!("no GPU with UUID {unknown:?}")).into(),
-        );
+        return Err(BookingError::invalid(
+            Rule::UnknownGpu,
+            format!("no GPU with UUID {unknown:?}"),
+        )
+        .into());
     }
     // A card two nodes see (two nodes on one host, each managing some of its cards) is the
     // one node's that manages it.
@@ -103,7 +107,7 @@ pub(super) async fn cards_in_slot(
                 .any(|other| other.card.managed == 1 && other.card.uuid == r.card.uuid)
     }) {
         return Err(BookingError::invalid(
-            "unmanaged_gpu",
+            Rule::UnmanagedGpu,
             format!(
                 "GPU {} on node {} is not managed by Lanes (its node's --gpus leaves it out)",
                 row.card.idx, row.card.node
@@ -114,7 +118,7 @@ pub(super) async fn cards_in_slot(
     rows.retain(|r| r.card.managed == 1);
     if rows.len() != uuids.len() {
         return Err(BookingError::invalid(
-            "ambiguous_gpu",
+            Rule::AmbiguousGpu,
             "a GPU UUID is known on more than one node",
         )
         .into());
@@ -130,13 +134,13 @@ pub(super) async fn cards_in_slot(
     for row in rows {
         let (b, m) = (ids(&row.bookings), ids(&row.maintenance));
         if !b.is_empty() || !m.is_empty() {
-            slot.taken.push(row.card.gpu());
+            slot.holds.taken.push(row.card.gpu());
         }
-        slot.bookings.extend(b);
-        slot.maintenance.extend(m);
+        slot.holds.bookings.extend(b);
+        slot.holds.maintenance.extend(m);
         slot.cards.push(row.card);
     }
-    for list in [&mut slot.bookings, &mut slot.maintenance] {
+    for list in [&mut slot.holds.bookings, &mut slot.holds.maintenance] {
         list.sort_unstable();
         list.dedup();
     }
@@ -161,23 +165,11 @@ async fn take_card_turns(tx: &mut Tx<'_>, uuids: &[String]) -> Result<(), StoreE
     Ok(())
 }
 
+/// A slot's cards as read, and what else holds them in it.
 #[derive(Default)]
 pub(super) struct SlotCards {
     pub(super) cards: Vec<CardRow>,
-    pub(super) bookings: Vec<i64>,
-    pub(super) maintenance: Vec<i64>,
-    pub(super) taken: Vec<GpuRef>,
-}
-
-impl SlotCards {
-    pub(super) fn conflict(self, message: String) -> BookingError {
-        BookingError::Conflict {
-            message,
-            gpus: self.taken,
-            bookings: self.bookings,
-            maintenance: self.maintenance,
-        }
-    }
+    pub(super) holds: Holds,
 }
 
 /// What holds cards for a slot.

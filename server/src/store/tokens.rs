@@ -2,6 +2,11 @@
 
 use super::*;
 
+repository!(
+    /// API tokens of members.
+    Tokens, tokens
+);
+
 #[derive(sqlx::FromRow)]
 struct TokenRow {
     id: i64,
@@ -35,9 +40,9 @@ pub(super) async fn revoke_tokens_of(
     Ok(())
 }
 
-impl Store {
+impl Tokens<'_> {
     /// Stores a new token (by hash) for `user_id`, and audits it.
-    pub async fn create_token(
+    pub async fn create(
         &self,
         user_id: i64,
         name: &str,
@@ -62,7 +67,7 @@ impl Store {
     }
 
     /// A user's tokens that are not revoked, newest first.
-    pub async fn tokens_of(&self, user_id: i64) -> Result<Vec<ApiToken>, StoreError> {
+    pub async fn of(&self, user_id: i64) -> Result<Vec<ApiToken>, StoreError> {
         let rows: Vec<TokenRow> = sqlx::query_as(
             "SELECT id, name, created_at, last_used_at FROM api_tokens
              WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id DESC",
@@ -74,7 +79,7 @@ impl Store {
     }
 
     /// Revokes a token of `user_id`; `false` when it has no such live token.
-    pub async fn revoke_token(
+    pub async fn revoke(
         &self,
         user_id: i64,
         token_id: i64,
@@ -101,7 +106,7 @@ impl Store {
     }
 
     /// The enabled owner of a live token, noting its use.
-    pub async fn token_user(
+    pub async fn user(
         &self,
         token_hash: &str,
         now: DateTime<Utc>,

@@ -1,9 +1,14 @@
 //! SQL of energy and per-process use: minutes added to as readings arrive, and what reports
 //! and the dashboard read back (per booking, per job, per Unix account).
 
-use super::{Store, StoreError};
+use super::StoreError;
 use crate::history::usage::{ProcessKey, ProcessUse};
 use std::collections::HashMap;
+
+repository!(
+    /// GPU use per minute, per process and per booking, and energy.
+    Usage, usage
+);
 
 /// One card's minute as the writer adds it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -39,12 +44,9 @@ pub struct BookingEnergy {
     pub attributed_mj: f64,
 }
 
-impl Store {
+impl Usage<'_> {
     /// Adds minutes of use (card id, minute start) to what is stored, in one transaction.
-    pub async fn add_usage(
-        &self,
-        minutes: &HashMap<(i64, i64), MinuteUse>,
-    ) -> Result<(), StoreError> {
+    pub async fn add(&self, minutes: &HashMap<(i64, i64), MinuteUse>) -> Result<(), StoreError> {
         if minutes.is_empty() {
             return Ok(());
         }
@@ -55,7 +57,7 @@ impl Store {
     }
 
     /// What a report needs of energy and per-process use over `[from, to)` (Unix seconds):
-    /// each booking's energy and its attributed part ([`Store::booking_energy`]) and each
+    /// each booking's energy and its attributed part ([`Usage::booking_energy`]) and each
     /// account's and job's per-process totals. Read from one snapshot, so the parts add up to
     /// the whole while the history writer goes on adding to the minute in progress.
     pub async fn energy_and_processes(

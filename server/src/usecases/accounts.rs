@@ -79,6 +79,7 @@ pub async fn log_in(
     // Counted before the password is checked, atomically with the check of the limits: of
     // many concurrent guesses only as many as the limit get to be checked.
     let (attempt, address_failures) = match store
+        .sessions()
         .begin_login_attempt(&username, &address, &rules, now)
         .await?
     {
@@ -96,7 +97,7 @@ pub async fn log_in(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let credentials = store.credentials(&username).await?;
+    let credentials = store.accounts().credentials(&username).await?;
     let checked = password_work(move || match credentials {
         Some((user, hash)) => {
             let matches = password::verify(&password_text, &hash);
@@ -113,31 +114,35 @@ pub async fn log_in(
         Ok(user) => user,
         Err(e) => {
             // Not judged (busy): it does not count against anyone.
-            store.end_login_attempt(attempt, None).await?;
+            store.sessions().end_login_attempt(attempt, None).await?;
             return Err(e);
         }
     };
     store
+        .sessions()
         .end_login_attempt(attempt, Some(user.is_some()))
         .await?;
     let Some(user) = user else {
         let failure =
             AuditEntry::new(None, AuditAction::AuthLoginFailed, username).from_addr(address);
-        store.audit(&failure, now).await?;
+        store.audit_log().record(&failure, now).await?;
         return Err(UseCaseError::InvalidCredentials);
     };
     let (secret, id_hash) =
         session::new_secret().map_err(|e| UseCaseError::Internal(e.to_string()))?;
     let audit =
         AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username).from_addr(address);
-    store.start_session(user.id, &id_hash, &audit, now).await?;
+    store
+        .sessions()
+        .start(user.id, &id_hash, &audit, now)
+        .await?;
     Ok(LoggedIn { user, secret })
 }
 
 /// Ends the session whose cookie carries `secret` (nothing when there is none).
 pub async fn log_out(store: &Store, secret: Option<&str>) -> Result<(), UseCaseError> {
     if let Some(secret) = secret {
-        store.end_session(&session::hash_secret(secret)).await?;
+        store.sessions().end(&session::hash_secret(secret)).await?;
     }
     Ok(())
 }
@@ -151,6 +156,7 @@ pub async fn change_password(
     now: DateTime<Utc>,
 ) -> Result<(), UseCaseError> {
     let (_, stored) = store
+        .accounts()
         .credentials(&user.username)
         .await?
         .ok_or_else(|| UseCaseError::NotFound("no such user".into()))?;
@@ -167,6 +173,7 @@ pub async fn change_password(
         &user.username,
     );
     store
+        .accounts()
         .change_password(user.id, &hash, !change.keep_tokens, &audit, now)
         .await?;
     Ok(())
@@ -193,7 +200,10 @@ pub async fn choose_language(
     }
     let audit =
         AuditEntry::new(Some(user.id), AuditAction::UserLanguage, &user.username).detail(language);
-    store.set_language(user.id, language, &audit, now).await?;
+    store
+        .accounts()
+        .set_language(user.id, language, &audit, now)
+        .await?;
     Ok(())
 }
 
@@ -218,7 +228,7 @@ pub async fn create_user(
     };
     let entry = AuditEntry::new(actor.map(|a| a.id), AuditAction::UserCreate, &new.username)
         .detail(format!("role {}{how}", new.role));
-    let user = store.create_user(&new, &hash, &entry, now).await?;
+    let user = store.accounts().create(&new, &hash, &entry, now).await?;
     Ok(UserView {
         user,
         groups: Vec::new(),
@@ -254,7 +264,8 @@ pub async fn update_user(
     let entry = AuditEntry::new(Some(admin.id), AuditAction::UserUpdate, id.to_string())
         .detail(changes.join("; "));
     let user = store
-        .update_user(id, &patch, hash.as_deref(), &entry, now)
+        .accounts()
+        .update(id, &patch, hash.as_deref(), &entry, now)
         .await?
         .ok_or_else(|| UseCaseError::NotFound("no such user".into()))?;
     Ok(user_views(store, vec![user]).await?.remove(0))
@@ -262,7 +273,7 @@ pub async fn update_user(
 
 /// Accounts with the groups each belongs to.
 pub async fn user_views(store: &Store, users: Vec<User>) -> Result<Vec<UserView>, UseCaseError> {
-    let memberships = store.memberships().await?;
+    let memberships = store.accounts().memberships().await?;
     Ok(users
         .into_iter()
         .map(|user| UserView {
@@ -291,6 +302,7 @@ pub async fn create_group(
     }
     let entry = AuditEntry::new(Some(admin.id), AuditAction::GroupCreate, &request.name);
     Ok(store
+        .accounts()
         .create_group(&request.name, &request.description, &entry, now)
         .await?)
 }
@@ -312,7 +324,8 @@ pub async fn create_token(
     let secret = format!("{TOKEN_PREFIX}{random}");
     let entry = AuditEntry::new(Some(user.id), AuditAction::TokenCreate, name);
     let token: ApiToken = store
-        .create_token(user.id, name, &session::hash_secret(&secret), &entry, now)
+        .tokens()
+        .create(user.id, name, &session::hash_secret(&secret), &entry, now)
         .await?;
     Ok(CreatedToken { token, secret })
 }
@@ -325,7 +338,7 @@ pub async fn revoke_token(
     now: DateTime<Utc>,
 ) -> Result<(), UseCaseError> {
     let entry = AuditEntry::new(Some(user.id), AuditAction::TokenRevoke, id.to_string());
-    if store.revoke_token(user.id, id, &entry, now).await? {
+    if store.tokens().revoke(user.id, id, &entry, now).await? {
         Ok(())
     } else {
         Err(UseCaseError::NotFound("no such token".into()))

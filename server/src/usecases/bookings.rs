@@ -3,6 +3,7 @@
 
 use super::UseCaseError;
 use crate::audit::AuditAction;
+use crate::bookings::Rule;
 use crate::bookings::{check_request, rules, BookingError, CardChoice, NewBooking};
 use crate::store::{AuditEntry, Store};
 use chrono::{DateTime, Utc};
@@ -28,7 +29,8 @@ pub async fn book(
                 ));
             }
             store
-                .user_by_username(name)
+                .accounts()
+                .by_username(name)
                 .await?
                 .filter(|u| u.enabled)
                 .ok_or_else(|| {
@@ -42,7 +44,7 @@ pub async fn book(
         (None, Some(count)) => CardChoice::Any(count),
         _ => {
             return Err(BookingError::invalid(
-                "gpus_or_count",
+                Rule::GpusOrCount,
                 "give either `gpus` (a list of UUIDs) or `count`, not both",
             )
             .into())
@@ -66,13 +68,14 @@ pub async fn book(
         detail.push_str("; lends its idle cards");
     }
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
-    Ok(store.create_booking(&new, audit, now).await?)
+    Ok(store.bookings().create(&new, audit, now).await?)
 }
 
 /// The booking, or "no such booking".
 pub async fn find(store: &Store, id: i64, now: DateTime<Utc>) -> Result<Booking, UseCaseError> {
     store
-        .booking(id, now)
+        .bookings()
+        .get(id, now)
         .await?
         .ok_or_else(|| UseCaseError::NotFound("no such booking".into()))
 }
@@ -102,7 +105,7 @@ pub async fn withdraw(
 ) -> Result<Booking, UseCaseError> {
     changeable(store, actor, id, now).await?;
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingWithdraw, "");
-    Ok(store.withdraw_booking(id, audit, now).await?)
+    Ok(store.bookings().withdraw(id, audit, now).await?)
 }
 
 /// Takes back the cards booking `id` lends now (its owner or an admin): the borrowers get
@@ -117,14 +120,14 @@ pub async fn reclaim(
     let booking = changeable(store, actor, id, now).await?;
     if booking.loan_of.is_some() {
         return Err(BookingError::invalid(
-            "loan",
+            Rule::Loan,
             "this booking is itself a loan of another booking's cards; its holder takes them back",
         )
         .into());
     }
     let audit = AuditEntry::new(Some(actor.id), AuditAction::LoanReclaim, "")
         .detail("asked for by its holder");
-    store.reclaim_loans(id, audit, now).await?;
+    store.lending().reclaim_loans(id, audit, now).await?;
     find(store, id, now).await
 }
 
@@ -139,9 +142,9 @@ pub async fn extend(
     now: DateTime<Utc>,
 ) -> Result<Booking, UseCaseError> {
     changeable(store, actor, id, now).await?;
-    if let Some(job) = store.queue_job_of_booking(id).await? {
+    if let Some(job) = store.jobs().queued_of_booking(id).await? {
         return Err(BookingError::invalid(
-            "queue_booking",
+            Rule::QueueBooking,
             format!(
                 "this booking holds the cards of queue job {job}; it lasts the job's time limit and cannot be extended"
             ),
@@ -151,7 +154,8 @@ pub async fn extend(
     rules::check_end(end, now, horizon_days).map_err(BookingError::from)?;
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingExtend, "");
     Ok(store
-        .extend_booking(id, end, !actor.is_admin(), audit, now)
+        .bookings()
+        .extend(id, end, !actor.is_admin(), audit, now)
         .await?)
 }
 
@@ -177,18 +181,18 @@ pub async fn find_slots(
         .map_err(UseCaseError::BadRequest)?;
     if query.gpus == 0 || query.gpus as usize > crate::bookings::MAX_CARDS {
         return Err(BookingError::invalid(
-            "count",
+            Rule::Count,
             format!("gpus must be 1 to {}", crate::bookings::MAX_CARDS),
         )
         .into());
     }
     if duration <= chrono::Duration::zero() {
-        return Err(BookingError::invalid("duration", "the duration must be positive").into());
+        return Err(BookingError::invalid(Rule::Duration, "the duration must be positive").into());
     }
     let limit = query.limit.unwrap_or(5);
     if limit == 0 || limit > MAX_SLOTS {
         return Err(
-            BookingError::invalid("limit", format!("limit must be 1 to {MAX_SLOTS}")).into(),
+            BookingError::invalid(Rule::Limit, format!("limit must be 1 to {MAX_SLOTS}")).into(),
         );
     }
     let horizon = now + chrono::Duration::days(i64::from(horizon_days));
@@ -199,7 +203,7 @@ pub async fn find_slots(
         .min(horizon);
     if !rules::is_sane_time(from) || to - from < duration {
         return Err(BookingError::invalid(
-            "time_range",
+            Rule::TimeRange,
             format!(
                 "the range from {} to {} is shorter than {} (bookings end at most {horizon_days} days ahead)",
                 from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -221,6 +225,7 @@ pub async fn find_slots(
         min_memory_bytes,
     };
     Ok(store
+        .bookings()
         .free_slots(actor.id, &search, &filter, !actor.is_admin(), now)
         .await?)
 }

@@ -108,7 +108,7 @@ impl Command {
             env_base: self.environment.as_ref(),
             place,
         };
-        Ok(store.create_job(&new, audit, now).await?)
+        Ok(store.jobs().create(&new, audit, now).await?)
     }
 }
 
@@ -171,7 +171,10 @@ pub async fn submit_to_booking(
     if booking.lend {
         let audit = AuditEntry::new(Some(user.id), AuditAction::LoanReclaim, "")
             .detail(format!("job {} was submitted into it", job.id));
-        store.reclaim_loans(booking.id, audit, now).await?;
+        store
+            .lending()
+            .reclaim_loans(booking.id, audit, now)
+            .await?;
     }
     Ok(job)
 }
@@ -244,7 +247,8 @@ pub async fn submit_to_queue(
 /// The job, if `user` may see or change it: its owner or an admin.
 pub async fn visible(store: &Store, user: &User, id: i64) -> Result<Job, UseCaseError> {
     let job = store
-        .job(id)
+        .jobs()
+        .get(id)
         .await?
         .ok_or_else(|| UseCaseError::NotFound("no such job".into()))?;
     if job.user_id != user.id && !user.is_admin() {

@@ -85,7 +85,11 @@ pub async fn listing_owner(
     username: Option<&str>,
 ) -> Result<Option<Option<i64>>, UseCaseError> {
     Ok(match (username, viewer.is_admin()) {
-        (Some(name), true) => store.user_by_username(name).await?.map(|u| Some(u.id)),
+        (Some(name), true) => store
+            .accounts()
+            .by_username(name)
+            .await?
+            .map(|u| Some(u.id)),
         (None, true) => Some(None),
         (_, false) => Some(Some(viewer.id)),
     })

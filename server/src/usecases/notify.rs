@@ -3,8 +3,7 @@
 
 use super::{require_admin, UseCaseError};
 use crate::audit::AuditAction;
-use crate::notify::links::{self, Refused};
-use crate::notify::render;
+use crate::notify::links::{self, Outcome, Refused};
 use crate::queue::Queue;
 use crate::store::{AuditEntry, Link, NewMessage, Store};
 use crate::usecases;
@@ -28,7 +27,7 @@ fn known_zone(zone: &str) -> Result<chrono_tz::Tz, UseCaseError> {
 /// The settings as admins read them: the SMTP password is never sent back, only whether one
 /// is kept.
 pub async fn settings(store: &Store) -> Result<NotifySettings, UseCaseError> {
-    let mut settings = store.notify_settings().await?;
+    let mut settings = store.notifications().settings().await?;
     if let Some(smtp) = &mut settings.smtp {
         smtp.password_set = smtp.password.is_some();
         smtp.password = None;
@@ -49,7 +48,7 @@ pub async fn save_settings(
         return Err(UseCaseError::Unprocessable(problem));
     }
     known_zone(&settings.time_zone)?;
-    let stored = store.notify_settings().await?;
+    let stored = store.notifications().settings().await?;
     if let Some(smtp) = &mut settings.smtp {
         smtp.password = match smtp.password.take() {
             Some(p) if p.is_empty() => None,
@@ -75,15 +74,18 @@ pub async fn save_settings(
     };
     let audit = AuditEntry::new(Some(admin.id), AuditAction::NotifySettings, "notifications")
         .detail(detail);
-    store.save_notify_settings(&settings, &audit, now).await?;
+    store
+        .notifications()
+        .save_settings(&settings, &audit, now)
+        .await?;
     self::settings(store).await
 }
 
 /// What a member chose, with what the lab allows.
 pub async fn prefs(store: &Store, user: &User) -> Result<NotifyPrefsView, UseCaseError> {
-    let settings = store.notify_settings().await?;
+    let settings = store.notifications().settings().await?;
     Ok(NotifyPrefsView {
-        prefs: store.notify_prefs(user.id).await?,
+        prefs: store.notifications().prefs(user.id).await?,
         email: user.email.clone(),
         email_available: settings.smtp.is_some(),
         rules: EventKind::ALL
@@ -108,7 +110,7 @@ pub async fn save_prefs(
     if let Some(zone) = &prefs.time_zone {
         known_zone(zone)?;
     }
-    let settings = store.notify_settings().await?;
+    let settings = store.notifications().settings().await?;
     for (kind, channels) in &prefs.events {
         let rule = settings.rule(*kind);
         if rule.required
@@ -133,7 +135,8 @@ pub async fn save_prefs(
             }
         ));
     store
-        .save_notify_prefs(user.id, &prefs, &audit, now)
+        .notifications()
+        .save_prefs(user.id, &prefs, &audit, now)
         .await?;
     self::prefs(store, user).await
 }
@@ -155,10 +158,11 @@ pub async fn test_send(
             "only admins may send a test to someone else".into(),
         ));
     }
-    let settings = store.notify_settings().await?;
+    let settings = store.notifications().settings().await?;
     let target = match &request.user {
         Some(name) => store
-            .user_by_username(name)
+            .accounts()
+            .by_username(name)
             .await?
             .ok_or_else(|| UseCaseError::NotFound(format!("no user named {name:?}")))?,
         None => actor.clone(),
@@ -166,6 +170,7 @@ pub async fn test_send(
     // Each test is a request to somebody's mail server or endpoint: a burst of them must not
     // become a flood (the hourly limit does not hold back tests to an address).
     let recent = store
+        .outbox()
         .messages_since(
             target.id,
             "test",
@@ -204,7 +209,7 @@ pub async fn test_send(
             serde_json::json!({ "test_address": address }),
         ));
     } else {
-        let prefs = store.notify_prefs(target.id).await?;
+        let prefs = store.notifications().prefs(target.id).await?;
         if target.email.is_some() && settings.smtp.is_some() {
             messages.push(base(Channel::Email, serde_json::json!({})));
         }
@@ -223,10 +228,10 @@ pub async fn test_send(
             target.username
         )));
     }
-    let queued = store.enqueue(&messages, now).await?;
+    let queued = store.outbox().enqueue(&messages, now).await?;
     let audit = AuditEntry::new(Some(actor.id), AuditAction::NotifyTest, &target.username)
         .detail(format!("{} test message(s)", queued.len()));
-    store.audit(&audit, now).await?;
+    store.audit_log().record(&audit, now).await?;
     Ok(TestSent { queued })
 }
 
@@ -277,18 +282,20 @@ async fn describe(
     locale: Locale,
     now: DateTime<Utc>,
 ) -> Result<String, Refused> {
-    let when = |t| render::when_in(t, tz, locale);
+    let when = |t| lanes_app::dates::when_in(t, tz, locale);
     Ok(match (link.action, link.booking_id, link.job_id) {
         (LinkAction::CancelJob, _, Some(job)) => {
             let job = store
-                .job(job)
+                .jobs()
+                .get(job)
                 .await?
                 .ok_or_else(|| Refused::Gone("the job is gone".into()))?;
             say!(locale, link.cancel_job, id = job.id, title = job.title())
         }
         (action, Some(id), _) => {
             let b = store
-                .booking(id, now)
+                .bookings()
+                .get(id, now)
                 .await?
                 .ok_or_else(|| Refused::Gone("the booking is gone".into()))?;
             match action {
@@ -312,40 +319,43 @@ async fn describe(
 
 /// Uses the link `secret`: marks it used (only one request can), does its action as its
 /// member, and records what was done. A refused action gives the link back, so that it may be
-/// used once what refused it changed. What was done, in words.
+/// used once what refused it changed. What was done.
 pub async fn perform(
     store: &Store,
     queue: &Queue,
     horizon_days: u32,
     secret: &str,
-    tz: chrono_tz::Tz,
-    locale: Locale,
     now: DateTime<Utc>,
-) -> Result<String, LinkFailure> {
+) -> Result<Outcome, LinkFailure> {
     let link = links::check(store, secret, now).await?;
     let user = store
-        .user(link.user_id)
+        .accounts()
+        .get(link.user_id)
         .await?
         .filter(|u| u.enabled)
         .ok_or(Refused::Gone("the account is disabled".into()))?;
-    if !store.use_link(link.id, now).await? {
+    if !store.links().mark_used(link.id, now).await? {
         // Another request used it a moment ago.
         let again = store
-            .link(&crate::accounts::session::hash_secret(secret))
+            .links()
+            .get(&crate::accounts::session::hash_secret(secret))
             .await?;
         return Err(LinkFailure::Link(Refused::Used {
             at: again.and_then(|l| l.used_at).unwrap_or(now),
             outcome: None,
         }));
     }
-    let done = act(store, queue, horizon_days, &link, &user, (tz, locale), now).await;
+    let done = act(store, queue, horizon_days, &link, &user, now).await;
     match done {
-        Ok(words) => {
-            store.link_outcome(link.id, Some(&words)).await?;
-            Ok(words)
+        Ok(outcome) => {
+            store
+                .links()
+                .set_outcome(link.id, Some(&outcome.code()))
+                .await?;
+            Ok(outcome)
         }
         Err(e) => {
-            store.link_outcome(link.id, None).await?;
+            store.links().set_outcome(link.id, None).await?;
             Err(LinkFailure::Action(e))
         }
     }
@@ -357,9 +367,8 @@ async fn act(
     horizon_days: u32,
     link: &Link,
     user: &lanes_types::account::User,
-    (tz, locale): (chrono_tz::Tz, Locale),
     now: DateTime<Utc>,
-) -> Result<String, UseCaseError> {
+) -> Result<Outcome, UseCaseError> {
     let gone = || UseCaseError::NotFound("the link names nothing".into());
     match link.action {
         LinkAction::CancelJob => {
@@ -367,12 +376,10 @@ async fn act(
             let job =
                 usecases::jobs::cancel(store, queue, user, id, usecases::jobs::CancelScope::AnyJob)
                     .await?;
-            Ok(say!(
-                locale,
-                link.job_cancelled,
-                id = job.id,
-                title = job.title()
-            ))
+            Ok(Outcome::JobCancelled {
+                job: job.id,
+                title: job.title(),
+            })
         }
         LinkAction::ExtendHour => {
             let id = link.booking_id.ok_or_else(gone)?;
@@ -380,24 +387,20 @@ async fn act(
             let end = booking.end + chrono::Duration::hours(1);
             let booking =
                 usecases::bookings::extend(store, user, id, end, horizon_days, now).await?;
-            Ok(say!(
-                locale,
-                link.extended,
-                id,
-                at = render::when_in(booking.end, tz, locale)
-            ))
+            Ok(Outcome::Extended {
+                booking: id,
+                end: booking.end,
+            })
         }
         LinkAction::Release => {
             let id = link.booking_id.ok_or_else(gone)?;
             let booking = usecases::bookings::withdraw(store, user, id, now).await?;
             Ok(match booking.state {
-                BookingState::Cancelled => say!(locale, link.cancelled, id),
-                _ => say!(
-                    locale,
-                    link.released,
-                    id,
-                    at = render::when_in(now, tz, locale)
-                ),
+                BookingState::Cancelled => Outcome::Cancelled { booking: id },
+                _ => Outcome::Released {
+                    booking: id,
+                    at: now,
+                },
             })
         }
         LinkAction::StillUsing => {
@@ -414,8 +417,8 @@ async fn act(
                 format!("booking {id}"),
             )
             .detail("answered an idle warning: still using it");
-            store.confirm_in_use(id, &audit, now).await?;
-            Ok(say!(locale, link.in_use, id))
+            store.links().confirm_in_use(id, &audit, now).await?;
+            Ok(Outcome::InUse { booking: id })
         }
     }
 }

@@ -21,14 +21,14 @@ pub async fn view(
     viewer: &User,
     now: DateTime<Utc>,
 ) -> Result<QueueView, UseCaseError> {
-    let jobs = store.queue_jobs(RECENT_ENDED).await?;
+    let jobs = store.jobs().queued(RECENT_ENDED).await?;
     let snapshot = queue.snapshot();
     let mut views = Vec::with_capacity(jobs.len());
     for job in &jobs {
         let mut cards = Vec::new();
         let mut borrowed_from = None;
         if let (Some(booking), false) = (job.booking_id, job.state.is_over()) {
-            if let Some(b) = store.booking(booking, now).await? {
+            if let Some(b) = store.bookings().get(booking, now).await? {
                 cards = b.gpus;
                 borrowed_from = b.loan_of;
             }

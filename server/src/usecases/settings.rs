@@ -45,7 +45,7 @@ pub async fn save_portal_settings(
     );
     let entry =
         AuditEntry::new(Some(admin.id), AuditAction::SettingsUpdate, "portal").detail(detail);
-    store.save_portal_settings(&settings, &entry, now).await?;
+    store.settings().save_portal(&settings, &entry, now).await?;
     replace(live, settings.clone());
     Ok(settings)
 }
@@ -80,7 +80,10 @@ pub async fn save_policy(
         },
     );
     let entry = AuditEntry::new(Some(admin.id), AuditAction::PolicyUpdate, "policy").detail(detail);
-    store.save_policy(&policy, &entry, now).await?;
+    store
+        .enforcement()
+        .save_policy(&policy, &entry, now)
+        .await?;
     replace(live, policy.clone());
     Ok(policy)
 }
@@ -113,8 +116,8 @@ pub async fn save_quotas(
     }
     let detail = serde_json::to_string(&quotas).unwrap_or_default();
     let audit = AuditEntry::new(Some(admin.id), AuditAction::QuotaUpdate, "quotas").detail(detail);
-    store.save_quotas(&quotas, &audit, now).await?;
-    Ok(store.quotas().await?)
+    store.quotas().save(&quotas, &audit, now).await?;
+    Ok(store.quotas().list().await?)
 }
 
 /// Blocks cards for maintenance; refused when a booking holds one of them then.
@@ -135,7 +138,7 @@ pub async fn add_maintenance(
             request.end.to_rfc3339(),
             request.reason
         ));
-    Ok(store.create_maintenance(&request, audit, now).await?)
+    Ok(store.maintenance().create(&request, audit, now).await?)
 }
 
 /// Ends (or withdraws) a maintenance block.
@@ -151,7 +154,7 @@ pub async fn end_maintenance(
         AuditAction::MaintenanceDelete,
         format!("maintenance {id}"),
     );
-    if store.delete_maintenance(id, &audit, now).await? {
+    if store.maintenance().delete(id, &audit, now).await? {
         Ok(())
     } else {
         Err(UseCaseError::NotFound("no such maintenance block".into()))
@@ -227,6 +230,6 @@ pub async fn inject_process(
         AuditEntry::new(Some(admin.id), AuditAction::SimInject, format!("pid {pid}")).detail(
             format!("{} as {} on {}", request.command, request.user, request.gpu),
         );
-    store.audit(&entry, now).await?;
+    store.audit_log().record(&entry, now).await?;
     Ok(Injected { pid })
 }

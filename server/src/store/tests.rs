@@ -1,0 +1,345 @@
+//! Tests of the store against a real database (SQLite in a temporary file).
+
+use super::open::postgres_too_old;
+use super::*;
+
+fn gpu(uuid: &str, index: u32) -> GpuInfo {
+    GpuInfo {
+        node: "n1".into(),
+        uuid: uuid.into(),
+        index,
+        name: "H200".into(),
+        pci_bus_id: format!("00000000:{index:02X}:00.0"),
+        memory_total_bytes: 1 << 40,
+    }
+}
+
+async fn temp_store() -> (Store, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "lanes-store-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("lanes.db").display());
+    (Store::open(&url).await.unwrap(), dir)
+}
+
+/// This process's POSIX locks on the file at `path`, as /proc/locks lists them.
+fn locks_held_here(path: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).unwrap();
+    let (major, minor) = (
+        nix::sys::stat::major(meta.dev()),
+        nix::sys::stat::minor(meta.dev()),
+    );
+    let id = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    let pid = std::process::id().to_string();
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.contains(" POSIX ")
+                && l.split_whitespace().any(|w| w == id)
+                && l.split_whitespace().any(|w| w == pid)
+        })
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// `/healthz` reads the header: that must not drop SQLite's locks (closing any descriptor
+/// of the file drops every POSIX lock this process holds on it), or another process
+/// checkpoints and deletes the live WAL.
+#[tokio::test]
+async fn a_health_check_keeps_sqlites_locks_on_the_database_file() {
+    let (store, dir) = temp_store().await;
+    let db = dir.join("lanes.db");
+    // A read transaction held open, as a request in flight holds one.
+    let mut reader = store.pool.begin().await.unwrap();
+    sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM users")
+        .fetch_one(&mut *reader)
+        .await
+        .unwrap();
+    let before = locks_held_here(&db);
+    assert!(
+        !before.is_empty(),
+        "SQLite holds a lock on the file while it reads"
+    );
+    for _ in 0..3 {
+        store.health().await.unwrap();
+    }
+    assert_eq!(
+        locks_held_here(&db),
+        before,
+        "the health check left the locks alone"
+    );
+    reader.rollback().await.unwrap();
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn inventory_is_recorded_once_per_card_and_updated_when_seen_again() {
+    let (store, dir) = temp_store().await;
+    let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+    let t1 = DateTime::from_timestamp(1_700_000_600, 0).unwrap();
+    store
+        .inventory()
+        .record("n1", &[gpu("GPU-a", 0), gpu("GPU-b", 1)], t0)
+        .await
+        .unwrap();
+    // After a re-cabling the same card shows up at another index.
+    store
+        .inventory()
+        .record("n1", &[gpu("GPU-b", 0)], t1)
+        .await
+        .unwrap();
+    let known = store.inventory().known_gpus().await.unwrap();
+    assert_eq!(known.len(), 2);
+    let b = known.iter().find(|g| g.uuid == "GPU-b").unwrap();
+    assert_eq!((b.index, b.first_seen, b.last_seen), (0, t0, t1));
+    let a = known.iter().find(|g| g.uuid == "GPU-a").unwrap();
+    assert_eq!(a.last_seen, t0);
+    assert_eq!(a.memory_total_bytes, 1 << 40);
+    // The card the node no longer lists is nobody's to book; the one it lists is.
+    assert_eq!((a.managed, b.managed), (0, 1));
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_user_is_created_once_with_its_audit_line_and_a_duplicate_is_a_conflict() {
+    let (store, dir) = temp_store().await;
+    let new = NewUser {
+        username: "ada".into(),
+        display_name: "Ada".into(),
+        email: None,
+        unix_user: Some("ada".into()),
+        role: Role::Admin,
+    };
+    let audit = AuditEntry::new(None, AuditAction::UserCreate, "ada").detail("role admin");
+    let now = Utc::now();
+    let user = store
+        .accounts()
+        .create(&new, "$argon2id$x", &audit, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        (user.username.as_str(), user.role, user.enabled),
+        ("ada", Role::Admin, true)
+    );
+    assert_eq!(store.accounts().count_enabled_admins().await.unwrap(), 1);
+    let again = store
+        .accounts()
+        .create(&new, "$argon2id$y", &audit, now)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(again, StoreError::Conflict(ref m) if m.contains("already exists")),
+        "{again}"
+    );
+    // The failed attempt left no second audit line.
+    let lines = store.audit_log().recent(10).await.unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(
+        (
+            lines[0].action.as_str(),
+            lines[0].target.as_str(),
+            lines[0].actor.as_deref()
+        ),
+        ("user.create", "ada", None)
+    );
+    assert_eq!(lines[0].detail, "role admin");
+    assert_eq!(
+        store.accounts().by_username("ada").await.unwrap(),
+        Some(user)
+    );
+    assert_eq!(store.accounts().by_username("bob").await.unwrap(), None);
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A report's energy parts add up while the history writer adds to the minute it reads:
+/// the booking's energy, the part per-process samples gave to processes, and the
+/// processes' own totals come from one snapshot (each write adds as much to all three).
+#[tokio::test]
+async fn a_reports_energy_and_its_parts_are_read_from_one_snapshot_while_minutes_grow() {
+    use crate::bookings::{CardChoice, NewBooking};
+    use crate::history::usage::{ProcessKey, ProcessUse};
+    use crate::store::usage::MinuteUse;
+    let (store, dir) = temp_store().await;
+    let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+    store
+        .inventory()
+        .record("n1", &[gpu("GPU-a", 0)], t0)
+        .await
+        .unwrap();
+    let new = NewUser {
+        username: "ada".into(),
+        display_name: "Ada".into(),
+        email: None,
+        unix_user: Some("ada".into()),
+        role: Role::User,
+    };
+    let audit = AuditEntry::new(None, AuditAction::UserCreate, "ada");
+    let owner = store
+        .accounts()
+        .create(&new, "$argon2id$x", &audit, t0)
+        .await
+        .unwrap();
+    let booking = NewBooking {
+        owner,
+        cards: CardChoice::Named(vec!["GPU-a".into()]),
+        start: t0,
+        end: t0 + chrono::Duration::hours(1),
+        note: String::new(),
+        enforce_quota: false,
+        lend: false,
+    };
+    let audit = AuditEntry::new(None, AuditAction::BookingCreate, "booking");
+    let booking = store.bookings().create(&booking, audit, t0).await.unwrap();
+    let card = store.history().gpu_ids().await.unwrap()[&("n1".to_string(), "GPU-a".to_string())];
+    let minute = t0.timestamp() + 120;
+    let writes = 200;
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for _ in 0..writes {
+                let use_ = ProcessUse {
+                    seconds: 1.0,
+                    used_pct_s: 50.0,
+                    sm_pct_s: 50.0,
+                    mem_pct_s: 0.0,
+                    energy_mj: 600_000.0,
+                };
+                let key = ProcessKey {
+                    unix_user: "ada".into(),
+                    job_id: 0,
+                };
+                let added = MinuteUse {
+                    energy_mj: 600_000,
+                    processes: [(key, use_)].into_iter().collect(),
+                };
+                store
+                    .usage()
+                    .add(&[((card, minute), added)].into_iter().collect())
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let (from, to) = (t0.timestamp(), t0.timestamp() + 3600);
+    let mut reads = 0;
+    loop {
+        let done = writer.is_finished();
+        let (energy, processes) = store.usage().energy_and_processes(from, to).await.unwrap();
+        let whole = energy.get(&booking.id).copied().unwrap_or_default();
+        let theirs: f64 = processes.iter().map(|p| p.energy_mj).sum();
+        assert_eq!(whole.energy_mj, whole.attributed_mj, "read {reads}");
+        assert_eq!(whole.attributed_mj, theirs, "read {reads}");
+        reads += 1;
+        if done {
+            assert_eq!(whole.energy_mj, 600_000.0 * writes as f64);
+            break;
+        }
+    }
+    assert!(reads > 1);
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn deliveries_at_once_never_take_more_requests_than_the_hourly_limit() {
+    let (store, dir) = temp_store().await;
+    let new = NewUser {
+        username: "ada".into(),
+        display_name: "Ada".into(),
+        email: None,
+        unix_user: None,
+        role: Role::User,
+    };
+    let audit = AuditEntry::new(None, AuditAction::UserCreate, "ada");
+    let now = Utc::now();
+    let ada = store
+        .accounts()
+        .create(&new, "$argon2id$x", &audit, now)
+        .await
+        .unwrap();
+    let hour_ago = now - chrono::Duration::hours(1);
+    // Eight deliveries at once against a limit of three: three go.
+    let outbox = store.outbox();
+    let claims = (0..8).map(|_| outbox.claim_attempt(ada.id, Some(3), hour_ago, now));
+    let granted = futures::future::join_all(claims).await;
+    let granted = granted.into_iter().filter(|c| *c.as_ref().unwrap()).count();
+    assert_eq!(granted, 3);
+    assert_eq!(
+        store
+            .outbox()
+            .attempts_since(ada.id, hour_ago)
+            .await
+            .unwrap(),
+        3
+    );
+    // Unlimited (a test message) is counted, never refused.
+    assert!(store
+        .outbox()
+        .claim_attempt(ada.id, None, hour_ago, now)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .outbox()
+            .attempts_since(ada.id, hour_ago)
+            .await
+            .unwrap(),
+        4
+    );
+    // An hour later the earlier ones no longer count.
+    let later = now + chrono::Duration::hours(2);
+    let since = later - chrono::Duration::hours(1);
+    assert!(store
+        .outbox()
+        .claim_attempt(ada.id, Some(3), since, later)
+        .await
+        .unwrap());
+    store.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn an_unknown_url_is_refused_with_a_clear_message() {
+    let err = Store::open("mysql://localhost/lanes").await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("expected sqlite://PATH or postgres://"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_postgres_older_than_fourteen_is_refused_by_name() {
+    assert_eq!(
+        postgres_too_old("130012").as_deref(),
+        Some("PostgreSQL 13.12 is too old: Lanes needs 14 or newer")
+    );
+    assert_eq!(
+        postgres_too_old("90624").as_deref(),
+        Some("PostgreSQL 9.6 is too old: Lanes needs 14 or newer")
+    );
+    assert_eq!(postgres_too_old("140000"), None);
+    assert_eq!(postgres_too_old("170002"), None);
+}
+
+#[test]
+fn a_url_shown_in_a_message_hides_its_password() {
+    assert_eq!(
+        redact("postgres://lanes:s3cret@db.lab:5432/lanes"),
+        "postgres://lanes:***@db.lab:5432/lanes"
+    );
+    assert_eq!(redact("postgres://db.lab/lanes"), "postgres://db.lab/lanes");
+    assert_eq!(
+        redact("sqlite:///var/lib/lanes/lanes.db"),
+        "sqlite:///var/lib/lanes/lanes.db"
+    );
+}
