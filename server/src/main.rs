@@ -5,10 +5,10 @@
 //! 2 for bad usage, 1 when the server refused, 3 when it cannot be reached (`lanes run` and
 //! `lanes logs -f`: the command's or job's own status once it ran).
 
-use lanes_server::cli::{Cli, Command, ConfigCommand, DbCommand, UserCommand};
-use lanes_server::db_command;
-use lanes_server::startup::{shutdown_signal, Application, ServeConfig};
-use lanes_server::user_command as commands;
+use lanes_server::ops::cli::{Cli, Command, ConfigCommand, DbCommand, UserCommand};
+use lanes_server::ops::db;
+use lanes_server::ops::serve::{shutdown_signal, Application, ServeConfig};
+use lanes_server::ops::user as commands;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -16,24 +16,24 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Client(command) => lanes_cli::run(command, Cli::command_grouped),
         Command::Serve(args) => serve(*args),
-        Command::Doctor(args) => ExitCode::from(lanes_server::doctor::run(args.json) as u8),
+        Command::Doctor(args) => ExitCode::from(lanes_server::ops::doctor::run(args.json) as u8),
         Command::User {
             command: UserCommand::Add(args),
         } => user_add(args),
         Command::Db { command } => chore(async move {
             match command {
-                DbCommand::Status(args) => db_command::status(args).await,
-                DbCommand::Migrate(args) => db_command::migrate(args).await,
-                DbCommand::Copy(args) => db_command::copy(args).await,
+                DbCommand::Status(args) => db::status(args).await,
+                DbCommand::Migrate(args) => db::migrate(args).await,
+                DbCommand::Copy(args) => db::copy(args).await,
             }
         }),
-        Command::Backup(args) => chore(db_command::backup(args)),
-        Command::Restore(args) => chore(db_command::restore(args)),
+        Command::Backup(args) => chore(db::backup(args)),
+        Command::Restore(args) => chore(db::restore(args)),
         Command::Simulate(args) => simulate(args),
         Command::Config {
             command: ConfigCommand::Check(args),
-        } => lanes_server::config_command::check(args),
-        Command::ManPages { dir } => lanes_server::config_command::man_pages(&dir),
+        } => lanes_server::ops::config::check(args),
+        Command::ManPages { dir } => lanes_server::ops::config::man_pages(&dir),
         Command::KeepLog(args) => ExitCode::from(lanes_server::jobs::keeper::run(
             args.limit, args.uid, args.gid,
         )),
@@ -59,7 +59,7 @@ enum Replayed {
     Mixed(String),
 }
 
-fn simulate(args: lanes_server::cli::SimulateArgs) -> ExitCode {
+fn simulate(args: lanes_server::ops::cli::SimulateArgs) -> ExitCode {
     use lanes_scheduling::report::{self, Request, SimulateError, TraceText};
     use lanes_scheduling::simulate::Settings;
     let started = std::time::Instant::now();
@@ -181,7 +181,7 @@ fn chore(
     }
 }
 
-fn user_add(args: lanes_server::cli::UserAddArgs) -> ExitCode {
+fn user_add(args: lanes_server::ops::cli::UserAddArgs) -> ExitCode {
     let result = commands::read_password(std::io::stdin().lock()).and_then(|password| {
         tokio::runtime::Runtime::new()
             .map_err(|e| commands::CommandError::Failed(e.to_string()))?
@@ -199,7 +199,7 @@ fn user_add(args: lanes_server::cli::UserAddArgs) -> ExitCode {
     }
 }
 
-fn serve(args: lanes_server::cli::ServeArgs) -> ExitCode {
+fn serve(args: lanes_server::ops::cli::ServeArgs) -> ExitCode {
     init_tracing(args.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -232,7 +232,7 @@ fn serve(args: lanes_server::cli::ServeArgs) -> ExitCode {
     })
 }
 
-fn init_tracing(format: lanes_server::cli::LogFormat) {
+fn init_tracing(format: lanes_server::ops::cli::LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
@@ -240,8 +240,8 @@ fn init_tracing(format: lanes_server::cli::LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        lanes_server::cli::LogFormat::Human => log.init(),
+        lanes_server::ops::cli::LogFormat::Human => log.init(),
         // Each line one object, with the request span's fields (method, route) on it.
-        lanes_server::cli::LogFormat::Json => log.json().with_current_span(true).init(),
+        lanes_server::ops::cli::LogFormat::Json => log.json().with_current_span(true).init(),
     }
 }

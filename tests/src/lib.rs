@@ -9,7 +9,7 @@
 
 use chrono::Utc;
 use lanes_server::accounts::{NewUser, Role, User};
-use lanes_server::startup::{Application, ServeConfig};
+use lanes_server::ops::serve::{Application, ServeConfig};
 use lanes_server::store::{AuditEntry, Store};
 use lanes_server::telemetry::poller::PollSettings;
 use lanes_server::telemetry::{GpuSelection, SimOptions};
@@ -139,7 +139,7 @@ pub struct TestApp {
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<std::io::Result<()>>,
     /// The running service's event bus and pass counters.
-    pub hooks: lanes_server::startup::Hooks,
+    pub hooks: lanes_server::ops::serve::Hooks,
     /// The cgroup its jobs' cgroups go under, made for this server alone.
     pub cgroup_parent: CgroupParent,
 }
@@ -280,7 +280,7 @@ impl TestApp {
             profile_timeout: Duration::from_secs(10),
             take_over: false,
             // Moved forward by tests that need time to pass (`app.hooks.clock.advance`).
-            clock: lanes_server::clock::Clock::adjustable(),
+            clock: lanes_server::runtime::clock::Clock::adjustable(),
         };
         let mut config = config;
         adjust(&mut config);

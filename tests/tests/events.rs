@@ -4,7 +4,7 @@
 
 use chrono::Utc;
 use lanes_server::accounts::Role;
-use lanes_server::events::{Change, Event, Listener};
+use lanes_server::runtime::events::{Change, Event, Listener};
 use lanes_tests::{cards, ensure_unix_account, wait_until, Session, TestApp};
 use lanes_types::booking::{BookingState, CreateBooking, CreateMaintenance, ExtendBooking};
 use lanes_types::enforcement::Policy;

@@ -346,8 +346,8 @@ async fn history_survives_a_restart_and_the_downtime_is_a_gap() {
     let data = tempfile::tempdir().unwrap();
     let db = TestDb::fresh(data.path()).await;
     // One clock for both runs, as the machine's would be.
-    let clock = lanes_server::clock::Clock::adjustable();
-    let on = |config: &mut lanes_server::startup::ServeConfig| {
+    let clock = lanes_server::runtime::clock::Clock::adjustable();
+    let on = |config: &mut lanes_server::ops::serve::ServeConfig| {
         config.data_dir = data.path().to_path_buf();
         config.database_url = db.url.clone();
         config.clock = clock.clone();

@@ -444,11 +444,11 @@ async fn a_data_dir_others_can_write_to_or_owned_by_another_user_is_refused() {
     let open = parent.path().join("open");
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let err = lanes_server::data_dir::prepare_data_dir(&open).unwrap_err();
+    let err = lanes_server::ops::data_dir::prepare_data_dir(&open).unwrap_err();
     assert!(err.to_string().contains("others may write"), "{err}");
     let link = parent.path().join("link");
     std::os::unix::fs::symlink(parent.path(), &link).unwrap();
-    let err = lanes_server::data_dir::prepare_data_dir(&link).unwrap_err();
+    let err = lanes_server::ops::data_dir::prepare_data_dir(&link).unwrap_err();
     assert!(err.to_string().contains("not a directory"), "{err}");
     if root() {
         let theirs = parent.path().join("theirs");
@@ -456,7 +456,7 @@ async fn a_data_dir_others_can_write_to_or_owned_by_another_user_is_refused() {
         std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
         let uid = ensure_unix_account(ACCOUNT);
         nix::unistd::chown(&theirs, Some(uid.into()), None).unwrap();
-        let err = lanes_server::data_dir::prepare_data_dir(&theirs).unwrap_err();
+        let err = lanes_server::ops::data_dir::prepare_data_dir(&theirs).unwrap_err();
         assert!(err.to_string().contains("belongs to uid"), "{err}");
     }
 }

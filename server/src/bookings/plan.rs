@@ -9,7 +9,7 @@ use super::quota::Refusal;
 use super::rules::{self, Withdrawal};
 use super::{Booking, BookingError, GpuRef, Rule};
 use crate::audit::AuditAction;
-use crate::events::Change;
+use crate::runtime::events::Change;
 use chrono::{DateTime, Duration, Utc};
 
 /// What holds a slot's cards besides the booking being written (read under its turn).

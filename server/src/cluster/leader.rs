@@ -21,7 +21,7 @@ pub fn start(store: Store, shutdown: CancellationToken) -> watch::Receiver<bool>
         return watch::Sender::new(true).subscribe();
     }
     let (sender, receiver) = watch::channel(false);
-    crate::tasks::supervise("leader election", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("leader election", shutdown.clone(), move || {
         run(store.clone(), sender.clone(), shutdown.clone())
     });
     receiver

@@ -5,7 +5,7 @@
 //! choices and the queue read the same heartbeats). The settings other portals may change
 //! (enforcement policy, portal settings) are re-read on the same beat.
 
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use crate::store::{KnownGpu, NodeRegistration, NodeRow, Store, StoreError};
 use crate::telemetry::hub::Hub;
 use chrono::{DateTime, Utc};
@@ -30,7 +30,7 @@ pub struct Membership {
     pub policy: Arc<RwLock<Policy>>,
     pub portal: Arc<RwLock<PortalSettings>>,
     /// What time it is: heartbeats carry it and silences are measured by it.
-    pub clock: crate::clock::Clock,
+    pub clock: crate::runtime::clock::Clock,
 }
 
 impl Membership {
@@ -60,7 +60,7 @@ impl Membership {
     /// another process registers under this node's name, this one stops serving.
     pub fn start(self, shutdown: CancellationToken) {
         let membership = Arc::new(self);
-        crate::tasks::supervise("membership", shutdown.clone(), move || {
+        crate::runtime::tasks::supervise("membership", shutdown.clone(), move || {
             membership.clone().run(shutdown.clone())
         });
     }
@@ -76,7 +76,7 @@ impl Membership {
                 let now = self.clock.now();
                 // Settings are read again when saved anywhere (an event, relayed from the
                 // other nodes) and, for an event that was lost, every SETTINGS_EVERY beats.
-                let read_settings = events.pending(crate::events::Event::changes_settings)
+                let read_settings = events.pending(crate::runtime::events::Event::changes_settings)
                     || beats.is_multiple_of(SETTINGS_EVERY);
                 beats = beats.wrapping_add(1);
                 match self.beat(now, read_settings, &mut statuses).await {

@@ -9,7 +9,7 @@
 //! reconnect every listener is told to look again.
 
 use super::{EVENTS_CHANNEL, TICKS_CHANNEL, WATCH_CHANNEL};
-use crate::events::{Change, Event, Events};
+use crate::runtime::events::{Change, Event, Events};
 use crate::store::{Notice, Store, MAX_PAYLOAD};
 use crate::telemetry::hub::{Hub, Tick};
 use lanes_types::GpuUpdate;
@@ -45,7 +45,7 @@ pub async fn start(
     store: Store,
     hub: Arc<Hub>,
     instance: String,
-    clock: crate::clock::Clock,
+    clock: crate::runtime::clock::Clock,
     shutdown: CancellationToken,
 ) -> Result<(), crate::store::StoreError> {
     let Some(bus) = store
@@ -62,7 +62,7 @@ pub async fn start(
         instance.clone(),
         shutdown.clone(),
     );
-    crate::tasks::supervise("watch relay", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("watch relay", shutdown.clone(), move || {
         send_wants(
             want_store.clone(),
             want_hub.clone(),
@@ -74,7 +74,7 @@ pub async fn start(
     if let Some(outgoing) = store.events().relay() {
         let outgoing = Arc::new(tokio::sync::Mutex::new(outgoing));
         let (store, instance, stop) = (store.clone(), instance.clone(), shutdown.clone());
-        crate::tasks::supervise("event relay", shutdown.clone(), move || {
+        crate::runtime::tasks::supervise("event relay", shutdown.clone(), move || {
             send_events(
                 store.clone(),
                 outgoing.clone(),
@@ -85,7 +85,7 @@ pub async fn start(
     }
     let (ticks_store, ticks_hub, stop) = (store.clone(), hub.clone(), shutdown.clone());
     let wanted = wanted_until.clone();
-    crate::tasks::supervise("tick relay", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("tick relay", shutdown.clone(), move || {
         send_ticks(
             ticks_store.clone(),
             ticks_hub.subscribe_raw(),
@@ -95,7 +95,7 @@ pub async fn start(
     });
     let bus = Arc::new(tokio::sync::Mutex::new(bus));
     let stop = shutdown.clone();
-    crate::tasks::supervise("relay receiver", shutdown, move || {
+    crate::runtime::tasks::supervise("relay receiver", shutdown, move || {
         receive(
             bus.clone(),
             store.clone(),
@@ -235,7 +235,7 @@ async fn receive(
     hub: Arc<Hub>,
     instance: String,
     wanted_until: Arc<AtomicI64>,
-    clock: crate::clock::Clock,
+    clock: crate::runtime::clock::Clock,
     shutdown: CancellationToken,
 ) {
     let mut bus = bus.lock().await;

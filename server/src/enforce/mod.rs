@@ -56,7 +56,7 @@ pub struct Enforcer {
     /// The device wall: which job a process belongs to, by its cgroup.
     pub wall: Arc<crate::jobs::wall::Wall>,
     /// Passes on request: the next reading is judged at once, whatever [`MIN_PASS`] says.
-    pub passes: crate::tasks::Passes,
+    pub passes: crate::runtime::tasks::Passes,
 }
 
 /// What one pass leaves for the next.
@@ -98,7 +98,7 @@ impl Enforcer {
     /// Runs the enforcer, supervised, until `shutdown`.
     pub fn start(self, shutdown: CancellationToken) {
         let enforcer = Arc::new(self);
-        crate::tasks::supervise("enforcer", shutdown.clone(), move || {
+        crate::runtime::tasks::supervise("enforcer", shutdown.clone(), move || {
             let enforcer = enforcer.clone();
             let shutdown = shutdown.clone();
             async move { enforcer.run(shutdown).await }
@@ -116,7 +116,7 @@ impl Enforcer {
         loop {
             let tick = tokio::select! {
                 tick = ticks.recv() => tick,
-                _ = events.changed(crate::events::Event::concerns_enforcer) => {
+                _ = events.changed(crate::runtime::events::Event::concerns_enforcer) => {
                     memory.known = None;
                     continue;
                 }

@@ -2,7 +2,7 @@
 
 use super::auth::MaybeUser;
 use super::{ApiError, AppState, Routes};
-use crate::metrics::CONTENT_TYPE;
+use crate::telemetry::metrics::CONTENT_TYPE;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -39,7 +39,7 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
         gpus: gpus.len(),
         gpus_unhealthy: gpus.iter().filter(|g| !g.health.is_ok()).count(),
         database: database.err().unwrap_or_else(|| "ok".into()),
-        task_panics: crate::tasks::panics(),
+        task_panics: crate::runtime::tasks::panics(),
     };
     (status, Json(report))
 }

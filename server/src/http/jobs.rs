@@ -438,7 +438,7 @@ async fn follow(mut socket: WebSocket, state: AppState, id: i64, stream: Stream)
         tokio::select! {
             () = grown => {}
             () = poll => {}
-            _ = events.changed(crate::events::Event::concerns_shipper) => {
+            _ = events.changed(crate::runtime::events::Event::concerns_shipper) => {
                 // A job started or ended (here or, relayed, elsewhere): read its state after
                 // the event, before the file, so output written just before the end is sent.
                 ended = job_over(&state, id).await;

@@ -71,7 +71,7 @@ pub struct AppState {
     /// Wakes followers of a job's log file when it grows (`None` without inotify).
     pub log_watch: Option<crate::jobs::log_watch::LogWatch>,
     /// What time it is (the system's, except in tests).
-    pub clock: crate::clock::Clock,
+    pub clock: crate::runtime::clock::Clock,
 }
 
 impl AppState {

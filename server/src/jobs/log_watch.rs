@@ -163,7 +163,7 @@ impl Follower {
     /// Ready once the file changed since the last call (or since following began); never
     /// ready again after the file went away.
     pub async fn changed(&mut self) {
-        crate::tasks::changed(&mut self.changes).await
+        crate::runtime::tasks::changed(&mut self.changes).await
     }
 }
 

@@ -130,7 +130,7 @@ pub fn fixed_environment(mask: &DeviceMask, facts: &JobFacts) -> Vec<(String, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::resolve_visible_devices;
+    use crate::ops::doctor::resolve_visible_devices;
 
     fn card(index: u32, bus: &str) -> GpuInfo {
         GpuInfo {

@@ -14,8 +14,8 @@ use super::launch::{self, Launch};
 use super::mask::{fixed_environment, DeviceMask, JobFacts};
 use super::wall::{JobCgroup, Wall};
 use crate::audit::AuditAction;
-use crate::events::Event;
 use crate::notify::{Notice, Notifier};
+use crate::runtime::events::Event;
 use crate::store::{AuditEntry, JobEnd, JobProcess, JobToRun, Store};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::procinfo;
@@ -82,7 +82,7 @@ pub struct RunnerSettings {
     /// How long a user's login profile may take before their job fails.
     pub profile_timeout: Duration,
     /// What time it is: slot ends and time limits are judged by it.
-    pub clock: crate::clock::Clock,
+    pub clock: crate::runtime::clock::Clock,
 }
 
 pub struct Runner {
@@ -94,7 +94,7 @@ pub struct Runner {
     /// Counts finished ticks, so a test can wait for the tick an event caused.
     ticks: tokio::sync::watch::Sender<u64>,
     /// Looks on request (a test hook: "the clock moved past a slot's end, look now").
-    looks: crate::tasks::Passes,
+    looks: crate::runtime::tasks::Passes,
     /// Woken when a watched job's process exits.
     exits: Arc<tokio::sync::Notify>,
     boot_id: String,
@@ -162,13 +162,13 @@ impl Runner {
             notifier,
             settings,
             ticks: tokio::sync::watch::Sender::new(0),
-            looks: crate::tasks::Passes::default(),
+            looks: crate::runtime::tasks::Passes::default(),
             exits: Arc::default(),
             boot_id: procinfo::boot_id(),
             unrecorded: Default::default(),
         });
         let task = runner.clone();
-        crate::tasks::supervise("job runner", shutdown.clone(), move || {
+        crate::runtime::tasks::supervise("job runner", shutdown.clone(), move || {
             let task = task.clone();
             let shutdown = shutdown.clone();
             async move {
@@ -218,7 +218,7 @@ impl Runner {
     }
 
     /// Runs a look that starts after this call and returns when it has finished.
-    pub fn looks(&self) -> crate::tasks::Passes {
+    pub fn looks(&self) -> crate::runtime::tasks::Passes {
         self.looks.clone()
     }
 

@@ -35,10 +35,10 @@ pub fn start(
     node: String,
     log_paths: Arc<LogPaths>,
     log_watch: Option<LogWatch>,
-    clock: crate::clock::Clock,
+    clock: crate::runtime::clock::Clock,
     shutdown: CancellationToken,
 ) {
-    crate::tasks::supervise("log shipper", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("log shipper", shutdown.clone(), move || {
         run(
             store.clone(),
             node.clone(),
@@ -55,7 +55,7 @@ async fn run(
     node: String,
     log_paths: Arc<LogPaths>,
     log_watch: Option<LogWatch>,
-    clock: crate::clock::Clock,
+    clock: crate::runtime::clock::Clock,
     shutdown: CancellationToken,
 ) {
     // Bytes copied so far, by job and stream; a job stays here until copied after its end.
@@ -90,7 +90,7 @@ async fn run(
             grows.clear();
             // No job logs here: nothing to copy until one starts, which a job event says.
             tokio::select! {
-                _ = events.changed(crate::events::Event::concerns_shipper) => list = true,
+                _ = events.changed(crate::runtime::events::Event::concerns_shipper) => list = true,
                 _ = shutdown.cancelled() => break,
             }
             continue;
@@ -145,7 +145,7 @@ async fn run(
                 }
             }
             () = poll => {}
-            _ = events.changed(crate::events::Event::concerns_shipper) => list = true,
+            _ = events.changed(crate::runtime::events::Event::concerns_shipper) => list = true,
             _ = shutdown.cancelled() => break,
         }
     }

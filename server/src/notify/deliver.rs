@@ -47,10 +47,10 @@ pub enum Undelivered {
 pub fn start(
     context: NotifyContext,
     wake: Arc<tokio::sync::Notify>,
-    passes: crate::tasks::Passes,
+    passes: crate::runtime::tasks::Passes,
     shutdown: CancellationToken,
 ) {
-    crate::tasks::supervise("deliverer", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("deliverer", shutdown.clone(), move || {
         run(
             context.clone(),
             wake.clone(),
@@ -66,7 +66,7 @@ pub fn start(
 async fn run(
     context: NotifyContext,
     wake: Arc<tokio::sync::Notify>,
-    passes: crate::tasks::Passes,
+    passes: crate::runtime::tasks::Passes,
     shutdown: CancellationToken,
 ) {
     {
@@ -141,7 +141,7 @@ async fn run(
             };
             tokio::select! {
                 _ = wake.notified() => {}
-                _ = events.changed(crate::events::Event::concerns_deliverer) => {}
+                _ = events.changed(crate::runtime::events::Event::concerns_deliverer) => {}
                 _ = passes.requested() => {}
                 _ = tokio::time::sleep(sleep) => {}
                 _ = shutdown.cancelled() => break,

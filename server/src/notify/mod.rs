@@ -150,7 +150,7 @@ pub struct NotifyContext {
     pub keep_minutes: chrono::Duration,
     pub interval_s: f64,
     /// What time it is: reminders fall due and retries come round by it.
-    pub clock: crate::clock::Clock,
+    pub clock: crate::runtime::clock::Clock,
 }
 
 /// The sending end; cheap to clone.
@@ -161,7 +161,7 @@ pub struct Notifier {
     /// Full reminder passes on request (a test hook).
     reminders: remind::Passes,
     /// Deliverer passes on request (a test hook): everything claimable now claimed.
-    deliveries: crate::tasks::Passes,
+    deliveries: crate::runtime::tasks::Passes,
 }
 
 impl Notifier {
@@ -174,11 +174,11 @@ impl Notifier {
             queue,
             wake: wake.clone(),
             reminders: remind::Passes::default(),
-            deliveries: crate::tasks::Passes::default(),
+            deliveries: crate::runtime::tasks::Passes::default(),
         };
         let notices = Arc::new(tokio::sync::Mutex::new(notices));
         let (writer, wake_writer, stop_writer) = (context.clone(), wake.clone(), shutdown.clone());
-        crate::tasks::supervise("notice writer", shutdown.clone(), move || {
+        crate::runtime::tasks::supervise("notice writer", shutdown.clone(), move || {
             write_notices(
                 writer.clone(),
                 notices.clone(),
@@ -206,7 +206,7 @@ impl Notifier {
 
     /// Runs a deliverer pass now (every message that may go claimed and sent on its way) and
     /// waits for it; a message whose destination has its share in flight stays queued.
-    pub fn deliveries(&self) -> crate::tasks::Passes {
+    pub fn deliveries(&self) -> crate::runtime::tasks::Passes {
         self.deliveries.clone()
     }
 

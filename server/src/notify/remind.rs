@@ -167,12 +167,12 @@ pub fn digest_week(local: chrono::NaiveDateTime) -> String {
 
 /// Full reminder passes (digests included) on request, for tests and tools instead of waiting
 /// for the quarter hour.
-pub type Passes = crate::tasks::Passes;
+pub type Passes = crate::runtime::tasks::Passes;
 
 pub fn start(context: NotifyContext, notifier: Notifier, shutdown: CancellationToken) -> Passes {
     let passes = Passes::default();
     let handle = passes.clone();
-    crate::tasks::supervise("reminders", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("reminders", shutdown.clone(), move || {
         run(
             context.clone(),
             notifier.clone(),
@@ -226,7 +226,7 @@ async fn run(
         };
         let sleep = (next - context.clock.now()).to_std().unwrap_or_default();
         tokio::select! {
-            _ = events.changed(crate::events::Event::concerns_reminders) => {}
+            _ = events.changed(crate::runtime::events::Event::concerns_reminders) => {}
             _ = passes.requested() => {}
             _ = tokio::time::sleep(sleep + std::time::Duration::from_millis(1)) => {}
             _ = shutdown.cancelled() => break,

@@ -1,5 +1,5 @@
 //! The job queue: one task that runs a scheduling pass whenever the store says cards or the
-//! queue changed (see [`crate::events`]: a job ended, a booking changed, a job was submitted or
+//! queue changed (see [`crate::runtime::events`]: a job ended, a booking changed, a job was submitted or
 //! cancelled) and at the next moment a booking ends. A job it starts gets a booking on its cards from now to its time
 //! limit; the runner then starts it like any booked job and stops it at the limit, and its
 //! booking is released when it ends.
@@ -9,7 +9,7 @@ pub mod inputs;
 use crate::audit::AuditAction;
 use crate::bookings::quota::personal_limits;
 use crate::bookings::{CardChoice, NewBooking};
-use crate::events::Event;
+use crate::runtime::events::Event;
 use crate::store::{AuditEntry, Store, StoreError};
 use crate::telemetry::hub::Hub;
 use chrono::{DateTime, Utc};
@@ -57,11 +57,11 @@ pub struct Queue {
     /// Counts finished passes, so a test can wait for the pass an event caused.
     passes: watch::Sender<u64>,
     /// Passes on request (a test's "run the queue now").
-    requests: crate::tasks::Passes,
+    requests: crate::runtime::tasks::Passes,
     settings: RwLock<QueueSettings>,
     shares: RwLock<Shares>,
     snapshot: RwLock<Snapshot>,
-    clock: crate::clock::Clock,
+    clock: crate::runtime::clock::Clock,
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
@@ -88,7 +88,7 @@ impl Queue {
         hub: Arc<Hub>,
         idle: Duration,
         leader: watch::Receiver<bool>,
-        clock: crate::clock::Clock,
+        clock: crate::runtime::clock::Clock,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, StoreError> {
         let queue = Arc::new(Self {
@@ -97,12 +97,12 @@ impl Queue {
             store,
             hub,
             passes: watch::Sender::new(0),
-            requests: crate::tasks::Passes::default(),
+            requests: crate::runtime::tasks::Passes::default(),
             snapshot: RwLock::default(),
             clock,
         });
         let task = queue.clone();
-        crate::tasks::supervise("queue", shutdown.clone(), move || {
+        crate::runtime::tasks::supervise("queue", shutdown.clone(), move || {
             let task = task.clone();
             let shutdown = shutdown.clone();
             let mut leader = leader.clone();
@@ -143,7 +143,7 @@ impl Queue {
                             reload |= woken.may_include(Event::changes_queue_settings);
                         }
                         // A new leader reads what the last one may have changed.
-                        _ = crate::tasks::changed(&mut leader) => reload = true,
+                        _ = crate::runtime::tasks::changed(&mut leader) => reload = true,
                         _ = task.requests.requested() => explained_at = None,
                         _ = tokio::time::sleep(sleep) => {}
                         _ = shutdown.cancelled() => break,
@@ -160,7 +160,7 @@ impl Queue {
     }
 
     /// Runs a pass that starts after this call and returns when it has finished.
-    pub fn requests(&self) -> crate::tasks::Passes {
+    pub fn requests(&self) -> crate::runtime::tasks::Passes {
         self.requests.clone()
     }
 

@@ -15,7 +15,7 @@ use crate::bookings::plan;
 use crate::bookings::quota::BookedSlot;
 use crate::bookings::rules;
 use crate::bookings::{BookingError, CardChoice, NewBooking};
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, GpuRef};
 use std::collections::BTreeMap;

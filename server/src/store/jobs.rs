@@ -2,7 +2,7 @@
 
 use super::sql::Stamp;
 use super::{insert_audit, AuditEntry, StoreError};
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::job::{EnvironmentBase, Job, JobState, QueueRequest};
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 use super::sql::{flag, placeholders, Stamp};
 use super::{at, insert_audit, ms, AuditEntry, Lock, StoreError};
 use crate::bookings::Rule;
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState, GpuRef};

@@ -5,7 +5,7 @@ use super::sql::{lock, Stamp};
 use super::{at, insert_audit, ms, AuditEntry, Lock, StoreError};
 use crate::bookings::BookingError;
 use crate::bookings::{plan, rules};
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{CreateMaintenance, GpuRef, MaintenanceBlock};
 

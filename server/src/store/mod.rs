@@ -86,7 +86,7 @@ pub use usage::{BookingEnergy, MinuteUse, ProcessTotal};
 use crate::accounts::session::SessionPolicy;
 use crate::accounts::{NewUser, Role, User, UserPatch};
 use crate::audit::AuditAction;
-use crate::events::{Change, Event, Events};
+use crate::runtime::events::{Change, Event, Events};
 use chrono::{DateTime, Utc};
 use lanes_types::account::{ApiToken, AuditRecord, Group, PortalSettings};
 use lanes_types::GpuInfo;
@@ -192,7 +192,7 @@ pub struct Store {
     writer: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// The database file this store opened, to notice it vanishing or being replaced.
     file: Option<std::sync::Arc<file::DbFile>>,
-    /// Where committed writes say what they changed (see [`crate::events`]).
+    /// Where committed writes say what they changed (see [`crate::runtime::events`]).
     events: Events,
     /// How long a node may stay silent before automatic choices leave its cards alone.
     node_timeout_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,

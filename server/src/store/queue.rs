@@ -2,7 +2,7 @@
 //! (for fair share), and the queue's settings and shares.
 
 use super::{AuditEntry, StoreError};
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::queue::{QueueSettings, Shares};
 

@@ -3,7 +3,7 @@
 use super::jobs::*;
 use super::sql::Stamp;
 use super::StoreError;
-use crate::events::{Change, Event};
+use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 
 repository!(

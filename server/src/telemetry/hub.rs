@@ -4,7 +4,7 @@
 //! whose ticks arrive over the bus (`cluster`); only this node's ticks reach the watchdog,
 //! the metrics and the history writer (each node writes its own).
 
-use crate::metrics::Metrics;
+use crate::telemetry::metrics::Metrics;
 use axum::extract::ws::Utf8Bytes;
 use lanes_types::{
     FleetSnapshot, GpuInfo, GpuState, GpuUpdate, Health, NodeState, ProcessLane, SourceKind,

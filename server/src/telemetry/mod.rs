@@ -1,7 +1,9 @@
 //! GPU telemetry: where readings come from (NVML or a simulated fleet), the poller that takes
 //! them at a fixed interval, and the hub that hands each tick to every consumer.
 
+pub mod history_writer;
 pub mod hub;
+pub mod metrics;
 pub mod nvml;
 pub mod poller;
 pub mod procinfo;

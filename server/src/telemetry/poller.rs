@@ -82,7 +82,7 @@ impl Poller {
         mut sampler: Sampler,
         hub: Arc<Hub>,
         settings: PollSettings,
-        clock: crate::clock::Clock,
+        clock: crate::runtime::clock::Clock,
     ) -> Self {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let tick = move |sampler: &mut Sampler, refresh: bool| {
@@ -146,7 +146,7 @@ impl Drop for Poller {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metrics;
+    use crate::telemetry::metrics::Metrics;
     use crate::telemetry::sim::SimulatedFleet;
     use crate::telemetry::SourceError;
     use lanes_types::{GpuInfo, GpuSample, SourceKind};
@@ -277,7 +277,7 @@ mod tests {
             Arc::new(Metrics::new()),
         ));
         let mut rx = hub.subscribe(crate::telemetry::hub::Viewer::LoggedIn);
-        let clock = crate::clock::Clock::adjustable();
+        let clock = crate::runtime::clock::Clock::adjustable();
         clock.advance(chrono::Duration::days(1));
         let poller = Poller::start(
             sampler,

@@ -2,7 +2,7 @@
 //! created private, refused when others could write in it) and the database URL in it. Used by
 //! `lanes serve` and by `lanes user add`, which works on the same files without a server.
 
-use crate::cli::DbArgs;
+use crate::ops::cli::DbArgs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 

@@ -28,7 +28,7 @@ impl Cli {
     }
 
     /// Parses the process's arguments with the settings file beneath them (see
-    /// [`crate::config_file`]); exits with 2 and the reason on bad ones.
+    /// [`crate::ops::config_file`]); exits with 2 and the reason on bad ones.
     pub fn parse_layered() -> Self {
         use clap::FromArgMatches;
         let layered = match Self::layered(std::env::args_os().collect()) {
@@ -47,10 +47,10 @@ impl Cli {
     /// `argv` parsed, with the settings file under flags and environment.
     pub fn layered(
         argv: Vec<std::ffi::OsString>,
-    ) -> Result<crate::config_file::Layered, Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<crate::ops::config_file::Layered, Box<dyn std::error::Error + Send + Sync>> {
         let command = Self::command_grouped();
         let serve = Self::serve_command();
-        crate::config_file::parse(&command, &serve, argv)
+        crate::ops::config_file::parse(&command, &serve, argv)
     }
 
     /// `lanes serve`'s command: the settings a file may hold.

@@ -107,9 +107,9 @@ pub struct Metrics {
     sm_clock: FloatGauge,
     energy: Family<GpuLabels, ReadCounter>,
     poll_duration: Histogram,
-    /// Mirrors [`crate::tasks::panics`] at each scrape.
+    /// Mirrors [`crate::runtime::tasks::panics`] at each scrape.
     task_panics: prometheus_client::metrics::counter::Counter,
-    /// Mirrors [`crate::tasks::restarts`] at each scrape.
+    /// Mirrors [`crate::runtime::tasks::restarts`] at each scrape.
     task_restarts: Family<TaskLabel, prometheus_client::metrics::counter::Counter>,
     pool: Pool,
 }
@@ -303,10 +303,10 @@ impl Metrics {
 
     /// The exposition in Prometheus text format 0.0.4.
     pub fn render(&self) -> String {
-        let seen = crate::tasks::panics();
+        let seen = crate::runtime::tasks::panics();
         self.task_panics
             .inc_by(seen.saturating_sub(self.task_panics.get()));
-        for (task, restarts) in crate::tasks::restarts() {
+        for (task, restarts) in crate::runtime::tasks::restarts() {
             let counter = self
                 .task_restarts
                 .get_or_create(&TaskLabel { task: task.into() });

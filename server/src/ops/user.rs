@@ -2,8 +2,8 @@
 //! scripts, with no server running.
 
 use crate::accounts::{password, NewUser, Role, User};
-use crate::cli::UserAddArgs;
-use crate::data_dir::{prepare_data_dir, resolve_db, DataDirError};
+use crate::ops::cli::UserAddArgs;
+use crate::ops::data_dir::{prepare_data_dir, resolve_db, DataDirError};
 use crate::store::{Store, StoreError};
 use crate::usecases::{accounts, UseCaseError};
 use std::io::BufRead;

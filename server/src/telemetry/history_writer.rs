@@ -24,11 +24,11 @@ pub fn start(
     store: Store,
     hub: Arc<Hub>,
     settings: HistorySettings,
-    flushes: crate::tasks::Passes,
+    flushes: crate::runtime::tasks::Passes,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
     let first_ticks = std::sync::Mutex::new(Some(hub.subscribe_raw()));
-    crate::tasks::supervise("history writer", shutdown.clone(), move || {
+    crate::runtime::tasks::supervise("history writer", shutdown.clone(), move || {
         // The first run takes the subscription made before start returned (no reading is
         // missed); a restarted one subscribes afresh.
         let ticks = first_ticks
@@ -151,7 +151,7 @@ async fn run(
     store: Store,
     mut ticks: tokio::sync::broadcast::Receiver<Arc<crate::telemetry::hub::Tick>>,
     settings: HistorySettings,
-    flushes: crate::tasks::Passes,
+    flushes: crate::runtime::tasks::Passes,
     shutdown: CancellationToken,
 ) {
     let mut pending = Pending::default();

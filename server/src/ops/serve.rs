@@ -2,17 +2,17 @@
 //! written), then the data dir, the database, the GPU source and the poller.
 
 use crate::accounts::session::SessionPolicy;
-use crate::cli::ServeArgs;
-use crate::data_dir::{prepare_data_dir, resolve_db};
 use crate::enforce::Enforcer;
 use crate::history::HistorySettings;
 use crate::history::Retention;
-use crate::history_writer;
 use crate::http::{self, AppState, AuthSettings};
-use crate::metrics::Metrics;
 use crate::notify::{Notifier, Retry};
+use crate::ops::cli::ServeArgs;
+use crate::ops::data_dir::{prepare_data_dir, resolve_db};
 use crate::store::{Store, StoreError};
+use crate::telemetry::history_writer;
 use crate::telemetry::hub::Hub;
+use crate::telemetry::metrics::Metrics;
 use crate::telemetry::poller::{PollSettings, Poller, Sampler};
 use crate::telemetry::{self, GpuSelection, OpenError, SimOptions};
 use lanes_types::SourceKind;
@@ -34,7 +34,7 @@ pub enum StartupError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    DataDir(#[from] crate::data_dir::DataDirError),
+    DataDir(#[from] crate::ops::data_dir::DataDirError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -50,7 +50,7 @@ pub enum StartupError {
     #[error(transparent)]
     Site(#[from] crate::http::site::SiteError),
     #[error(transparent)]
-    Busy(#[from] crate::data_dir::ServeLockError),
+    Busy(#[from] crate::ops::data_dir::ServeLockError),
     #[error(
         "another Lanes process serves node {name} (its last heartbeat {ago_s:.1} s ago, and \
          still beating); stop it, give this one another --node-name, or pass --take-over to \
@@ -104,7 +104,7 @@ pub struct ServeConfig {
     /// Replace a process that still serves this node's name (it stops at its next heartbeat).
     pub take_over: bool,
     /// What time it is: the system's, except in tests.
-    pub clock: crate::clock::Clock,
+    pub clock: crate::runtime::clock::Clock,
 }
 
 impl ServeConfig {
@@ -171,7 +171,7 @@ impl ServeConfig {
             cgroup_parent: args.cgroup_parent,
             profile_timeout: args.profile_timeout,
             take_over: args.take_over,
-            clock: crate::clock::Clock::system(),
+            clock: crate::runtime::clock::Clock::system(),
         })
     }
 }
@@ -181,24 +181,24 @@ impl ServeConfig {
 /// and the runner's ticks (wait for one to move past the value read before acting).
 #[derive(Clone)]
 pub struct Hooks {
-    pub events: crate::events::Events,
+    pub events: crate::runtime::events::Events,
     pub queue_passes: tokio::sync::watch::Receiver<u64>,
     /// Runs a queue pass (lending included) and waits for it.
-    pub queue: crate::tasks::Passes,
+    pub queue: crate::runtime::tasks::Passes,
     pub runner_ticks: tokio::sync::watch::Receiver<u64>,
     /// Runs the job runner's look (start, stop, signal what is due now) and waits for it.
-    pub runner: crate::tasks::Passes,
+    pub runner: crate::runtime::tasks::Passes,
     /// Runs a full reminder pass (digests included) and waits for it.
     pub reminders: crate::notify::remind::Passes,
     /// Writes the history writer's buffered readings and minutes of use now and waits for it.
-    pub history: crate::tasks::Passes,
+    pub history: crate::runtime::tasks::Passes,
     /// Judges the next reading of the cards (unbooked use, idle bookings) and waits for it.
-    pub enforcer: crate::tasks::Passes,
+    pub enforcer: crate::runtime::tasks::Passes,
     /// Claims every message that may go now and waits for it (a destination with its share
     /// in flight keeps the rest queued).
-    pub deliverer: crate::tasks::Passes,
+    pub deliverer: crate::runtime::tasks::Passes,
     /// The server's clock; a test moves it forward instead of waiting.
-    pub clock: crate::clock::Clock,
+    pub clock: crate::runtime::clock::Clock,
     /// Whether this process leads the queue (at once on SQLite; once it holds the lock on
     /// PostgreSQL).
     pub leading: tokio::sync::watch::Receiver<bool>,
@@ -218,14 +218,14 @@ pub struct Application {
     /// Set when another process took this node's name over: this one stopped serving.
     displaced: Arc<std::sync::atomic::AtomicBool>,
     /// The data dir's (and an SQLite database's) "a server runs here" locks.
-    _locks: Vec<crate::data_dir::ServeLock>,
+    _locks: Vec<crate::ops::data_dir::ServeLock>,
     connections: crate::http::serve::ConnectionLimits,
     /// The notifier, for its reminder and delivery passes on request (test hooks).
     notifier: crate::notify::Notifier,
     /// History flushes on request (a test hook).
-    flushes: crate::tasks::Passes,
+    flushes: crate::runtime::tasks::Passes,
     /// Enforcer passes on request (a test hook).
-    enforcer: crate::tasks::Passes,
+    enforcer: crate::runtime::tasks::Passes,
     leading: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -269,7 +269,7 @@ impl Application {
                 Err(e) => {
                     locks
                         .into_iter()
-                        .for_each(crate::data_dir::ServeLock::discard);
+                        .for_each(crate::ops::data_dir::ServeLock::discard);
                     Err(e)
                 }
             },
@@ -468,7 +468,7 @@ impl Application {
             },
             shutdown.clone(),
         );
-        let enforcer = crate::tasks::Passes::default();
+        let enforcer = crate::runtime::tasks::Passes::default();
         Enforcer {
             store: store.clone(),
             hub: hub.clone(),
@@ -481,7 +481,7 @@ impl Application {
             passes: enforcer.clone(),
         }
         .start(shutdown.clone());
-        let flushes = crate::tasks::Passes::default();
+        let flushes = crate::runtime::tasks::Passes::default();
         let history = history_writer::start(
             store.clone(),
             hub.clone(),
@@ -667,8 +667,8 @@ impl Application {
 fn serve_locks(
     config: &ServeConfig,
     instance: &str,
-) -> Result<(Vec<crate::data_dir::ServeLock>, bool), StartupError> {
-    use crate::data_dir::ServeLock;
+) -> Result<(Vec<crate::ops::data_dir::ServeLock>, bool), StartupError> {
+    use crate::ops::data_dir::ServeLock;
     let mut locks = vec![ServeLock::take(
         &config.data_dir.join("serve.lock"),
         format!("the data dir {}", config.data_dir.display()),

@@ -2,10 +2,10 @@
 //! against the database, with no server needed. Every refusal is one line and exit status 2.
 
 use crate::audit::AuditAction;
-use crate::cli::{BackupArgs, CopyArgs, DbArgs, RestoreArgs};
-use crate::data_dir::{prepare_data_dir, resolve_db};
+use crate::ops::cli::{BackupArgs, CopyArgs, DbArgs, RestoreArgs};
+use crate::ops::data_dir::{prepare_data_dir, resolve_db};
+use crate::ops::user::CommandError;
 use crate::store::{redact, AuditEntry, Backend, Store, StoreError};
-use crate::user_command::CommandError;
 use std::path::{Path, PathBuf};
 
 /// `lanes db status`: one line per migration, then a summary.
