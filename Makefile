@@ -31,7 +31,7 @@ run: build
 # then the server, which embeds them: one self-contained binary.
 SITE_DIR := $(CURDIR)/target/site
 build: site
-	LANES_SITE_DIR=$(SITE_DIR) cargo build --release -p lanes-server --bin lanes
+	LANES_SITE_DIR=$(SITE_DIR) cargo build --release -p lanes --bin lanes
 
 site: tools
 	cargo xtask site
@@ -104,10 +104,13 @@ tools-test:
 		|| (python3 -m venv $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION) \
 			&& $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))
 
-# Formatting, and the server's module graph without cycles (docs/architecture.md).
+# Formatting, the server's module graph without cycles, and the server without the terminal
+# client (docs/architecture.md).
 fmt-check:
 	cargo fmt --all -- --check
 	python3 .ci/modgraph.py server/src --check >/dev/null
+	@if cargo tree --offline -p lanes-server -e normal,build --prefix none | grep -q '^lanes-cli '; then \
+		echo "lanes-server depends on lanes-cli: only the lanes program (bin/) may"; exit 1; fi
 
 # Clippy on its own, for developers (`make test` lints as it compiles, TEST_BUILD=1).
 clippy:

@@ -25,5 +25,5 @@ phase "tools: wasm target, wasm-opt (binaryen from npm)" make -s tools
 phase "the build step itself (xtask, with wasm-bindgen's library)" cargo build --release -p xtask
 phase "web assets: the app in wasm, bindgen, wasm-opt, compression" cargo xtask site
 phase "the server, embedding them" env LANES_SITE_DIR="$CARGO_TARGET_DIR/site" \
-  cargo build --release -p lanes-server --bin lanes
+  cargo build --release -p lanes --bin lanes
 printf '| **total** | **%d s** |\n' "$total"

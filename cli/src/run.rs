@@ -552,15 +552,9 @@ mod tests {
                 .collect(),
             start: now,
             end: now,
-            note: String::new(),
             state: BookingState::Active,
             created_at: now,
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: false,
-            loan_of: None,
-            lent_to: None,
+            ..Default::default()
         };
         let vars: std::collections::BTreeMap<_, _> = environment(&booking, &inventory)
             .unwrap()

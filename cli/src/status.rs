@@ -355,19 +355,13 @@ mod tests {
             }],
             start: now + Duration::hours(from_h),
             end: now + Duration::hours(to_h),
-            note: String::new(),
             state: if from_h <= 0 {
                 BookingState::Active
             } else {
                 BookingState::Upcoming
             },
             created_at: now,
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: false,
-            loan_of: None,
-            lent_to: None,
+            ..Default::default()
         }
     }
 

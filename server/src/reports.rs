@@ -501,15 +501,9 @@ mod tests {
                 .collect(),
             start: at(from_h),
             end: at(to_h),
-            note: String::new(),
             state,
             created_at: at(-100),
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: false,
-            loan_of: None,
-            lent_to: None,
+            ..Default::default()
         }
     }
 

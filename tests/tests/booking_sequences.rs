@@ -244,15 +244,9 @@ fn the_invariant_check_catches_an_overlap() {
         }],
         start: base + Duration::hours(from),
         end: base + Duration::hours(to),
-        note: String::new(),
         state: BookingState::Upcoming,
         created_at: base,
-        idle_since: None,
-        in_use_at: None,
-        queue_job: None,
-        lend: false,
-        loan_of: None,
-        lent_to: None,
+        ..Default::default()
     };
     assert!(check(&[booking(1, 0, 2), booking(2, 2, 4)], base).is_ok());
     assert!(check(&[booking(1, 0, 3), booking(2, 2, 4)], base).is_err());

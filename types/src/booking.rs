@@ -14,9 +14,10 @@ pub struct GpuRef {
     pub uuid: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BookingState {
+    #[default]
     Upcoming,
     Active,
     Ended,
@@ -42,7 +43,9 @@ impl BookingState {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A booking. `Default` is an empty upcoming booking at the epoch, for building one field by
+/// field (`Booking { id, start, end, ..Default::default() }`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Booking {
     pub id: i64,
     pub user_id: i64,

@@ -8,3 +8,4 @@ pub mod page_data;
 pub mod remote;
 pub mod table;
 pub mod topbar;
+pub mod write;

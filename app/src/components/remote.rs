@@ -54,6 +54,17 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Remote<T> {
         self.reload();
     }
 
+    /// Reloads whenever `write` succeeds: a list follows the writes that change it.
+    pub fn follows<I, O>(self, write: super::write::Write<I, O>) -> Self
+    where
+        I: Send + Sync + 'static,
+        O: Send + Sync + 'static,
+    {
+        let remote = self;
+        write.on_success(move || remote.reload());
+        self
+    }
+
     /// Reloads every `period` while the page lives (in the browser only).
     pub fn refresh_every(&self, period: std::time::Duration) {
         #[cfg(feature = "hydrate")]

@@ -6,11 +6,11 @@ use crate::components::page_data::viewer;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
+use crate::components::write::Write;
 use crate::rest;
-use lanes_types::account::{ApiToken, CreatedToken, NewToken, PasswordChange, User};
+use lanes_types::account::{ApiToken, NewToken, PasswordChange, User};
 use lanes_types::api::{self, Endpoint};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 #[component]
 pub fn AccountPage() -> impl IntoView {
@@ -52,6 +52,15 @@ fn PasswordForm() -> impl IntoView {
     let new = NodeRef::new();
     let again = NodeRef::new();
     let revoke = NodeRef::new();
+    let change_password = Write::new(|change: &PasswordChange| {
+        let change = change.clone();
+        async move { rest::call::<api::ChangePassword>((), &change).await }
+    });
+    // Every session ended, this one too: log in again with the new password.
+    change_password.on_success(|| {
+        let _ = window().location().set_href("/login?notice=password");
+    });
+    // What the form itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -61,18 +70,12 @@ fn PasswordForm() -> impl IntoView {
             keep_tokens: !checked(revoke),
         };
         if change.new_password != field(again) {
+            change_password.clear();
             error.set(Some(tr!(account.passwords_differ).into()));
             return;
         }
-        spawn_local(async move {
-            match rest::call::<api::ChangePassword>((), &change).await {
-                // Every session ended, this one too: log in again with the new password.
-                Ok(()) => {
-                    let _ = window().location().set_href("/login?notice=password");
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        error.set(None);
+        change_password.run(change);
     };
     view! {
         <section class="panel">
@@ -94,7 +97,7 @@ fn PasswordForm() -> impl IntoView {
                     <input type="checkbox" name="revoke_tokens" checked node_ref=revoke />
                     {tr!(account.also_revoke_my_api_tokens_whoever)}
                 </label>
-                {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+                {move || error.get().or_else(|| change_password.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
                 <p class="muted">{tr!(account.changing_it_logs_you_out_everywhere)}</p>
                 <button type="submit">{tr!(account.change_password)}</button>
             </form>
@@ -105,35 +108,26 @@ fn PasswordForm() -> impl IntoView {
 
 #[component]
 fn Tokens() -> impl IntoView {
-    let tokens = Remote::<Vec<ApiToken>>::new(api::Tokens::PATH);
-    let name = NodeRef::new();
-    let error = RwSignal::new(None::<String>);
-    let created = RwSignal::new(None::<CreatedToken>);
+    let create_token = Write::new(|request: &NewToken| {
+        let request = request.clone();
+        async move { rest::call::<api::CreateToken>((), &request).await }
+    });
+    let revoke_token = Write::new(|id: &i64| rest::call::<api::RevokeToken>(*id, &()));
+    let tokens = Remote::<Vec<ApiToken>>::new(api::Tokens::PATH)
+        .follows(create_token)
+        .follows(revoke_token);
+    let name = NodeRef::<leptos::html::Input>::new();
+    create_token.on_success(move || {
+        if let Some(input) = name.get_untracked() {
+            input.set_value("");
+        }
+    });
     let create = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let request = NewToken { name: field(name) };
-        spawn_local(async move {
-            match rest::call::<api::CreateToken>((), &request).await {
-                Ok(token) => {
-                    error.set(None);
-                    created.set(Some(token));
-                    if let Some(input) = name.get_untracked() {
-                        input.set_value("");
-                    }
-                    tokens.reload();
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        revoke_token.clear();
+        create_token.run(NewToken { name: field(name) });
     };
-    let revoke = move |id: i64| {
-        spawn_local(async move {
-            match rest::call::<api::RevokeToken>(id, &()).await {
-                Ok(()) => tokens.reload(),
-                Err(message) => error.set(Some(message)),
-            }
-        });
-    };
+    let revoke = move |id: i64| revoke_token.run(id);
     view! {
         <section class="panel">
             <h3>{tr!(account.api_tokens)}</h3>
@@ -143,8 +137,8 @@ fn Tokens() -> impl IntoView {
                 {tr!(account.a_token_can_do_everything_you)}
             </p>
             {move || {
-                created
-                    .get()
+                create_token
+                    .answer()
                     .map(|token| {
                         view! {
                             <div class="notice" role="status">
@@ -161,7 +155,8 @@ fn Tokens() -> impl IntoView {
                 <input name="token_name" placeholder=tr!(account.what_it_is_for_e_g) maxlength="256" required node_ref=name />
                 <button type="submit">{tr!(account.create_token)}</button>
             </form>
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {create_token.error_view()}
+            {revoke_token.error_view()}
             {render_remote(tokens, tr!(account.what_tokens), move |list: &Vec<ApiToken>| {
                 if list.is_empty() {
                     return view! { <p class="muted">{tr!(account.no_tokens)}</p> }.into_any();

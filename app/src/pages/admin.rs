@@ -9,6 +9,7 @@ use crate::components::page_data;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
+use crate::components::write::Write;
 use crate::rest;
 use lanes_types::account::{
     AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
@@ -17,7 +18,6 @@ use lanes_types::account::{
 use lanes_types::api::{self, Endpoint};
 use lanes_types::job::DefaultEnvironment;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 /// The admin area's sections, each at `/admin/{slug}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,7 +180,6 @@ fn SideNav(section: impl Fn() -> String + Send + Sync + Copy + 'static) -> impl 
 fn Section(name: String) -> impl IntoView {
     // A change in one section can show in another (a user's groups, the audit log): each
     // section loads its own data when opened, so nothing else needs reloading.
-    let nothing = || ();
     let Some(section) = AdminSection::from_slug(&name) else {
         return view! {
             <p class="page error" role="alert">{tr!(admin.no_such_section, name = name)}</p>
@@ -190,16 +189,14 @@ fn Section(name: String) -> impl IntoView {
     match section {
         AdminSection::Users => view! { <UsersSection /> }.into_any(),
         AdminSection::Groups => view! { <GroupsSection /> }.into_any(),
-        AdminSection::Quotas => {
-            view! { <crate::pages::quotas::QuotaPanel on_done=nothing /> }.into_any()
-        }
+        AdminSection::Quotas => view! { <crate::pages::quotas::QuotaPanel /> }.into_any(),
         AdminSection::Policy => view! {
-            <SettingsPanel on_done=nothing />
-            <crate::pages::enforcement::PolicyPanel on_done=nothing />
+            <SettingsPanel />
+            <crate::pages::enforcement::PolicyPanel />
         }
         .into_any(),
         AdminSection::Notifications => {
-            view! { <crate::pages::notifications::NotifyPanel on_done=nothing /> }.into_any()
+            view! { <crate::pages::notifications::NotifyPanel /> }.into_any()
         }
         AdminSection::Violations => {
             view! { <crate::pages::enforcement::ViolationsPanel /> }.into_any()
@@ -210,17 +207,27 @@ fn Section(name: String) -> impl IntoView {
 
 #[component]
 fn UsersSection() -> impl IntoView {
-    let users = Remote::<Vec<UserView>>::new(USERS);
-    let changed = move || users.reload();
+    let add_user = Write::new(|request: &CreateUser| {
+        let request = request.clone();
+        async move { rest::call::<api::AddUser>((), &request).await }
+    });
+    let update_user = Write::new(|(id, patch): &(i64, UserPatch)| {
+        let (id, patch) = (*id, patch.clone());
+        async move { rest::call::<api::UpdateUser>(id, &patch).await }
+    });
+    // Rows are drawn again from the reloaded list, their editors closed.
+    let users = Remote::<Vec<UserView>>::new(USERS)
+        .follows(add_user)
+        .follows(update_user);
     view! {
         <section class="panel">
             <h3>{tr!(admin.users)}</h3>
-            <CreateUserForm on_done=changed />
+            <CreateUserForm add_user />
             {render_remote(users, tr!(admin.what_users), move |list: &Vec<UserView>| {
                 let rows = list
                     .iter()
                     .cloned()
-                    .map(|user| view! { <UserRow user on_done=changed /> })
+                    .map(|user| view! { <UserRow user update_user /> })
                     .collect_view();
                 view! {
                     <table class="list users" data-testid="users">
@@ -236,11 +243,15 @@ fn UsersSection() -> impl IntoView {
 
 #[component]
 fn GroupsSection() -> impl IntoView {
-    let groups = Remote::<Vec<Group>>::new(GROUPS);
+    let add_group = Write::new(|request: &CreateGroup| {
+        let request = request.clone();
+        async move { rest::call::<api::AddGroup>((), &request).await }
+    });
+    let groups = Remote::<Vec<Group>>::new(GROUPS).follows(add_group);
     view! {
         <section class="panel">
             <h3>{tr!(admin.groups)}</h3>
-            <CreateGroupForm on_done=move || groups.reload() />
+            <CreateGroupForm add_group />
             {render_remote(groups, tr!(admin.what_groups), |list: &Vec<Group>| {
                 if list.is_empty() {
                     return view! { <p class="muted">{tr!(admin.no_groups_yet)}</p> }.into_any();
@@ -442,16 +453,19 @@ fn role_of(value: &str) -> Role {
 }
 
 #[component]
-fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn CreateUserForm(add_user: Write<CreateUser, UserView>) -> impl IntoView {
     let username = NodeRef::new();
     let display_name = NodeRef::new();
     let email = NodeRef::new();
     let unix_user = NodeRef::new();
     let password = NodeRef::new();
     let role = NodeRef::<leptos::html::Select>::new();
-    let error = RwSignal::new(None::<String>);
-    let notice = RwSignal::new(None::<String>);
     let form = NodeRef::<leptos::html::Form>::new();
+    add_user.on_success(move || {
+        if let Some(form) = form.get_untracked() {
+            form.reset();
+        }
+    });
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let request = CreateUser {
@@ -462,22 +476,7 @@ fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
             role: role_of(&role.get().map(|s| s.value()).unwrap_or_default()),
             password: field(password),
         };
-        spawn_local(async move {
-            match rest::call::<api::AddUser>((), &request).await {
-                Ok(user) => {
-                    error.set(None);
-                    notice.set(Some(tr!(admin.created, name = user.user.username.clone())));
-                    if let Some(form) = form.get_untracked() {
-                        form.reset();
-                    }
-                    on_done();
-                }
-                Err(message) => {
-                    notice.set(None);
-                    error.set(Some(message));
-                }
-            }
-        });
+        add_user.run(request);
     };
     view! {
         <details class="create">
@@ -500,31 +499,28 @@ fn CreateUserForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                 </label>
                 <button type="submit">{tr!(admin.create_user)}</button>
             </form>
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
-            {move || notice.get().map(|m| view! { <p class="notice" role="status">{m}</p> })}
+            {add_user.error_view()}
+            {move || add_user.answer().map(|user| view! { <p class="notice" role="status">{tr!(admin.created, name = user.user.username.clone())}</p> })}
         </details>
     }
     .into_any()
 }
 
 #[component]
-fn UserRow(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn UserRow(user: UserView, update_user: Write<(i64, UserPatch), UserView>) -> impl IntoView {
     let editing = RwSignal::new(false);
     let id = user.user.id;
     let enabled = user.user.enabled;
-    let error = RwSignal::new(None::<String>);
     let toggle = move |_| {
         let patch = UserPatch {
             enabled: Some(!enabled),
             ..Default::default()
         };
-        spawn_local(async move {
-            match save(id, &patch).await {
-                Ok(()) => on_done(),
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        update_user.run((id, patch));
     };
+    // This row's own refusal (the editor shows its own below the form).
+    let error =
+        move || update_user.error_for(|(user, patch)| *user == id && patch.enabled.is_some());
     let u = user.user.clone();
     view! {
         <tr class:disabled=!enabled data-username=u.username.clone()>
@@ -541,11 +537,11 @@ fn UserRow(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) ->
                 </button>
             </td>
         </tr>
-        {move || error.get().map(|m| view! { <tr><td colspan="7"><p class="form-error" role="alert">{m}</p></td></tr> })}
+        {move || error().map(|m| view! { <tr><td colspan="7"><p class="form-error" role="alert">{m}</p></td></tr> })}
         <Show when=move || editing.get()>
             <tr class="editor">
                 <td colspan="7">
-                    <UserEditor user=user.clone() on_done=move || { editing.set(false); on_done() } />
+                    <UserEditor user=user.clone() update_user />
                 </td>
             </tr>
         </Show>
@@ -553,12 +549,8 @@ fn UserRow(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) ->
     .into_any()
 }
 
-async fn save(id: i64, patch: &UserPatch) -> Result<(), String> {
-    rest::call::<api::UpdateUser>(id, patch).await.map(|_| ())
-}
-
 #[component]
-fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn UserEditor(user: UserView, update_user: Write<(i64, UserPatch), UserView>) -> impl IntoView {
     let display_name = NodeRef::new();
     let email = NodeRef::new();
     let unix_user = NodeRef::new();
@@ -566,7 +558,6 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
     let password = NodeRef::new();
     let revoke = NodeRef::new();
     let role = NodeRef::<leptos::html::Select>::new();
-    let error = RwSignal::new(None::<String>);
     let id = user.user.id;
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -580,12 +571,7 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
             groups: Some(parse_groups(&field(groups))),
             keep_tokens: !checked(revoke),
         };
-        spawn_local(async move {
-            match save(id, &patch).await {
-                Ok(()) => on_done(),
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        update_user.run((id, patch));
     };
     let u = user.user;
     let is_admin = u.is_admin();
@@ -612,35 +598,28 @@ fn UserEditor(user: UserView, on_done: impl Fn() + Copy + Send + Sync + 'static)
             </label>
             <button type="submit">{tr!(admin.save)}</button>
         </form>
-        {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+        {move || update_user.error_for(|(user, patch)| *user == id && patch.enabled.is_none()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
     }
     .into_any()
 }
 
 #[component]
-fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn CreateGroupForm(add_group: Write<CreateGroup, Group>) -> impl IntoView {
     let name = NodeRef::new();
     let description = NodeRef::new();
-    let error = RwSignal::new(None::<String>);
     let form = NodeRef::<leptos::html::Form>::new();
+    add_group.on_success(move || {
+        if let Some(form) = form.get_untracked() {
+            form.reset();
+        }
+    });
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let request = CreateGroup {
             name: field(name).trim().to_string(),
             description: field(description),
         };
-        spawn_local(async move {
-            match rest::call::<api::AddGroup>((), &request).await {
-                Ok(_) => {
-                    error.set(None);
-                    if let Some(form) = form.get_untracked() {
-                        form.reset();
-                    }
-                    on_done();
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        add_group.run(request);
     };
     view! {
         <form class="inline" on:submit=submit node_ref=form>
@@ -648,14 +627,18 @@ fn CreateGroupForm(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             <input name="group_description" placeholder=tr!(admin.description) maxlength="256" node_ref=description />
             <button type="submit">{tr!(admin.create_group)}</button>
         </form>
-        {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+        {add_group.error_view()}
     }
     .into_any()
 }
 
 #[component]
-fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<PortalSettings>::new(SETTINGS);
+fn SettingsPanel() -> impl IntoView {
+    let save_settings = Write::new(|settings: &PortalSettings| {
+        let settings = settings.clone();
+        async move { rest::call::<api::SaveSettings>((), &settings).await }
+    });
+    let settings = Remote::<PortalSettings>::new(SETTINGS).follows(save_settings);
     let anonymous = NodeRef::new();
     let horizon = NodeRef::new();
     let clean = NodeRef::new();
@@ -699,16 +682,8 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
             carbon_g_per_kwh,
             lend_idle_by_default: checked(lend),
         };
-        spawn_local(async move {
-            match rest::call::<api::SaveSettings>((), &wanted).await {
-                Ok(_) => {
-                    error.set(None);
-                    settings.reload();
-                    on_done();
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        error.set(None);
+        save_settings.run(wanted);
     };
     view! {
         <section class="panel">
@@ -783,7 +758,7 @@ fn SettingsPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Into
                     </label>
                 }
             })}
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || error.get().or_else(|| save_settings.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
         </section>
     }
     .into_any()

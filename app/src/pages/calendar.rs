@@ -11,6 +11,7 @@ use crate::components::format::dated;
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
+use crate::components::write::Write;
 use crate::rest;
 use chrono::{Duration, FixedOffset};
 use lanes_types::account::User;
@@ -21,7 +22,6 @@ use lanes_types::booking::{
 use lanes_types::report::UsageReport;
 use lanes_types::GpuState;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 #[component]
 pub fn CalendarPage() -> impl IntoView {
@@ -94,11 +94,23 @@ fn Calendar() -> impl IntoView {
         }
         v
     });
+    // The writes of this page; what shows bookings follows each.
+    let book = booking_write();
+    let book_found = booking_write();
+    let extend = Write::new(|(id, body): &(i64, ExtendBooking)| {
+        let (id, body) = (*id, body.clone());
+        async move { rest::call::<api::ExtendBookingById>(id, &body).await }
+    });
+    let withdraw = Write::new(|id: &i64| rest::call::<api::WithdrawBooking>(*id, &()));
     let changed = move || {
         bookings.reload();
         my_quota.reload();
         mine.load(upcoming());
     };
+    book.on_success(changed);
+    book_found.on_success(changed);
+    extend.on_success(changed);
+    withdraw.on_success(changed);
 
     let selection = RwSignal::new(None::<Selection>);
     let dragging = RwSignal::new(false);
@@ -154,9 +166,9 @@ fn Calendar() -> impl IntoView {
             rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
             view! { <Grid rows view bookings maintenance selection dragging cursor book_now offset /> }
         })}
-        <Confirm selection view gpus my_quota offset book_now on_done=changed />
-        <crate::pages::find_slot::FindSlot gpus offset on_done=changed />
-        <MyBookings mine me gpus offset on_done=changed />
+        <Confirm selection view gpus my_quota offset book_now book />
+        <crate::pages::find_slot::FindSlot gpus offset book=book_found />
+        <MyBookings mine me gpus offset extend withdraw />
     }
     .into_any()
 }
@@ -491,9 +503,8 @@ fn Confirm(
     my_quota: Remote<QuotaUse>,
     offset: FixedOffset,
     book_now: RwSignal<u64>,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
+    book: Write<CreateBooking, Booking>,
 ) -> impl IntoView {
-    let error = RwSignal::new(None::<String>);
     let note = RwSignal::new(String::new());
     // Checked: lend while idle; unchecked: the portal's default (off unless admins set it).
     let lend = RwSignal::new(false);
@@ -516,7 +527,7 @@ fn Confirm(
         }
         Some((chosen, start, end))
     });
-    let book = move || {
+    let send = move || {
         let Some((cards, start, end)) = request.get_untracked() else {
             return;
         };
@@ -529,23 +540,18 @@ fn Confirm(
             user: None,
             lend: lend.get_untracked().then_some(true),
         };
-        spawn_local(async move {
-            match rest::call::<api::Book>((), &body).await {
-                Ok(_) => {
-                    error.set(None);
-                    note.set(String::new());
-                    selection.set(None);
-                    on_done();
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        book.run(body);
     };
+    // Once booked, the choice is done.
+    book.on_success(move || {
+        note.set(String::new());
+        selection.set(None);
+    });
     // Enter in the grid books what is chosen.
     Effect::new(move |previous: Option<u64>| {
         let asked = book_now.get();
         if previous.is_some_and(|p| p != asked) {
-            book();
+            send();
         }
         asked
     });
@@ -579,10 +585,10 @@ fn Confirm(
                             />
                             {tr!(calendar.lend_while_idle)}
                         </label>
-                        <button type="submit" on:click=move |_| book()>{tr!(calendar.book)}</button>
-                        <button on:click=move |_| { selection.set(None); error.set(None); }>{tr!(calendar.cancel)}</button>
+                        <button type="submit" on:click=move |_| send()>{tr!(calendar.book)}</button>
+                        <button on:click=move |_| { selection.set(None); book.clear(); }>{tr!(calendar.cancel)}</button>
                     </div>
-                    {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+                    {book.error_view()}
                 </section>
             }
         })
@@ -595,9 +601,9 @@ fn MyBookings(
     me: Remote<User>,
     gpus: Remote<Vec<GpuState>>,
     offset: FixedOffset,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
+    extend: Write<(i64, ExtendBooking), Booking>,
+    withdraw: Write<i64, Booking>,
 ) -> impl IntoView {
-    let error = RwSignal::new(None::<String>);
     // How the active bookings use their cards so far (the usage report of the last 30 days).
     let last_month = lanes_types::query::ReportQuery {
         from: Some(now() - Duration::days(30)),
@@ -621,26 +627,11 @@ fn MyBookings(
             ))
         })
     };
-    // A later end, or the booking withdrawn.
-    let act = move |id: i64, body: Option<ExtendBooking>| {
-        spawn_local(async move {
-            let result = match &body {
-                Some(body) => rest::call::<api::ExtendBookingById>(id, body).await,
-                None => rest::call::<api::WithdrawBooking>(id, &()).await,
-            };
-            match result {
-                Ok(_) => {
-                    error.set(None);
-                    on_done();
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
-    };
     view! {
         <section class="panel" data-testid="my-bookings">
             <h3>{tr!(calendar.my_bookings)}</h3>
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {extend.error_view()}
+            {withdraw.error_view()}
             {render_remote(mine, tr!(calendar.what_mine), move |list: &Vec<Booking>| {
                 let my_id = me.with(|m| m.and_then(|m| m.as_ref().ok()).map(|m| m.id));
                 let rows: Vec<Booking> = list
@@ -660,7 +651,7 @@ fn MyBookings(
                         let cards = gpus.with(|list| {
                             card_list(&b.gpus, list.and_then(|l| l.as_ref().ok()))
                         });
-                        let (label, withdraw) = match (b.state, b.idle_since) {
+                        let (label, withdraw_label) = match (b.state, b.idle_since) {
                             (BookingState::Active, Some(_)) => (tr!(calendar.state_active_idle), tr!(calendar.release)),
                             (BookingState::Active, None) => (tr!(calendar.state_active), tr!(calendar.release)),
                             _ => (tr!(calendar.state_upcoming), tr!(calendar.withdraw)),
@@ -673,8 +664,8 @@ fn MyBookings(
                                 <td class="num" title=tr!(calendar.mean_utilization_of_its_cards_so)>{move || use_of(id).unwrap_or_default()}</td>
                                 <td>{b.note.clone()}</td>
                                 <td class="actions">
-                                    <button on:click=move |_| act(id, Some(ExtendBooking { end: end + Duration::hours(1) }))>"+1 h"</button>
-                                    <button class="danger" on:click=move |_| act(id, None)>{withdraw}</button>
+                                    <button on:click=move |_| { withdraw.clear(); extend.run((id, ExtendBooking { end: end + Duration::hours(1) })) }>"+1 h"</button>
+                                    <button class="danger" on:click=move |_| { extend.clear(); withdraw.run(id) }>{withdraw_label}</button>
                                 </td>
                             </tr>
                         }
@@ -691,4 +682,12 @@ fn MyBookings(
         </section>
     }
     .into_any()
+}
+
+/// A booking write (`POST /bookings`).
+pub fn booking_write() -> Write<CreateBooking, Booking> {
+    Write::new(|booking: &CreateBooking| {
+        let booking = booking.clone();
+        async move { rest::call::<api::Book>((), &booking).await }
+    })
 }

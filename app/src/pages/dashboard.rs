@@ -580,26 +580,21 @@ fn DayCharts(node: String, uuid: String) -> impl IntoView {
 /// "lent to queue job #N", and a button for its holder to take the card back.
 #[component]
 fn Lent(booking: i64, job: i64) -> impl IntoView {
-    let error = RwSignal::new(None::<String>);
-    let reclaim = move |_| {
-        leptos::task::spawn_local(async move {
-            match crate::rest::call::<api::ReclaimBooking>(booking, &()).await {
-                Ok(_) => error.set(None),
-                Err(message) => error.set(Some(message)),
-            }
-        });
-    };
+    // The dashboard is live: the card shows as its holder's again with the next tick.
+    let reclaim = crate::components::write::Write::new(|booking: &i64| {
+        crate::rest::call::<api::ReclaimBooking>(*booking, &())
+    });
     view! {
         <span class="lent" data-testid="lent">{tr!(dashboard.lent, job)}</span>
         <button
             type="button"
             class="small"
             title=tr!(dashboard.take_the_card_back_now_the)
-            on:click=reclaim
+            on:click=move |_| reclaim.run(booking)
         >
             {tr!(dashboard.reclaim)}
         </button>
-        {move || error.get().map(|m| view! { <span class="form-error" role="alert">{m}</span> })}
+        {move || reclaim.error().map(|m| view! { <span class="form-error" role="alert">{m}</span> })}
     }
     .into_any()
 }

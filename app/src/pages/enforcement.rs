@@ -4,12 +4,12 @@
 use crate::components::format::{bytes, date_time};
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
+use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
 use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 /// Names from a comma-separated field: trimmed, without blanks.
 fn names(text: &str) -> Vec<String> {
@@ -27,10 +27,14 @@ pub const VIOLATIONS: &str = api::Violations::PATH;
 pub const GPUS: &str = api::Gpus::PATH;
 
 #[component]
-pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let policy = Remote::<Policy>::new(POLICY);
+pub fn PolicyPanel() -> impl IntoView {
+    let save_policy = Write::new(|policy: &Policy| {
+        let policy = policy.clone();
+        async move { rest::call::<api::SavePolicy>((), &policy).await }
+    });
+    let policy = Remote::<Policy>::new(POLICY).follows(save_policy);
+    // What the form itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
-    let saved = RwSignal::new(false);
     let mode = NodeRef::<leptos::html::Select>::new();
     let format = NodeRef::<leptos::html::Select>::new();
     let (grace, exempt_users, exempt_commands) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
@@ -73,21 +77,16 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 },
             })
         })();
-        let wanted = match wanted {
-            Ok(p) => p,
-            Err(e) => return error.set(Some(e)),
-        };
-        spawn_local(async move {
-            match rest::call::<api::SavePolicy>((), &wanted).await {
-                Ok(_) => {
-                    error.set(None);
-                    saved.set(true);
-                    policy.reload();
-                    on_done();
-                }
-                Err(message) => error.set(Some(message)),
+        match wanted {
+            Ok(wanted) => {
+                error.set(None);
+                save_policy.run(wanted);
             }
-        });
+            Err(e) => {
+                save_policy.clear();
+                error.set(Some(e));
+            }
+        }
     };
     view! {
         <section class="panel">
@@ -126,8 +125,8 @@ pub fn PolicyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                     </form>
                 }
             })}
-            {move || saved.get().then(|| view! { <p class="muted" role="status">{tr!(enforcement.saved)}</p> })}
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || save_policy.succeeded().then(|| view! { <p class="muted" role="status">{tr!(enforcement.saved)}</p> })}
+            {move || error.get().or_else(|| save_policy.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
         </section>
     }
     .into_any()

@@ -4,29 +4,51 @@
 
 use crate::calendar::{card_list, long_time};
 use crate::components::clock::{local_input, now};
+use crate::components::write::Write;
 use crate::rest;
 use chrono::FixedOffset;
 use lanes_types::api;
-use lanes_types::booking::{CreateBooking, FreeSlot};
+use lanes_types::booking::{Booking, CreateBooking, FreeSlot};
 use lanes_types::query::SlotQuery;
 use lanes_types::GpuState;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 #[component]
 pub fn FindSlot(
     gpus: crate::components::remote::Remote<Vec<GpuState>>,
     offset: FixedOffset,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
+    book: Write<CreateBooking, Booking>,
 ) -> impl IntoView {
     let count = RwSignal::new("1".to_string());
     let duration = RwSignal::new("4h".to_string());
     let from = RwSignal::new(String::new());
     let to = RwSignal::new(String::new());
     let node = RwSignal::new(String::new());
-    let found = RwSignal::new(None::<Vec<FreeSlot>>);
+    let search = Write::new(|query: &SlotQuery| {
+        let query = query.clone();
+        async move { rest::call::<api::Slots>((), &query).await }
+    });
+    // What the form itself finds wrong; the server's refusals are the requests'.
     let error = RwSignal::new(None::<String>);
-    let booked = RwSignal::new(None::<String>);
+    // A booked window is not offered again.
+    book.on_success(move || search.clear());
+    let booked = move || {
+        book.answer().map(|booking| {
+            tr!(
+                find_slot.booked,
+                n = booking.gpus.len(),
+                start = long_time(booking.start, offset),
+                end = long_time(booking.end, offset)
+            )
+        })
+    };
+    // One line for whatever went wrong last: the form's check, the search, or the booking.
+    let failed = move || {
+        error
+            .get()
+            .or_else(|| search.error())
+            .or_else(|| book.error())
+    };
     let nodes = move || {
         let mut names: Vec<String> = gpus
             .ok()
@@ -52,7 +74,6 @@ pub fn FindSlot(
         Ok((n, d))
     };
     let find = move |_| {
-        booked.set(None);
         let (n, d) = match asked() {
             Ok(asked) => asked,
             Err(message) => return error.set(Some(message)),
@@ -67,36 +88,16 @@ pub fn FindSlot(
             min_memory: None,
             limit: Some(5),
         };
-        spawn_local(async move {
-            match rest::call::<api::Slots>((), &query).await {
-                Ok(list) => {
-                    error.set(None);
-                    found.set(Some(list));
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        error.set(None);
+        book.clear();
+        search.run(query);
     };
     let submit = move |body: CreateBooking| {
-        spawn_local(async move {
-            match rest::call::<api::Book>((), &body).await {
-                Ok(booking) => {
-                    error.set(None);
-                    found.set(None);
-                    booked.set(Some(tr!(
-                        find_slot.booked,
-                        n = booking.gpus.len(),
-                        start = long_time(booking.start, offset),
-                        end = long_time(booking.end, offset)
-                    )));
-                    on_done();
-                }
-                Err(message) => error.set(Some(message)),
-            }
-        });
+        error.set(None);
+        search.clear();
+        book.run(body);
     };
     let book_any = move |_| {
-        booked.set(None);
         let (n, d) = match asked() {
             Ok(asked) => asked,
             Err(message) => return error.set(Some(message)),
@@ -118,7 +119,7 @@ pub fn FindSlot(
         gpus.with(|list| card_list(&slot.gpus, list.and_then(|l| l.as_ref().ok())))
     };
     let results = move || {
-        found.get().map(|list| {
+        search.answer().map(|list| {
             if list.is_empty() {
                 return view! { <p class="muted" role="status">{tr!(find_slot.no_window_fits_in_that_range)}</p> }
                     .into_any();
@@ -185,8 +186,8 @@ pub fn FindSlot(
                 <button on:click=find>{tr!(find_slot.find)}</button>
                 <button on:click=book_any title=tr!(find_slot.any_free_cards_chosen_by_lanes)>{tr!(find_slot.book_any)}</button>
             </div>
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
-            {move || booked.get().map(|m| view! { <p class="ok" role="status">{m}</p> })}
+            {move || failed().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || booked().map(|m| view! { <p class="ok" role="status">{m}</p> })}
             {results}
         </section>
     }

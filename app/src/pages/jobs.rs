@@ -6,13 +6,13 @@ use crate::components::format::{bytes, date_time};
 use crate::components::remote::{field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
+use crate::components::write::Write;
 use crate::rest;
 use lanes_types::account::User;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::Booking;
 use lanes_types::job::{CreateJob, Job};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
@@ -21,16 +21,25 @@ pub fn JobsPage() -> impl IntoView {
 
 #[component]
 fn JobsSections(me: User) -> impl IntoView {
-    let jobs = Remote::<Vec<Job>>::new(api::Jobs::PATH);
+    let submit = Write::new(|job: &CreateJob| {
+        let job = job.clone();
+        async move { rest::call::<api::SubmitToBooking>((), &job).await }
+    });
+    let cancel = Write::new(|id: &i64| rest::call::<api::CancelJob>(*id, &()));
+    let jobs = Remote::<Vec<Job>>::new(api::Jobs::PATH)
+        .follows(submit)
+        .follows(cancel);
     // `?watch=ID` opens a job's output (the queue page links here).
     let asked = leptos_router::hooks::use_query_map()
         .with_untracked(|q| q.get("watch").and_then(|id| id.parse::<i64>().ok()));
     let watching = RwSignal::new(asked);
+    // A job just submitted: its output opens.
+    submit.on_success(move || watching.set(submit.answer().map(|job| job.id)));
     view! {
         <h2>{tr!(jobs.jobs)}</h2>
         <section class="panel">
             <h3>{tr!(jobs.run_a_command_in_a_booking)}</h3>
-            <SubmitForm me=me.clone() on_done=move |id| { jobs.reload(); watching.set(Some(id)); } />
+            <SubmitForm me=me.clone() submit />
         </section>
         <section class="panel">
             <h3>{tr!(jobs.jobs)}</h3>
@@ -42,7 +51,7 @@ fn JobsSections(me: User) -> impl IntoView {
                 let rows = list
                     .iter()
                     .cloned()
-                    .map(|job| view! { <JobRow job watching on_done=move || jobs.reload() /> })
+                    .map(|job| view! { <JobRow job watching cancel /> })
                     .collect_view();
                 view! {
                     <table class="list jobs" data-testid="jobs">
@@ -61,7 +70,7 @@ fn JobsSections(me: User) -> impl IntoView {
 }
 
 #[component]
-fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) -> impl IntoView {
+fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
     let mine = lanes_types::query::BookingQuery {
         from: Some(crate::components::clock::now()),
         user: Some(me.username.clone()),
@@ -72,7 +81,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
     let booking = NodeRef::<leptos::html::Select>::new();
     let (command, cwd, name) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
     let error = RwSignal::new(None::<String>);
-    let submit = move |ev: leptos::ev::SubmitEvent| {
+    let send = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let booking_id = booking.get().and_then(|s| s.value().parse::<i64>().ok());
         let Some(booking_id) = booking_id else {
@@ -91,18 +100,11 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
             environment: None,
             name: Some(field(name)).filter(|n| !n.is_empty()),
         };
-        spawn_local(async move {
-            match rest::call::<api::SubmitToBooking>((), &body).await {
-                Ok(job) => {
-                    error.set(None);
-                    on_done(job.id);
-                }
-                Err(e) => error.set(Some(e)),
-            }
-        });
+        error.set(None);
+        submit.run(body);
     };
     view! {
-        <form class="inline-form" on:submit=submit data-testid="submit-job">
+        <form class="inline-form" on:submit=send data-testid="submit-job">
             <label>
                 {tr!(jobs.booking)}
                 <select node_ref=booking>
@@ -135,7 +137,7 @@ fn SubmitForm(me: User, on_done: impl Fn(i64) + Copy + Send + Sync + 'static) ->
                 <code>"PATH"</code>{tr!(jobs.venv_or_conda_without_a_shell)} <code>"sh -c '…'"</code>
                 {tr!(jobs.for_one_with_only_the_booking)}
             </p>
-            {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+            {move || error.get().or_else(|| submit.error()).map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
         </form>
     }
     .into_any()
@@ -151,21 +153,8 @@ pub fn command_words(line: &str) -> Result<Vec<String>, String> {
 }
 
 #[component]
-fn JobRow(
-    job: Job,
-    watching: RwSignal<Option<i64>>,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
-) -> impl IntoView {
+fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) -> impl IntoView {
     let id = job.id;
-    let error = RwSignal::new(None::<String>);
-    let cancel = move |_| {
-        spawn_local(async move {
-            match rest::call::<api::CancelJob>(id, &()).await {
-                Ok(_) => on_done(),
-                Err(e) => error.set(Some(e)),
-            }
-        });
-    };
     let title = job.title();
     let how = match (job.exit_code, job.signal) {
         (Some(code), _) => tr!(jobs.exit, code),
@@ -207,8 +196,8 @@ fn JobRow(
             <td class="num">{job.peak_memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
             <td>
                 <button class="secondary" on:click=move |_| watching.set(Some(id))>{tr!(jobs.log)}</button>
-                {live.then(|| view! { <button class="danger" on:click=cancel>{tr!(jobs.cancel)}</button> })}
-                {move || error.get().map(|e| view! { <span class="form-error">{e}</span> })}
+                {live.then(|| view! { <button class="danger" on:click=move |_| cancel.run(id)>{tr!(jobs.cancel)}</button> })}
+                {move || cancel.error_of(&id).map(|e| view! { <span class="form-error">{e}</span> })}
             </td>
         </tr>
     }

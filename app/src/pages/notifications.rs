@@ -5,15 +5,15 @@
 use crate::components::format::date_time;
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
+use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::enforcement::WebhookFormat;
 use lanes_types::notify::{
     Channels, EventKind, EventRule, NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry,
-    SmtpSecurity, SmtpSettings, TestSend,
+    SmtpSecurity, SmtpSettings, TestSend, TestSent,
 };
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use std::collections::BTreeMap;
 
 /// The time zone this browser is in (`Europe/Berlin`), where it says.
@@ -38,16 +38,21 @@ fn optional(text: String) -> Option<String> {
 
 #[component]
 pub fn MyNotifications() -> impl IntoView {
-    let prefs = Remote::<NotifyPrefsView>::new(api::MyNotifications::PATH);
     // Outside the form, which is made again when the saved choices come back.
-    let message = RwSignal::new(None::<Result<String, String>>);
+    let save = Write::new(|prefs: &NotifyPrefs| {
+        let prefs = prefs.clone();
+        async move { rest::call::<api::SaveMyNotifications>((), &prefs).await }
+    });
+    let test = Write::new(|_: &()| rest::call::<api::TestMyNotifications>((), &()));
+    let prefs = Remote::<NotifyPrefsView>::new(api::MyNotifications::PATH).follows(save);
     view! {
         <section class="panel" data-testid="my-notifications">
             <h3>{tr!(notifications.notifications)}</h3>
             {render_remote(prefs, tr!(notifications.what_prefs), move |view: &NotifyPrefsView| {
-                view! { <PrefsForm view=view.clone() message on_saved=move || prefs.reload() /> }
+                view! { <PrefsForm view=view.clone() save test /> }
             })}
-            {outcome(message)}
+            {outcome(save, |_| tr!(notifications.saved).into())}
+            {outcome(test, |sent| tr!(notifications.test_on_way, n = sent.queued.len()))}
         </section>
     }
     .into_any()
@@ -56,8 +61,8 @@ pub fn MyNotifications() -> impl IntoView {
 #[component]
 fn PrefsForm(
     view: NotifyPrefsView,
-    message: RwSignal<Option<Result<String, String>>>,
-    on_saved: impl Fn() + Copy + Send + Sync + 'static,
+    save: Write<NotifyPrefs, NotifyPrefsView>,
+    test: Write<(), TestSent>,
 ) -> impl IntoView {
     let zone = NodeRef::<leptos::html::Input>::new();
     let hook = NodeRef::<leptos::html::Input>::new();
@@ -71,7 +76,7 @@ fn PrefsForm(
             .collect(),
     );
     let save_rules = rules.clone();
-    let save = move |ev: leptos::ev::SubmitEvent| {
+    let send = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let events = chosen
             .get_untracked()
@@ -88,26 +93,12 @@ fn PrefsForm(
             },
             events,
         };
-        spawn_local(async move {
-            match rest::call::<api::SaveMyNotifications>((), &prefs).await {
-                Ok(_) => {
-                    message.set(Some(Ok(tr!(notifications.saved).into())));
-                    on_saved();
-                }
-                Err(e) => message.set(Some(Err(e))),
-            }
-        });
+        test.clear();
+        save.run(prefs);
     };
-    let test = move |_| {
-        spawn_local(async move {
-            match rest::call::<api::TestMyNotifications>((), &()).await {
-                Ok(sent) => message.set(Some(Ok(tr!(
-                    notifications.test_on_way,
-                    n = sent.queued.len()
-                )))),
-                Err(e) => message.set(Some(Err(e))),
-            }
-        });
+    let send_test = move |_| {
+        save.clear();
+        test.run(());
     };
     let use_browser_zone = move |_| {
         if let (Some(z), Some(input)) = (browser_zone(), zone.get_untracked()) {
@@ -156,7 +147,7 @@ fn PrefsForm(
         })
         .collect_view();
     view! {
-        <form class="stack" on:submit=save>
+        <form class="stack" on:submit=send>
             <p class="muted">{email_line}</p>
             <label>
                 {tr!(notifications.zone_label, zone = view.lab_time_zone.clone())}
@@ -181,7 +172,7 @@ fn PrefsForm(
             </table>
             <span class="inline">
                 <button type="submit">{tr!(notifications.save_notifications)}</button>
-                <button type="button" class="secondary" on:click=test>{tr!(notifications.send_me_a_test)}</button>
+                <button type="button" class="secondary" on:click=send_test>{tr!(notifications.send_me_a_test)}</button>
             </span>
         </form>
     }
@@ -189,12 +180,29 @@ fn PrefsForm(
 }
 
 /// A form's last outcome: saved (or queued), or why not.
-fn outcome(message: RwSignal<Option<Result<String, String>>>) -> impl IntoView {
+fn outcome<I, O>(
+    write: Write<I, O>,
+    said: impl Fn(&O) -> String + Send + Sync + 'static,
+) -> impl IntoView
+where
+    I: Send + Sync + 'static,
+    O: Clone + Send + Sync + 'static,
+{
+    move || match (write.error(), write.answer()) {
+        (Some(text), _) => Some(view! { <p class="form-error" role="alert">{text}</p> }.into_any()),
+        (None, Some(answer)) => {
+            Some(view! { <p class="notice" role="status">{said(&answer)}</p> }.into_any())
+        }
+        (None, None) => None,
+    }
+}
+
+/// A form's own finding (a field it cannot read), shown where its write's answer would be.
+fn finding(message: RwSignal<Option<String>>) -> impl IntoView {
     move || {
-        message.get().map(|m| match m {
-            Ok(text) => view! { <p class="notice" role="status">{text}</p> }.into_any(),
-            Err(text) => view! { <p class="form-error" role="alert">{text}</p> }.into_any(),
-        })
+        message
+            .get()
+            .map(|text| view! { <p class="form-error" role="alert">{text}</p> })
     }
 }
 
@@ -217,48 +225,46 @@ pub fn outbox_url() -> String {
 }
 
 #[component]
-pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let settings = Remote::<NotifySettings>::new(SETTINGS);
-    let outbox = Remote::<Vec<OutboxEntry>>::new(outbox_url());
+pub fn NotifyPanel() -> impl IntoView {
+    let save = Write::new(|settings: &NotifySettings| {
+        let settings = settings.clone();
+        async move { rest::call::<api::SaveNotifySettings>((), &settings).await }
+    });
+    let test = Write::new(|request: &TestSend| {
+        let request = request.clone();
+        async move { rest::call::<api::NotifyTest>((), &request).await }
+    });
+    let settings = Remote::<NotifySettings>::new(SETTINGS).follows(save);
+    let outbox = Remote::<Vec<OutboxEntry>>::new(outbox_url()).follows(test);
     outbox.refresh_every(std::time::Duration::from_secs(5));
     let test_to = NodeRef::<leptos::html::Input>::new();
-    let test_message = RwSignal::new(None::<Result<String, String>>);
-    let settings_message = RwSignal::new(None::<Result<String, String>>);
+    // Outside the form, which is made again when the saved settings come back.
+    let settings_finding = RwSignal::new(None::<String>);
     let send_test = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let request = TestSend {
             email: optional(field(test_to)),
             user: None,
         };
-        spawn_local(async move {
-            match rest::call::<api::NotifyTest>((), &request).await {
-                Ok(sent) => {
-                    let ids = sent
-                        .queued
-                        .iter()
-                        .map(|i| i.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    test_message.set(Some(Ok(tr!(notifications.queued_as, ids))));
-                    outbox.reload();
-                }
-                Err(e) => test_message.set(Some(Err(e))),
-            }
-        });
+        test.run(request);
     };
     view! {
         <section class="panel" data-testid="notify-settings">
             <h3>{tr!(notifications.notifications)}</h3>
             {render_remote(settings, tr!(notifications.what_settings), move |s: &NotifySettings| {
-                view! { <NotifySettingsForm settings=s.clone() message=settings_message on_saved=move || { settings.reload(); on_done(); } /> }
+                view! { <NotifySettingsForm settings=s.clone() finding=settings_finding save /> }
             })}
-            {outcome(settings_message)}
+            {finding(settings_finding)}
+            {outcome(save, |_| tr!(notifications.saved).into())}
             <h4>{tr!(notifications.test_message)}</h4>
             <form class="inline" on:submit=send_test>
                 <input name="test_email" type="email" placeholder=tr!(notifications.an_address_empty_your_own_channels) node_ref=test_to />
                 <button type="submit">{tr!(notifications.send_test)}</button>
             </form>
-            {outcome(test_message)}
+            {outcome(test, |sent| {
+                let ids = sent.queued.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+                tr!(notifications.queued_as, ids)
+            })}
             <h4>{tr!(notifications.outbox)}</h4>
             <p class="muted">{tr!(notifications.the_latest_50_messages_failed_and)}</p>
             {render_remote(outbox, tr!(notifications.what_outbox), |list: &Vec<OutboxEntry>| {
@@ -299,8 +305,8 @@ pub fn NotifyPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl In
 #[component]
 fn NotifySettingsForm(
     settings: NotifySettings,
-    message: RwSignal<Option<Result<String, String>>>,
-    on_saved: impl Fn() + Copy + Send + Sync + 'static,
+    finding: RwSignal<Option<String>>,
+    save: Write<NotifySettings, NotifySettings>,
 ) -> impl IntoView {
     let lab = NodeRef::<leptos::html::Input>::new();
     let portal = NodeRef::<leptos::html::Input>::new();
@@ -324,7 +330,7 @@ fn NotifySettingsForm(
     );
     let link_hours = settings.link_hours;
     let smtp = settings.smtp.clone();
-    let save = move |ev: leptos::ev::SubmitEvent| {
+    let send = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let number = |node: NodeRef<leptos::html::Input>, what: &'static str| {
             field(node)
@@ -343,7 +349,8 @@ fn NotifySettingsForm(
         let (starts_soon_min, ends_soon_min, quota_near_pct, per_user_per_hour) = match numbers {
             Ok(n) => n,
             Err(e) => {
-                message.set(Some(Err(e)));
+                save.clear();
+                finding.set(Some(e));
                 return;
             }
         };
@@ -351,7 +358,8 @@ fn NotifySettingsForm(
             None => None,
             Some(host) => {
                 let Ok(port) = field(port).trim().parse::<u16>() else {
-                    message.set(Some(Err(tr!(notifications.bad_port).into())));
+                    save.clear();
+                    finding.set(Some(tr!(notifications.bad_port).into()));
                     return;
                 };
                 let security = match security.get_untracked().map(|s| s.value()).as_deref() {
@@ -384,15 +392,8 @@ fn NotifySettingsForm(
             allow_private_webhooks: checked(private),
             events: rules.get_untracked(),
         };
-        spawn_local(async move {
-            match rest::call::<api::SaveNotifySettings>((), &wanted).await {
-                Ok(_) => {
-                    message.set(Some(Ok(tr!(notifications.saved).into())));
-                    on_saved();
-                }
-                Err(e) => message.set(Some(Err(e))),
-            }
-        });
+        finding.set(None);
+        save.run(wanted);
     };
     let rows = EventKind::ALL
         .into_iter()
@@ -439,7 +440,7 @@ fn NotifySettingsForm(
         tr!(notifications.no_password)
     };
     view! {
-        <form class="stack" on:submit=save>
+        <form class="stack" on:submit=send>
             <label>{tr!(notifications.lab_name_in_every_subject)} <input name="lab_name" required maxlength="80" value=settings.lab_name.clone() node_ref=lab /></label>
             <label>{tr!(notifications.portal_address_for_links_in_messages)} <input name="portal_url" type="url" placeholder="https://gpu.lab.example" value=settings.portal_url.clone().unwrap_or_default() node_ref=portal /></label>
             <label>{tr!(notifications.the_lab_s_time_zone)} <input name="lab_time_zone" value=settings.time_zone.clone() node_ref=zone /></label>

@@ -6,12 +6,12 @@ use crate::components::format::{date_time, span};
 use crate::components::remote::{checked, field, render_remote, Remote};
 use crate::components::table::{Col, ListHead};
 use crate::components::topbar::MemberPage;
+use crate::components::write::Write;
 use crate::rest;
 use lanes_types::account::User;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use std::time::Duration;
 
 #[component]
@@ -21,7 +21,14 @@ pub fn QueuePage() -> impl IntoView {
 
 #[component]
 fn QueueSections(me: User) -> impl IntoView {
-    let queue = Remote::<QueueView>::new(api::Queue::PATH);
+    let enqueue = Write::new(|job: &SubmitJob| {
+        let job = job.clone();
+        async move { rest::call::<api::Enqueue>((), &job).await }
+    });
+    let dequeue = Write::new(|id: &i64| rest::call::<api::Dequeue>(*id, &()));
+    let queue = Remote::<QueueView>::new(api::Queue::PATH)
+        .follows(enqueue)
+        .follows(dequeue);
     queue.refresh_every(Duration::from_secs(2));
     Cards::provide();
     view! {
@@ -30,7 +37,7 @@ fn QueueSections(me: User) -> impl IntoView {
             <h3>{tr!(queue.queue_a_job)}</h3>
             {render_remote(queue, tr!(queue.what_queue), move |view: &QueueView| {
                 let settings = view.settings.clone();
-                view! { <SubmitForm settings on_done=move || queue.reload() /> }
+                view! { <SubmitForm settings enqueue /> }
             })}
         </section>
         <section class="panel">
@@ -51,9 +58,9 @@ fn QueueSections(me: User) -> impl IntoView {
                     .collect();
                 view! {
                     <p class="hint">{policy_line(&view.settings)}</p>
-                    <JobTable jobs=live me=me.clone() on_done=move || queue.reload() testid="queue-live" empty=tr!(queue.nothing_live) />
+                    <JobTable jobs=live me=me.clone() dequeue testid="queue-live" empty=tr!(queue.nothing_live) />
                     <h3>{tr!(queue.ended)}</h3>
-                    <JobTable jobs=ended me on_done=move || queue.reload() testid="queue-ended" empty=tr!(queue.nothing_ended) />
+                    <JobTable jobs=ended me dequeue testid="queue-ended" empty=tr!(queue.nothing_ended) />
                 }
             })}
         </section>
@@ -87,10 +94,7 @@ fn policy_line(s: &QueueSettings) -> String {
 }
 
 #[component]
-fn SubmitForm(
-    settings: QueueSettings,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
-) -> impl IntoView {
+fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> impl IntoView {
     let (gpus, hours, command, cwd, name, memory) = (
         NodeRef::new(),
         NodeRef::new(),
@@ -100,6 +104,7 @@ fn SubmitForm(
         NodeRef::new(),
     );
     let preemptible = NodeRef::new();
+    // What the form itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
     let default_hours = settings
         .default_time_limit_s
@@ -139,15 +144,8 @@ fn SubmitForm(
             name: Some(field(name)).filter(|n| !n.is_empty()),
             preemptible: checked(preemptible),
         };
-        spawn_local(async move {
-            match rest::call::<api::Enqueue>((), &body).await {
-                Ok(_) => {
-                    error.set(None);
-                    on_done();
-                }
-                Err(e) => error.set(Some(e)),
-            }
-        });
+        error.set(None);
+        enqueue.run(body);
     };
     view! {
         <form class="inline-form" on:submit=submit data-testid="submit-queue">
@@ -165,7 +163,7 @@ fn SubmitForm(
             <p class="hint">
                 {tr!(queue.it_starts_as_soon_as_enough)}
             </p>
-            {move || error.get().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+            {move || error.get().or_else(|| enqueue.error()).map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
         </form>
     }
     .into_any()
@@ -175,7 +173,7 @@ fn SubmitForm(
 fn JobTable(
     jobs: Vec<QueuedJob>,
     me: User,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
+    dequeue: Write<i64, QueuedJob>,
     testid: &'static str,
     empty: &'static str,
 ) -> impl IntoView {
@@ -186,7 +184,7 @@ fn JobTable(
         .into_iter()
         .map(|job| {
             let mine = job.username == me.username || me.is_admin();
-            view! { <JobRow job mine on_done /> }
+            view! { <JobRow job mine dequeue /> }
         })
         .collect_view();
     view! {
@@ -199,21 +197,9 @@ fn JobTable(
 }
 
 #[component]
-fn JobRow(
-    job: QueuedJob,
-    mine: bool,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
-) -> impl IntoView {
+fn JobRow(job: QueuedJob, mine: bool, dequeue: Write<i64, QueuedJob>) -> impl IntoView {
     let id = job.id;
-    let error = RwSignal::new(None::<String>);
-    let cancel = move |_| {
-        spawn_local(async move {
-            match rest::call::<api::Dequeue>(id, &()).await {
-                Ok(_) => on_done(),
-                Err(e) => error.set(Some(e)),
-            }
-        });
-    };
+    let cancel = move |_| dequeue.run(id);
     let title = match (job.name.is_empty(), job.argv.is_empty()) {
         (false, _) => job.name.clone(),
         (true, false) => job.argv.join(" "),
@@ -278,7 +264,7 @@ fn JobRow(
             <td>
                 {(live && mine).then(|| view! { <button class="danger" on:click=cancel>{tr!(queue.cancel)}</button> })}
                 {mine.then(|| view! { <a class="secondary" href=format!("/jobs?watch={id}")>{tr!(queue.log)}</a> })}
-                {move || error.get().map(|e| view! { <span class="form-error">{e}</span> })}
+                {move || dequeue.error_of(&id).map(|e| view! { <span class="form-error">{e}</span> })}
             </td>
         </tr>
     }

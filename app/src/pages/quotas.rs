@@ -3,11 +3,11 @@
 
 use crate::components::remote::{render_remote, Remote};
 use crate::components::table::{Col, ListHead};
+use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::{Quota, QuotaUse, Quotas};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 /// A quota's limits, in table order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,9 +188,13 @@ pub const QUOTAS: &str = api::QuotasNow::PATH;
 pub const QUOTA_USE: &str = api::QuotaUses::PATH;
 
 #[component]
-pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
-    let quotas = Remote::<Quotas>::new(QUOTAS);
-    let uses = Remote::<Vec<QuotaUse>>::new(QUOTA_USE);
+pub fn QuotaPanel() -> impl IntoView {
+    let save_quotas = Write::new(|quotas: &Quotas| {
+        let quotas = quotas.clone();
+        async move { rest::call::<api::SaveQuotas>((), &quotas).await }
+    });
+    let quotas = Remote::<Quotas>::new(QUOTAS).follows(save_quotas);
+    let uses = Remote::<Vec<QuotaUse>>::new(QUOTA_USE).follows(save_quotas);
     // The editor's rows: `None` until edited, showing the saved quotas.
     let edited = RwSignal::new(None::<Vec<QuotaRow>>);
     let rows = move || {
@@ -207,34 +211,21 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
         change(&mut list);
         edited.set(Some(list));
     };
+    // What the editor itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
-    let notice = RwSignal::new(None::<String>);
     let new_scope = RwSignal::new(Scope::User);
     let new_name = RwSignal::new(String::new());
-    let save = move |_| {
-        let wanted = match rows_to_quotas(&untrack(rows)) {
-            Ok(q) => q,
-            Err(message) => {
-                error.set(Some(message));
-                return;
-            }
-        };
-        spawn_local(async move {
-            match rest::call::<api::SaveQuotas>((), &wanted).await {
-                Ok(_) => {
-                    error.set(None);
-                    notice.set(Some(tr!(quotas.saved).into()));
-                    edited.set(None);
-                    quotas.reload();
-                    uses.reload();
-                    on_done();
-                }
-                Err(message) => {
-                    notice.set(None);
-                    error.set(Some(message));
-                }
-            }
-        });
+    // Once saved, the editor shows the saved quotas again.
+    save_quotas.on_success(move || edited.set(None));
+    let save = move |_| match rows_to_quotas(&untrack(rows)) {
+        Ok(wanted) => {
+            error.set(None);
+            save_quotas.run(wanted);
+        }
+        Err(message) => {
+            save_quotas.clear();
+            error.set(Some(message));
+        }
     };
     let add = move |_| {
         let name = new_name.get_untracked().trim().to_string();
@@ -327,8 +318,8 @@ pub fn QuotaPanel(on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl Int
                 <button on:click=add>{tr!(quotas.add_override)}</button>
                 <button type="submit" on:click=save>{tr!(quotas.save_quotas)}</button>
             </div>
-            {move || error.get().map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
-            {move || notice.get().map(|m| view! { <p class="notice" role="status">{m}</p> })}
+            {move || error.get().or_else(|| save_quotas.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {move || save_quotas.succeeded().then(|| view! { <p class="notice" role="status">{tr!(quotas.saved)}</p> })}
             <h3>{tr!(quotas.use_now)}</h3>
             {render_remote(uses, tr!(quotas.what_use), |list: &Vec<QuotaUse>| {
                 let rows = list

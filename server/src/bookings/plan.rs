@@ -180,15 +180,9 @@ mod tests {
             gpus: vec![gpu("GPU-a")],
             start,
             end,
-            note: String::new(),
             state,
             created_at: start,
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: false,
-            loan_of: None,
-            lent_to: None,
+            ..Default::default()
         }
     }
 

@@ -429,15 +429,9 @@ mod tests {
             }],
             start,
             end,
-            note: String::new(),
             state: state_at(start, end, now),
             created_at: start - Duration::days(1),
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: false,
-            loan_of: None,
-            lent_to: None,
+            ..Default::default()
         }
     }
 

@@ -1,157 +1,13 @@
-//! Command-line interface. Every `serve` flag can also come from a `LANES_*` environment
-//! variable, so the same binary runs from a shell, a systemd unit or a container.
+//! The arguments of the operator commands (`lanes serve`, `doctor`, `user`, `db`, `backup`,
+//! `restore`, `config`, `simulate`), which the `lanes` program's command line (`bin/`) puts
+//! beside the terminal client's. Every `serve` flag can also come from a `LANES_*`
+//! environment variable, so the same binary runs from a shell, a systemd unit or a container.
 
 use crate::telemetry::GpuSelection;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "lanes",
-    version,
-    about = "Lanes: a self-hosted GPU pool portal"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-impl Cli {
-    /// The command line, its top-level help listing client and server commands apart.
-    pub fn command_grouped() -> clap::Command {
-        use clap::CommandFactory;
-        let command = Self::command();
-        let template = help_template(&command, &lanes_cli::ClientCommand::names());
-        command.help_template(template)
-    }
-
-    /// Parses the process's arguments with the settings file beneath them (see
-    /// [`crate::ops::config_file`]); exits with 2 and the reason on bad ones.
-    pub fn parse_layered() -> Self {
-        use clap::FromArgMatches;
-        let layered = match Self::layered(std::env::args_os().collect()) {
-            Ok(layered) => layered,
-            Err(e) => match e.downcast::<clap::Error>() {
-                Ok(clap) => clap.exit(),
-                Err(other) => {
-                    eprintln!("lanes: {other}");
-                    std::process::exit(2);
-                }
-            },
-        };
-        Self::from_arg_matches(&layered.matches).unwrap_or_else(|e| e.exit())
-    }
-
-    /// `argv` parsed, with the settings file under flags and environment.
-    pub fn layered(
-        argv: Vec<std::ffi::OsString>,
-    ) -> Result<crate::ops::config_file::Layered, Box<dyn std::error::Error + Send + Sync>> {
-        let command = Self::command_grouped();
-        let serve = Self::serve_command();
-        crate::ops::config_file::parse(&command, &serve, argv)
-    }
-
-    /// `lanes serve`'s command: the settings a file may hold.
-    pub fn serve_command() -> clap::Command {
-        use clap::CommandFactory;
-        Self::command()
-            .find_subcommand("serve")
-            .expect("lanes has a serve command")
-            .clone()
-    }
-}
-
-/// A help template whose command list has two headings: the terminal client's commands (for
-/// lab members) and the server's (for operators). Clap lists subcommands under one heading.
-pub fn help_template(command: &clap::Command, client: &[String]) -> String {
-    let visible: Vec<&clap::Command> = command
-        .get_subcommands()
-        .filter(|c| !c.is_hide_set())
-        .collect();
-    let width = visible
-        .iter()
-        .map(|c| c.get_name().len())
-        .max()
-        .unwrap_or(0);
-    let list = |wanted: bool| {
-        visible
-            .iter()
-            .filter(|c| client.iter().any(|n| n == c.get_name()) == wanted)
-            .map(|c| {
-                let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
-                let first = about.lines().next().unwrap_or_default().to_string();
-                format!("  {:width$}  {first}\n", c.get_name())
-            })
-            .collect::<String>()
-    };
-    format!(
-        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n\
-         Client commands (talk to a portal; log in first with `lanes login URL`):\n{}\n\
-         Server commands (on a GPU host or the portal machine):\n{}  help{}  Print this message or the help of the given command\n\n\
-         Options:\n{{options}}{{after-help}}",
-        list(true),
-        list(false),
-        " ".repeat(width.saturating_sub(4)),
-    )
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// The terminal client's commands (grouped apart in the help: see [`help_template`]).
-    #[command(flatten)]
-    Client(lanes_cli::ClientCommand),
-    /// Serve the portal: dashboard, API and GPU poller.
-    #[command(
-        after_help = "Examples:\n  lanes serve --listen 0.0.0.0:3000\n  lanes serve --database-url postgres://lanes@db/lanes --gpus nvml"
-    )]
-    Serve(Box<ServeArgs>),
-    /// Check the NVIDIA driver, NVML, the cards and what CUDA_VISIBLE_DEVICES selects.
-    #[command(after_help = "Example:\n  lanes doctor --json")]
-    Doctor(DoctorArgs),
-    /// Manage accounts directly in the database (no running server needed).
-    #[command(
-        after_help = "Example:\n  echo \"$PASSWORD\" | lanes user add --username alice --unix-user alice --password-stdin"
-    )]
-    User {
-        #[command(subcommand)]
-        command: UserCommand,
-    },
-    /// The database: migrations, and moving a lab to another database.
-    #[command(
-        after_help = "Examples:\n  lanes db status\n  lanes db copy --from sqlite:///var/lib/lanes/lanes.db --to postgres://lanes@db/lanes"
-    )]
-    Db {
-        #[command(subcommand)]
-        command: DbCommand,
-    },
-    /// Write a consistent copy of the SQLite database while Lanes serves (PostgreSQL: pg_dump).
-    #[command(after_help = "Example:\n  lanes backup --to /backups/lanes-$(date +%F).db")]
-    Backup(BackupArgs),
-    /// Put a backup made by `lanes backup` in place of the database (stop `lanes serve` first).
-    #[command(
-        after_help = "Example:\n  lanes restore --from /backups/lanes-2026-12-01.db --replace"
-    )]
-    Restore(RestoreArgs),
-    /// Replay job traces through the scheduler with a virtual clock and compare policies.
-    #[command(
-        after_help = "Example:\n  lanes simulate --trace traces/philly.csv --gpus 64 --policy all"
-    )]
-    Simulate(SimulateArgs),
-    /// The settings file: print what `lanes serve` would use, and where each value came from.
-    #[command(after_help = "Example:\n  lanes config check --config /etc/lanes/lanes.toml")]
-    Config {
-        #[command(subcommand)]
-        command: ConfigCommand,
-    },
-    /// (Internal) Keep one of a job's output streams: stdin to stdout, capped.
-    #[command(hide = true)]
-    KeepLog(KeepLogArgs),
-    /// (Packaging) Write a man page for lanes and each of its commands into DIR.
-    #[command(hide = true)]
-    ManPages { dir: PathBuf },
-}
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -333,6 +189,11 @@ pub struct UserAddArgs {
     pub password_stdin: bool,
 }
 
+/// `lanes serve`'s arguments as a command of their own: the settings a file may hold.
+pub fn serve_command() -> clap::Command {
+    ServeArgs::augment_args(clap::Command::new("serve"))
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -511,10 +372,9 @@ mod tests {
 
     #[test]
     fn serve_defaults_match_the_documentation() {
-        let cli = Cli::try_parse_from(["lanes", "serve"]).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("not serve")
-        };
+        use clap::FromArgMatches;
+        let matches = serve_command().try_get_matches_from(["serve"]).unwrap();
+        let args = ServeArgs::from_arg_matches(&matches).unwrap();
         assert_eq!(args.listen, "127.0.0.1:3000".parse().unwrap());
         assert_eq!(
             args.gpus,
@@ -525,7 +385,9 @@ mod tests {
 
     #[test]
     fn a_bad_gpu_source_is_a_usage_error() {
-        let err = Cli::try_parse_from(["lanes", "serve", "--gpus", "sim:x"]).unwrap_err();
+        let err = serve_command()
+            .try_get_matches_from(["serve", "--gpus", "sim:x"])
+            .unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("expected auto, nvml, nvml:CARDS"));
     }

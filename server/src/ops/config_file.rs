@@ -450,7 +450,7 @@ mod shipped {
             .collect::<Vec<_>>()
             .join("\n");
         let table: toml::Table = uncommented.parse().unwrap();
-        let serve = crate::ops::cli::Cli::serve_command();
+        let serve = crate::ops::cli::serve_command();
         super::check_keys(std::path::Path::new(path), &table, &serve).unwrap();
         for arg in serve.get_arguments() {
             let id = arg.get_id().as_str();

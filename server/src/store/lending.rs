@@ -184,12 +184,8 @@ impl Lending<'_> {
             note: note.to_string(),
             state: BookingState::Active,
             created_at: now,
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: false,
             loan_of: Some(host),
-            lent_to: None,
+            ..Default::default()
         })
     }
 

@@ -5,7 +5,11 @@
 //! 2 for bad usage, 1 when the server refused, 3 when it cannot be reached (`lanes run` and
 //! `lanes logs -f`: the command's or job's own status once it ran).
 
-use lanes_server::ops::cli::{Cli, Command, ConfigCommand, DbCommand, UserCommand};
+mod cli;
+mod config;
+
+use cli::{Cli, Command};
+use lanes_server::ops::cli::{ConfigCommand, DbCommand, UserCommand};
 use lanes_server::ops::db;
 use lanes_server::ops::serve::{shutdown_signal, Application, ServeConfig};
 use lanes_server::ops::user as commands;
@@ -32,8 +36,8 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Config {
             command: ConfigCommand::Check(args),
-        } => lanes_server::ops::config::check(args),
-        Command::ManPages { dir } => lanes_server::ops::config::man_pages(&dir),
+        } => config::check(args),
+        Command::ManPages { dir } => config::man_pages(&dir),
         Command::KeepLog(args) => ExitCode::from(lanes_server::jobs::keeper::run(
             args.limit, args.uid, args.gid,
         )),

@@ -1,8 +1,9 @@
 //! `lanes config check`: the settings `lanes serve` would run with, as TOML one could paste into
 //! the file, each line saying where its value came from; and `lanes man-pages`, for packaging.
 
-use crate::ops::cli::{Cli, ConfigCheckArgs};
-use crate::ops::config_file::Source;
+use crate::cli::Cli;
+use lanes_server::ops::cli::ConfigCheckArgs;
+use lanes_server::ops::config_file::Source;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
@@ -29,7 +30,7 @@ pub fn check(args: ConfigCheckArgs) -> ExitCode {
         Some(path) => format!("# lanes serve, with {}\n", path.display()),
         None => format!(
             "# lanes serve, with no settings file ({} does not exist)\n",
-            crate::ops::config_file::DEFAULT_PATH
+            lanes_server::ops::config_file::DEFAULT_PATH
         ),
     };
     for arg in serve.get_arguments() {
