@@ -109,8 +109,9 @@ tools-test:
 fmt-check:
 	cargo fmt --all -- --check
 	python3 .ci/modgraph.py server/src --check >/dev/null
-	@if cargo tree --offline -p lanes-server -e normal,build --prefix none | grep -q '^lanes-cli '; then \
-		echo "lanes-server depends on lanes-cli: only the lanes program (bin/) may"; exit 1; fi
+	@deps=$$(cargo tree -p lanes-server -e normal,build --prefix none) \
+		&& if grep -q '^lanes-cli ' <<< "$$deps"; then \
+			echo "lanes-server depends on lanes-cli: only the lanes program (bin/) may"; exit 1; fi
 
 # Clippy on its own, for developers (`make test` lints as it compiles, TEST_BUILD=1).
 clippy:

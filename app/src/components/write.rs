@@ -76,7 +76,7 @@ impl<I: Send + Sync + 'static, O: Send + Sync + 'static> Write<I, O> {
     }
 
     /// How many times it succeeded: what follows it reloads when this changes.
-    pub fn done(&self) -> usize {
+    fn done(&self) -> usize {
         self.done.get()
     }
 
@@ -89,11 +89,6 @@ impl<I: Send + Sync + 'static, O: Send + Sync + 'static> Write<I, O> {
             }
             done
         });
-    }
-
-    /// Whether an answer is awaited.
-    pub fn pending(&self) -> bool {
-        self.action.pending().get()
     }
 
     /// The latest answer's error, if the latest answer was one.
@@ -129,6 +124,17 @@ impl<I: Send + Sync + 'static, O: Send + Sync + 'static> Write<I, O> {
     pub fn error_view(self) -> impl IntoView {
         move || {
             self.error()
+                .map(|m| view! { <p class="form-error" role="alert">{m}</p> })
+        }
+    }
+
+    /// Shows what the form itself found wrong (`finding`, set before it asks anything), else
+    /// the latest error of the write, in one place.
+    pub fn error_view_with(self, finding: RwSignal<Option<String>>) -> impl IntoView {
+        move || {
+            finding
+                .get()
+                .or_else(|| self.error())
                 .map(|m| view! { <p class="form-error" role="alert">{m}</p> })
         }
     }

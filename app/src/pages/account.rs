@@ -97,7 +97,7 @@ fn PasswordForm() -> impl IntoView {
                     <input type="checkbox" name="revoke_tokens" checked node_ref=revoke />
                     {tr!(account.also_revoke_my_api_tokens_whoever)}
                 </label>
-                {move || error.get().or_else(|| change_password.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+                {change_password.error_view_with(error)}
                 <p class="muted">{tr!(account.changing_it_logs_you_out_everywhere)}</p>
                 <button type="submit">{tr!(account.change_password)}</button>
             </form>

@@ -758,7 +758,7 @@ fn SettingsPanel() -> impl IntoView {
                     </label>
                 }
             })}
-            {move || error.get().or_else(|| save_settings.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {save_settings.error_view_with(error)}
         </section>
     }
     .into_any()

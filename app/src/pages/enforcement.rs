@@ -126,7 +126,7 @@ pub fn PolicyPanel() -> impl IntoView {
                 }
             })}
             {move || save_policy.succeeded().then(|| view! { <p class="muted" role="status">{tr!(enforcement.saved)}</p> })}
-            {move || error.get().or_else(|| save_policy.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {save_policy.error_view_with(error)}
         </section>
     }
     .into_any()

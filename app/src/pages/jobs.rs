@@ -137,7 +137,7 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
                 <code>"PATH"</code>{tr!(jobs.venv_or_conda_without_a_shell)} <code>"sh -c '…'"</code>
                 {tr!(jobs.for_one_with_only_the_booking)}
             </p>
-            {move || error.get().or_else(|| submit.error()).map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+            {submit.error_view_with(error)}
         </form>
     }
     .into_any()

@@ -163,7 +163,7 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
             <p class="hint">
                 {tr!(queue.it_starts_as_soon_as_enough)}
             </p>
-            {move || error.get().or_else(|| enqueue.error()).map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+            {enqueue.error_view_with(error)}
         </form>
     }
     .into_any()

@@ -318,7 +318,7 @@ pub fn QuotaPanel() -> impl IntoView {
                 <button on:click=add>{tr!(quotas.add_override)}</button>
                 <button type="submit" on:click=save>{tr!(quotas.save_quotas)}</button>
             </div>
-            {move || error.get().or_else(|| save_quotas.error()).map(|m| view! { <p class="form-error" role="alert">{m}</p> })}
+            {save_quotas.error_view_with(error)}
             {move || save_quotas.succeeded().then(|| view! { <p class="notice" role="status">{tr!(quotas.saved)}</p> })}
             <h3>{tr!(quotas.use_now)}</h3>
             {render_remote(uses, tr!(quotas.what_use), |list: &Vec<QuotaUse>| {
