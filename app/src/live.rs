@@ -104,6 +104,86 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
     attach(&socket, on_open, on_message, on_close);
 }
 
+/// How many times the server said that `area` changed since the page loaded (a reconnect
+/// counts as a change of everything: changes may have been missed). The first call opens the
+/// page's one changes channel (`/api/v1/telemetry/ws?only=changes`).
+#[cfg(feature = "hydrate")]
+pub fn changes(area: lanes_types::Area) -> RwSignal<u64> {
+    use lanes_types::Area;
+    thread_local! {
+        static COUNTERS: std::cell::OnceCell<[RwSignal<u64>; 3]> = const { std::cell::OnceCell::new() };
+    }
+    let counters = COUNTERS.with(|cell| {
+        *cell.get_or_init(|| {
+            // Made outside any page's owner: they live as long as the page.
+            let counters =
+                Owner::new().with(|| [RwSignal::new(0), RwSignal::new(0), RwSignal::new(0)]);
+            connect_changes(counters, 0, false);
+            counters
+        })
+    });
+    counters[match area {
+        Area::Bookings => 0,
+        Area::Jobs => 1,
+        Area::Queue => 2,
+    }]
+}
+
+#[cfg(feature = "hydrate")]
+fn connect_changes(counters: [RwSignal<u64>; 3], failures: u32, missed: bool) {
+    use lanes_types::{Area, TelemetryMessage};
+    use std::{cell::Cell, rc::Rc};
+    use wasm_bindgen::closure::Closure;
+    use web_sys::{MessageEvent, WebSocket};
+
+    let Some(url) = socket_url(&format!("{}?only=changes", api::TelemetryWs::PATH)) else {
+        return;
+    };
+    let reconnect = move |failures: u32| {
+        let attempt = failures + 1;
+        let delay_ms = backoff_delay_ms(attempt, js_sys::Math::random());
+        set_timeout(
+            move || connect_changes(counters, attempt, true),
+            std::time::Duration::from_millis(delay_ms.into()),
+        );
+    };
+    let socket = match WebSocket::new(&url) {
+        Ok(socket) => socket,
+        Err(_) => return reconnect(failures),
+    };
+    let opened = Rc::new(Cell::new(false));
+    let on_open = {
+        let opened = opened.clone();
+        Closure::<dyn FnMut()>::new(move || {
+            opened.set(true);
+            if missed {
+                for counter in counters {
+                    counter.update(|n| *n += 1);
+                }
+            }
+        })
+    };
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        let Some(text) = event.data().as_string() else {
+            return;
+        };
+        if let Ok(TelemetryMessage::Changed { areas }) = serde_json::from_str(&text) {
+            for area in areas {
+                let index = match area {
+                    Area::Bookings => 0,
+                    Area::Jobs => 1,
+                    Area::Queue => 2,
+                };
+                counters[index].update(|n| *n += 1);
+            }
+        }
+    });
+    let on_close = Closure::<dyn FnMut()>::new(move || {
+        reconnect(if opened.get() { 0 } else { failures });
+    });
+    attach(&socket, on_open, on_message, on_close);
+}
+
 /// Gives `socket` its open, message and close handlers. The socket owns them for the life of
 /// the page (a reconnect makes a new socket with new ones).
 #[cfg(feature = "hydrate")]

@@ -21,9 +21,16 @@ fn main() -> ExitCode {
         Command::Client(command) => lanes_cli::run(command, Cli::command_grouped),
         Command::Serve(args) => serve(*args),
         Command::Doctor(args) => ExitCode::from(lanes_server::ops::doctor::run(args.json) as u8),
-        Command::User {
-            command: UserCommand::Add(args),
-        } => user_add(args),
+        Command::User { command } => match command {
+            UserCommand::Add(args) => user_add(args),
+            UserCommand::List(args) => chore(commands::list_users(args)),
+            UserCommand::Passwd(args) => match password(args.password_stdin, &args.user.username) {
+                Ok(password) => chore(commands::set_password(args.user, password)),
+                Err(e) => failed(e),
+            },
+            UserCommand::Enable(args) => chore(commands::set_enabled(args, true)),
+            UserCommand::Disable(args) => chore(commands::set_enabled(args, false)),
+        },
         Command::Db { command } => chore(async move {
             match command {
                 DbCommand::Status(args) => db::status(args).await,
@@ -186,7 +193,7 @@ fn chore(
 }
 
 fn user_add(args: lanes_server::ops::cli::UserAddArgs) -> ExitCode {
-    let result = commands::read_password(std::io::stdin().lock()).and_then(|password| {
+    let result = password(args.password_stdin, &args.username).and_then(|password| {
         tokio::runtime::Runtime::new()
             .map_err(|e| commands::CommandError::Failed(e.to_string()))?
             .block_on(commands::add_user(args, password))
@@ -194,13 +201,48 @@ fn user_add(args: lanes_server::ops::cli::UserAddArgs) -> ExitCode {
     match result {
         Ok(user) => {
             println!("created {} {:?} (id {})", user.role, user.username, user.id);
+            for note in commands::unix_account_notes(&user) {
+                eprintln!("lanes: note: {note}");
+            }
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("lanes: error: {e}");
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) => failed(e),
     }
+}
+
+fn failed(e: commands::CommandError) -> ExitCode {
+    eprintln!("lanes: error: {e}");
+    ExitCode::from(e.exit_code())
+}
+
+/// A new password for `username`: the first line of standard input with `--password-stdin`,
+/// otherwise asked for twice on the terminal without echo. Without a terminal and without
+/// the flag it says how, rather than wait for input nobody was asked for.
+fn password(from_stdin: bool, username: &str) -> Result<String, commands::CommandError> {
+    use std::io::IsTerminal;
+    if from_stdin {
+        return commands::read_password(std::io::stdin().lock());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(commands::CommandError::Invalid(
+            "no terminal to ask for the password on: pipe it in with --password-stdin".into(),
+        ));
+    }
+    let ask = |prompt: &str| {
+        rpassword::prompt_password(prompt)
+            .map_err(|e| commands::CommandError::Invalid(format!("cannot read the password: {e}")))
+    };
+    let first = ask(&format!(
+        "New password for {username} (at least {} characters): ",
+        lanes_server::accounts::password::MIN_CHARS
+    ))?;
+    let checked = commands::read_password(first.as_bytes())?;
+    if ask("The same again: ")? != checked {
+        return Err(commands::CommandError::Invalid(
+            "the two passwords differ; nothing was changed".into(),
+        ));
+    }
+    Ok(checked)
 }
 
 fn serve(args: lanes_server::ops::cli::ServeArgs) -> ExitCode {
@@ -240,8 +282,14 @@ fn init_tracing(format: lanes_server::ops::cli::LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    use std::io::IsTerminal;
+    // Colour only for a person at a terminal: a pipe, a file or journald gets plain text
+    // (and NO_COLOR, https://no-color.org, turns it off anywhere).
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         lanes_server::ops::cli::LogFormat::Human => log.init(),

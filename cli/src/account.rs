@@ -51,6 +51,9 @@ pub async fn login(args: LoginArgs) -> Result<()> {
              the account page and set LANES_URL and LANES_TOKEN",
         ));
     }
+    // Whether the portal answers, before anyone types a password for it.
+    let anonymous = config::anonymous(&url)?;
+    anonymous.health().await?;
     let username = match args.username {
         Some(name) => name,
         None => {
@@ -73,7 +76,6 @@ pub async fn login(args: LoginArgs) -> Result<()> {
     }
     let password = rpassword::prompt_password("Password: ")
         .map_err(|e| CliError::usage(format!("cannot read the password: {e}")))?;
-    let anonymous = config::anonymous(&url)?;
     let (session, user) = anonymous.login(&username, &password).await?;
     let token = session
         .create_token(&NewToken {

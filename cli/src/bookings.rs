@@ -1,7 +1,7 @@
 //! `lanes book`, `slots`, `bookings`, `extend`, `release`, `cancel`.
 
 use crate::error::{CliError, Result};
-use crate::output::{self, cell, Table, CYAN, DIM, GREEN};
+use crate::output::{self, cell, Table, CYAN, DIM, GREEN, YELLOW};
 use crate::{config, confirm, duration_arg, time, Common};
 use chrono::{DateTime, Duration, Utc};
 use clap::Args;
@@ -12,7 +12,7 @@ use lanes_types::GpuState;
 #[derive(Debug, Args)]
 pub struct BookArgs {
     /// How many cards.
-    #[arg(long, short = 'g', default_value_t = 1)]
+    #[arg(long, short = 'g', default_value_t = 1, value_parser = crate::count_arg)]
     pub gpus: u32,
     /// Only cards of this node.
     #[arg(long, short)]
@@ -48,7 +48,7 @@ pub struct BookArgs {
 
 #[derive(Debug, Args)]
 pub struct SlotsArgs {
-    #[arg(long, short = 'g', default_value_t = 1)]
+    #[arg(long, short = 'g', default_value_t = 1, value_parser = crate::count_arg)]
     pub gpus: u32,
     #[arg(long = "for", default_value = "1h", value_parser = duration_arg)]
     pub length: Duration,
@@ -143,7 +143,7 @@ fn slot_query(
 ) -> SlotQuery {
     SlotQuery {
         gpus,
-        duration: length.num_seconds().to_string(),
+        duration: format!("{}s", length.num_seconds()),
         from,
         to,
         node,
@@ -169,8 +169,8 @@ pub async fn book(args: BookArgs) -> Result<()> {
         );
         let Some(slot) = client.slots(&query).await?.into_iter().next() else {
             return Err(CliError::refused(format!(
-                "no {} cards{} are free for {} within the next week (see `lanes status`)",
-                args.gpus,
+                "no {}{} are free for {} within the next week (see `lanes status`)",
+                lanes_types::units::cards(args.gpus),
                 args.node
                     .as_ref()
                     .map_or(String::new(), |n| format!(" of {n}")),
@@ -179,7 +179,9 @@ pub async fn book(args: BookArgs) -> Result<()> {
         };
         output::say(&format!("Earliest: {}", describe_slot(&slot, &inventory)));
         if !args.yes && !confirm("Book it?", true)? {
-            return Err(CliError::refused("not booked"));
+            // Declining is an answer, not a failure.
+            output::say("Nothing booked.");
+            return Ok(());
         }
         CreateBooking {
             lend: lend_choice(&args),
@@ -210,8 +212,8 @@ pub async fn book(args: BookArgs) -> Result<()> {
             },
             None => {
                 return Err(CliError::refused(format!(
-                    "{} cards{} are not free from {} to {}; `lanes book --earliest` finds when they are",
-                    args.gpus,
+                    "{}{} are not free from {} to {}; `lanes book --earliest` finds when they are",
+                    lanes_types::units::cards(args.gpus),
                     args.node
                         .as_ref()
                         .map_or(String::new(), |n| format!(" of {n}")),
@@ -237,8 +239,47 @@ pub async fn book(args: BookArgs) -> Result<()> {
         output::json(&booking);
     } else {
         output::say(&format!("Booked {}", describe(&booking, &inventory)));
+        for line in others_on(&booking, &inventory) {
+            output::say(&format!("{YELLOW}{line}{YELLOW:#}"));
+        }
     }
     Ok(())
+}
+
+/// What already runs on a booking's cards that is not its owner's (someone's unbooked work,
+/// which the watchdog deals with by the lab's policy once the booking starts): one line per
+/// card. Simulated scenery is nobody's and left out.
+fn others_on(booking: &Booking, inventory: &[GpuState]) -> Vec<String> {
+    booking
+        .gpus
+        .iter()
+        .filter_map(|card| {
+            let gpu = inventory
+                .iter()
+                .find(|g| g.info.node == card.node && g.info.uuid == card.uuid)?;
+            let others: Vec<String> = gpu
+                .processes
+                .iter()
+                .filter(|p| !p.simulated && p.lane != Some(lanes_types::ProcessLane::Booked))
+                .filter(|p| p.lane.is_none_or(|l| !matches!(l, lanes_types::ProcessLane::Job { .. })))
+                .map(|p| {
+                    format!(
+                        "{} (pid {}, {})",
+                        p.command.as_deref().unwrap_or("?"),
+                        p.pid,
+                        p.user.as_deref().unwrap_or("owner unknown")
+                    )
+                })
+                .collect();
+            (!others.is_empty()).then(|| {
+                format!(
+                    "note: {} already runs {}; the lab's policy deals with unbooked use once your booking starts",
+                    output::card_name(card, inventory),
+                    others.join(", ")
+                )
+            })
+        })
+        .collect()
 }
 
 /// What `--lend` and `--no-lend` ask for (neither: the portal's default).
@@ -284,8 +325,8 @@ pub async fn slots(args: SlotsArgs) -> Result<()> {
     }
     if found.is_empty() {
         return Err(CliError::refused(format!(
-            "no window of {} cards for {} in that range",
-            args.gpus,
+            "no window of {} for {} in that range",
+            lanes_types::units::cards(args.gpus),
             lanes_types::units::format_duration(args.length)
         )));
     }

@@ -158,9 +158,46 @@ pub fn client() -> Result<lanes_client::Client> {
 /// A client of `url` carrying `token`.
 pub fn client_for(url: &str, token: &str) -> Result<lanes_client::Client> {
     Ok(
-        lanes_client::Client::with_http(normalize_url(url), reqwest_client()?)
+        lanes_client::Client::with_http(portal_url(url)?, reqwest_client()?)
             .as_(lanes_client::Credentials::Token(token.to_string())),
     )
+}
+
+/// The portal's address as typed (`gpu1:3000`, `http://gpu1:3000/`), checked and written as
+/// `http://gpu1:3000`: a scheme other than http(s), a mistyped one (`htp:/gpu1`) or a path
+/// (`…/dashboard`, which would turn every answer into a web page) is a usage error that says
+/// what an address looks like, before anything is sent.
+pub fn portal_url(url: &str) -> Result<String> {
+    let typed = url.trim();
+    let example = "the portal's address is its scheme, host and port, e.g. http://gpu1:3000";
+    let normalized = normalize_url(typed);
+    let bad = |why: String| Err(CliError::usage(format!("{typed:?} {why}: {example}")));
+    match typed.split_once("://") {
+        Some((scheme, _)) if !matches!(scheme, "http" | "https") => {
+            return bad(format!("has scheme {scheme:?}"));
+        }
+        None if typed.contains(":/") => return bad("is not an address".into()),
+        _ => {}
+    }
+    let with_scheme = if typed.contains("://") {
+        typed.to_string()
+    } else {
+        format!("http://{typed}")
+    };
+    let parsed = match lanes_client::reqwest::Url::parse(&with_scheme) {
+        Ok(parsed) => parsed,
+        Err(e) => return bad(format!("is not an address ({e})")),
+    };
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return bad(format!("has scheme {:?}", parsed.scheme()));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return bad("names no host".into());
+    }
+    if parsed.path() != "/" || parsed.query().is_some() || parsed.fragment().is_some() {
+        return bad(format!("has a path ({})", parsed.path()));
+    }
+    Ok(normalized)
 }
 
 fn reqwest_client() -> Result<lanes_client::reqwest::Client> {
@@ -205,7 +242,7 @@ pub fn normalize_url(url: &str) -> String {
 /// A client of `url` with no credentials, for logging in.
 pub fn anonymous(url: &str) -> Result<lanes_client::Client> {
     Ok(lanes_client::Client::with_http(
-        normalize_url(url),
+        portal_url(url)?,
         reqwest_client()?,
     ))
 }
@@ -232,6 +269,30 @@ mod tests {
     fn urls_gain_a_scheme_and_lose_the_trailing_slash() {
         assert_eq!(normalize_url("gpu1:3000/"), "http://gpu1:3000");
         assert_eq!(normalize_url("https://lanes.lab/"), "https://lanes.lab");
+        assert_eq!(portal_url(" gpu1:3000/").unwrap(), "http://gpu1:3000");
+        assert_eq!(
+            portal_url("https://lanes.lab").unwrap(),
+            "https://lanes.lab"
+        );
+    }
+
+    #[test]
+    fn an_address_that_is_not_a_portals_is_refused_before_anything_is_sent() {
+        for (typed, why) in [
+            ("htp:/gpu1:3000", "is not an address"),
+            ("ftp://gpu1", "has scheme \"ftp\""),
+            ("http://gpu1:3000/dashboard", "has a path (/dashboard)"),
+            ("http://gpu1:3000/?range=1h", "has a path"),
+            ("http://", "is not an address"),
+        ] {
+            let refused = portal_url(typed).unwrap_err();
+            assert_eq!(refused.exit_code(), 2);
+            let text = refused.to_string();
+            assert!(
+                text.contains(why) && text.contains("e.g. http://gpu1:3000"),
+                "{typed}: {text}"
+            );
+        }
     }
 
     #[test]

@@ -52,13 +52,51 @@ impl From<ClientError> for CliError {
                 CliError::Refused(format!("the server answered {status}: {detail}"))
             }
             ClientError::Transport(inner) if inner.status().is_none() => {
-                CliError::Unreachable(format!("cannot reach the server: {}", chain(inner)))
+                CliError::Unreachable(unreachable(inner))
             }
             ClientError::Transport(inner) => CliError::Refused(chain(inner)),
             ClientError::WebSocket(inner) => {
                 CliError::Unreachable(format!("the live connection failed: {inner}"))
             }
         }
+    }
+}
+
+/// Why the portal could not be reached, in one sentence: where, and the root cause as a person
+/// would say it (reqwest wraps "connection refused" in three layers of its own words).
+fn unreachable(e: &lanes_client::reqwest::Error) -> String {
+    let at = e.url().map_or("the portal".to_string(), |url| {
+        let host = url.host_str().unwrap_or("?");
+        match url.port_or_known_default() {
+            Some(port) => format!("{}://{host}:{port}", url.scheme()),
+            None => format!("{}://{host}", url.scheme()),
+        }
+    });
+    if e.is_timeout() {
+        return format!(
+            "{at} did not answer in time: is the server busy, or is the address wrong?"
+        );
+    }
+    let mut io_kind = None;
+    let mut source: Option<&dyn std::error::Error> = Some(e);
+    let mut root = e.to_string();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+        }
+        root = cause.to_string();
+        source = cause.source();
+    }
+    let text = chain(e).to_ascii_lowercase();
+    match io_kind {
+        Some(std::io::ErrorKind::ConnectionRefused) => format!(
+            "nothing answers at {at} (connection refused): is `lanes serve` running there, and on that port?"
+        ),
+        _ if text.contains("dns error") || text.contains("failed to lookup address") => {
+            let host = e.url().and_then(|u| u.host_str()).unwrap_or("?");
+            format!("cannot find the host {host:?}: check the portal's address")
+        }
+        _ => format!("cannot reach {at}: {root}"),
     }
 }
 

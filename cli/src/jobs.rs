@@ -2,7 +2,7 @@
 //! the device wall, from the queue or inside a booking.
 
 use crate::error::{CliError, Result};
-use crate::output::{self, cell, Table, CYAN, DIM, GREEN, RED, YELLOW};
+use crate::output::{self, cell, Table, BOLD, CYAN, DIM, GREEN, RED, YELLOW};
 use crate::{config, duration_arg, Common};
 use chrono::Duration;
 use clap::Args;
@@ -19,7 +19,8 @@ pub struct SubmitArgs {
         long,
         short = 'g',
         conflicts_with = "booking",
-        required_unless_present = "booking"
+        required_unless_present = "booking",
+        value_parser = crate::count_arg
     )]
     pub gpus: Option<u32>,
     /// Its time limit in the queue (2h, 90m) [default: the queue's].
@@ -115,9 +116,9 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                 })
                 .await?;
             let text = format!(
-                "Job {} queued for {} cards ({}){}",
+                "Job {} queued for {} ({}){}",
                 queued.id,
-                queued.gpus,
+                lanes_types::units::cards(queued.gpus),
                 lanes_types::units::format_duration(Duration::seconds(queued.time_limit_s)),
                 queued.estimated_start.map_or(String::new(), |t| format!(
                     "; expected to start {}",
@@ -169,13 +170,8 @@ async fn follow(client: &Client, id: i64, query: &LogQuery) -> Result<ExitCode> 
     // The tail closes when the job is over; its record may trail by a moment.
     for _ in 0..50 {
         let job = client.job(id).await?;
-        if job.state.is_over() {
-            output::say(&format!(
-                "{DIM}lanes: job {id} {}{}{DIM:#}",
-                job.state.as_str(),
-                job.exit_code
-                    .map_or(String::new(), |c| format!(" with status {c}"))
-            ));
+        if let Some(line) = ending(&job) {
+            output::say(&line);
             return Ok(ExitCode::from(exit_status(&job)));
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -185,6 +181,35 @@ async fn follow(client: &Client, id: i64, query: &LogQuery) -> Result<ExitCode> 
     )))
 }
 
+/// The last line about a job that is over: how it ended, and why when the server said
+/// ("job 4 failed: python4: not found on the PATH of …"); `None` while it is not over.
+fn ending(job: &Job) -> Option<String> {
+    if !job.state.is_over() {
+        return None;
+    }
+    let status = job
+        .exit_code
+        .map_or(String::new(), |c| format!(" with status {c}"));
+    let why = if job.message.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", job.message)
+    };
+    let style = if job.state == JobState::Exited && job.exit_code == Some(0) {
+        DIM
+    } else {
+        RED
+    };
+    Some(format!(
+        "{style}lanes: job {} {}{status}{why}{style:#}",
+        job.id,
+        job.state.as_str()
+    ))
+}
+
+/// Ended jobs `lanes queue` shows under the waiting and running ones (`lanes jobs` has all).
+const ENDED_SHOWN: usize = 5;
+
 pub async fn queue(common: Common) -> Result<()> {
     let client = config::client()?;
     let view = client.queue().await?;
@@ -192,17 +217,44 @@ pub async fn queue(common: Common) -> Result<()> {
         output::json(&view);
         return Ok(());
     }
+    let (live, ended): (Vec<_>, Vec<_>) = view
+        .jobs
+        .iter()
+        .partition(|j| matches!(j.state, QueueState::Pending | QueueState::Running));
+    if live.is_empty() {
+        output::say(
+            "nothing waits or runs in the queue (`lanes submit --gpus N -- CMD` adds a job)",
+        );
+    } else {
+        output::print(&queue_table(&live).render());
+    }
+    if !ended.is_empty() {
+        let mut ended = ended;
+        ended.sort_by_key(|j| std::cmp::Reverse(j.ended_at.unwrap_or(j.submitted_at)));
+        let more = ended.len().saturating_sub(ENDED_SHOWN);
+        ended.truncate(ENDED_SHOWN);
+        output::print(&format!("\n{BOLD}Ended lately{BOLD:#}\n"));
+        output::print(&queue_table(&ended).render());
+        if more > 0 {
+            output::say(&format!("{DIM}{more} more ended: `lanes jobs`{DIM:#}"));
+        }
+    }
+    Ok(())
+}
+
+/// Queue jobs in a table that fits 100 columns: long reasons and commands are cut with "…"
+/// (`lanes queue --json` and `lanes jobs` have them whole).
+fn queue_table(jobs: &[&lanes_types::queue::QueuedJob]) -> Table {
     let mut table = Table::new(&[
         "ID",
         "USER",
         "STATE",
         "GPUS",
         "LIMIT",
-        "SUBMITTED",
         "WHY / WHEN",
         "COMMAND",
     ]);
-    for job in &view.jobs {
+    for job in jobs {
         let style = match job.state {
             QueueState::Running => GREEN,
             QueueState::Pending => CYAN,
@@ -219,31 +271,29 @@ pub async fn queue(common: Common) -> Result<()> {
             (QueueState::Running, ..) => job
                 .started_at
                 .map_or(String::new(), |t| format!("since {}", output::when(t))),
+            _ if job.message.is_empty() => job
+                .ended_at
+                .map_or(String::new(), |t| format!("at {}", output::when(t))),
             _ => job.message.clone(),
         };
         table.row(vec![
             cell(job.id.to_string()).right(),
-            cell(&job.username),
+            cell(&job.username).at_most(10),
             cell(job.state.as_str()).styled(style),
             cell(job.gpus.to_string()).right(),
             cell(lanes_types::units::format_duration(Duration::seconds(
                 job.time_limit_s,
             ))),
-            cell(output::when(job.submitted_at)),
-            cell(why),
+            cell(why).at_most(34),
             cell(if job.name.is_empty() {
                 job.argv.join(" ")
             } else {
                 job.name.clone()
-            }),
+            })
+            .at_most(22),
         ]);
     }
-    if table.is_empty() {
-        output::say("the queue is empty (`lanes submit --gpus N -- CMD` adds a job)");
-    } else {
-        output::print(&table.render());
-    }
-    Ok(())
+    table
 }
 
 pub async fn list(args: JobsArgs) -> Result<()> {
@@ -253,6 +303,13 @@ pub async fn list(args: JobsArgs) -> Result<()> {
         user: (!args.all).then(|| me.username.clone()),
         ..Default::default()
     };
+    if args.all && !me.is_admin() {
+        // The server shows a member only their own; say so rather than let "all" mislead.
+        output::say(&format!(
+            "{DIM}lanes: only admins see everyone's jobs; these are {}'s{DIM:#}",
+            me.username
+        ));
+    }
     let mut jobs = client.jobs(&query).await?;
     jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
     if args.common.json {
@@ -275,7 +332,7 @@ pub async fn list(args: JobsArgs) -> Result<()> {
             cell(&job.username),
             cell(job.state.as_str()).styled(style),
             cell(match (job.queue, job.booking_id) {
-                (Some(q), _) => format!("queue · {} GPUs", q.gpus),
+                (Some(q), _) => format!("queue · {}", lanes_types::units::cards(q.gpus)),
                 (None, Some(b)) => format!("booking #{b}"),
                 (None, None) => String::new(),
             }),
@@ -312,6 +369,11 @@ pub async fn logs(args: LogsArgs) -> Result<ExitCode> {
         output::json(&serde_json::json!({ "job": args.id, "log": part.text }));
     } else {
         print!("{}", part.text);
+        // Why it ended, where the log may not say it (a job that never started has none).
+        let job = client.job(args.id).await?;
+        if let Some(line) = ending(&job) {
+            output::say(&line);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

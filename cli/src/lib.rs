@@ -124,10 +124,27 @@ impl ClientCommand {
 
 /// Runs a client command; `full` gives the whole command line (for completions).
 pub fn run(command: ClientCommand, full: impl FnOnce() -> clap::Command) -> ExitCode {
+    // Like every Unix filter: a reader that stops early (`lanes bookings | head`) ends this
+    // process quietly, where Rust's default (SIGPIPE ignored) made `println!` panic.
+    // SAFETY: at start, before any thread exists; SIG_DFL needs no handler code.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
     if let ClientCommand::Completions(args) = &command {
-        let mut cli = full();
-        clap_complete::generate(args.shell, &mut cli, "lanes", &mut std::io::stdout());
-        return ExitCode::SUCCESS;
+        // Written whole, once: a reader that stops early (`| head`) is not an error.
+        let mut script = Vec::new();
+        clap_complete::generate(args.shell, &mut full(), "lanes", &mut script);
+        use std::io::Write;
+        return match std::io::stdout().write_all(&script) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                output::say(&format!("lanes: error: {e}"));
+                ExitCode::FAILURE
+            }
+            _ => ExitCode::SUCCESS,
+        };
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -176,6 +193,14 @@ async fn dispatch(command: ClientCommand) -> Result<ExitCode> {
         ClientCommand::History(args) => looks::history(args).await.map(done),
         ClientCommand::Report(args) => looks::report(args).await.map(done),
         ClientCommand::Completions(_) => unreachable!("handled before the runtime starts"),
+    }
+}
+
+/// Parses a number of cards: a whole number, at least 1.
+pub(crate) fn count_arg(text: &str) -> std::result::Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("the number of cards is a whole number, at least 1".into()),
     }
 }
 

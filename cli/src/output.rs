@@ -42,6 +42,15 @@ impl Cell {
         self.right = true;
         self
     }
+
+    /// Cut to `chars` characters, the last of them "…", so that a table keeps its width.
+    pub fn at_most(mut self, chars: usize) -> Self {
+        if self.text.chars().count() > chars {
+            let kept: String = self.text.chars().take(chars.saturating_sub(1)).collect();
+            self.text = kept + "…";
+        }
+        self
+    }
 }
 
 /// A table: a heading row and rows, columns padded to their widest cell.

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 pub struct RunArgs {
     /// Book this many cards of this node from now for --for, and release them when the
     /// command ends.
-    #[arg(long, short = 'g', conflicts_with = "booking")]
+    #[arg(long, short = 'g', conflicts_with = "booking", value_parser = crate::count_arg)]
     pub gpus: Option<u32>,
     /// Run inside this booking of yours (default: your active booking on this node).
     #[arg(long, short)]
@@ -219,7 +219,7 @@ async fn try_book_here(
     let now = Utc::now();
     let query = SlotQuery {
         gpus: count,
-        duration: length.num_seconds().to_string(),
+        duration: format!("{}s", length.num_seconds()),
         from: Some(now),
         to: None,
         node: Some(node.to_string()),

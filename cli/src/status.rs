@@ -126,12 +126,13 @@ async fn watch(client: &lanes_client::Client, args: &StatusArgs) -> Result<()> {
     }
 }
 
-fn util_style(pct: u32) -> anstyle::Style {
-    match pct {
-        0..=9 => DIM,
-        10..=69 => GREEN,
-        70..=89 => YELLOW,
-        _ => RED,
+/// A card's load: high load on a booked card is the card doing its job (green, never red);
+/// load on a card nobody booked is worth a look (yellow); an idle card is dim.
+fn util_style(pct: u32, booked: bool) -> anstyle::Style {
+    match (pct, booked) {
+        (0..=9, _) => DIM,
+        (_, true) => GREEN,
+        (_, false) => YELLOW,
     }
 }
 
@@ -206,7 +207,7 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
                 (_, Some(s)) => {
                     row.push(
                         cell(format!("{}%", s.utilization_gpu_pct))
-                            .styled(util_style(s.utilization_gpu_pct))
+                            .styled(util_style(s.utilization_gpu_pct, current.is_some()))
                             .right(),
                     );
                     row.push(
@@ -262,6 +263,8 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
                     Some(ProcessLane::Booked) => ("booked".into(), PLAIN),
                     Some(ProcessLane::Exempt) => ("exempt".into(), DIM),
                     Some(ProcessLane::Unbooked) => ("UNBOOKED".into(), RED),
+                    Some(ProcessLane::Simulated) => ("simulated".into(), DIM),
+                    None if p.simulated => ("simulated".into(), DIM),
                     None => (String::new(), PLAIN),
                 };
                 table.note(
@@ -330,6 +333,7 @@ mod tests {
                 lane: Some(ProcessLane::Unbooked),
                 sm_pct: None,
                 mem_pct: None,
+                simulated: false,
             }],
             idle_booking: None,
             unmanaged: false,

@@ -51,6 +51,27 @@ pub enum ClientError {
     WebSocket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
 }
 
+/// What to say of an answer that is not the API's: never a whole page (a web page may hold
+/// the viewer's data, and fills the terminal), but what it is and its first words.
+fn not_the_api(text: &str) -> String {
+    let start = text
+        .trim_start()
+        .get(..15)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if start.starts_with("<!doctype html") || start.starts_with("<html") {
+        return "a web page, not an answer of the Lanes API: is the portal's address right \
+                (scheme, host and port, with no path, e.g. http://gpu1:3000)?"
+            .into();
+    }
+    let first: String = text.chars().take(200).collect();
+    if first.len() < text.len() {
+        format!("{first}…")
+    } else {
+        first
+    }
+}
+
 impl ClientError {
     /// The HTTP status of an answer (`None` when there was none).
     pub fn status(&self) -> Option<StatusCode> {
@@ -193,7 +214,7 @@ impl Client {
             }),
             Err(_) => Err(ClientError::Unexpected {
                 status,
-                detail: text,
+                detail: not_the_api(&text),
             }),
         }
     }
@@ -232,7 +253,7 @@ impl Client {
         let answer = match E::ANSWERED {
             Answered::Json => {
                 let text = response.text().await?;
-                serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
+                serde_json::from_str(&text).map_err(|e| format!("{e}: {}", not_the_api(&text)))
             }
             Answered::Empty => {
                 serde_json::from_value(serde_json::Value::Null).map_err(|e| e.to_string())
@@ -633,6 +654,12 @@ impl Client {
     /// `GET /api/v1/telemetry/ws`: the fleet snapshot, then its ticks.
     pub async fn telemetry(&self) -> Result<Telemetry> {
         Telemetry::connect(self, api::TelemetryWs::PATH).await
+    }
+
+    /// `GET /api/v1/telemetry/ws?only=changes`: which lists changed, as they change (a login
+    /// is needed).
+    pub async fn changes(&self) -> Result<Telemetry> {
+        Telemetry::connect(self, &format!("{}?only=changes", api::TelemetryWs::PATH)).await
     }
 
     /// A websocket request to `path` with this client's credentials.

@@ -58,7 +58,7 @@ test('dragging across two cards × three hours asks to confirm, with the quota i
   await drag(page, [0, 9], [1, 11]);
   confirm = page.locator('[data-testid=confirm]');
   await confirm.waitFor();
-  assert.match(await confirm.textContent(), /GPU 0, GPU 1/);
+  assert.match(await confirm.textContent(), /GPU 0 · [\w-]+, GPU 1 · [\w-]+/);
   assert.match(await confirm.textContent(), /3\.0 h/);
   impact = await page.locator('[data-testid=quota-impact]').textContent();
   assert.match(impact, /Uses 6\.0 of your 40 GPU-hours a week/);
@@ -86,12 +86,22 @@ test('the week view shows it too', async () => {
   await page.click('button:text("Day")');
 });
 
-test('booking taken cells is refused inline', async () => {
-  // The same cells again: refused, with the reason next to the form.
+test('taken and past cells are refused in place, before "Book"', async () => {
+  // The same cells again: the box says whose they are, and "Book" cannot be pressed.
   await drag(page, [1, 10], [1, 10]);
-  await confirm.locator('button:text("Book")').click();
-  await page.getByRole('alert').filter({ hasText: 'already booked' }).waitFor();
+  const problem = confirm.locator('[data-testid=choice-problem]');
+  await problem.filter({ hasText: /^GPU 1 · [\w-]+ is booked by Ada from \d\d:\d\d to \d\d:\d\d/ }).waitFor();
+  assert.equal(await confirm.locator('button:text("Book")').isDisabled(), true);
   await confirm.locator('button:text("Cancel")').click();
+  // Yesterday is shaded and refused alike.
+  await page.click('button[aria-label=Earlier]');
+  await page.click('button[aria-label=Earlier]');
+  assert.ok(await page.locator('.cal-cell.past').count() > 0);
+  await drag(page, [2, 10], [2, 11]);
+  await problem.filter({ hasText: 'That time has passed' }).waitFor();
+  await confirm.locator('button:text("Cancel")').click();
+  await page.click('button:text("Today")');
+  await page.locator('[data-testid=legend]').filter({ hasText: 'maintenance' }).waitFor();
 });
 
 test('the dashboard card says who books the card next', async () => {
@@ -115,6 +125,6 @@ test('cancelling frees the calendar', async () => {
 });
 
 test('no errors in the page', async () => {
-  // The one refused booking the test provoked (a conflict).
-  assertOnlyProvokedErrors(failures, [409], 1);
+  // No refused booking: the page refuses taken cells before asking the server.
+  assertOnlyProvokedErrors(failures, [409], 0);
 });

@@ -49,7 +49,7 @@ test('a booking that lends its idle card runs a preemptible job queued from the 
   await bob.waitForURL(url + '/queue');
   const form = bob.locator('[data-testid=submit-queue]');
   await form.locator('input').nth(0).fill('1');
-  await form.locator('input').nth(1).fill('1');
+  await form.locator('input').nth(1).fill('1h');
   await form.locator('input').nth(2).fill(`sh -c 'trap "echo checkpointed; exit 0" TERM; while true; do sleep 0.2; done'`);
   await form.locator('input').nth(4).fill('borrower');
   await form.locator('input[name=preemptible]').check();

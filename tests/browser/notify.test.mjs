@@ -87,6 +87,11 @@ test('Ada chooses her time zone on her account page', async () => {
   await ada.goto(url + '/account');
   const mine = ada.locator('[data-testid=my-notifications]');
   await mine.locator('text=Email goes to ada@lab.example.').waitFor();
+  // No webhook saved: that column is not ticked and cannot be (it once showed ticks for a
+  // channel that could not reach her).
+  const hook = mine.locator('input[name=job_failed_webhook]');
+  assert.equal(await hook.isChecked(), false);
+  assert.equal(await hook.isDisabled(), true);
   await mine.locator('input[name=time_zone]').fill('Europe/Berlin');
   // A failed job by webhook only: she has none, so failures stop reaching her by email.
   await mine.locator('input[name=job_failed_email]').uncheck();

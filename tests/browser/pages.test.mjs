@@ -116,6 +116,18 @@ test('the queue names a running job\'s cards', async () => {
   await page.request.delete(url + `/api/v1/queue/${(await queued.json()).id}`);
 });
 
+test('the jobs list follows a queue job from waiting to its end without a reload', async () => {
+  await page.goto(url + '/jobs');
+  await page.locator('[data-testid=jobs], .panel p.muted').first().waitFor();
+  const queued = await page.request.post(url + '/api/v1/queue',
+    { data: { gpus: 1, time_limit_s: 600, argv: ['sh', '-c', 'sleep 1'], name: 'followed job' } });
+  assert.equal(queued.status(), 201, await queued.text());
+  // No Refresh click: the row appears, then says how it ended, from the server's events.
+  const row = page.locator('[data-testid=jobs] tr', { hasText: 'followed job' });
+  await row.waitFor();
+  await row.locator('td.state', { hasText: 'exited' }).waitFor({ timeout: 20_000 });
+});
+
 test('the dashboard charts temperature live and a card opens into its last 24 hours', async () => {
   await page.goto(url + '/');
   const card = page.locator(`article.gpu-card[data-uuid="${gpus[0].uuid}"]`);
@@ -142,12 +154,21 @@ test('on a phone the calendar opens at now, a finger\'s drag books, and tables r
   const p = await phone.newPage();
   p.on('pageerror', (e) => failures.push(`pageerror: ${e.message}`));
   await logIn(p, url, 'ada', 'ada passphrase');
+  // The pool at a glance: a card takes a few lines, not a screenful of charts (8 cards once
+  // made a 6,209 px page, about 776 px a card).
+  await p.goto(url + '/');
+  await p.locator('article.gpu-card').first().waitFor();
+  const tall = await p.evaluate(() => document.documentElement.scrollHeight);
+  assert.ok(tall < 800 + 400 * gpus.length, `the dashboard is ${tall} px tall for ${gpus.length} cards`);
   await p.goto(url + '/calendar');
   const line = p.locator('.cal-now').first();
   await line.waitFor();
   await p.waitForFunction(() => document.querySelector('.cal').scrollLeft > 0);
   const box = await line.boundingBox();
   assert.ok(box.x > 0 && box.x < 390, `the now-line is at x=${box.x}, off a 390 px screen`);
+  // Scrolled to now, each row still says which card it is.
+  const name = await p.locator('.cal-row:not(.cal-head) .cal-gpu').first().boundingBox();
+  assert.ok(name.x >= 0 && name.x < 40, `the card name is at x=${name.x}, scrolled away`);
 
   // A finger drags over two later hours of GPU 1 (tomorrow's first ones late in the day).
   const cellsAt = (after) => p.evaluate((after) => {

@@ -40,7 +40,7 @@ test('a job waiting for cards says why and when it should start', async () => {
   await page.waitForURL(url + '/queue');
   form = page.locator('[data-testid=submit-queue]');
   await form.locator('input').nth(0).fill('2');
-  await form.locator('input').nth(1).fill('0.5');
+  await form.locator('input').nth(1).fill('30m');
   await form.locator('input').nth(2).fill(`sh -c 'echo "on $CUDA_VISIBLE_DEVICES"; sleep 15'`);
   await form.locator('input').nth(4).fill('two-card job');
   await form.locator('button[type=submit]').click();
@@ -56,8 +56,19 @@ test('a bad submission shows the reason and queues nothing', async () => {
   // A bad submission shows the server's reason and queues nothing.
   await form.locator('input').nth(0).fill('3');
   await form.locator('button[type=submit]').click();
-  await form.getByRole('alert').filter({ hasText: 'the pool has 2 card(s)' }).waitFor();
+  await form.getByRole('alert').filter({ hasText: 'the pool has 2 cards' }).waitFor();
   assert.equal(await live.locator('tbody tr').count(), 1);
+  // So do 20 cards (the server's limit) and a time limit without its unit (once read as hours).
+  await form.locator('input').nth(0).fill('20');
+  await form.locator('button[type=submit]').click();
+  await form.getByRole('alert').filter({ hasText: /gpus must be|the pool has/ }).waitFor();
+  await form.locator('input').nth(0).fill('1');
+  await form.locator('input').nth(1).fill('2');
+  await form.locator('button[type=submit]').click();
+  await form.getByRole('alert').filter({ hasText: 'a duration with its unit: 4h, 90m or 1h30m' }).waitFor();
+  assert.equal(await live.locator('tbody tr').count(), 1);
+  await form.locator('input').nth(0).fill('2');
+  await form.locator('input').nth(1).fill('30m');
 });
 
 test('the job starts once the booking is given back, on both cards', async () => {

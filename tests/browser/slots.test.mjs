@@ -30,6 +30,8 @@ test('two cards are booked by keyboard only', async () => {
   await page.waitForURL(url + '/calendar');
   const grid = page.getByRole('grid');
   await grid.waitFor();
+  // Today, the grid's one tab stop is now's hour (it once sat at midnight, 15 Tabs away).
+  await page.locator(`.cal-cell[tabindex="0"][data-cell="${new Date().getHours()}"]`).first().waitFor();
   await page.click('button[aria-label=Later]');
   // The grid has one tab stop: the cursor's cell, first card at the day's first hour.
   const first = page.locator('.cal-cell[tabindex="0"]');
@@ -44,7 +46,7 @@ test('two cards are booked by keyboard only', async () => {
   assert.equal(await chosen.count(), 4, 'two cards × two hours');
   const confirm = page.locator('[data-testid=confirm]');
   await confirm.waitFor();
-  assert.match(await confirm.textContent(), /GPU 0, GPU 1/);
+  assert.match(await confirm.textContent(), /GPU 0 · \S+, GPU 1 · /);
   assert.match(await confirm.textContent(), /2\.0 h/);
   // The focused cell names its card and time for a screen reader.
   const focused = await page.evaluate(() => document.activeElement.getAttribute('aria-label'));

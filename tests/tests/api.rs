@@ -222,6 +222,43 @@ async fn without_a_login_the_api_answers_401_and_pages_send_you_to_log_in() {
         .await
         .unwrap();
     assert_eq!(page.status(), 303);
+    // No account exists yet: the first visitor is told how the first admin is made.
+    assert_eq!(
+        page.headers()["location"],
+        "/login?notice=setup&next=/%3Frange%3D1h"
+    );
+    let first = app
+        .get_anonymous("/login?notice=setup&next=/")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        first.contains("lanes user add --username NAME --admin --unix-user ACCOUNT"),
+        "{first}"
+    );
+    let refused = no_redirects()
+        .post(app.url("/auth/login"))
+        .header("origin", format!("http://{}", app.addr))
+        .form(&[("username", "admin"), ("password", "admin passphrase")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.headers()["location"],
+        "/login?error=setup&next=/&user=admin"
+    );
+    app.create_user(
+        "ada",
+        "correct horse battery",
+        lanes_server::accounts::Role::Admin,
+    )
+    .await;
+    let page = no_redirects()
+        .get(app.url("/?range=1h"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.headers()["location"], "/login?next=/%3Frange%3D1h");
     for path in ["/healthz", "/metrics", "/login"] {
         assert_eq!(

@@ -376,3 +376,31 @@ async fn policies_are_admin_only_and_checked() {
     assert_eq!(admin.policy().await.unwrap(), Policy::default());
     app.stop().await;
 }
+
+/// The simulator's background jobs (on by default, for demos) belong to made-up owners that no
+/// Unix account can be (a colon in the name), are marked simulated, and are never judged: a
+/// real member named like a person, as the old made-up owners were (alice, bob, …), gets no
+/// violation and the admin's first dashboard has no unbooked card.
+#[tokio::test]
+async fn simulated_background_jobs_are_nobodys_and_never_violations() {
+    let app = TestApp::spawn(8).await;
+    let boss = admin(&app).await;
+    let judged: Vec<GpuState> = eventually(10, "background jobs are judged", || async {
+        app.hooks.enforcer.run().await;
+        let gpus = cards(&app).await;
+        let procs = gpus.iter().flat_map(|g| &g.processes);
+        (procs.clone().count() > 0 && procs.clone().all(|p| p.lane.is_some())).then_some(gpus)
+    })
+    .await;
+    for p in judged.iter().flat_map(|g| &g.processes) {
+        let owner = p.user.as_deref().unwrap_or_default();
+        assert!(
+            p.simulated && owner.starts_with("sim:"),
+            "a made-up owner, marked: {p:?}"
+        );
+        assert_eq!(p.lane, Some(ProcessLane::Simulated), "{p:?}");
+    }
+    app.hooks.enforcer.run().await;
+    let found = violations(&boss).await;
+    assert!(found.is_empty(), "no violation for scenery: {found:?}");
+}

@@ -310,7 +310,7 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     };
     let refusals = [
         (work(0, 60, &["true"]), "gpus must be between 1 and 2"),
-        (work(3, 60, &["true"]), "the pool has 2 card(s)"),
+        (work(3, 60, &["true"]), "the pool has 2 cards"),
         (work(1, 0, &["true"]), "time_limit_s must be between 1"),
         (work(1, 99_999_999, &["true"]), "maximum"),
         (work(1, 60, &[]), "argv needs at least the command"),

@@ -820,7 +820,7 @@ async fn a_nul_character_in_any_text_input_is_refused_with_400_on_both_backends(
     for path in [
         "/api/v1/audit?actor=a%00b",
         "/api/v1/bookings?user=a%00b",
-        "/api/v1/slots?node=a%00b&gpus=1&duration=3600",
+        "/api/v1/slots?node=a%00b&gpus=1&duration=1h",
         "/api/v1/jobs?user=a%00b",
     ] {
         let (status, text) = boss.call(Method::GET, path, None).await;

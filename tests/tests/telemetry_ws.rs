@@ -153,3 +153,40 @@ async fn the_live_channel_needs_a_login() {
     );
     app.stop().await;
 }
+
+/// A page that lists jobs or bookings follows the server's events over `?only=changes`: a
+/// booking says "bookings changed" to a logged-in viewer at once, with no snapshot or tick on
+/// that channel; an anonymous viewer may not open it.
+#[tokio::test]
+async fn a_changes_channel_says_which_lists_changed_and_needs_a_login() {
+    use lanes_types::booking::CreateBooking;
+    use lanes_types::Area;
+    let app = TestApp::spawn(2).await;
+    let refused = app.anonymous().changes().await.err().expect("refused");
+    assert!(refused.to_string().contains("401"), "{refused}");
+    let member = app.client_with(&app.viewer_cookie().await);
+    let mut changes = member.changes().await.unwrap();
+    let start = chrono::Utc::now() + chrono::Duration::minutes(5);
+    member
+        .book(&CreateBooking {
+            count: Some(1),
+            start,
+            end: start + chrono::Duration::hours(1),
+            gpus: None,
+            note: String::new(),
+            user: None,
+            lend: None,
+        })
+        .await
+        .unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(5), changes.next())
+        .await
+        .expect("a message within 5 s")
+        .expect("the channel stays open")
+        .expect("a documented message");
+    let TelemetryMessage::Changed { areas } = message else {
+        panic!("only changes on this channel: {message:?}")
+    };
+    assert!(areas.contains(&Area::Bookings), "{areas:?}");
+    app.stop().await;
+}

@@ -365,6 +365,33 @@ async fn run_refuses_clearly_off_the_pool_or_away_from_the_bookings_cards() {
     app.stop().await;
 }
 
+/// A bare number is no duration: `--for 90` once booked 90 seconds without a word.
+#[tokio::test]
+async fn a_duration_without_its_unit_is_refused_with_the_units_it_could_mean() {
+    let app = TestApp::spawn(2).await;
+    let cookie = app.sign_up("alice", Role::User).await;
+    let shell = Shell::with_token(&app, &cookie).await;
+    for args in [
+        &["book", "--gpus", "1", "--for", "90", "-y"][..],
+        &["submit", "--gpus", "1", "--time", "90", "--", "true"][..],
+    ] {
+        let out = shell.lanes(args).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("\"90\" has no unit: write 90m for minutes, 90h for hours"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let client = app.client_with(&cookie);
+    let mine = client
+        .bookings(&Default::default())
+        .await
+        .expect("bookings");
+    assert!(mine.is_empty(), "nothing was booked: {mine:?}");
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bookings_from_the_shell_book_find_extend_release_and_cancel() {
     let app = TestApp::spawn(2).await;
@@ -419,7 +446,7 @@ async fn bookings_from_the_shell_book_find_extend_release_and_cancel() {
     let out = shell.lanes(&["book", "--gpus", "9"]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("only 2 GPUs are free"),
+        stderr(&out).contains("the pool's largest node has 2 GPUs; 9 were asked for"),
         "{}",
         stderr(&out)
     );
@@ -617,11 +644,8 @@ async fn the_terminal_client_sends_a_password_or_token_only_to_the_portal_it_was
         &["new-session", "-d", "-x", "200", "-y", "20", &line],
     );
     let pane = || tmux(&socket, &["capture-pane", "-p"]);
-    wait_until(Duration::from_secs(10), "the password prompt", || async {
-        pane().contains("Password:").then_some(())
-    })
-    .await;
-    tmux(&socket, &["send-keys", "alice passphrase", "Enter"]);
+    // The portal is asked whether it answers before anyone types a password: the redirect
+    // ends the login there.
     let screen = wait_until(Duration::from_secs(10), "the login ends", || async {
         let screen = pane();
         screen.contains("exit=").then_some(screen)
@@ -634,9 +658,154 @@ async fn the_terminal_client_sends_a_password_or_token_only_to_the_portal_it_was
     );
     assert!(screen.contains("sends this request to"), "{screen}");
     assert!(
+        !screen.contains("Password:"),
+        "no password asked for: {screen}"
+    );
+    assert!(
         seen.lock().unwrap().is_empty(),
         "{:?}",
         seen.lock().unwrap()
     );
     app.stop().await;
+}
+
+/// The first admin, as the README says: `lanes user add` on a terminal asks for the password
+/// twice without echo (it once waited silently on standard input and echoed what was pasted),
+/// and says what an account without a Unix account cannot do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_add_on_a_terminal_asks_twice_without_echo() {
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let socket = home.path().join("tmux.sock");
+    let line = format!(
+        "env -u LANES_DATABASE_URL {} user add --username ada --admin --data-dir {}; sleep 60",
+        lanes_bin().display(),
+        data.display()
+    );
+    tmux(
+        &socket,
+        &["new-session", "-d", "-x", "200", "-y", "20", &line],
+    );
+    let pane = || tmux(&socket, &["capture-pane", "-p"]);
+    let prompt = |what: &'static str| {
+        let pane = &pane;
+        async move {
+            wait_until(Duration::from_secs(10), what, || async move {
+                pane().contains(what).then_some(())
+            })
+            .await
+        }
+    };
+    prompt("New password for ada (at least 10 characters):").await;
+    tmux(&socket, &["send-keys", "the first passphrase", "Enter"]);
+    prompt("The same again:").await;
+    tmux(&socket, &["send-keys", "the first passphrase", "Enter"]);
+    prompt("created admin \"ada\"").await;
+    let screen = pane();
+    tmux(&socket, &["kill-server"]);
+    assert!(!screen.contains("first passphrase"), "no echo: {screen}");
+    assert!(
+        screen.contains("ada has no Unix account, so their jobs cannot start"),
+        "{screen}"
+    );
+}
+
+fn user(args: &[&str], data: &Path, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(lanes_bin())
+        .arg("user")
+        .args(args)
+        .args(["--data-dir", data.to_str().unwrap()])
+        .env_remove("LANES_DATABASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lanes runs");
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+/// An operator's account chores without a server: list, a forgotten password, disable and
+/// enable, each refusing what it cannot do with exit status 2.
+#[tokio::test]
+async fn user_list_passwd_disable_and_enable_work_on_the_database() {
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let ok = |out: Output| {
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listed = ok(user(&["list"], &data, ""));
+    assert!(listed.contains("no accounts yet"), "{listed}");
+    ok(user(
+        &[
+            "add",
+            "--username",
+            "root-admin",
+            "--admin",
+            "--password-stdin",
+        ],
+        &data,
+        "admin passphrase\n",
+    ));
+    let added = user(
+        &[
+            "add",
+            "--username",
+            "ada",
+            "--unix-user",
+            "nobody",
+            "--password-stdin",
+        ],
+        &data,
+        "old passphrase 1\n",
+    );
+    assert!(
+        stderr(&added).is_empty(),
+        "nobody exists here: {}",
+        stderr(&added)
+    );
+    let listed = ok(user(&["list"], &data, ""));
+    let ada_line = listed
+        .lines()
+        .find(|l| l.starts_with("ada "))
+        .unwrap_or_default();
+    assert!(
+        ada_line.contains("user") && ada_line.contains("nobody") && ada_line.ends_with("yes"),
+        "{listed}"
+    );
+
+    // A forgotten password: the new one signs in, the old one does not.
+    ok(user(
+        &["passwd", "ada", "--password-stdin"],
+        &data,
+        "new passphrase 2\n",
+    ));
+    let url = format!("sqlite://{}", data.join("lanes.db").display());
+    let store = lanes_server::store::Store::open(&url).await.unwrap();
+    let (_, hash) = store.accounts().credentials("ada").await.unwrap().unwrap();
+    assert!(lanes_server::accounts::password::verify(
+        "new passphrase 2",
+        &hash
+    ));
+    store.close().await;
+
+    ok(user(&["disable", "ada"], &data, ""));
+    assert!(ok(user(&["list"], &data, "")).contains("no (disabled)"));
+    ok(user(&["enable", "ada"], &data, ""));
+    assert!(!ok(user(&["list"], &data, "")).contains("no (disabled)"));
+
+    for (args, needle) in [
+        (
+            &["passwd", "nobody-here", "--password-stdin"][..],
+            "no account \"nobody-here\"",
+        ),
+        (&["disable", "root-admin"][..], "no enabled admin"),
+        (&["passwd", "ada"][..], "--password-stdin"),
+    ] {
+        let out = user(args, &data, "another passphrase\n");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
 }

@@ -24,7 +24,7 @@ use crate::notify::{
 };
 use crate::query::{
     AuditQuery, BookingQuery, HistoryQuery, InjectProcess, Injected, JobQuery, LogQuery,
-    OutboxQuery, ReportQuery, SlotQuery, ViolationQuery,
+    OutboxQuery, ReportQuery, SlotQuery, TelemetryQuery, ViolationQuery,
 };
 use crate::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
 use crate::report::{BookingEnergyNow, UsageReport};
@@ -243,8 +243,9 @@ endpoints! {
     OpenApi: Get "/api/v1/openapi.json" (()) nothing () => json serde_json::Value;
     Gpus: Get "/api/v1/gpus" (()) nothing () => json Vec<GpuState>;
     Nodes: Get "/api/v1/nodes" (()) nothing () => json Vec<NodeState>;
-    /// The fleet snapshot, then its ticks.
-    TelemetryWs: Get "/api/v1/telemetry/ws" (()) nothing () => upgrade ();
+    /// The fleet snapshot, then its ticks; or, with `?only=changes` and a login, only which
+    /// lists changed, as they change (pages follow them instead of asking on a timer).
+    TelemetryWs: Get "/api/v1/telemetry/ws" (()) query TelemetryQuery => upgrade ();
 
     // ---- accounts and sessions ----
     Login: Post "/api/v1/auth/login" (()) json LoginRequest => json User;

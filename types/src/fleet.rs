@@ -67,6 +67,7 @@ impl FleetSnapshot {
         match message {
             TelemetryMessage::Snapshot(snapshot) => *self = snapshot,
             TelemetryMessage::Tick { gpus, .. } => self.apply_updates(gpus),
+            TelemetryMessage::Changed { .. } => {}
         }
     }
 
@@ -317,6 +318,7 @@ mod tests {
             lane: None,
             sm_pct: None,
             mem_pct: None,
+            simulated: false,
         });
         f.apply_updates(vec![u]);
         assert_eq!(f.summary().busy, 1);

@@ -123,7 +123,7 @@ pub struct GpuSample {
 }
 
 /// A compute process the driver reports on a card.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GpuProcess {
     pub pid: u32,
     /// GPU memory the process holds; `None` when the driver will not say (e.g. in some containers).
@@ -143,6 +143,10 @@ pub struct GpuProcess {
     /// What the watchdog made of it; `None` until it has looked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<ProcessLane>,
+    /// Made up by the simulator's background (no driver): nobody's process, owned by a name
+    /// no Unix account can have, never judged or counted as anyone's use.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
 }
 
 /// Whether a process on a card has a booking behind it, as the watchdog judged it.
@@ -157,6 +161,8 @@ pub enum ProcessLane {
     Exempt,
     /// Nobody booked this card for its owner: a violation.
     Unbooked,
+    /// The simulator's background scenery: nobody's, never a violation.
+    Simulated,
 }
 
 impl GpuProcess {
@@ -385,7 +391,25 @@ pub const HISTORY_WINDOW_MS: i64 = 5 * 60 * 1000;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TelemetryMessage {
     Snapshot(FleetSnapshot),
-    Tick { at_ms: i64, gpus: Vec<GpuUpdate> },
+    Tick {
+        at_ms: i64,
+        gpus: Vec<GpuUpdate>,
+    },
+    /// Something the lists of these areas show changed (on `?only=changes` channels of
+    /// logged-in viewers, and only that it changed, never what): a page reloads those lists
+    /// rather than ask on a timer.
+    Changed {
+        areas: Vec<Area>,
+    },
+}
+
+/// A part of the service whose lists pages show: what a [`TelemetryMessage::Changed`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Area {
+    Bookings,
+    Jobs,
+    Queue,
 }
 
 impl TelemetryMessage {
@@ -401,6 +425,7 @@ impl TelemetryMessage {
                 }
                 TelemetryMessage::Tick { at_ms, gpus }
             }
+            changed @ TelemetryMessage::Changed { .. } => changed,
         }
     }
 }

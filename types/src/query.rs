@@ -106,6 +106,23 @@ pub struct HistoryQuery {
     pub points: Option<i64>,
 }
 
+/// `GET /api/v1/telemetry/ws`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryQuery {
+    /// `changes`: only which lists changed (no snapshot, no ticks), for pages that show no
+    /// cards; needs a login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<TelemetryOnly>,
+}
+
+/// What a telemetry channel is limited to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TelemetryOnly {
+    Changes,
+}
+
 /// `GET /api/v1/jobs`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

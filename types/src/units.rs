@@ -1,13 +1,18 @@
 //! Durations and sizes as people type them (`4h`, `1h30m`, `80GiB`), parsed the same way by
 //! the server's query strings, the command line and the pages.
 
-/// A duration like `4h`, `90m`, `1h30m`, `2d`, `45s`, or a plain number of seconds.
+/// A duration like `4h`, `90m`, `1h30m`, `2d`, `45s`: everywhere Lanes takes one (the command
+/// line, the pages' forms, the API's query strings). A bare number is refused, never guessed:
+/// people mean seconds, minutes (Slurm's `-t 90`) or hours (a form's "hours") by it, and a
+/// guess books or limits the wrong length without a word.
 pub fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
     let text = text.trim();
-    let bad = || format!("{text:?} is not a duration (examples: 4h, 90m, 1h30m, 3600)");
-    if let Ok(seconds) = text.parse::<i64>() {
-        return chrono::Duration::try_seconds(seconds).ok_or_else(bad);
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "{text:?} has no unit: write {text}m for minutes, {text}h for hours or {text}s for seconds"
+        ));
     }
+    let bad = || format!("{text:?} is not a duration (examples: 4h, 90m, 1h30m, 2d)");
     let std = humantime::parse_duration(text).map_err(|_| bad())?;
     chrono::Duration::from_std(std).map_err(|_| bad())
 }
@@ -25,6 +30,14 @@ pub fn format_duration(d: chrono::Duration) -> String {
         .map(|(n, unit)| format!("{n}{unit}"))
         .collect();
     parts.join(" ")
+}
+
+/// A count of cards in English words: "1 card", "2 cards" (never "1 cards" or "card(s)").
+pub fn cards(n: impl Into<u64>) -> String {
+    match n.into() {
+        1 => "1 card".into(),
+        n => format!("{n} cards"),
+    }
 }
 
 /// A size like `80GiB`, `200MB`, `64KiB` or a plain number of bytes.
@@ -66,11 +79,26 @@ mod tests {
     fn durations_read_as_typed_and_print_back() {
         assert_eq!(parse_duration("4h"), Ok(chrono::Duration::hours(4)));
         assert_eq!(parse_duration("1h30m"), Ok(chrono::Duration::minutes(90)));
-        assert_eq!(parse_duration("3600"), Ok(chrono::Duration::hours(1)));
+        assert_eq!(parse_duration("1h 30m"), Ok(chrono::Duration::minutes(90)));
         assert!(parse_duration("soon").unwrap_err().contains("examples"));
+        // A bare number is said back with the units it could mean, never guessed.
+        for bare in ["90", "1.5", " 3600 "] {
+            let refused = parse_duration(bare).unwrap_err();
+            assert!(
+                refused.contains("has no unit") && refused.contains(&format!("{}m", bare.trim())),
+                "{refused}"
+            );
+        }
         assert_eq!(format_duration(chrono::Duration::minutes(90)), "1h 30m");
         assert_eq!(format_duration(chrono::Duration::hours(51)), "2d 3h");
         assert_eq!(format_duration(chrono::Duration::seconds(12)), "12s");
+    }
+
+    #[test]
+    fn a_count_of_cards_is_said_as_english_says_it() {
+        assert_eq!(cards(1u32), "1 card");
+        assert_eq!(cards(0u32), "0 cards");
+        assert_eq!(cards(8u64), "8 cards");
     }
 
     #[test]

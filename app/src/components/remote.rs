@@ -65,6 +65,27 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Remote<T> {
         self
     }
 
+    /// Reloads when the server says that something in `area` changed (a job started or
+    /// ended, a booking was made elsewhere): the list follows the server's events, in the
+    /// browser only, over one channel per page (`live::changes`).
+    pub fn follows_area(self, area: lanes_types::Area) -> Self {
+        #[cfg(feature = "hydrate")]
+        {
+            let remote = self;
+            let counter = crate::live::changes(area);
+            let seen = std::cell::Cell::new(counter.get_untracked());
+            Effect::new(move |_| {
+                let now = counter.get();
+                if now != seen.replace(now) {
+                    remote.reload();
+                }
+            });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = area;
+        self
+    }
+
     /// Reloads every `period` while the page lives (in the browser only).
     pub fn refresh_every(&self, period: std::time::Duration) {
         #[cfg(feature = "hydrate")]

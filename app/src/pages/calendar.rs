@@ -82,7 +82,8 @@ fn Calendar() -> impl IntoView {
         api::Bookings::url(&(), &query)
     };
     let gpus = Remote::<Vec<GpuState>>::new(api::Gpus::PATH);
-    let bookings = Remote::<Vec<Booking>>::new(range(view.get_untracked()));
+    let bookings = Remote::<Vec<Booking>>::new(range(view.get_untracked()))
+        .follows_area(lanes_types::Area::Bookings);
     let maintenance = Remote::<Vec<MaintenanceBlock>>::new(api::Maintenance::PATH);
     let me = Remote::<User>::new(api::Me::PATH);
     let my_quota = Remote::<QuotaUse>::new(api::MyQuota::PATH);
@@ -114,8 +115,22 @@ fn Calendar() -> impl IntoView {
 
     let selection = RwSignal::new(None::<Selection>);
     let dragging = RwSignal::new(false);
-    // The keyboard's place in the grid (row, cell), and Enter's request to book.
-    let cursor = RwSignal::new((0usize, 0usize));
+    // The keyboard's place in the grid (row, cell), and Enter's request to book: it starts at
+    // now's cell (one Tab into the grid), not at midnight.
+    let now_cell = move || {
+        let v = view.get_untracked();
+        let t = now();
+        (0..v.cells).find(|&i| v.cell_start(i + 1) > t).unwrap_or(0)
+    };
+    let cursor = RwSignal::new((0usize, now_cell()));
+    // Another day: the cursor goes to its start, or to now's cell on today.
+    Effect::new(move |previous: Option<View>| {
+        let v = view.get();
+        if previous.is_some_and(|p| p != v) {
+            cursor.update(|c| c.1 = now_cell());
+        }
+        v
+    });
     let book_now = RwSignal::new(0u64);
     #[cfg(feature = "hydrate")]
     {
@@ -161,12 +176,19 @@ fn Calendar() -> impl IntoView {
             </div>
         </div>
         <p class="muted">{tr!(calendar.drag_across_free_cells_to_choose)}</p>
+        <ul class="cal-legend" data-testid="legend">
+            <li><span class="swatch past"></span>{tr!(calendar.legend_past)}</li>
+            <li><span class="swatch booked"></span>{tr!(calendar.legend_booked)}</li>
+            <li><span class="swatch loan"></span>{tr!(calendar.legend_lent)}</li>
+            <li><span class="swatch maint"></span>{tr!(calendar.legend_maintenance)}</li>
+            <li><span class="swatch now"></span>{tr!(calendar.legend_now)}</li>
+        </ul>
         {render_remote(gpus, tr!(calendar.what_gpus), move |list: &Vec<GpuState>| {
             let mut rows: Vec<GpuState> = list.clone();
             rows.sort_by(|a, b| (&a.info.node, a.info.index).cmp(&(&b.info.node, b.info.index)));
             view! { <Grid rows view bookings maintenance selection dragging cursor book_now offset /> }
         })}
-        <Confirm selection view gpus my_quota offset book_now book />
+        <Confirm selection view gpus bookings maintenance my_quota offset book_now book />
         <crate::pages::find_slot::FindSlot gpus offset book=book_found />
         <MyBookings mine me gpus offset extend withdraw />
     }
@@ -270,8 +292,10 @@ fn Grid(
             let card_label = format!("GPU {} · {}", gpu.info.index, gpu.info.node);
             let cells = move || {
                 let v = view.get();
+                let t = now();
                 (0..v.cells)
                     .map(|cell| {
+                        let past = v.cell_start(cell + 1) <= t;
                         let label = format!(
                             "{card_label}, {} – {}",
                             long_time(v.cell_start(cell), offset),
@@ -280,6 +304,7 @@ fn Grid(
                         view! {
                             <div
                                 class="cal-cell"
+                                class:past=past
                                 role="gridcell"
                                 aria-label=label
                                 data-row=row
@@ -500,6 +525,8 @@ fn Confirm(
     selection: RwSignal<Option<Selection>>,
     view: Memo<View>,
     gpus: Remote<Vec<GpuState>>,
+    bookings: Remote<Vec<Booking>>,
+    maintenance: Remote<Vec<MaintenanceBlock>>,
     my_quota: Remote<QuotaUse>,
     offset: FixedOffset,
     book_now: RwSignal<u64>,
@@ -518,7 +545,12 @@ fn Confirm(
         let chosen: Vec<(String, String)> = rows
             .get(r0..=r1.min(rows.len().saturating_sub(1)))?
             .iter()
-            .map(|g| (g.info.uuid.clone(), format!("GPU {}", g.info.index)))
+            .map(|g| {
+                (
+                    g.info.uuid.clone(),
+                    format!("GPU {} · {}", g.info.index, g.info.node),
+                )
+            })
             .collect();
         let (mut start, end) = view.get().selection(s.cells.0, s.cells.1);
         let t = now();
@@ -527,7 +559,48 @@ fn Confirm(
         }
         Some((chosen, start, end))
     });
+    // What makes the choice impossible, said before "Book" rather than after it: a time that
+    // has passed, or cards that someone (or maintenance) holds then.
+    let problem = Memo::new(move |_| {
+        let (cards, start, end) = request.get()?;
+        if end <= now() {
+            return Some(tr!(calendar.in_the_past).to_string());
+        }
+        let held = bookings.ok().unwrap_or_default().into_iter().find_map(|b| {
+            let card = cards
+                .iter()
+                .find(|(uuid, _)| b.gpus.iter().any(|g| &g.uuid == uuid))?;
+            (b.state.holds_cards() && b.loan_of.is_none() && b.start < end && start < b.end).then(
+                || {
+                    tr!(
+                        calendar.held_by,
+                        card = card.1.clone(),
+                        who = b.display_name.clone(),
+                        start = short_time(b.start, offset),
+                        end = short_time(b.end, offset)
+                    )
+                },
+            )
+        });
+        let maintained = || {
+            maintenance
+                .ok()
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|m| {
+                    let card = cards
+                        .iter()
+                        .find(|(uuid, _)| m.gpus.iter().any(|g| &g.uuid == uuid))?;
+                    (m.start < end && start < m.end)
+                        .then(|| tr!(calendar.in_maintenance, card = card.1.clone()))
+                })
+        };
+        held.or_else(maintained)
+    });
     let send = move || {
+        if problem.get_untracked().is_some() {
+            return;
+        }
         let Some((cards, start, end)) = request.get_untracked() else {
             return;
         };
@@ -585,9 +658,10 @@ fn Confirm(
                             />
                             {tr!(calendar.lend_while_idle)}
                         </label>
-                        <button type="submit" on:click=move |_| send()>{tr!(calendar.book)}</button>
+                        <button type="submit" disabled=move || problem.get().is_some() on:click=move |_| send()>{tr!(calendar.book)}</button>
                         <button on:click=move |_| { selection.set(None); book.clear(); }>{tr!(calendar.cancel)}</button>
                     </div>
+                    {move || problem.get().map(|p| view! { <p class="form-error" role="alert" data-testid="choice-problem">{p}</p> })}
                     {book.error_view()}
                 </section>
             }

@@ -613,12 +613,14 @@ fn counts(s: &lanes_types::fleet::FleetSummary) -> Vec<String> {
 }
 
 /// What the watchdog made of a process, in a word or two.
-fn lane_text(lane: Option<ProcessLane>) -> String {
+fn lane_text(lane: Option<ProcessLane>, simulated: bool) -> String {
     match lane {
         Some(ProcessLane::Job { id }) => tr!(lane.job, id),
         Some(ProcessLane::Booked) => tr!(lane.booked).into(),
         Some(ProcessLane::Exempt) => tr!(lane.exempt).into(),
         Some(ProcessLane::Unbooked) => tr!(lane.unbooked).into(),
+        Some(ProcessLane::Simulated) => tr!(lane.simulated).into(),
+        None if simulated => tr!(lane.simulated).into(),
         None => "—".into(),
     }
 }
@@ -636,7 +638,7 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
                 <ListHead cols=vec![Col::Text("PID"), Col::Text(tr!(dashboard.col_user)), Col::Text(tr!(dashboard.col_command)), Col::Num("SM"), Col::Num(tr!(dashboard.col_memory)), Col::Text(tr!(dashboard.col_lane))] />
                 <tbody>
                     <For each=processes key=|p| p.clone() let:p>
-                        <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked)>
+                        <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked) class:simulated=p.simulated>
                             <td>{p.pid}</td>
                             <td>{p.user.unwrap_or_else(|| "?".into())}</td>
                             <td>{p.command.unwrap_or_else(|| "?".into())}</td>
@@ -649,7 +651,7 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
                                 }.into_any(),
                             }}
                             <td class="num">{p.used_memory_bytes.map_or("—".into(), bytes)}</td>
-                            <td class="lane">{lane_text(p.lane)}</td>
+                            <td class="lane">{lane_text(p.lane, p.simulated)}</td>
                         </tr>
                     </For>
                 </tbody>

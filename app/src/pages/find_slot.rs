@@ -81,7 +81,7 @@ pub fn FindSlot(
         let node = node.get_untracked();
         let query = SlotQuery {
             gpus: n,
-            duration: d.num_seconds().to_string(),
+            duration: format!("{}s", d.num_seconds()),
             from: local_input(&from.get_untracked()),
             to: local_input(&to.get_untracked()),
             node: (!node.is_empty()).then_some(node),

@@ -28,7 +28,8 @@ fn JobsSections(me: User) -> impl IntoView {
     let cancel = Write::new(|id: &i64| rest::call::<api::CancelJob>(*id, &()));
     let jobs = Remote::<Vec<Job>>::new(api::Jobs::PATH)
         .follows(submit)
-        .follows(cancel);
+        .follows(cancel)
+        .follows_area(lanes_types::Area::Jobs);
     // `?watch=ID` opens a job's output (the queue page links here).
     let asked = leptos_router::hooks::use_query_map()
         .with_untracked(|q| q.get("watch").and_then(|id| id.parse::<i64>().ok()));

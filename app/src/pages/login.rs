@@ -36,6 +36,13 @@ pub fn LoginPage() -> impl IntoView {
             .filter(|n| n == "password")
             .map(|_| tr!(login.password_changed))
     };
+    // No admin yet: a first visitor (sent here, or refused) learns how the first one is made.
+    let no_admin = move || {
+        query.with(|q| {
+            q.get("notice").as_deref() == Some("setup")
+                || q.get("error").as_deref() == Some("setup")
+        })
+    };
     view! {
         <main class="login-page">
             <form class="login-form" method="post" action="/auth/login">
@@ -62,8 +69,14 @@ pub fn LoginPage() -> impl IntoView {
                     />
                 </label>
                 {move || notice().map(|message| view! { <p class="notice" role="status">{message}</p> })}
+                {move || no_admin().then(|| view! {
+                    <div class="notice" role="status" data-testid="no-admin">
+                        <p>{tr!(login.no_admin_yet)}</p>
+                        <pre><code>"lanes user add --username NAME --admin --unix-user ACCOUNT"</code></pre>
+                    </div>
+                })}
                 {move || {
-                    error().map(|message| view! { <p class="form-error" role="alert">{message}</p> })
+                    (!no_admin()).then(error).flatten().map(|message| view! { <p class="form-error" role="alert">{message}</p> })
                 }}
                 <button type="submit">{tr!(login.log_in)}</button>
             </form>

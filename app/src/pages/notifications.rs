@@ -112,6 +112,14 @@ fn PrefsForm(
         }
         (None, _) => tr!(notifications.no_address).into(),
     };
+    // A channel the member cannot be reached on is shown unticked and cannot be ticked: no
+    // address (or no mail server), no webhook saved. The line above the table says why.
+    let by_email = view.email.is_some() && view.email_available;
+    let by_webhook = view
+        .prefs
+        .webhook_url
+        .as_ref()
+        .is_some_and(|u| !u.is_empty());
     let rows = EventKind::ALL
         .into_iter()
         .map(|kind| {
@@ -133,14 +141,16 @@ fn PrefsForm(
                     <td>
                         <input type="checkbox" name=format!("{}_email", kind.as_str())
                             aria-label=tr!(notifications.by_email, event = crate::i18n::event_label(kind))
-                            prop:checked=move || chosen.with(|m| m.get(&kind).is_some_and(|c| c.email))
-                            disabled=required on:change=move |_| flip(true) />
+                            prop:checked=move || by_email && chosen.with(|m| m.get(&kind).is_some_and(|c| c.email))
+                            disabled=required || !by_email on:change=move |_| flip(true) />
                     </td>
                     <td>
                         <input type="checkbox" name=format!("{}_webhook", kind.as_str())
                             aria-label=tr!(notifications.by_webhook, event = crate::i18n::event_label(kind))
-                            prop:checked=move || chosen.with(|m| m.get(&kind).is_some_and(|c| c.webhook))
-                            disabled=required on:change=move |_| flip(false) />
+                            prop:checked=move || by_webhook && chosen.with(|m| m.get(&kind).is_some_and(|c| c.webhook))
+                            disabled=required || !by_webhook
+                            title=(!by_webhook).then(|| tr!(notifications.save_a_webhook_first).to_string())
+                            on:change=move |_| flip(false) />
                     </td>
                 </tr>
             }
@@ -428,12 +438,14 @@ fn NotifySettingsForm(
             }
         })
         .collect_view();
+    // No mail server yet: STARTTLS, the submission port's usual (a blank select said nothing).
+    let security_now = match smtp.as_ref().map(|s| s.security) {
+        Some(SmtpSecurity::Tls) => "tls",
+        Some(SmtpSecurity::None) => "none",
+        Some(SmtpSecurity::Starttls) | None => "starttls",
+    }
+    .to_string();
     let smtp_value = move |f: fn(&SmtpSettings) -> String| smtp.as_ref().map(f).unwrap_or_default();
-    let security_now = smtp_value(|s| match s.security {
-        SmtpSecurity::Starttls => "starttls".into(),
-        SmtpSecurity::Tls => "tls".into(),
-        SmtpSecurity::None => "none".into(),
-    });
     let password_hint = if smtp_value(|s| s.password_set.to_string()) == "true" {
         tr!(notifications.password_kept)
     } else {
@@ -450,7 +462,7 @@ fn NotifySettingsForm(
                 <label>{tr!(notifications.port)} <input name="smtp_port" type="number" min="1" max="65535" value=smtp_value(|s| s.port.to_string()) placeholder="587" node_ref=port /></label>
                 <label>{tr!(notifications.security)}
                     <select name="smtp_security" node_ref=security prop:value=security_now.clone()>
-                        <option value="starttls" selected=security_now == "starttls" || security_now.is_empty()>{tr!(notifications.starttls_587)}</option>
+                        <option value="starttls" selected=security_now == "starttls">{tr!(notifications.starttls_587)}</option>
                         <option value="tls" selected=security_now == "tls">{tr!(notifications.tls_465)}</option>
                         <option value="none" selected=security_now == "none">{tr!(notifications.none_a_relay_on_this_host)}</option>
                     </select>

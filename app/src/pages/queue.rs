@@ -106,9 +106,9 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
     let preemptible = NodeRef::new();
     // What the form itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
-    let default_hours = settings
+    let default_limit = settings
         .default_time_limit_s
-        .map(|s| format!("{}", s as f64 / 3_600.0))
+        .map(|s| lanes_types::units::format_duration(chrono::Duration::seconds(s)))
         .unwrap_or_default();
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -117,9 +117,9 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
         };
         let limit = match field(hours).trim() {
             "" => None,
-            text => match text.parse::<f64>() {
-                Ok(h) if h > 0.0 && h.is_finite() => Some((h * 3_600.0).round() as i64),
-                _ => return error.set(Some(tr!(queue.limit_hours).into())),
+            text => match lanes_types::units::parse_duration(text) {
+                Ok(d) if d > chrono::Duration::zero() => Some(d.num_seconds()),
+                _ => return error.set(Some(tr!(queue.limit_duration).into())),
             },
         };
         let min_memory = match field(memory).trim() {
@@ -150,7 +150,7 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
     view! {
         <form class="inline-form" on:submit=submit data-testid="submit-queue">
             <label>{tr!(queue.gpus)} <input node_ref=gpus type="number" min="1" value="1" size="3" required /></label>
-            <label>{tr!(queue.time_limit_h)} <input node_ref=hours inputmode="decimal" size="5" value=default_hours.clone() placeholder=default_hours /></label>
+            <label>{tr!(queue.time_limit)} <input node_ref=hours name="time_limit" size="7" value=default_limit.clone() placeholder=if default_limit.is_empty() { "4h".to_string() } else { default_limit.clone() } /></label>
             <label>{tr!(queue.command)} <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
             <label>{tr!(queue.directory)} <input node_ref=cwd placeholder=tr!(queue.your_home) /></label>
             <label>{tr!(queue.name)} <input node_ref=name placeholder=tr!(queue.optional) /></label>

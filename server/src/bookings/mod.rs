@@ -35,6 +35,9 @@ pub enum BookingError {
     },
     #[error("no such booking")]
     NotFound,
+    /// More cards than any node of the pool has: no wait would ever give them.
+    #[error("the pool's largest node has {largest} GPUs; {asked} were asked for (a booking's cards are on one node)")]
+    BeyondPool { asked: u32, largest: usize },
 }
 
 impl BookingError {
@@ -51,6 +54,7 @@ impl BookingError {
             BookingError::Slot(slot) => Some(slot.rule()),
             BookingError::Invalid { rule, .. } => Some(*rule),
             BookingError::Quota(refusal) => Some(refusal.rule()),
+            BookingError::BeyondPool { .. } => Some(Rule::Count),
             BookingError::Conflict { .. } | BookingError::NotFound => None,
         }
     }

@@ -60,6 +60,12 @@ pub fn any_cards(free: &[FreeGpu], count: u32) -> Result<Vec<GpuRef>, BookingErr
     })
 }
 
+/// A request for more cards than the largest node has: refused as such (422, rule `count`),
+/// not as "only N are free", which suggests that waiting would help.
+pub fn beyond_pool(asked: u32, largest: usize) -> Option<BookingError> {
+    (asked as usize > largest).then_some(BookingError::BeyondPool { asked, largest })
+}
+
 /// A booking's end moves later only when nobody holds its cards between its end and the new one.
 pub fn extension_cards(holds: Holds) -> Result<(), BookingError> {
     if holds.taken.is_empty() {
@@ -207,6 +213,22 @@ mod tests {
                 );
                 assert_eq!(gpus, vec![gpu("GPU-a"), gpu("GPU-b")]);
                 assert_eq!((bookings, maintenance), (vec![3], vec![9]));
+            }
+            other => panic!("{other:?}"),
+        }
+        // More than the largest node has: no wait helps, and the refusal says so.
+        assert!(beyond_pool(3, 8).is_none());
+        match beyond_pool(20, 8) {
+            Some(
+                e @ BookingError::BeyondPool {
+                    asked: 20,
+                    largest: 8,
+                },
+            ) => {
+                assert_eq!(e.rule(), Some(Rule::Count));
+                assert!(e
+                    .to_string()
+                    .starts_with("the pool's largest node has 8 GPUs; 20 were asked for"));
             }
             other => panic!("{other:?}"),
         }

@@ -302,6 +302,7 @@ mod tests {
                     lane: None,
                     sm_pct: None,
                     mem_pct: None,
+                    simulated: false,
                 })
                 .collect(),
             idle_booking: None,

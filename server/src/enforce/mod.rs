@@ -239,7 +239,7 @@ impl Enforcer {
                             holders_back.insert(host.id);
                         }
                     }
-                    ProcessLane::Exempt => {}
+                    ProcessLane::Exempt | ProcessLane::Simulated => {}
                 }
             }
         }

@@ -42,6 +42,9 @@ impl Facts {
         cgroup: Option<&str>,
         exe: Option<&str>,
     ) -> ProcessLane {
+        if process.simulated {
+            return ProcessLane::Simulated;
+        }
         let job = cgroup
             .and_then(|path| {
                 self.jobs
@@ -170,6 +173,7 @@ mod tests {
             lane: None,
             sm_pct: None,
             mem_pct: None,
+            simulated: false,
         }
     }
 

@@ -119,8 +119,10 @@ pub fn split(
     seconds: f64,
     processes: &[GpuProcess],
 ) -> Vec<(ProcessKey, ProcessUse)> {
+    // The simulator's scenery is nobody's use.
     let measured: Vec<(&GpuProcess, f64, f64)> = processes
         .iter()
+        .filter(|p| !p.simulated)
         .filter_map(|p| Some((p, f64::from(p.sm_pct?), f64::from(p.mem_pct.unwrap_or(0)))))
         .collect();
     if measured.is_empty() || seconds <= 0.0 {
@@ -185,6 +187,7 @@ mod tests {
             lane: job.map(|id| ProcessLane::Job { id }),
             sm_pct: sm,
             mem_pct: sm.map(|s| s / 2),
+            simulated: false,
         }
     }
 

@@ -62,7 +62,7 @@ async fn update_user(
     ApiJson(patch): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {
     Ok(Json(
-        accounts::update_user(&state.store, &admin, id, patch, state.clock.now()).await?,
+        accounts::update_user(&state.store, Some(&admin), id, patch, state.clock.now()).await?,
     ))
 }
 

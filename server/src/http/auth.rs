@@ -185,6 +185,7 @@ async fn form_login(
         Ok((_, jar)) => (jar, Redirect::to(&next)).into_response(),
         Err(err) => {
             let reason = match &err {
+                ApiError::InvalidCredentials if no_admin_yet(&state).await => "setup".to_string(),
                 ApiError::InvalidCredentials => "invalid".to_string(),
                 ApiError::TooManyRequests { retry_after_secs } => {
                     format!("locked&retry={retry_after_secs}")
@@ -294,10 +295,21 @@ pub async fn require_login(
                 .uri()
                 .path_and_query()
                 .map_or("/".to_string(), |p| p.to_string());
-            Redirect::to(&format!("/login?next={}", url_escape(&back))).into_response()
+            let setup = if no_admin_yet(&state).await {
+                "notice=setup&"
+            } else {
+                ""
+            };
+            Redirect::to(&format!("/login?{setup}next={}", url_escape(&back))).into_response()
         }
         Err(err) => err.into_response(),
     }
+}
+
+/// Whether the portal has no account yet (a new install): the login page then says how the
+/// first admin is made. A database that cannot answer counts as "has one".
+async fn no_admin_yet(state: &AppState) -> bool {
+    state.store.accounts().any().await.is_ok_and(|any| !any)
 }
 
 /// The logged-in user if there is one; for routes that anonymous viewers may also reach.

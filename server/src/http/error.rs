@@ -139,9 +139,10 @@ impl From<crate::usecases::UseCaseError> for ApiError {
 impl From<BookingError> for ApiError {
     fn from(e: BookingError) -> Self {
         match e {
-            e @ (BookingError::Slot(_) | BookingError::Invalid { .. } | BookingError::Quota(_)) => {
-                ApiError::Refused(e)
-            }
+            e @ (BookingError::Slot(_)
+            | BookingError::Invalid { .. }
+            | BookingError::Quota(_)
+            | BookingError::BeyondPool { .. }) => ApiError::Refused(e),
             BookingError::Conflict {
                 message,
                 gpus,
@@ -322,6 +323,12 @@ fn refusal_in(locale: Locale, refusal: &BookingError) -> Option<String> {
                 max = *max
             ),
         },
+        BookingError::BeyondPool { asked, largest } => td_string!(
+            locale,
+            api.rule.beyond_pool,
+            asked = *asked,
+            largest = *largest
+        ),
         BookingError::Invalid { .. } | BookingError::Conflict { .. } | BookingError::NotFound => {
             return None
         }

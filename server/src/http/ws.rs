@@ -2,7 +2,8 @@
 //! the fleet and its recent history; then one tick message per poll. See docs/api.md.
 
 use super::auth::MaybeUser;
-use super::{AppState, Routes};
+use super::{ApiError, ApiQuery, AppState, Routes};
+use crate::runtime::events::Woken;
 use crate::telemetry::hub::Viewer;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -10,6 +11,8 @@ use axum::response::Response;
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
 use lanes_types::api;
+use lanes_types::query::{TelemetryOnly, TelemetryQuery};
+use lanes_types::{Area, TelemetryMessage};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -28,19 +31,65 @@ async fn upgrade(
     ws: WebSocketUpgrade,
     State(state): State<AppState>,
     MaybeUser(user): MaybeUser,
-) -> Response {
+    ApiQuery(query): ApiQuery<TelemetryQuery>,
+) -> Result<Response, ApiError> {
     let viewer = match user {
         Some(_) => Viewer::LoggedIn,
         None => Viewer::Anonymous,
     };
+    let only_changes = query.only == Some(TelemetryOnly::Changes);
+    if only_changes && viewer == Viewer::Anonymous {
+        return Err(ApiError::Unauthenticated);
+    }
     // Clients only send control frames, so a small read buffer (the default is 128 KiB per
     // connection, which dominates memory with many viewers). Writes go out message by message;
     // the cap bounds what one stuck client can pin, with room for a 64-card snapshot.
-    ws.read_buffer_size(4 * 1024)
+    Ok(ws
+        .read_buffer_size(4 * 1024)
         .write_buffer_size(0)
         .max_write_buffer_size(32 * 1024 * 1024)
         .max_message_size(64 * 1024)
-        .on_upgrade(move |socket| serve(socket, state, viewer))
+        .on_upgrade(move |socket| serve(socket, state, viewer, only_changes)))
+}
+
+/// Which lists the events that woke a listener may have changed (all of them when it fell
+/// behind).
+fn areas(woken: &Woken) -> Vec<Area> {
+    use crate::runtime::events::Event;
+    let mut areas = Vec::new();
+    for (area, concerns) in [
+        (
+            Area::Bookings,
+            (|e| matches!(e, Event::CardsChanged(_) | Event::WatchChanged(_))) as fn(Event) -> bool,
+        ),
+        (Area::Jobs, |e| {
+            matches!(
+                e,
+                Event::JobsChanged(_)
+                    | Event::QueueChanged(_)
+                    | Event::CardsChanged(_)
+                    | Event::WatchChanged(_)
+            )
+        }),
+        (Area::Queue, |e| {
+            matches!(
+                e,
+                Event::QueueChanged(_) | Event::JobsChanged(_) | Event::CardsChanged(_)
+            )
+        }),
+    ] {
+        if woken.may_include(concerns) {
+            areas.push(area);
+        }
+    }
+    areas
+}
+
+/// Whether an event changes something a list shows (a queued message or a settings reload
+/// does not).
+fn shows_in_lists(event: crate::runtime::events::Event) -> bool {
+    use crate::runtime::events::Event;
+    !matches!(event, Event::OutboxChanged(_))
 }
 
 /// Sends one message, or gives up after [`SEND_TIMEOUT`]. `true` when it was sent.
@@ -51,15 +100,31 @@ async fn send(sink: &mut SplitSink<WebSocket, Message>, msg: Message) -> bool {
     )
 }
 
-async fn serve(socket: WebSocket, state: AppState, viewer: Viewer) {
+async fn serve(socket: WebSocket, state: AppState, viewer: Viewer, only_changes: bool) {
     let (mut sink, mut stream) = socket.split();
     let mut ticks = state.hub.subscribe(viewer);
-    if !send(&mut sink, Message::Text(state.hub.snapshot_frame(viewer))).await {
+    // Which lists changed goes to logged-in viewers who asked for it alone (`?only=changes`):
+    // the fleet's channel stays what its clients read.
+    let mut changes =
+        (only_changes && viewer == Viewer::LoggedIn).then(|| state.store.events().subscribe());
+    if !only_changes && !send(&mut sink, Message::Text(state.hub.snapshot_frame(viewer))).await {
         return;
     }
     let close = loop {
         tokio::select! {
-            tick = ticks.recv() => match tick {
+            woken = async {
+                match changes.as_mut() {
+                    Some(listener) => listener.changed(shows_in_lists).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let message = TelemetryMessage::Changed { areas: areas(&woken) };
+                let text = serde_json::to_string(&message).unwrap_or_default();
+                if !send(&mut sink, Message::Text(text.into())).await {
+                    return;
+                }
+            }
+            tick = ticks.recv(), if !only_changes => match tick {
                 Ok(frame) => {
                     if !send(&mut sink, Message::Text(frame)).await {
                         // Too slow or gone: drop it without a close handshake.

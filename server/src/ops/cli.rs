@@ -141,8 +141,43 @@ pub struct RestoreArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
-    /// Create an account; the password is read from the first line of standard input.
+    /// Create an account. On a terminal the password is asked for twice, without echo; a
+    /// script pipes it in with --password-stdin.
     Add(UserAddArgs),
+    /// List the accounts: name, role, Unix account, e-mail, whether they may sign in.
+    List(UserListArgs),
+    /// Set a new password for an account; its sessions end and its tokens are revoked.
+    Passwd(UserPasswdArgs),
+    /// Let a disabled account sign in again.
+    Enable(UserNameArgs),
+    /// Stop an account from signing in; its sessions end and its tokens are revoked.
+    Disable(UserNameArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UserListArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Print the accounts as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UserNameArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The account's login name.
+    pub username: String,
+}
+
+#[derive(Debug, Args)]
+pub struct UserPasswdArgs {
+    #[command(flatten)]
+    pub user: UserNameArgs,
+    /// Read the new password from the first line of standard input instead of asking.
+    #[arg(long)]
+    pub password_stdin: bool,
 }
 
 /// Where the database is: the same options, variables and defaults as `lanes serve`.
@@ -184,8 +219,9 @@ pub struct UserAddArgs {
     /// Make the user an admin.
     #[arg(long)]
     pub admin: bool,
-    /// Read the password from standard input (required: passwords never go on the command line).
-    #[arg(long, required = true)]
+    /// Read the password from the first line of standard input instead of asking for it on
+    /// the terminal (passwords never go on the command line).
+    #[arg(long)]
     pub password_stdin: bool,
 }
 

@@ -300,8 +300,9 @@ impl Application {
                 crate::store::Backend::Postgres => "--database-url URL".to_string(),
             };
             tracing::warn!(
-                "no admin account yet; create the first one with:\n    \
-                 lanes user add --username NAME --admin --password-stdin {database}"
+                "no admin account yet; create the first one (it asks for the password) with:\n    \
+                 lanes user add --username NAME --admin --unix-user ACCOUNT {database}\n\
+                 ACCOUNT is the Unix account the admin's own jobs run as"
             );
         }
 

@@ -2,10 +2,11 @@
 //! scripts, with no server running.
 
 use crate::accounts::{password, NewUser, Role, User};
-use crate::ops::cli::UserAddArgs;
+use crate::ops::cli::{DbArgs, UserAddArgs, UserListArgs, UserNameArgs};
 use crate::ops::data_dir::{prepare_data_dir, resolve_db, DataDirError};
 use crate::store::{Store, StoreError};
 use crate::usecases::{accounts, UseCaseError};
+use lanes_types::account::UserPatch;
 use std::io::BufRead;
 
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +87,138 @@ pub async fn add_user(args: UserAddArgs, password: String) -> Result<User, Comma
     let created = accounts::create_user(&store, None, new, password, chrono::Utc::now()).await;
     store.close().await;
     Ok(created?.user)
+}
+
+/// What an operator should know about where `user`'s jobs will run: nowhere without a Unix
+/// account, and not on this host while it has no such account (a portal without cards may
+/// rightly lack it; the GPU nodes need it).
+pub fn unix_account_notes(user: &User) -> Vec<String> {
+    match &user.unix_user {
+        None => vec![format!(
+            "{} has no Unix account, so their jobs cannot start; give them one with \
+             --unix-user ACCOUNT (or later on the admin page)",
+            user.username
+        )],
+        Some(account) => match nix::unistd::User::from_name(account) {
+            Ok(Some(_)) => Vec::new(),
+            _ => vec![format!(
+                "this host has no Unix account {account:?}: {}'s jobs cannot start on it until \
+                 the account exists (adduser {account})",
+                user.username
+            )],
+        },
+    }
+}
+
+/// The accounts, one line each (or as JSON): name, role, Unix account, e-mail, whether they
+/// may sign in.
+pub async fn list_users(args: UserListArgs) -> Result<String, CommandError> {
+    let store = open(args.db).await?;
+    let users = store.accounts().list().await;
+    store.close().await;
+    let users = users?;
+    if args.json {
+        return serde_json::to_string_pretty(&users)
+            .map(|text| text + "\n")
+            .map_err(|e| CommandError::Failed(e.to_string()));
+    }
+    if users.is_empty() {
+        return Ok("no accounts yet; create the first admin with:\n    \
+                   lanes user add --username NAME --admin --unix-user ACCOUNT\n"
+            .into());
+    }
+    let rows: Vec<[String; 5]> = users
+        .iter()
+        .map(|u| {
+            [
+                u.username.clone(),
+                u.role.to_string(),
+                u.unix_user.clone().unwrap_or_else(|| "-".into()),
+                u.email.clone().unwrap_or_else(|| "-".into()),
+                if u.enabled { "yes" } else { "no (disabled)" }.into(),
+            ]
+        })
+        .collect();
+    let head = ["USERNAME", "ROLE", "UNIX ACCOUNT", "E-MAIL", "MAY SIGN IN"];
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([head[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(head.to_vec());
+    for row in &rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    Ok(out)
+}
+
+/// Sets a new password for `args.username` (its sessions end, its tokens are revoked).
+pub async fn set_password(args: UserNameArgs, password: String) -> Result<String, CommandError> {
+    password::check_policy(&password).map_err(|e| CommandError::Invalid(e.to_string()))?;
+    let patch = UserPatch {
+        password: Some(password),
+        ..Default::default()
+    };
+    let username = args.username.clone();
+    change(args, patch).await?;
+    Ok(format!(
+        "new password set for {username:?}; their sessions ended and their tokens were revoked\n"
+    ))
+}
+
+/// Lets `args.username` sign in again, or stops them (`enabled` false: their sessions end and
+/// their tokens are revoked).
+pub async fn set_enabled(args: UserNameArgs, enabled: bool) -> Result<String, CommandError> {
+    let patch = UserPatch {
+        enabled: Some(enabled),
+        ..Default::default()
+    };
+    let username = args.username.clone();
+    change(args, patch).await?;
+    Ok(if enabled {
+        format!("{username:?} may sign in again\n")
+    } else {
+        format!("{username:?} is disabled; their sessions ended and their tokens were revoked\n")
+    })
+}
+
+async fn open(db: DbArgs) -> Result<Store, CommandError> {
+    let (data_dir, url) = resolve_db(db)?;
+    prepare_data_dir(&data_dir)?;
+    Ok(Store::open(&url).await?)
+}
+
+async fn change(args: UserNameArgs, patch: UserPatch) -> Result<(), CommandError> {
+    let store = open(args.db).await?;
+    let changed = async {
+        let user = store
+            .accounts()
+            .by_username(&args.username)
+            .await?
+            .ok_or_else(|| {
+                CommandError::Invalid(format!(
+                    "no account {:?} (lanes user list shows them)",
+                    args.username
+                ))
+            })?;
+        accounts::update_user(&store, None, user.id, patch, chrono::Utc::now()).await?;
+        Ok::<_, CommandError>(())
+    }
+    .await;
+    store.close().await;
+    changed
 }
 
 #[cfg(test)]

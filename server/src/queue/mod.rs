@@ -356,9 +356,11 @@ impl Queue {
         };
         let audit = AuditEntry::new(None, AuditAction::QueueStart, format!("job {}", job.id))
             .detail(format!(
-                "{} card(s) for up to {} s",
-                gpus.len(),
-                request.time_limit_s
+                "{} for up to {}",
+                lanes_types::units::cards(gpus.len() as u64),
+                lanes_types::units::format_duration(chrono::Duration::seconds(
+                    request.time_limit_s
+                ))
             ));
         let booking = match self.store.bookings().create(&new, audit, now).await {
             Ok(booking) => booking,
@@ -441,8 +443,8 @@ impl Queue {
                 host.id
             );
             let audit = AuditEntry::new(None, AuditAction::QueueLend, "").detail(format!(
-                "{} card(s) lent to job {} of {} until {}",
-                cards.len(),
+                "{} lent to job {} of {} until {}",
+                lanes_types::units::cards(cards.len() as u64),
                 job.id,
                 owner.username,
                 end.min(host.end).to_rfc3339()

@@ -96,6 +96,15 @@ impl Accounts<'_> {
         )
     }
 
+    /// Whether any account exists (a new install has none: the login page says how the first
+    /// admin is made).
+    pub async fn any(&self) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM users LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(found.is_some())
+    }
+
     /// An account and its password hash, for checking a login.
     pub async fn credentials(&self, username: &str) -> Result<Option<(User, String)>, StoreError> {
         #[derive(sqlx::FromRow)]

@@ -104,7 +104,13 @@ impl Bookings<'_> {
                         last_booked: last.map(at),
                     })
                     .collect();
-                let chosen = plan::any_cards(&candidates, *count)?;
+                let chosen = match plan::any_cards(&candidates, *count) {
+                    Ok(chosen) => chosen,
+                    Err(too_few) => {
+                        let largest = largest_node(&mut tx, fresh).await?;
+                        return Err(plan::beyond_pool(*count, largest).unwrap_or(too_few).into());
+                    }
+                };
                 let cards: Vec<CardRow> = free
                     .into_iter()
                     .map(|(card, _)| card)

@@ -216,6 +216,23 @@ pub(super) async fn hold_cards(
     Ok(())
 }
 
+/// The most cards any one node offers automatic choices (managed cards of nodes that are up),
+/// asked only when a request found too few free: whether waiting could ever help.
+pub(super) async fn largest_node(
+    tx: &mut Tx<'_>,
+    fresh_since_ms: i64,
+) -> Result<usize, StoreError> {
+    let most: Option<i64> = sqlx::query_scalar(
+        "SELECT MAX(cards) FROM (SELECT COUNT(*) AS cards FROM gpus g JOIN nodes n ON n.id = g.node_id
+                                 WHERE g.managed = 1 AND (n.instance = '' OR n.heartbeat_ms >= $1)
+                                 GROUP BY g.node_id) per_node",
+    )
+    .bind(fresh_since_ms)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(most.unwrap_or(0).max(0) as usize)
+}
+
 /// Cards free for all of `[start, end)`, with the end of their latest earlier booking.
 /// Cards of silent nodes (no heartbeat since `fresh_since_ms`) and unmanaged cards are never
 /// free for an automatic choice. A node no process has registered (a store opened by a tool

@@ -212,6 +212,7 @@ impl GpuSource for NvmlSource {
                     lane: None,
                     sm_pct: share.map(|s| s.0),
                     mem_pct: share.map(|s| s.1),
+                    simulated: false,
                 }
             })
             .collect())

@@ -20,7 +20,16 @@ const BOOST_CLOCK_MHZ: u32 = 1980;
 /// Simulated driver context memory on an idle card.
 const IDLE_MEMORY_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
 
-const USERS: [&str; 6] = ["alice", "bob", "chen", "dana", "emeka", "farah"];
+/// Owners of the background's made-up jobs. The colon is what no Unix account name can hold
+/// (it separates `/etc/passwd`'s fields), so no real member is ever taken for one of them.
+pub const USERS: [&str; 6] = [
+    "sim:curie",
+    "sim:hopper",
+    "sim:noether",
+    "sim:shannon",
+    "sim:turing",
+    "sim:lovelace",
+];
 const COMMANDS: [&str; 5] = ["python", "torchrun", "python3", "jupyter-kernel", "vllm"];
 
 /// Pids of made-up processes start above Linux's largest possible pid (`PID_MAX_LIMIT`,
@@ -313,6 +322,7 @@ impl SimCard {
                 lane: None,
                 sm_pct: None,
                 mem_pct: None,
+                simulated: true,
             },
         });
     }
@@ -416,6 +426,7 @@ impl GpuSource for SimulatedFleet {
             user: Some(p.user),
             command: Some(p.command),
             lane: None,
+            simulated: false,
         });
         Ok(background.chain(attached).collect())
     }

@@ -235,14 +235,18 @@ pub async fn create_user(
     })
 }
 
-/// An admin's change to an account: role, enabled, password, groups, names.
+/// A change to an account (role, enabled, password, groups, names) by an admin, or by the
+/// operator's `lanes user` on the server itself when `actor` is `None`.
 pub async fn update_user(
     store: &Store,
-    admin: &User,
+    actor: Option<&User>,
     id: i64,
     patch: UserPatch,
     now: DateTime<Utc>,
 ) -> Result<UserView, UseCaseError> {
+    if actor.is_some_and(|a| !a.is_admin()) {
+        return Err(UseCaseError::Forbidden("only admins may do this".into()));
+    }
     validate_patch(&patch)?;
     let hash = match patch.password.clone() {
         Some(password) => Some(hash_password(password).await?),
@@ -261,7 +265,10 @@ pub async fn update_user(
     if let Some(groups) = &patch.groups {
         changes.push(format!("groups [{}]", groups.join(", ")));
     }
-    let entry = AuditEntry::new(Some(admin.id), AuditAction::UserUpdate, id.to_string())
+    if actor.is_none() {
+        changes.push("(lanes user)".into());
+    }
+    let entry = AuditEntry::new(actor.map(|a| a.id), AuditAction::UserUpdate, id.to_string())
         .detail(changes.join("; "));
     let user = store
         .accounts()

@@ -214,7 +214,8 @@ pub async fn submit_to_queue(
         .count();
     if request.gpus == 0 || request.gpus as usize > eligible {
         return Err(UseCaseError::Unprocessable(format!(
-            "gpus must be between 1 and {eligible}: the pool has {eligible} card(s){}",
+            "gpus must be between 1 and {eligible}: the pool has {}{}",
+            lanes_types::units::cards(eligible as u64),
             if min_memory > 0 {
                 " with that much memory"
             } else {
@@ -230,8 +231,9 @@ pub async fn submit_to_queue(
         requeues: 0,
     };
     let audit = AuditEntry::new(Some(user.id), AuditAction::QueueSubmit, "").detail(format!(
-        "{} card(s) for up to {limit} s{}: {}",
-        request.gpus,
+        "{} for up to {}{}: {}",
+        lanes_types::units::cards(request.gpus),
+        lanes_types::units::format_duration(chrono::Duration::seconds(limit)),
         if request.preemptible {
             ", preemptible"
         } else {
