@@ -53,55 +53,18 @@ pub fn backoff_delay_ms(attempt: u32, jitter: f64) -> u32 {
 /// Keeps `fleet` current from the server's websocket until the page goes away.
 #[cfg(feature = "hydrate")]
 pub fn follow(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>) {
-    connect(fleet, status, 0);
-}
-
-#[cfg(feature = "hydrate")]
-fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failures: u32) {
     use lanes_types::TelemetryMessage;
-    use std::{cell::Cell, rc::Rc};
-    use wasm_bindgen::closure::Closure;
-    use web_sys::{MessageEvent, WebSocket};
-
-    let Some(url) = socket_url(api::TelemetryWs::PATH) else {
-        return;
+    let on_text = move |text: String| match serde_json::from_str::<TelemetryMessage>(&text) {
+        Ok(message) => fleet.update(|f| f.apply(message)),
+        Err(err) => leptos::logging::warn!("lanes: unreadable telemetry message: {err}"),
     };
-    let reconnect = move |failures: u32| {
-        let attempt = failures + 1;
-        let delay_ms = backoff_delay_ms(attempt, js_sys::Math::random());
-        status.set(LinkStatus::Reconnecting { attempt, delay_ms });
-        set_timeout(
-            move || connect(fleet, status, attempt),
-            std::time::Duration::from_millis(delay_ms.into()),
-        );
-    };
-    let socket = match WebSocket::new(&url) {
-        Ok(socket) => socket,
-        Err(_) => return reconnect(failures),
-    };
-    // A link that opened and then dropped starts its backoff afresh.
-    let opened = Rc::new(Cell::new(false));
-
-    let on_open = {
-        let opened = opened.clone();
-        Closure::<dyn FnMut()>::new(move || {
-            opened.set(true);
-            status.set(LinkStatus::Live);
+    let on_link = move |link: Link| {
+        status.set(match link {
+            Link::Open { .. } => LinkStatus::Live,
+            Link::Retrying { attempt, delay_ms } => LinkStatus::Reconnecting { attempt, delay_ms },
         })
     };
-    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-        let Some(text) = event.data().as_string() else {
-            return;
-        };
-        match serde_json::from_str::<TelemetryMessage>(&text) {
-            Ok(message) => fleet.update(|f| f.apply(message)),
-            Err(err) => leptos::logging::warn!("lanes: unreadable telemetry message: {err}"),
-        }
-    });
-    let on_close = Closure::<dyn FnMut()>::new(move || {
-        reconnect(if opened.get() { 0 } else { failures });
-    });
-    attach(&socket, on_open, on_message, on_close);
+    keep_open(api::TelemetryWs::PATH.to_string(), 0, on_link, on_text);
 }
 
 /// How many times the server said that `area` changed since the page loaded (a reconnect
@@ -109,73 +72,101 @@ fn connect(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>, failure
 /// page's one changes channel (`/api/v1/telemetry/ws?only=changes`).
 #[cfg(feature = "hydrate")]
 pub fn changes(area: lanes_types::Area) -> RwSignal<u64> {
-    use lanes_types::Area;
+    use lanes_types::{Area, TelemetryMessage};
+    let index = |area: Area| match area {
+        Area::Bookings => 0,
+        Area::Jobs => 1,
+        Area::Queue => 2,
+    };
     thread_local! {
         static COUNTERS: std::cell::OnceCell<[RwSignal<u64>; 3]> = const { std::cell::OnceCell::new() };
     }
     let counters = COUNTERS.with(|cell| {
         *cell.get_or_init(|| {
-            // Made outside any page's owner: they live as long as the page.
-            let counters =
-                Owner::new().with(|| [RwSignal::new(0), RwSignal::new(0), RwSignal::new(0)]);
-            connect_changes(counters, 0, false);
+            // Owned by a root of their own, kept for the life of the page (not by the page that
+            // asked first, whose signals go when the viewer moves to another page).
+            let owner = Owner::new_root(None);
+            let counters = owner.with(|| [RwSignal::new(0), RwSignal::new(0), RwSignal::new(0)]);
+            std::mem::forget(owner);
+            let on_text = move |text: String| {
+                if let Ok(TelemetryMessage::Changed { areas }) = serde_json::from_str(&text) {
+                    for area in areas {
+                        counters[index(area)].update(|n| *n += 1);
+                    }
+                }
+            };
+            let on_link = move |link: Link| {
+                if let Link::Open { again: true } = link {
+                    for counter in counters {
+                        counter.update(|n| *n += 1);
+                    }
+                }
+            };
+            let path = format!("{}?only=changes", api::TelemetryWs::PATH);
+            keep_open(path, 0, on_link, on_text);
             counters
         })
     });
-    counters[match area {
-        Area::Bookings => 0,
-        Area::Jobs => 1,
-        Area::Queue => 2,
-    }]
+    counters[index(area)]
 }
 
+/// What became of a kept-open socket.
 #[cfg(feature = "hydrate")]
-fn connect_changes(counters: [RwSignal<u64>; 3], failures: u32, missed: bool) {
-    use lanes_types::{Area, TelemetryMessage};
+#[derive(Clone, Copy)]
+enum Link {
+    /// Open; `again` after it had been lost.
+    Open { again: bool },
+    /// Lost; attempt `attempt` starts after `delay_ms`.
+    Retrying { attempt: u32, delay_ms: u32 },
+}
+
+/// Keeps a websocket to `path` open for the life of the page: each text message goes to
+/// `on_text`, each change of the link to `on_link`, and a lost link is opened again with
+/// capped exponential backoff.
+#[cfg(feature = "hydrate")]
+fn keep_open<L, T>(path: String, failures: u32, on_link: L, on_text: T)
+where
+    L: Fn(Link) + Clone + 'static,
+    T: Fn(String) + Clone + 'static,
+{
     use std::{cell::Cell, rc::Rc};
     use wasm_bindgen::closure::Closure;
     use web_sys::{MessageEvent, WebSocket};
 
-    let Some(url) = socket_url(&format!("{}?only=changes", api::TelemetryWs::PATH)) else {
+    let Some(url) = socket_url(&path) else {
         return;
     };
-    let reconnect = move |failures: u32| {
-        let attempt = failures + 1;
-        let delay_ms = backoff_delay_ms(attempt, js_sys::Math::random());
-        set_timeout(
-            move || connect_changes(counters, attempt, true),
-            std::time::Duration::from_millis(delay_ms.into()),
-        );
+    let reconnect = {
+        let (on_link, on_text) = (on_link.clone(), on_text.clone());
+        move |failures: u32| {
+            let attempt = failures + 1;
+            let delay_ms = backoff_delay_ms(attempt, js_sys::Math::random());
+            on_link(Link::Retrying { attempt, delay_ms });
+            let (path, on_link, on_text) = (path.clone(), on_link.clone(), on_text.clone());
+            set_timeout(
+                move || keep_open(path, attempt, on_link, on_text),
+                std::time::Duration::from_millis(delay_ms.into()),
+            );
+        }
     };
     let socket = match WebSocket::new(&url) {
         Ok(socket) => socket,
         Err(_) => return reconnect(failures),
     };
+    // A link that opened and then dropped starts its backoff afresh.
     let opened = Rc::new(Cell::new(false));
     let on_open = {
         let opened = opened.clone();
         Closure::<dyn FnMut()>::new(move || {
             opened.set(true);
-            if missed {
-                for counter in counters {
-                    counter.update(|n| *n += 1);
-                }
-            }
+            on_link(Link::Open {
+                again: failures > 0,
+            });
         })
     };
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-        let Some(text) = event.data().as_string() else {
-            return;
-        };
-        if let Ok(TelemetryMessage::Changed { areas }) = serde_json::from_str(&text) {
-            for area in areas {
-                let index = match area {
-                    Area::Bookings => 0,
-                    Area::Jobs => 1,
-                    Area::Queue => 2,
-                };
-                counters[index].update(|n| *n += 1);
-            }
+        if let Some(text) = event.data().as_string() {
+            on_text(text);
         }
     });
     let on_close = Closure::<dyn FnMut()>::new(move || {

@@ -74,6 +74,15 @@ test('the admin puts the user in the group', async () => {
   const vision = page.locator('[data-testid=groups] tr', { hasText: 'Vision team' });
   await vision.waitFor();
   assert.match(await vision.textContent(), /bob/);
+  // On the Groups page itself: take bob out, and put the admin in.
+  await vision.locator('button[aria-label="Take bob out of vision"]').click();
+  await vision.locator('.member', { hasText: 'bob' }).waitFor({ state: 'detached' });
+  await vision.locator('select[name=member]').selectOption('root-admin');
+  await vision.locator('button:text("Add")').click();
+  await vision.locator('.member', { hasText: 'root-admin' }).waitFor();
+  const users = await (await page.request.get(url + '/api/v1/users')).json();
+  assert.deepEqual(users.find((u) => u.username === 'root-admin').groups, ['vision']);
+  assert.deepEqual(users.find((u) => u.username === 'bob').groups, []);
 });
 
 test('the audit log shows the changes and who made them', async () => {

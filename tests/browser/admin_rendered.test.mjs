@@ -20,7 +20,7 @@ const { url, browser, failures } = await scenario({
   ],
   gpus: 2,
 });
-const SECTIONS = ['users', 'groups', 'quotas', 'policy', 'notifications', 'violations', 'audit'];
+const SECTIONS = ['users', 'groups', 'quotas', 'policy', 'queue', 'notifications', 'violations', 'audit'];
 let context, page, newest;
 
 /** "2026-12-02 22:40": `iso` in UTC+8, as the audit log writes it. */
@@ -115,6 +115,32 @@ test('a section opened from the side navigation loads in the browser', async () 
   await page.locator('text=No groups yet').or(page.locator('[data-testid=groups]')).first().waitFor();
   await page.click('[data-testid=admin-nav] >> text=Quotas');
   await page.locator('[data-testid=quotas] table.quota-editor tbody tr').first().waitFor();
+});
+
+test('the queue policy, limits and shares are set on their own page', async () => {
+  await openLive(page, url + '/admin/queue');
+  const form = page.locator('[data-testid=queue-settings] form');
+  await form.locator('select[name=policy]').selectOption('backfill');
+  await form.locator('input[name=max_time_limit]').fill('2d');
+  // A limit without its unit is refused beside the form, and nothing is saved.
+  await form.locator('input[name=half_life]').fill('7');
+  await form.locator('button[type=submit]').click();
+  await form.getByRole('alert').filter({ hasText: 'a duration with its unit' }).waitFor();
+  await form.locator('input[name=half_life]').fill('3d');
+  await form.locator('button[type=submit]').click();
+  await form.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  const saved = await (await page.request.get(url + '/api/v1/queue/settings')).json();
+  assert.equal(saved.policy, 'backfill');
+  assert.equal(saved.max_time_limit_s, 2 * 86400);
+  assert.equal(saved.half_life_s, 3 * 86400);
+  const shares = page.locator('[data-testid=queue-shares] form');
+  await shares.locator('input[name=group_shares]').fill('vision = two');
+  await shares.locator('button[type=submit]').click();
+  await shares.getByRole('alert').filter({ hasText: 'is not NAME = SHARE' }).waitFor();
+  await shares.locator('input[name=group_shares]').fill('vision = 2');
+  await shares.locator('button[type=submit]').click();
+  await shares.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  assert.deepEqual((await (await page.request.get(url + '/api/v1/shares')).json()).groups, { vision: 2 });
 });
 
 test('many browsers opening every section at once all get whole pages', async () => {

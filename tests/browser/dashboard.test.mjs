@@ -60,6 +60,8 @@ test('the server-rendered page has every card', async () => {
   resp = await page.request.get(server.url + '/');
   html = await resp.text();
   assert.equal((html.match(/class="gpu-card/g) || []).length, GPUS, 'every card is server-rendered');
+  // The recent history comes once, as the page's data; the browser draws it.
+  assert.doesNotMatch(html, /<path[^>]* d="M/, 'no server-drawn chart paths');
 });
 
 test('the page hydrated and the websocket is live', async () => {

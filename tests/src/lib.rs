@@ -809,6 +809,27 @@ impl TestApp {
 
 /// A child process that is killed and reaped when dropped, so a failing assertion never leaves
 /// a server running behind the test.
+/// `lanes ARGS…` run to its end with `stdin` piped in, and no database URL from the
+/// environment (the data dir the arguments name is the one used).
+pub fn lanes_with_input(args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(lanes_bin())
+        .args(args)
+        .env_remove("LANES_DATABASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lanes runs");
+    // A command that refuses early may not read its input: a closed pipe is no failure here.
+    let _ = child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(stdin.as_bytes());
+    child.wait_with_output().expect("lanes ends")
+}
+
 pub struct KillOnDrop(pub std::process::Child);
 
 impl Drop for KillOnDrop {

@@ -158,23 +158,11 @@ fn doctor_without_a_driver_says_so_plainly() {
 }
 
 fn user_add(args: &[&str], data_dir: &Path, stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(lanes_bin())
-        .args(["user", "add", "--data-dir", data_dir.to_str().unwrap()])
-        .args(args)
-        .env_remove("LANES_DATABASE_URL")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("lanes runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let data = data_dir.to_str().unwrap();
+    lanes_tests::lanes_with_input(
+        &[&["user", "add", "--data-dir", data], args].concat(),
+        stdin,
+    )
 }
 
 #[tokio::test]

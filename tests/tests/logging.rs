@@ -6,19 +6,30 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[tokio::test]
-async fn json_logs_carry_a_span_per_request_with_method_route_status_and_latency() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut child = KillOnDrop(
+/// `lanes serve` on one simulated card, its log on a pipe, with `args` and `RUST_LOG=filter`.
+fn serve(data: &std::path::Path, args: &[&str], filter: &str) -> KillOnDrop {
+    KillOnDrop(
         Command::new(lanes_bin())
             .args(["serve", "--listen", "127.0.0.1:0", "--gpus", "sim:1"])
-            .args(["--log-format", "json", "--data-dir"])
-            .arg(tmp.path().join("data"))
-            .env("RUST_LOG", "info,lanes_server::http=debug")
+            .args(args)
+            .arg("--data-dir")
+            .arg(data.join("data"))
+            .env("RUST_LOG", filter)
+            .env_remove("NO_COLOR")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("lanes serve starts"),
+    )
+}
+
+#[tokio::test]
+async fn json_logs_carry_a_span_per_request_with_method_route_status_and_latency() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = serve(
+        tmp.path(),
+        &["--log-format", "json"],
+        "info,lanes_server::http=debug",
     );
     let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
     let mut line = String::new();
@@ -71,18 +82,7 @@ async fn json_logs_carry_a_span_per_request_with_method_route_status_and_latency
 #[test]
 fn the_human_log_into_a_pipe_has_no_colour_codes() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = KillOnDrop(
-        Command::new(lanes_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--gpus", "sim:1"])
-            .arg("--data-dir")
-            .arg(tmp.path().join("data"))
-            .env("RUST_LOG", "info")
-            .env_remove("NO_COLOR")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("lanes serve starts"),
-    );
+    let mut child = serve(tmp.path(), &[], "info");
     let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();

@@ -96,6 +96,43 @@ fn tmux(socket: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A command running in a terminal of its own (tmux on a socket of its own), `width` wide:
+/// what a person sees, and keys they type.
+struct Terminal(std::path::PathBuf);
+
+impl Terminal {
+    fn start(socket: std::path::PathBuf, width: u32, line: &str) -> Self {
+        let width = width.to_string();
+        tmux(
+            &socket,
+            &["new-session", "-d", "-x", &width, "-y", "20", line],
+        );
+        Self(socket)
+    }
+
+    fn screen(&self) -> String {
+        tmux(&self.0, &["capture-pane", "-p"])
+    }
+
+    /// Waits until the screen shows `what`.
+    async fn shows(&self, what: &str) {
+        wait_until(Duration::from_secs(10), what, || async move {
+            self.screen().contains(what).then_some(())
+        })
+        .await
+    }
+
+    fn type_line(&self, text: &str) {
+        tmux(&self.0, &["send-keys", text, "Enter"]);
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        tmux(&self.0, &["kill-server"]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_at_a_terminal_keeps_a_private_token_and_logout_revokes_it() {
     let app = TestApp::spawn(2).await;
@@ -110,27 +147,14 @@ async fn login_at_a_terminal_keeps_a_private_token_and_logout_revokes_it() {
         lanes_bin().display(),
         shell.url
     );
-    tmux(
-        &socket,
-        &["new-session", "-d", "-x", "160", "-y", "20", &line],
-    );
-    let pane = || tmux(&socket, &["capture-pane", "-p"]);
-    let prompt = |what: &'static str| {
-        let pane = &pane;
-        async move {
-            wait_until(Duration::from_secs(10), what, || async move {
-                pane().contains(what).then_some(())
-            })
-            .await
-        }
-    };
-    prompt("Username").await;
-    tmux(&socket, &["send-keys", "alice", "Enter"]);
-    prompt("Password:").await;
-    tmux(&socket, &["send-keys", "alice passphrase", "Enter"]);
-    prompt("Logged in").await;
-    let screen = pane();
-    tmux(&socket, &["kill-server"]);
+    let terminal = Terminal::start(socket, 160, &line);
+    terminal.shows("Username").await;
+    terminal.type_line("alice");
+    terminal.shows("Password:").await;
+    terminal.type_line("alice passphrase");
+    terminal.shows("Logged in").await;
+    let screen = terminal.screen();
+    drop(terminal);
     assert!(!screen.contains("alice passphrase"), "no echo: {screen}");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(shell.config())
@@ -639,19 +663,12 @@ async fn the_terminal_client_sends_a_password_or_token_only_to_the_portal_it_was
         shell.home.path().display(),
         lanes_bin().display(),
     );
-    tmux(
-        &socket,
-        &["new-session", "-d", "-x", "200", "-y", "20", &line],
-    );
-    let pane = || tmux(&socket, &["capture-pane", "-p"]);
+    let terminal = Terminal::start(socket, 200, &line);
     // The portal is asked whether it answers before anyone types a password: the redirect
     // ends the login there.
-    let screen = wait_until(Duration::from_secs(10), "the login ends", || async {
-        let screen = pane();
-        screen.contains("exit=").then_some(screen)
-    })
-    .await;
-    tmux(&socket, &["kill-server"]);
+    terminal.shows("exit=").await;
+    let screen = terminal.screen();
+    drop(terminal);
     assert!(
         screen.contains("exit=1") || screen.contains("exit=2"),
         "{screen}"
@@ -682,27 +699,16 @@ async fn user_add_on_a_terminal_asks_twice_without_echo() {
         lanes_bin().display(),
         data.display()
     );
-    tmux(
-        &socket,
-        &["new-session", "-d", "-x", "200", "-y", "20", &line],
-    );
-    let pane = || tmux(&socket, &["capture-pane", "-p"]);
-    let prompt = |what: &'static str| {
-        let pane = &pane;
-        async move {
-            wait_until(Duration::from_secs(10), what, || async move {
-                pane().contains(what).then_some(())
-            })
-            .await
-        }
-    };
-    prompt("New password for ada (at least 10 characters):").await;
-    tmux(&socket, &["send-keys", "the first passphrase", "Enter"]);
-    prompt("The same again:").await;
-    tmux(&socket, &["send-keys", "the first passphrase", "Enter"]);
-    prompt("created admin \"ada\"").await;
-    let screen = pane();
-    tmux(&socket, &["kill-server"]);
+    let terminal = Terminal::start(socket, 200, &line);
+    terminal
+        .shows("New password for ada (at least 10 characters):")
+        .await;
+    terminal.type_line("the first passphrase");
+    terminal.shows("The same again:").await;
+    terminal.type_line("the first passphrase");
+    terminal.shows("created admin \"ada\"").await;
+    let screen = terminal.screen();
+    drop(terminal);
     assert!(!screen.contains("first passphrase"), "no echo: {screen}");
     assert!(
         screen.contains("ada has no Unix account, so their jobs cannot start"),
@@ -711,19 +717,8 @@ async fn user_add_on_a_terminal_asks_twice_without_echo() {
 }
 
 fn user(args: &[&str], data: &Path, stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = std::process::Command::new(lanes_bin())
-        .arg("user")
-        .args(args)
-        .args(["--data-dir", data.to_str().unwrap()])
-        .env_remove("LANES_DATABASE_URL")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("lanes runs");
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    child.wait_with_output().unwrap()
+    let data = data.to_str().unwrap();
+    lanes_tests::lanes_with_input(&[&["user"], args, &["--data-dir", data]].concat(), stdin)
 }
 
 /// An operator's account chores without a server: list, a forgotten password, disable and

@@ -107,6 +107,10 @@ pub fn TimeSeriesChart(
     format: Option<fn(f64) -> String>,
 ) -> impl IntoView {
     let write = format.unwrap_or(round);
+    // Drawn in the browser only: the page carries the points once (in its data), not a second
+    // time as server-drawn paths (64 cards once made a 6.2 MB page of both).
+    let drawn = RwSignal::new(false);
+    Effect::new(move |_| drawn.set(true));
     let path = Memo::new(move |_| {
         points.with(|pts| {
             let end = pts.last().map_or(0, |p| p.0);
@@ -143,8 +147,8 @@ pub fn TimeSeriesChart(
                 aria-label=described
             >
                 <line class="grid" x1="0" x2=WIDTH y1=HEIGHT / 2.0 y2=HEIGHT / 2.0></line>
-                <path class="area" d=move || path.with(|p| p.area.clone())></path>
-                <path class="line" d=move || path.with(|p| p.line.clone())></path>
+                <path class="area" d=move || if drawn.get() { path.with(|p| p.area.clone()) } else { String::new() }></path>
+                <path class="line" d=move || if drawn.get() { path.with(|p| p.line.clone()) } else { String::new() }></path>
             </svg>
         </figure>
     }

@@ -26,6 +26,7 @@ pub enum AdminSection {
     Groups,
     Quotas,
     Policy,
+    Queue,
     Notifications,
     Violations,
     Audit,
@@ -33,11 +34,12 @@ pub enum AdminSection {
 
 impl AdminSection {
     /// In the side navigation's order; `/admin` alone opens the first.
-    pub const ALL: [AdminSection; 7] = [
+    pub const ALL: [AdminSection; 8] = [
         AdminSection::Users,
         AdminSection::Groups,
         AdminSection::Quotas,
         AdminSection::Policy,
+        AdminSection::Queue,
         AdminSection::Notifications,
         AdminSection::Violations,
         AdminSection::Audit,
@@ -50,6 +52,7 @@ impl AdminSection {
             AdminSection::Groups => "groups",
             AdminSection::Quotas => "quotas",
             AdminSection::Policy => "policy",
+            AdminSection::Queue => "queue",
             AdminSection::Notifications => "notifications",
             AdminSection::Violations => "violations",
             AdminSection::Audit => "audit",
@@ -67,6 +70,7 @@ impl AdminSection {
             AdminSection::Groups => tr!(admin_section.groups),
             AdminSection::Quotas => tr!(admin_section.quotas),
             AdminSection::Policy => tr!(admin_section.policy),
+            AdminSection::Queue => tr!(admin_section.queue),
             AdminSection::Notifications => tr!(admin_section.notifications),
             AdminSection::Violations => tr!(admin_section.violations),
             AdminSection::Audit => tr!(admin_section.audit),
@@ -79,9 +83,13 @@ impl AdminSection {
         use crate::pages::{enforcement, notifications, quotas};
         match self {
             AdminSection::Users => vec![USERS.into()],
-            AdminSection::Groups => vec![GROUPS.into()],
+            AdminSection::Groups => vec![GROUPS.into(), USERS.into()],
             AdminSection::Quotas => vec![quotas::QUOTAS.into(), quotas::QUOTA_USE.into()],
             AdminSection::Policy => vec![SETTINGS.into(), enforcement::POLICY.into()],
+            AdminSection::Queue => vec![
+                crate::pages::queue_admin::SETTINGS.into(),
+                crate::pages::queue_admin::SHARES.into(),
+            ],
             AdminSection::Notifications => {
                 vec![notifications::SETTINGS.into(), notifications::outbox_url()]
             }
@@ -190,6 +198,9 @@ fn Section(name: String) -> impl IntoView {
         AdminSection::Users => view! { <UsersSection /> }.into_any(),
         AdminSection::Groups => view! { <GroupsSection /> }.into_any(),
         AdminSection::Quotas => view! { <crate::pages::quotas::QuotaPanel /> }.into_any(),
+        AdminSection::Queue => {
+            view! { <crate::pages::queue_admin::QueueAdminSection /> }.into_any()
+        }
         AdminSection::Policy => view! {
             <SettingsPanel />
             <crate::pages::enforcement::PolicyPanel />
@@ -247,23 +258,75 @@ fn GroupsSection() -> impl IntoView {
         let request = request.clone();
         async move { rest::call::<api::AddGroup>((), &request).await }
     });
-    let groups = Remote::<Vec<Group>>::new(GROUPS).follows(add_group);
+    // Membership is a user's set of groups: adding or removing one member writes theirs.
+    let set_groups = Write::new(|(id, groups): &(i64, Vec<String>)| {
+        let patch = UserPatch {
+            groups: Some(groups.clone()),
+            ..Default::default()
+        };
+        let id = *id;
+        async move { rest::call::<api::UpdateUser>(id, &patch).await }
+    });
+    let groups = Remote::<Vec<Group>>::new(GROUPS)
+        .follows(add_group)
+        .follows(set_groups);
+    let users = Remote::<Vec<UserView>>::new(USERS).follows(set_groups);
     view! {
         <section class="panel">
             <h3>{tr!(admin.groups)}</h3>
             <CreateGroupForm add_group />
-            {render_remote(groups, tr!(admin.what_groups), |list: &Vec<Group>| {
+            {render_remote(groups, tr!(admin.what_groups), move |list: &Vec<Group>| {
                 if list.is_empty() {
                     return view! { <p class="muted">{tr!(admin.no_groups_yet)}</p> }.into_any();
                 }
+                let everyone = users.ok().unwrap_or_default();
                 let rows = list
                     .iter()
                     .map(|g| {
+                        let group = g.name.clone();
+                        let members = g.members.iter().map(|name| {
+                            let member = everyone.iter().find(|u| &u.user.username == name).cloned();
+                            let group = group.clone();
+                            view! {
+                                <span class="member">
+                                    {name.clone()}
+                                    {member.map(|u| {
+                                        let left: Vec<String> = u.groups.iter().filter(|x| **x != group).cloned().collect();
+                                        let label = tr!(admin.remove_member, name = u.user.username.clone(), group = group.clone());
+                                        view! { <button type="button" class="link" aria-label=label.clone() title=label on:click=move |_| set_groups.run((u.user.id, left.clone()))>"×"</button> }
+                                    })}
+                                </span>
+                            }
+                        }).collect_view();
+                        let outside: Vec<UserView> = everyone.iter().filter(|u| !g.members.contains(&u.user.username)).cloned().collect();
+                        let pick = NodeRef::<leptos::html::Select>::new();
+                        let add = {
+                            let (group, outside) = (group.clone(), outside.clone());
+                            move |ev: leptos::ev::SubmitEvent| {
+                                ev.prevent_default();
+                                let chosen = pick.get_untracked().map(|s| s.value()).unwrap_or_default();
+                                if let Some(u) = outside.iter().find(|u| u.user.username == chosen) {
+                                    let mut more = u.groups.clone();
+                                    more.push(group.clone());
+                                    set_groups.run((u.user.id, more));
+                                }
+                            }
+                        };
                         view! {
-                            <tr>
+                            <tr data-group=group.clone()>
                                 <td>{g.name.clone()}</td>
                                 <td>{g.description.clone()}</td>
-                                <td>{g.members.join(", ")}</td>
+                                <td>
+                                    {members}
+                                    {(!outside.is_empty()).then(|| view! {
+                                        <form class="inline" on:submit=add>
+                                            <select node_ref=pick name="member" aria-label=tr!(admin.add_member_to, group = group.clone())>
+                                                {outside.iter().map(|u| view! { <option value=u.user.username.clone()>{u.user.username.clone()}</option> }).collect_view()}
+                                            </select>
+                                            <button type="submit" class="secondary">{tr!(admin.add_member)}</button>
+                                        </form>
+                                    })}
+                                </td>
                             </tr>
                         }
                     })
@@ -276,6 +339,7 @@ fn GroupsSection() -> impl IntoView {
                 }
                     .into_any()
             })}
+            {set_groups.error_view()}
         </section>
     }
     .into_any()

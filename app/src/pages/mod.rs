@@ -11,6 +11,7 @@ pub mod login;
 pub mod not_found;
 pub mod notifications;
 pub mod queue;
+pub mod queue_admin;
 pub mod quotas;
 
 /// The API answers the page at `path` reads as it opens, for the server to ask for before it
