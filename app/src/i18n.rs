@@ -74,19 +74,19 @@ pub fn role_name(role: lanes_types::account::Role) -> &'static str {
     }
 }
 
-/// A job's state as people read it (the API's names are `JobState::as_str`).
-pub fn job_state(state: lanes_types::job::JobState) -> &'static str {
-    use lanes_types::job::JobState;
-    match state {
-        JobState::Pending => tr!(job_state.pending),
-        JobState::Queued => tr!(job_state.queued),
-        JobState::Running => tr!(job_state.running),
-        JobState::Exited => tr!(job_state.exited),
-        JobState::Killed => tr!(job_state.killed),
-        JobState::Cancelled => tr!(job_state.cancelled),
-        JobState::Failed => tr!(job_state.failed),
-        JobState::Lost => tr!(job_state.lost),
-        JobState::TimedOut => tr!(job_state.timed_out),
+/// How a job stands, in the same words on every page (`completed`, `failed`, …).
+pub fn job_standing(standing: lanes_types::job::Standing) -> &'static str {
+    use lanes_types::job::Standing;
+    match standing {
+        Standing::Pending => tr!(job_state.pending),
+        Standing::Queued => tr!(job_state.queued),
+        Standing::Running => tr!(job_state.running),
+        Standing::Completed => tr!(queue_state.completed),
+        Standing::Failed => tr!(job_state.failed),
+        Standing::Killed => tr!(job_state.killed),
+        Standing::Cancelled => tr!(job_state.cancelled),
+        Standing::Lost => tr!(job_state.lost),
+        Standing::TimedOut => tr!(job_state.timed_out),
     }
 }
 

@@ -85,8 +85,14 @@ pub fn changes(area: lanes_types::Area) -> RwSignal<u64> {
         *cell.get_or_init(|| {
             // Owned by a root of their own, kept for the life of the page (not by the page that
             // asked first, whose signals go when the viewer moves to another page).
+            // (`new_root` makes itself the current owner: the page's is put back after, or the
+            // rest of the page would be built outside its router.)
+            let page = Owner::current();
             let owner = Owner::new_root(None);
             let counters = owner.with(|| [RwSignal::new(0), RwSignal::new(0), RwSignal::new(0)]);
+            if let Some(page) = page {
+                page.set();
+            }
             std::mem::forget(owner);
             let on_text = move |text: String| {
                 if let Ok(TelemetryMessage::Changed { areas }) = serde_json::from_str(&text) {

@@ -203,7 +203,7 @@ fn ending(job: &Job) -> Option<String> {
     Some(format!(
         "{style}lanes: job {} {}{status}{why}{style:#}",
         job.id,
-        job.state.as_str()
+        job.standing().as_str()
     ))
 }
 
@@ -330,7 +330,7 @@ pub async fn list(args: JobsArgs) -> Result<()> {
         table.row(vec![
             cell(job.id.to_string()).right(),
             cell(&job.username),
-            cell(job.state.as_str()).styled(style),
+            cell(job.standing().as_str()).styled(style),
             cell(match (job.queue, job.booking_id) {
                 (Some(q), _) => format!("queue · {}", lanes_types::units::cards(q.gpus)),
                 (None, Some(b)) => format!("booking #{b}"),
@@ -384,7 +384,7 @@ pub async fn cancel(args: crate::bookings::IdArgs) -> Result<()> {
     report(
         &args.common,
         &job,
-        &format!("Job {} {}", job.id, job.state.as_str()),
+        &format!("Job {} {}", job.id, job.standing().as_str()),
     );
     Ok(())
 }

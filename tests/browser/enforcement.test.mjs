@@ -44,7 +44,7 @@ test('a job runs from the Jobs page and its output arrives live until it is over
   await page.getByText('the job is over').waitFor();
   row = page.locator('[data-testid=jobs] tbody tr').first();
   await page.locator('[data-testid=refresh-jobs]').click();
-  await row.filter({ hasText: 'exited (exit 0)' }).waitFor();
+  await row.filter({ hasText: 'completed (exit 0)' }).waitFor();
 });
 
 test('the dashboard shows the unbooked process in red', async () => {

@@ -125,7 +125,7 @@ test('the jobs list follows a queue job from waiting to its end without a reload
   // No Refresh click: the row appears, then says how it ended, from the server's events.
   const row = page.locator('[data-testid=jobs] tr', { hasText: 'followed job' });
   await row.waitFor();
-  await row.locator('td.state', { hasText: 'exited' }).waitFor({ timeout: 20_000 });
+  await row.locator('td.state', { hasText: 'completed' }).waitFor({ timeout: 20_000 });
 });
 
 test('the dashboard charts temperature live and a card opens into its last 24 hours', async () => {
@@ -176,7 +176,8 @@ test('on a phone the calendar opens at now, a finger\'s drag books, and tables r
     const cells = [...document.querySelectorAll('.cal-row:not(.cal-head)')[1].querySelectorAll('.cal-cell')];
     const next = cells.findIndex((c) => c.getBoundingClientRect().left > now + 2);
     if (next < 0 || next + 2 >= cells.length) return null;
-    cells[next + 2].scrollIntoView({ inline: 'nearest', block: 'nearest' });
+    // Centred: beside the card names that stay in view, not under them.
+    cells[next + 1].scrollIntoView({ inline: 'center', block: 'nearest' });
     return [next + 1, next + 2].map((i) => {
       const r = cells[i].getBoundingClientRect();
       return { x: r.left + r.width / 2, y: r.top + r.height / 2 };

@@ -98,5 +98,5 @@ test('it ends as completed and the fair-share table lists its owner', async () =
 });
 
 test('no errors in the pages but the provoked one', async () => {
-  assertOnlyProvokedErrors(failures, [422], 1);
+  assertOnlyProvokedErrors(failures, [422], 2);
 });

@@ -476,7 +476,13 @@ async fn bookings_from_the_shell_book_find_extend_release_and_cancel() {
     );
     let mut gone = shell.command(&["bookings"]);
     gone.env("LANES_URL", "http://127.0.0.1:9");
-    assert_eq!(gone.output().await.unwrap().status.code(), Some(3));
+    let out = gone.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    // One sentence, not three layers of library text.
+    assert_eq!(
+        stderr(&out).trim(),
+        "lanes: error: nothing answers at http://127.0.0.1:9 (connection refused): is `lanes serve` running there, and on that port?"
+    );
     app.stop().await;
 }
 
@@ -558,9 +564,28 @@ async fn a_submitted_job_followed_from_the_shell_exits_with_the_jobs_status() {
     let done: Vec<lanes_types::job::Job> = shell.json(&["jobs"]).await;
     let log = shell.ok(&["logs", &done[0].id.to_string()]).await;
     assert_eq!(log, "from the job\n");
+    // A job that cannot start says why where its owner looks: at the end of --follow, and
+    // under `lanes logs` (it once ended "job N failed" with nothing else).
+    let out = shell
+        .lanes(&[
+            "submit",
+            "--booking",
+            &booking.id.to_string(),
+            "--follow",
+            "--",
+            "no-such-program-lanes",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("failed: no-such-program-lanes: not found on the PATH"),
+        "{}",
+        stderr(&out)
+    );
     let jobs = shell.ok(&["jobs"]).await;
     assert!(
-        jobs.contains("exited") && jobs.contains("echo from the job"),
+        // Status 4: failed, as the queue and the pages say it.
+        jobs.contains("failed") && jobs.contains("echo from the job"),
         "{jobs}"
     );
     // A queue job: queued, listed, cancelled.

@@ -108,7 +108,54 @@ pub struct Job {
     pub queue: Option<QueueRequest>,
 }
 
+/// How a job stands, in the words people read everywhere (pages, `lanes jobs`, `lanes queue`,
+/// messages): the wire state, except that a job that ended by itself is `completed` with
+/// status 0 and `failed` otherwise, as the queue has always said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    Pending,
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Killed,
+    Cancelled,
+    Lost,
+    TimedOut,
+}
+
+impl Standing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Pending => "pending",
+            Standing::Queued => "queued",
+            Standing::Running => "running",
+            Standing::Completed => "completed",
+            Standing::Failed => "failed",
+            Standing::Killed => "killed",
+            Standing::Cancelled => "cancelled",
+            Standing::Lost => "lost",
+            Standing::TimedOut => "timed out",
+        }
+    }
+}
+
 impl Job {
+    /// How it stands, as people read it.
+    pub fn standing(&self) -> Standing {
+        match self.state {
+            JobState::Pending => Standing::Pending,
+            JobState::Queued => Standing::Queued,
+            JobState::Running => Standing::Running,
+            JobState::Exited if self.exit_code == Some(0) => Standing::Completed,
+            JobState::Exited | JobState::Failed => Standing::Failed,
+            JobState::Killed => Standing::Killed,
+            JobState::Cancelled => Standing::Cancelled,
+            JobState::Lost => Standing::Lost,
+            JobState::TimedOut => Standing::TimedOut,
+        }
+    }
+
     /// What to call it: its name, or its command when it has none.
     pub fn title(&self) -> String {
         if self.name.is_empty() {

@@ -189,7 +189,7 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
                 (None, _) => tr!(jobs.queue).into(),
             }}</td>
             <td class=format!("state {}", job.state.as_str()) title=job.message.clone()>
-                {format!("{}{how}", crate::i18n::job_state(job.state))}
+                {format!("{}{how}", crate::i18n::job_standing(job.standing()))}
                 {(!job.message.is_empty()).then(|| view! { <br /><small class="muted">{job.message.clone()}</small> })}
             </td>
             <td>{job.started_at.map(date_time).unwrap_or_default()}</td>
