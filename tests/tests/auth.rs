@@ -115,8 +115,10 @@ async fn a_login_for_an_unknown_user_costs_as_much_as_for_a_known_one() {
     }
     let (k, u) = (median(&mut known), median(&mut unknown));
     let ratio = u.as_secs_f64() / k.as_secs_f64();
-    // Both verify one argon2id hash; without the dummy check the unknown user would be ~100× faster.
-    assert!((0.5..2.0).contains(&ratio), "known {k:?}, unknown {u:?}");
+    // Both verify one argon2id hash; without the dummy check the unknown user would be ~100×
+    // faster. The band is wide because both suites share two cores in CI (a 2.2 was seen
+    // there with the check in place): it still fails at any ratio a skipped hash gives.
+    assert!((0.25..4.0).contains(&ratio), "known {k:?}, unknown {u:?}");
     app.stop().await;
 }
 

@@ -102,7 +102,8 @@ async fn send(sink: &mut SplitSink<WebSocket, Message>, msg: Message) -> bool {
 
 async fn serve(socket: WebSocket, state: AppState, viewer: Viewer, only_changes: bool) {
     let (mut sink, mut stream) = socket.split();
-    let mut ticks = state.hub.subscribe(viewer);
+    // A changes channel takes no ticks: a receiver it never read would pin the last frames.
+    let mut ticks = (!only_changes).then(|| state.hub.subscribe(viewer));
     // Which lists changed goes to logged-in viewers who asked for it alone (`?only=changes`):
     // the fleet's channel stays what its clients read.
     let mut changes =
@@ -124,7 +125,12 @@ async fn serve(socket: WebSocket, state: AppState, viewer: Viewer, only_changes:
                     return;
                 }
             }
-            tick = ticks.recv(), if !only_changes => match tick {
+            tick = async {
+                match ticks.as_mut() {
+                    Some(ticks) => ticks.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match tick {
                 Ok(frame) => {
                     if !send(&mut sink, Message::Text(frame)).await {
                         // Too slow or gone: drop it without a close handshake.
