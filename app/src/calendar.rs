@@ -18,6 +18,8 @@ pub struct View {
 pub enum Span {
     Day,
     Week,
+    /// The 24 hours from now's hour: late in the evening a day view has one bookable column.
+    Next24,
 }
 
 impl View {
@@ -26,7 +28,7 @@ impl View {
     pub fn of(span: Span, date: NaiveDate, offset: FixedOffset) -> Self {
         use chrono::Datelike;
         let first = match span {
-            Span::Day => date,
+            Span::Day | Span::Next24 => date,
             Span::Week => date - Duration::days(date.weekday().num_days_from_monday() as i64),
         };
         let midnight = offset
@@ -35,7 +37,7 @@ impl View {
             .map(|t| t.with_timezone(&Utc))
             .unwrap_or_default();
         match span {
-            Span::Day => View {
+            Span::Day | Span::Next24 => View {
                 start: midnight,
                 cell: Duration::hours(1),
                 cells: 24,
@@ -45,6 +47,20 @@ impl View {
                 cell: Duration::hours(3),
                 cells: 56,
             },
+        }
+    }
+
+    /// The 24 one-hour cells from the start of the viewer's hour holding `now`.
+    pub fn next_24_hours(now: DateTime<Utc>, offset: FixedOffset) -> Self {
+        use chrono::Timelike;
+        let local = now.with_timezone(&offset);
+        let hour = local
+            - Duration::seconds(i64::from(local.minute() * 60 + local.second()))
+            - Duration::nanoseconds(i64::from(local.nanosecond()));
+        View {
+            start: hour.with_timezone(&Utc),
+            cell: Duration::hours(1),
+            cells: 24,
         }
     }
 
@@ -162,6 +178,16 @@ mod tests {
         assert_eq!(week.start, utc("2026-11-29T23:00:00Z"));
         assert_eq!(week.end(), utc("2026-12-06T23:00:00Z"));
         assert_eq!(week.cells, 56);
+    }
+
+    #[test]
+    fn the_next_24_hours_start_at_the_viewers_hour() {
+        // India's half-hour offset: the view starts at the viewer's hour, not UTC's.
+        let kolkata = FixedOffset::east_opt(5 * 3600 + 1800).unwrap();
+        let at = utc("2026-12-03T16:10:42Z"); // 21:40:42 in Kolkata
+        let next = View::next_24_hours(at, kolkata);
+        assert_eq!(next.start, utc("2026-12-03T15:30:00Z"));
+        assert_eq!((next.cells, next.end()), (24, utc("2026-12-04T15:30:00Z")));
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub fn job_standing(standing: lanes_types::job::Standing) -> &'static str {
         Standing::Pending => tr!(job_state.pending),
         Standing::Queued => tr!(job_state.queued),
         Standing::Running => tr!(job_state.running),
-        Standing::Completed => tr!(queue_state.completed),
+        Standing::Completed => tr!(job_state.completed),
         Standing::Failed => tr!(job_state.failed),
         Standing::Killed => tr!(job_state.killed),
         Standing::Cancelled => tr!(job_state.cancelled),
@@ -90,17 +90,17 @@ pub fn job_standing(standing: lanes_types::job::Standing) -> &'static str {
     }
 }
 
-/// A queue job's state as people read it.
+/// A queue job's state as people read it: the same words as the job's own standing.
 pub fn queue_state(state: lanes_types::queue::QueueState) -> &'static str {
-    use lanes_types::queue::QueueState;
-    match state {
-        QueueState::Pending => tr!(queue_state.pending),
-        QueueState::Running => tr!(queue_state.running),
-        QueueState::Completed => tr!(queue_state.completed),
-        QueueState::Failed => tr!(queue_state.failed),
-        QueueState::Cancelled => tr!(queue_state.cancelled),
-        QueueState::TimedOut => tr!(queue_state.timed_out),
-    }
+    use lanes_types::{job::Standing, queue::QueueState};
+    job_standing(match state {
+        QueueState::Pending => Standing::Pending,
+        QueueState::Running => Standing::Running,
+        QueueState::Completed => Standing::Completed,
+        QueueState::Failed => Standing::Failed,
+        QueueState::Cancelled => Standing::Cancelled,
+        QueueState::TimedOut => Standing::TimedOut,
+    })
 }
 
 /// Why a queued job waits, in the page's language.
@@ -286,7 +286,7 @@ mod tests {
     /// Lower-case words that stay as they are in Chinese text: commands, file names, units.
     const ALLOWED: &[&str] = &[
         "lanes", "nvidia", "json", "python", "cuda", "smtp", "unix", "root", "venv", "conda",
-        "shell", "dcgm", "vision",
+        "shell", "dcgm", "vision", "adduser",
     ];
 
     #[test]

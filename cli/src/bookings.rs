@@ -260,8 +260,10 @@ fn others_on(booking: &Booking, inventory: &[GpuState]) -> Vec<String> {
             let others: Vec<String> = gpu
                 .processes
                 .iter()
-                .filter(|p| !p.simulated && p.lane != Some(lanes_types::ProcessLane::Booked))
-                .filter(|p| p.lane.is_none_or(|l| !matches!(l, lanes_types::ProcessLane::Job { .. })))
+                .filter(|p| {
+                    use lanes_types::ProcessLane::{Booked, Job};
+                    !p.simulated && !matches!(p.lane, Some(Booked | Job { .. }))
+                })
                 .map(|p| {
                     format!(
                         "{} (pid {}, {})",

@@ -155,16 +155,16 @@ pub async fn history(args: HistoryArgs) -> Result<()> {
         let avg = if points.is_empty() {
             "-".to_string()
         } else {
-            format!(
-                "{:.0}",
-                points.iter().map(|p| p.avg).sum::<f64>() / points.len() as f64
+            reading(
+                &answer.metric,
+                points.iter().map(|p| p.avg).sum::<f64>() / points.len() as f64,
             )
         };
         let max = points
             .iter()
             .map(|p| p.max)
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-            .map_or("-".to_string(), |m| format!("{m:.0}"));
+            .map_or("-".to_string(), |m| reading(&answer.metric, m));
         table.row(vec![
             cell(format!("GPU {} · {}", card.info.index, card.info.node)),
             cell(sparkline(&values, slots, top)),
@@ -178,6 +178,19 @@ pub async fn history(args: HistoryArgs) -> Result<()> {
     }
     output::print(&text);
     Ok(())
+}
+
+/// A reading in its metric's unit as people read it: memory in GiB (the API gives bytes),
+/// power in watts, the rest in their own units.
+fn reading(metric: &str, value: f64) -> String {
+    match metric {
+        "utilization" => format!("{value:.0}%"),
+        "memory" => format!("{} GiB", output::gib(value.max(0.0) as u64)),
+        "temperature" => format!("{value:.0} °C"),
+        "power" => format!("{value:.0} W"),
+        "sm_clock" => format!("{value:.0} MHz"),
+        _ => format!("{value:.0}"),
+    }
 }
 
 pub async fn report(args: ReportArgs) -> Result<()> {
@@ -228,10 +241,10 @@ pub async fn report(args: ReportArgs) -> Result<()> {
             };
             table.row(vec![
                 cell(&row.name),
-                cell(format!("{:.1}", row.gpu_hours_booked)).right(),
-                cell(format!("{:.1}", row.gpu_hours_used)).right(),
+                cell(lanes_types::units::hours(row.gpu_hours_booked)).right(),
+                cell(lanes_types::units::hours(row.gpu_hours_used)).right(),
                 cell(share).right(),
-                cell(format!("{:.1}", row.idle_booked_hours)).right(),
+                cell(lanes_types::units::hours(row.idle_booked_hours)).right(),
                 cell(row.jobs.to_string()).right(),
                 cell(row.violations.to_string()).right(),
                 cell(match (row.cost, row.co2e_kg) {
@@ -275,5 +288,12 @@ mod tests {
         assert_eq!(sparkline(&values, 4, 100.0), "▁▅ █");
         // Narrower than the data: each character is the mean of its share.
         assert_eq!(sparkline(&[Some(0.0), Some(100.0)], 1, 100.0), "▅");
+    }
+
+    #[test]
+    fn readings_carry_their_unit_and_memory_is_never_raw_bytes() {
+        assert_eq!(reading("memory", 12.5 * (1u64 << 30) as f64), "12.5 GiB");
+        assert_eq!(reading("utilization", 87.4), "87%");
+        assert_eq!(reading("power", 301.2), "301 W");
     }
 }

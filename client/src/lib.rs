@@ -348,6 +348,14 @@ impl Client {
         self.call::<api::SetLanguage>((), choice).await
     }
 
+    /// `PUT /api/v1/me/email`: a new address is used once the link sent to it is opened.
+    pub async fn change_email(
+        &self,
+        change: &lanes_types::account::EmailChange,
+    ) -> Result<lanes_types::account::EmailChangeAnswer> {
+        self.call::<api::ChangeEmail>((), change).await
+    }
+
     /// `GET /api/v1/tokens`.
     pub async fn tokens(&self) -> Result<Vec<ApiToken>> {
         self.call::<api::Tokens>((), &()).await

@@ -58,10 +58,12 @@ pub enum AuditAction {
     NotifyTest,
     /// A member chose the interface's language.
     UserLanguage,
+    /// A member asked for a new address (a link went to it), confirmed it, or removed theirs.
+    UserEmail,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 38] = [
+    pub const ALL: [AuditAction; 39] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -100,6 +102,7 @@ impl AuditAction {
         AuditAction::NotifyPrefs,
         AuditAction::NotifyTest,
         AuditAction::UserLanguage,
+        AuditAction::UserEmail,
     ];
 
     /// The dotted code the log stores and shows.
@@ -143,6 +146,7 @@ impl AuditAction {
             AuditAction::NotifyPrefs => "notify.prefs",
             AuditAction::NotifyTest => "notify.test",
             AuditAction::UserLanguage => "user.language",
+            AuditAction::UserEmail => "user.email",
         }
     }
 }

@@ -23,9 +23,16 @@ const { url, browser, failures } = await scenario({
 const SECTIONS = ['users', 'groups', 'quotas', 'policy', 'queue', 'notifications', 'violations', 'audit'];
 let context, page, newest;
 
-/** "2026-12-02 22:40": `iso` in UTC+8, as the audit log writes it. */
-const inShanghai = (iso) => new Date(Date.parse(iso) + 8 * 3600e3).toISOString().slice(0, 16).replace('T', ' ');
-const inUtc = (iso) => new Date(Date.parse(iso)).toISOString().slice(0, 16).replace('T', ' ');
+/** "Wed 2 Dec 22:40": `iso` shifted by `hours`, as every page writes a moment (this year's). */
+const written = (iso, hours) => {
+  const t = new Date(Date.parse(iso) + hours * 3600e3);
+  const pad = (n) => String(n).padStart(2, '0');
+  const weekday = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][t.getUTCDay()];
+  const month = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'][t.getUTCMonth()];
+  return `${weekday} ${t.getUTCDate()} ${month} ${pad(t.getUTCHours())}:${pad(t.getUTCMinutes())}`;
+};
+const inShanghai = (iso) => written(iso, 8);
+const inUtc = (iso) => written(iso, 0);
 
 function watch(p) {
   p.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
@@ -141,6 +148,30 @@ test('the queue policy, limits and shares are set on their own page', async () =
   await shares.locator('button[type=submit]').click();
   await shares.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
   assert.deepEqual((await (await page.request.get(url + '/api/v1/shares')).json()).groups, { vision: 2 });
+});
+
+test('the settings panel saves as every admin panel does: with its button, then "Saved."', async () => {
+  await openLive(page, url + '/admin/policy');
+  const form = page.locator('[data-testid=portal-settings]');
+  const before = await (await page.request.get(url + '/api/v1/settings')).json();
+  // A change alone saves nothing (it once saved on every change, unlike its neighbours).
+  await form.locator('input[name=booking_horizon_days]').fill(String(before.booking_horizon_days + 1));
+  await form.locator('input[name=anonymous_dashboard]').setChecked(!before.anonymous_dashboard);
+  await page.waitForTimeout(300);
+  assert.deepEqual(await (await page.request.get(url + '/api/v1/settings')).json(), before);
+  // A wrong value is said beside the form, and nothing is saved.
+  await form.locator('input[name=energy_price_per_kwh]').fill('');
+  await form.locator('input[name=booking_horizon_days]').fill('');
+  await form.locator('button[type=submit]').click();
+  await page.getByRole('alert').filter({ hasText: 'whole number of days' }).waitFor();
+  await form.locator('input[name=booking_horizon_days]').fill(String(before.booking_horizon_days + 1));
+  await form.locator('button[type=submit]').click();
+  await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  const after = await (await page.request.get(url + '/api/v1/settings')).json();
+  assert.equal(after.booking_horizon_days, before.booking_horizon_days + 1);
+  assert.equal(after.anonymous_dashboard, !before.anonymous_dashboard);
+  // Put it back for the sections that follow.
+  assert.equal((await page.request.put(url + '/api/v1/settings', { data: before })).status(), 200);
 });
 
 test('many browsers opening every section at once all get whole pages', async () => {

@@ -83,6 +83,14 @@ test('the week view shows it too', async () => {
   await page.getByRole('heading', { name: /^Week of / }).waitFor();
   await bars.nth(1).waitFor();
   assert.equal(await page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').first().locator('.cal-cell').count(), 56);
+  // Late in the evening a day has one bookable column left: the next 24 hours from now's
+  // hour, with tomorrow's booking in them once they reach it.
+  await page.getByTestId('next-24').click();
+  await page.getByRole('heading', { name: /^Next 24 hours: / }).waitFor();
+  const hours = page.locator('[data-testid=calendar] .cal-row:not(.cal-head)').first().locator('.cal-cell');
+  assert.equal(await hours.count(), 24);
+  assert.equal(await hours.first().getAttribute('class').then((c) => / past/.test(c)), false, 'the first hour is now\'s');
+  assert.equal(await page.locator('.cal-cell[tabindex="0"][data-cell="0"]').count(), 1, 'the cursor at now');
   await page.click('button:text("Day")');
 });
 

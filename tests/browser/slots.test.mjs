@@ -96,6 +96,16 @@ test('"any N" books cards Lanes picks, from now', async () => {
   const booked = await mine();
   assert.equal(booked.length, 3);
   assert.ok(booked.some((b) => b.state === 'active' && b.gpus.length === 1));
+  // All four now cannot be had (one is taken for 30 minutes): the refusal comes with the
+  // earliest windows "Find" would find, each a click from booked.
+  await panel.locator('input[name=slot-gpus]').fill('4');
+  await panel.locator('button', { hasText: 'Book any' }).click();
+  await panel.locator('[role=alert]').waitFor();
+  const offered = page.locator('[data-testid=slots] tbody tr');
+  await offered.first().waitFor();
+  assert.match(await offered.first().textContent(), /GPU 0, GPU 1, GPU 2, GPU 3/);
+  assert.equal((await mine()).length, 3, 'nothing booked by the refusal');
+  await panel.locator('input[name=slot-gpus]').fill('1');
   // A malformed duration is said in the form, with nothing sent.
   await panel.locator('input[name=slot-duration]').fill('soon');
   await panel.locator('button', { hasText: 'Find' }).click();

@@ -67,6 +67,16 @@ async fn an_admin_creates_a_user_who_can_then_log_in() {
         ("bob", Role::User)
     );
     assert_eq!(login(&app, "bob", "bobs passphrase").await, Ok(()));
+    // This host runs the jobs and has no account bob: accepted, and said until it exists.
+    assert_eq!(bob.unix_account_found, Some(false));
+    let nobody = admin
+        .create_user(&CreateUser {
+            unix_user: Some("nobody".into()),
+            ..new_user("nora", "noras passphrase")
+        })
+        .await
+        .expect("the admin creates nora");
+    assert_eq!(nobody.unix_account_found, Some(true));
 
     let again = admin.create_user(&new_user("bob", "bobs passphrase")).await;
     assert_eq!(refused(again), 409);
@@ -89,7 +99,7 @@ async fn an_admin_creates_a_user_who_can_then_log_in() {
         .into_iter()
         .map(|u| u.user.username)
         .collect();
-    assert_eq!(names, ["ada", "bob", "root-admin"]);
+    assert_eq!(names, ["ada", "bob", "nora", "root-admin"]);
     app.stop().await;
 }
 

@@ -330,6 +330,7 @@ async fn a_reminder_comes_at_its_time_and_its_link_works_once() {
                 action: lanes_types::notify::LinkAction::Release,
                 booking_id: Some(booking.id),
                 job_id: None,
+                email: None,
                 expires_at: now - chrono::Duration::seconds(1),
             }],
             now - chrono::Duration::hours(2),
@@ -953,5 +954,79 @@ async fn one_member_can_neither_flood_an_endpoint_nor_stall_everyones_messages()
         2,
         "most requests in flight to one endpoint"
     );
+    app.stop().await;
+}
+
+/// A member adds their own address: nothing goes to it, and it is not theirs, until they open
+/// the link sent to it; the link works once; a malformed address is refused with nothing sent;
+/// removing the address takes effect at once.
+#[tokio::test]
+async fn a_member_adds_their_own_address_and_it_is_used_once_confirmed() {
+    let app = TestApp::spawn(1).await;
+    let (_mail, sink, admin, ada) = mailed(&app).await;
+    let client = ada.client();
+    let bad = client
+        .change_email(&lanes_types::account::EmailChange {
+            email: Some("ada@lab.example\r\nBcc: everyone@lab.example".into()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.status().map(|s| s.as_u16()), Some(422), "{bad:?}");
+    let asked = client
+        .change_email(&lanes_types::account::EmailChange {
+            email: Some("ada.new@lab.example".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        asked.confirm_sent_to.as_deref(),
+        Some("ada.new@lab.example")
+    );
+    // The address in use is still the one the admin gave until the link is opened.
+    assert_eq!(asked.email.as_deref(), Some("ada@lab.example"));
+    assert_eq!(
+        client.me().await.unwrap().email.as_deref(),
+        Some("ada@lab.example")
+    );
+    let raw = sink.wait_for(1, Duration::from_secs(30)).await;
+    let mail = parse(&raw[0]);
+    assert_eq!(mail.to, "ada.new@lab.example");
+    let url = link(&mail, "Confirm this address");
+    let anonymous = reqwest::Client::new();
+    // Opening it only asks (a mail scanner that follows links confirms nothing).
+    let page = anonymous.get(&url).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("ada.new@lab.example"));
+    assert_eq!(
+        client.me().await.unwrap().email.as_deref(),
+        Some("ada@lab.example")
+    );
+    let done = anonymous.post(&url).send().await.unwrap();
+    assert_eq!(done.status(), 200);
+    assert!(done
+        .text()
+        .await
+        .unwrap()
+        .contains("Your messages now go to ada.new@lab.example"));
+    assert_eq!(
+        client.me().await.unwrap().email.as_deref(),
+        Some("ada.new@lab.example")
+    );
+    assert_eq!(anonymous.post(&url).send().await.unwrap().status(), 410);
+    // Audited as hers: the request and the confirmation.
+    let audit = admin.client().audit(&Default::default()).await.unwrap();
+    let hers: Vec<&str> = audit
+        .iter()
+        .filter(|a| a.action == "user.email" && a.actor.as_deref() == Some(MEMBER))
+        .map(|a| a.detail.as_str())
+        .collect();
+    assert_eq!(hers.len(), 2, "{hers:?}");
+    // Removing it needs no link.
+    let removed = client
+        .change_email(&lanes_types::account::EmailChange { email: None })
+        .await
+        .unwrap();
+    assert_eq!((removed.email, removed.confirm_sent_to), (None, None));
+    assert_eq!(client.me().await.unwrap().email, None);
     app.stop().await;
 }

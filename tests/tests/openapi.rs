@@ -136,6 +136,10 @@ async fn call_client(
         ("PUT", "/api/v1/me/language") => {
             client.set_language(&body(json!({"language": "zh"}))).await
         }
+        ("PUT", "/api/v1/me/email") => client
+            .change_email(&body(json!({"email": "a@lab.example"})))
+            .await
+            .map(drop),
         ("GET", "/api/v1/tokens") => client.tokens().await.map(drop),
         ("POST", "/api/v1/tokens") => client
             .create_token(&body(json!({"name": "t"})))

@@ -309,9 +309,12 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
         ..work(1, 60, &["true"])
     };
     let refusals = [
-        (work(0, 60, &["true"]), "gpus must be between 1 and 2"),
-        (work(3, 60, &["true"]), "the pool has 2 cards"),
-        (work(1, 0, &["true"]), "time_limit_s must be between 1"),
+        (work(0, 60, &["true"]), "1 to 2 GPUs: the pool has 2"),
+        (work(3, 60, &["true"]), "the pool has 2"),
+        (
+            work(1, 0, &["true"]),
+            "the time limit must be from 1 second",
+        ),
         (work(1, 99_999_999, &["true"]), "maximum"),
         (work(1, 60, &[]), "argv needs at least the command"),
         (huge_memory, "with that much memory"),

@@ -524,6 +524,11 @@ async fn status_history_and_report_show_the_pool_and_completions_are_printed() {
         history.contains("GPU 0 · testnode") && history.contains("GPU 1 · testnode"),
         "{history}"
     );
+    // Memory in GiB, as nvidia-smi users read it (it once printed raw bytes).
+    let memory = shell
+        .ok(&["history", "--since", "10m", "--metric", "memory"])
+        .await;
+    assert!(memory.contains(" GiB"), "{memory}");
     let report = shell.ok(&["report"]).await;
     assert!(report.contains("alice"), "{report}");
     let csv = shell.ok(&["report", "--csv"]).await;
@@ -547,18 +552,13 @@ async fn a_submitted_job_followed_from_the_shell_exits_with_the_jobs_status() {
     let cookie = app.sign_up(ACCOUNT, Role::User).await;
     let shell = Shell::with_token(&app, &cookie).await;
     let booking: Booking = shell.json(&["book", "--gpus", "1", "--for", "10m"]).await;
-    let out = shell
-        .lanes(&[
-            "submit",
-            "--booking",
-            &booking.id.to_string(),
-            "--follow",
-            "--",
-            "sh",
-            "-c",
-            "echo from the job; exit 4",
-        ])
-        .await;
+    let booking_id = booking.id.to_string();
+    let follow = async |command: &[&str]| {
+        let mut args = vec!["submit", "--booking", &booking_id, "--follow", "--"];
+        args.extend_from_slice(command);
+        shell.lanes(&args).await
+    };
+    let out = follow(&["sh", "-c", "echo from the job; exit 4"]).await;
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("from the job"));
     let done: Vec<lanes_types::job::Job> = shell.json(&["jobs"]).await;
@@ -566,16 +566,7 @@ async fn a_submitted_job_followed_from_the_shell_exits_with_the_jobs_status() {
     assert_eq!(log, "from the job\n");
     // A job that cannot start says why where its owner looks: at the end of --follow, and
     // under `lanes logs` (it once ended "job N failed" with nothing else).
-    let out = shell
-        .lanes(&[
-            "submit",
-            "--booking",
-            &booking.id.to_string(),
-            "--follow",
-            "--",
-            "no-such-program-lanes",
-        ])
-        .await;
+    let out = follow(&["no-such-program-lanes"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("failed: no-such-program-lanes: not found on the PATH"),
@@ -828,4 +819,63 @@ async fn user_list_passwd_disable_and_enable_work_on_the_database() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
     }
+}
+
+/// A member whose terminal speaks Chinese gets the server's refusals whole in Chinese: the
+/// refusals a member provokes most (no such booking or job, someone else's booking, a queue
+/// job too wide or too long, a booking wider than any node). Once they came as "与当前状态冲突：
+/// only 5 GPUs are free …", the code's sentence in Chinese and the detail in English.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chinese_terminal_gets_the_servers_refusals_in_chinese_only() {
+    const ACCOUNT: &str = "lanes-test-cli";
+    ensure_unix_account(ACCOUNT);
+    let app = TestApp::spawn(2).await;
+    let ada = app.sign_up(ACCOUNT, Role::User).await;
+    let bob = app.sign_up("bob", Role::User).await;
+    let shell = Shell::with_token(&app, &ada).await;
+    let bobs = Shell::with_token(&app, &bob).await;
+    let theirs: Booking = bobs.json(&["book", "--gpus", "1", "--for", "1h"]).await;
+    let theirs = theirs.id.to_string();
+    let provoked: [&[&str]; 8] = [
+        &["cancel", "99999"],
+        &["release", &theirs],
+        &["cancel-job", "99999"],
+        &["logs", "99999"],
+        &["submit", "--gpus", "20", "--time", "1h", "--", "true"],
+        &["submit", "--gpus", "1", "--time", "30d", "--", "true"],
+        &["submit", "--booking", &theirs, "--", "true"],
+        &["book", "--gpus", "20", "--for", "1h"],
+    ];
+    for args in provoked {
+        let out = shell
+            .command(args)
+            .env("LANG", "zh_CN.UTF-8")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "lanes {args:?}: {}",
+            stderr(&out)
+        );
+        // "lanes: error: MESSAGE [code: rule]": the code and rule are for scripts, the rest
+        // for people.
+        let said = stderr(&out);
+        let message = said
+            .trim()
+            .strip_prefix("lanes: error: ")
+            .unwrap_or(&said)
+            .rsplit_once(" [")
+            .map_or(said.as_str(), |(message, _)| message)
+            .replace("GPU", "");
+        assert!(
+            message
+                .chars()
+                .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+                && !message.chars().any(|c| c.is_ascii_alphabetic()),
+            "lanes {args:?} in a Chinese terminal: {said}"
+        );
+    }
+    app.stop().await;
 }

@@ -63,6 +63,11 @@ pub struct UserView {
     #[serde(flatten)]
     pub user: User,
     pub groups: Vec<String>,
+    /// Whether the portal's own host has the account's Unix account: `false` warns that jobs
+    /// cannot start there until it exists. Absent where the portal runs no jobs (its nodes may
+    /// have accounts it lacks) or the account has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_account_found: Option<bool>,
 }
 
 /// Body of `POST /api/v1/users`.
@@ -271,4 +276,21 @@ impl PortalSettings {
         }
         Ok(())
     }
+}
+
+/// Body of `PUT /api/v1/me/email`: a member's own address. A new one is used once the member
+/// opens the link sent to it; `null` or empty removes the address at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailChange {
+    pub email: Option<String>,
+}
+
+/// Answer of `PUT /api/v1/me/email`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmailChangeAnswer {
+    /// The address messages go to now.
+    pub email: Option<String>,
+    /// Where a confirmation link was sent (the address in use changes when it is opened).
+    pub confirm_sent_to: Option<String>,
 }

@@ -9,8 +9,9 @@
 //! row to the authorization matrix (`tests/tests/authorization.rs`).
 
 use crate::account::{
-    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, Group, LanguageChoice,
-    LoginRequest, NewToken, PasswordChange, PortalSettings, User, UserPatch, UserView,
+    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, EmailChange, EmailChangeAnswer,
+    Group, LanguageChoice, LoginRequest, NewToken, PasswordChange, PortalSettings, User, UserPatch,
+    UserView,
 };
 use crate::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, GpuRef, MaintenanceBlock,
@@ -253,6 +254,8 @@ endpoints! {
     Me: Get "/api/v1/me" (()) nothing () => json User;
     ChangePassword: Post "/api/v1/me/password" (()) json PasswordChange => empty ();
     SetLanguage: Put "/api/v1/me/language" (()) json LanguageChoice => empty ();
+    /// A member's own e-mail address: a new one is confirmed by a link sent to it; empty removes it.
+    ChangeEmail: Put "/api/v1/me/email" (()) json EmailChange => json EmailChangeAnswer;
     Tokens: Get "/api/v1/tokens" (()) nothing () => json Vec<ApiToken>;
     /// The secret is in the answer, once.
     CreateToken: Post "/api/v1/tokens" (()) json NewToken => json CreatedToken;

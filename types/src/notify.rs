@@ -430,6 +430,8 @@ pub enum LinkAction {
     /// "Still using it": clears the idle mark and starts a new idle window.
     StillUsing,
     CancelJob,
+    /// A member's own new e-mail address, confirmed by opening a link sent to it.
+    ConfirmEmail,
 }
 
 impl LinkAction {
@@ -439,6 +441,7 @@ impl LinkAction {
             LinkAction::Release => "release",
             LinkAction::StillUsing => "still_using",
             LinkAction::CancelJob => "cancel_job",
+            LinkAction::ConfirmEmail => "confirm_email",
         }
     }
 
@@ -448,6 +451,7 @@ impl LinkAction {
             LinkAction::Release,
             LinkAction::StillUsing,
             LinkAction::CancelJob,
+            LinkAction::ConfirmEmail,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)
@@ -460,6 +464,7 @@ impl LinkAction {
             LinkAction::Release => "Release now",
             LinkAction::StillUsing => "Still using it",
             LinkAction::CancelJob => "Cancel the job",
+            LinkAction::ConfirmEmail => "Confirm this address",
         }
     }
 }

@@ -2,7 +2,7 @@
 //! fair shares admins give groups and users.
 
 use super::booking::GpuRef;
-use super::job::{Job, JobState};
+use super::job::Job;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -20,16 +20,17 @@ pub enum QueueState {
 }
 
 impl QueueState {
+    /// The queue's coarser word for a job's standing: a job handed to the runner is running,
+    /// and every unsuccessful end that is not a cancel or a time limit is a failure.
     pub fn of(job: &Job) -> Self {
-        match job.state {
-            JobState::Pending => QueueState::Pending,
-            JobState::Queued | JobState::Running => QueueState::Running,
-            JobState::Exited if job.exit_code == Some(0) => QueueState::Completed,
-            JobState::Cancelled => QueueState::Cancelled,
-            JobState::TimedOut => QueueState::TimedOut,
-            JobState::Exited | JobState::Killed | JobState::Failed | JobState::Lost => {
-                QueueState::Failed
-            }
+        use super::job::Standing as S;
+        match job.standing() {
+            S::Pending => QueueState::Pending,
+            S::Queued | S::Running => QueueState::Running,
+            S::Completed => QueueState::Completed,
+            S::Cancelled => QueueState::Cancelled,
+            S::TimedOut => QueueState::TimedOut,
+            S::Failed | S::Killed | S::Lost => QueueState::Failed,
         }
     }
 

@@ -7,9 +7,14 @@
 /// guess books or limits the wrong length without a word.
 pub fn parse_duration(text: &str) -> Result<chrono::Duration, String> {
     let text = text.trim();
-    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    if text.parse::<u64>().is_ok() {
         return Err(format!(
             "{text:?} has no unit: write {text}m for minutes, {text}h for hours or {text}s for seconds"
+        ));
+    }
+    if text.parse::<f64>().is_ok() {
+        return Err(format!(
+            "{text:?} has no unit, and a duration counts whole units: write 1h30m for an hour and a half, 90m or 45s"
         ));
     }
     let bad = || format!("{text:?} is not a duration (examples: 4h, 90m, 1h30m, 2d)");
@@ -37,6 +42,19 @@ pub fn cards(n: impl Into<u64>) -> String {
     match n.into() {
         1 => "1 card".into(),
         n => format!("{n} cards"),
+    }
+}
+
+/// Hours (GPU-hours, hours on a card) with the precision that keeps small amounts visible
+/// and large ones short, the same in every table: "0.03", "4.25", "12.5", "340".
+pub fn hours(h: f64) -> String {
+    let a = h.abs();
+    if a < 10.0 {
+        format!("{h:.2}")
+    } else if a < 100.0 {
+        format!("{h:.1}")
+    } else {
+        format!("{h:.0}")
     }
 }
 
@@ -82,16 +100,38 @@ mod tests {
         assert_eq!(parse_duration("1h 30m"), Ok(chrono::Duration::minutes(90)));
         assert!(parse_duration("soon").unwrap_err().contains("examples"));
         // A bare number is said back with the units it could mean, never guessed.
-        for bare in ["90", "1.5", " 3600 "] {
+        for bare in ["90", " 3600 "] {
             let refused = parse_duration(bare).unwrap_err();
             assert!(
                 refused.contains("has no unit") && refused.contains(&format!("{}m", bare.trim())),
                 "{refused}"
             );
         }
+        // A fraction is not offered back as "1.5h" (which is no duration either).
+        let refused = parse_duration("1.5").unwrap_err();
+        assert!(
+            refused.contains("1h30m") && !refused.contains("1.5h"),
+            "{refused}"
+        );
+        for nonsense in [".", "", "h"] {
+            let refused = parse_duration(nonsense).unwrap_err();
+            assert!(
+                refused.contains("is not a duration"),
+                "{nonsense:?}: {refused}"
+            );
+        }
         assert_eq!(format_duration(chrono::Duration::minutes(90)), "1h 30m");
         assert_eq!(format_duration(chrono::Duration::hours(51)), "2d 3h");
         assert_eq!(format_duration(chrono::Duration::seconds(12)), "12s");
+    }
+
+    #[test]
+    fn hours_keep_small_amounts_visible_in_every_table() {
+        // A job row's 0.03 GPU-hours once summed to a user row's "0.0".
+        assert_eq!(hours(0.03), "0.03");
+        assert_eq!(hours(4.254), "4.25");
+        assert_eq!(hours(12.54), "12.5");
+        assert_eq!(hours(339.6), "340");
     }
 
     #[test]

@@ -32,12 +32,33 @@ pub fn kwh(k: f64) -> String {
     }
 }
 
-/// A moment to the minute in the viewer's zone ("2026-11-30 01:40"); the top bar names the
-/// zone. On the server (and in tests) that zone is UTC.
+/// A moment to the minute in the viewer's zone, written as every page writes one ("Thu 3 Dec
+/// 10:27", with the year when it is not this year's); the top bar names the zone. On the
+/// server (and in tests) that zone is UTC.
 pub fn date_time(at: chrono::DateTime<chrono::Utc>) -> String {
-    at.with_timezone(&super::clock::offset_at(at))
-        .format("%Y-%m-%d %H:%M")
-        .to_string()
+    use chrono::Datelike;
+    let local = at.with_timezone(&super::clock::offset_at(at));
+    let pattern = if local.year() == chrono::Utc::now().year() {
+        tr!(date.day_month_time)
+    } else {
+        tr!(date.day_month_year_time)
+    };
+    dated(local, pattern)
+}
+
+/// A recorded sentence (an audit entry's detail) with each RFC 3339 moment in it written as
+/// [`date_time`] writes moments, so a page never shows raw UTC beside its own times.
+pub fn moments_in(text: &str) -> String {
+    text.split_inclusive(char::is_whitespace)
+        .map(|word| {
+            let body = word.trim_end_matches(|c: char| c.is_whitespace() || ",;:)".contains(c));
+            let body = body.trim_start_matches('(');
+            match chrono::DateTime::parse_from_rfc3339(body) {
+                Ok(at) => word.replacen(body, &date_time(at.into()), 1),
+                Err(_) => word.to_string(),
+            }
+        })
+        .collect()
 }
 
 /// `t` written with a strftime `pattern` from the translation files, weekday and month names
@@ -55,8 +76,23 @@ mod tests {
     #[test]
     fn moments_are_shown_to_the_minute_in_the_viewers_zone() {
         // Outside a browser the viewer's zone is UTC.
-        let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T01:40:59+01:00").unwrap();
-        assert_eq!(date_time(at.into()), "2026-11-30 00:40");
+        let at = chrono::DateTime::parse_from_rfc3339("2024-11-30T01:40:59+01:00").unwrap();
+        assert_eq!(date_time(at.into()), "Sat 30 Nov 2024 00:40");
+        // This year's moments leave the year out, as the calendar does.
+        let now = chrono::Utc::now();
+        assert_eq!(
+            date_time(now),
+            crate::calendar::long_time(now, chrono::FixedOffset::east_opt(0).unwrap())
+        );
+    }
+
+    #[test]
+    fn recorded_moments_are_written_as_pages_write_them() {
+        assert_eq!(
+            moments_in("2024-11-30T01:40:00+00:00 → 2024-11-30T03:00:00Z: (fans)"),
+            "Sat 30 Nov 2024 01:40 → Sat 30 Nov 2024 03:00: (fans)"
+        );
+        assert_eq!(moments_in("role admin"), "role admin");
     }
 
     #[test]

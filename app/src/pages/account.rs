@@ -8,7 +8,7 @@ use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::components::write::Write;
 use crate::rest;
-use lanes_types::account::{ApiToken, NewToken, PasswordChange, User};
+use lanes_types::account::{ApiToken, EmailChange, NewToken, PasswordChange, User};
 use lanes_types::api::{self, Endpoint};
 use leptos::prelude::*;
 
@@ -39,9 +39,56 @@ fn Profile(user: User) -> impl IntoView {
                 <dt>{tr!(account.jobs_run_as)}</dt>
                 <dd>{user.unix_user.unwrap_or_else(|| tr!(account.no_unix_account).into())}</dd>
                 <dt>{tr!(account.email)}</dt>
-                <dd>{user.email.unwrap_or_else(|| "—".into())}</dd>
+                <dd>{user.email.clone().unwrap_or_else(|| "—".into())}</dd>
             </dl>
+            <EmailForm current=user.email />
         </section>
+    }
+    .into_any()
+}
+
+/// A member's own address: a new one waits for the link sent to it; an empty one removes it.
+#[component]
+fn EmailForm(current: Option<String>) -> impl IntoView {
+    let change_email = Write::new(|change: &EmailChange| {
+        let change = change.clone();
+        async move { rest::call::<api::ChangeEmail>((), &change).await }
+    });
+    let address = NodeRef::new();
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        change_email.run(EmailChange {
+            email: Some(field(address).trim().to_string()),
+        });
+    };
+    let done = move || {
+        change_email
+            .answer()
+            .map(|answer| match answer.confirm_sent_to {
+                Some(address) => tr!(account.email_sent, address),
+                None if answer.email.is_none() => tr!(account.email_removed).to_string(),
+                None => String::new(),
+            })
+    };
+    let open = current.is_none();
+    let summary = if current.is_some() {
+        tr!(account.change_email)
+    } else {
+        tr!(account.add_email)
+    };
+    view! {
+        <details class="email-change" open=open>
+            <summary>{summary}</summary>
+            <form class="inline-form" on:submit=submit data-testid="email-change">
+                <label>
+                    {tr!(account.email_new)}
+                    <input type="email" name="email" autocomplete="email" value=current.unwrap_or_default() node_ref=address />
+                </label>
+                <button type="submit">{tr!(account.email_send_link)}</button>
+            </form>
+            {move || done().filter(|m| !m.is_empty()).map(|m| view! { <p class="notice" role="status">{m}</p> })}
+            {change_email.error_view()}
+        </details>
     }
     .into_any()
 }

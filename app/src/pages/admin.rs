@@ -464,7 +464,7 @@ fn AuditSection() -> impl IntoView {
                                 <td>{a.actor.clone().unwrap_or_else(|| "—".into())}</td>
                                 <td><code>{a.action.clone()}</code></td>
                                 <td>{a.target.clone()}</td>
-                                <td>{a.detail.clone()}</td>
+                                <td lang="en">{crate::components::format::moments_in(&a.detail)}</td>
                                 <td>{a.remote_addr.clone().unwrap_or_default()}</td>
                             </tr>
                         }
@@ -591,7 +591,13 @@ fn UserRow(user: UserView, update_user: Write<(i64, UserPatch), UserView>) -> im
             <td>{u.username.clone()}</td>
             <td>{u.display_name.clone()}</td>
             <td>{crate::i18n::role_name(u.role)}</td>
-            <td>{u.unix_user.clone().unwrap_or_else(|| "—".into())}</td>
+            <td>
+                {u.unix_user.clone().unwrap_or_else(|| "—".into())}
+                {(user.unix_account_found == Some(false)).then(|| {
+                    let name = u.unix_user.clone().unwrap_or_default();
+                    view! { <p class="form-error" data-testid="unix-missing">{tr!(admin.unix_missing, name)}</p> }
+                })}
+            </td>
             <td>{user.groups.join(", ")}</td>
             <td>{if enabled { tr!(admin.enabled) } else { tr!(admin.disabled) }}</td>
             <td class="actions">
@@ -710,8 +716,11 @@ fn SettingsPanel() -> impl IntoView {
     let carbon = NodeRef::new();
     let lend = NodeRef::new();
     let error = RwSignal::new(None::<String>);
-    let change = move |_| {
+    // One way to save, as every admin panel does: the form's button, then "Saved".
+    let save = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
         let Ok(booking_horizon_days) = field(horizon).trim().parse::<u32>() else {
+            save_settings.clear();
             error.set(Some(tr!(admin.horizon_whole_days).into()));
             return;
         };
@@ -730,6 +739,7 @@ fn SettingsPanel() -> impl IntoView {
         ) {
             (Ok(p), Ok(c)) => (p, c),
             (Err(m), _) | (_, Err(m)) => {
+                save_settings.clear();
                 error.set(Some(m));
                 return;
             }
@@ -754,74 +764,72 @@ fn SettingsPanel() -> impl IntoView {
             <h3>{tr!(admin.settings)}</h3>
             {render_remote(settings, tr!(admin.what_settings), move |s: &PortalSettings| {
                 view! {
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            name="anonymous_dashboard"
-                            checked=s.anonymous_dashboard
-                            on:change=change
-                            node_ref=anonymous
-                        />
-                        {tr!(admin.anyone_may_watch_the_dashboard_without)}
-                    </label>
-                    <label>
-                        {tr!(admin.bookings_may_end_at_most_this)}
-                        <input
-                            type="number"
-                            name="booking_horizon_days"
-                            min="1"
-                            max=MAX_BOOKING_HORIZON_DAYS
-                            value=s.booking_horizon_days.to_string()
-                            on:change=change
-                            node_ref=horizon
-                        />
-                    </label>
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            name="clean_job_environment"
-                            checked=s.job_environment == DefaultEnvironment::Clean
-                            on:change=change
-                            node_ref=clean
-                        />
-                        {tr!(admin.jobs_start_in_a_clean_environment)}
-                    </label>
-                    <label class="check">
-                        <input
-                            type="checkbox"
-                            name="lend_idle_by_default"
-                            checked=s.lend_idle_by_default
-                            on:change=change
-                            node_ref=lend
-                        />
-                        {tr!(admin.new_bookings_lend_their_cards_to)}
-                    </label>
-                    <label>
-                        {tr!(admin.energy_price_per_kwh_for_reports)}
-                        <input
-                            type="number"
-                            name="energy_price_per_kwh"
-                            min="0"
-                            step="any"
-                            value=s.energy_price_per_kwh.map(|p| p.to_string()).unwrap_or_default()
-                            on:change=change
-                            node_ref=price
-                        />
-                    </label>
-                    <label>
-                        {tr!(admin.grid_carbon_intensity_g_co2e_per)}
-                        <input
-                            type="number"
-                            name="carbon_g_per_kwh"
-                            min="0"
-                            step="any"
-                            value=s.carbon_g_per_kwh.map(|c| c.to_string()).unwrap_or_default()
-                            on:change=change
-                            node_ref=carbon
-                        />
-                    </label>
+                    <form class="policy" on:submit=save data-testid="portal-settings">
+                        <label class="check">
+                            <input
+                                type="checkbox"
+                                name="anonymous_dashboard"
+                                checked=s.anonymous_dashboard
+                                node_ref=anonymous
+                            />
+                            {tr!(admin.anyone_may_watch_the_dashboard_without)}
+                        </label>
+                        <label>
+                            {tr!(admin.bookings_may_end_at_most_this)}
+                            <input
+                                type="number"
+                                name="booking_horizon_days"
+                                min="1"
+                                max=MAX_BOOKING_HORIZON_DAYS
+                                value=s.booking_horizon_days.to_string()
+                                node_ref=horizon
+                            />
+                        </label>
+                        <label class="check">
+                            <input
+                                type="checkbox"
+                                name="clean_job_environment"
+                                checked=s.job_environment == DefaultEnvironment::Clean
+                                node_ref=clean
+                            />
+                            {tr!(admin.jobs_start_in_a_clean_environment)}
+                        </label>
+                        <label class="check">
+                            <input
+                                type="checkbox"
+                                name="lend_idle_by_default"
+                                checked=s.lend_idle_by_default
+                                node_ref=lend
+                            />
+                            {tr!(admin.new_bookings_lend_their_cards_to)}
+                        </label>
+                        <label>
+                            {tr!(admin.energy_price_per_kwh_for_reports)}
+                            <input
+                                type="number"
+                                name="energy_price_per_kwh"
+                                min="0"
+                                step="any"
+                                value=s.energy_price_per_kwh.map(|p| p.to_string()).unwrap_or_default()
+                                node_ref=price
+                            />
+                        </label>
+                        <label>
+                            {tr!(admin.grid_carbon_intensity_g_co2e_per)}
+                            <input
+                                type="number"
+                                name="carbon_g_per_kwh"
+                                min="0"
+                                step="any"
+                                value=s.carbon_g_per_kwh.map(|c| c.to_string()).unwrap_or_default()
+                                node_ref=carbon
+                            />
+                        </label>
+                        <button type="submit">{tr!(admin.save_settings)}</button>
+                    </form>
                 }
             })}
+            {move || save_settings.succeeded().then(|| view! { <p class="notice" role="status">{tr!(admin.saved)}</p> })}
             {save_settings.error_view_with(error)}
         </section>
     }

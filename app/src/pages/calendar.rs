@@ -64,7 +64,10 @@ fn Calendar() -> impl IntoView {
     let offset = local_offset();
     let span = RwSignal::new(Span::Day);
     let date = RwSignal::new(now().with_timezone(&offset).date_naive());
-    let view = Memo::new(move |_| View::of(span.get(), date.get(), offset));
+    let view = Memo::new(move |_| match span.get() {
+        Span::Next24 => View::next_24_hours(now(), offset),
+        other => View::of(other, date.get(), offset),
+    });
     let range = move |v: View| {
         let query = lanes_types::query::BookingQuery {
             from: Some(v.start),
@@ -140,6 +143,12 @@ fn Calendar() -> impl IntoView {
 
     let step = move |forward: bool| {
         let days = match span.get_untracked() {
+            // From the next 24 hours, the arrows go to whole days: tomorrow, or today.
+            Span::Next24 => {
+                span.set(Span::Day);
+                date.set(now().with_timezone(&offset).date_naive());
+                1
+            }
             Span::Day => 1,
             Span::Week => 7,
         };
@@ -151,6 +160,11 @@ fn Calendar() -> impl IntoView {
         let first = v.start.with_timezone(&offset);
         match span.get() {
             Span::Day => dated(first, tr!(date.full_day)),
+            Span::Next24 => tr!(
+                calendar.next_24_title,
+                first = dated(first, tr!(date.day_month_time)),
+                last = dated(v.end().with_timezone(&offset), tr!(date.day_month_time))
+            ),
             Span::Week => tr!(
                 calendar.week_of,
                 first = dated(first, tr!(date.day_month)),
@@ -166,12 +180,13 @@ fn Calendar() -> impl IntoView {
         <div class="cal-controls">
             <h2>{title}</h2>
             <div class="segmented">
+                <button class:active=move || span.get() == Span::Next24 on:click=move |_| { span.set(Span::Next24); selection.set(None); } data-testid="next-24">{tr!(calendar.next_24)}</button>
                 <button class:active=move || span.get() == Span::Day on:click=move |_| span.set(Span::Day)>{tr!(calendar.day)}</button>
                 <button class:active=move || span.get() == Span::Week on:click=move |_| span.set(Span::Week)>{tr!(calendar.week)}</button>
             </div>
             <div class="segmented">
                 <button on:click=move |_| step(false) aria-label=tr!(calendar.earlier)>"‹"</button>
-                <button on:click=move |_| { date.set(now().with_timezone(&offset).date_naive()); selection.set(None); }>{tr!(calendar.today)}</button>
+                <button on:click=move |_| { if span.get_untracked() == Span::Next24 { span.set(Span::Day) } date.set(now().with_timezone(&offset).date_naive()); selection.set(None); }>{tr!(calendar.today)}</button>
                 <button on:click=move |_| step(true) aria-label=tr!(calendar.later)>"›"</button>
             </div>
         </div>

@@ -34,12 +34,14 @@ pub fn FindSlot(
     book.on_success(move || search.clear());
     let booked = move || {
         book.answer().map(|booking| {
-            tr!(
-                find_slot.booked,
-                n = booking.gpus.len(),
-                start = long_time(booking.start, offset),
-                end = long_time(booking.end, offset)
-            )
+            let (start, end) = (
+                long_time(booking.start, offset),
+                long_time(booking.end, offset),
+            );
+            match booking.gpus.len() {
+                1 => tr!(find_slot.booked_one, start, end),
+                n => tr!(find_slot.booked, n, start, end),
+            }
         })
     };
     // One line for whatever went wrong last: the form's check, the search, or the booking.
@@ -73,13 +75,10 @@ pub fn FindSlot(
         let d = lanes_types::units::parse_duration(&duration.get_untracked())?;
         Ok((n, d))
     };
-    let find = move |_| {
-        let (n, d) = match asked() {
-            Ok(asked) => asked,
-            Err(message) => return error.set(Some(message)),
-        };
+    // The search "Find" runs for what the form asks.
+    let query_of = move |n: u32, d: chrono::Duration| {
         let node = node.get_untracked();
-        let query = SlotQuery {
+        SlotQuery {
             gpus: n,
             duration: format!("{}s", d.num_seconds()),
             from: local_input(&from.get_untracked()),
@@ -87,11 +86,30 @@ pub fn FindSlot(
             node: (!node.is_empty()).then_some(node),
             min_memory: None,
             limit: Some(5),
+        }
+    };
+    let find = move |_| {
+        let (n, d) = match asked() {
+            Ok(asked) => asked,
+            Err(message) => return error.set(Some(message)),
         };
         error.set(None);
         book.clear();
-        search.run(query);
+        search.run(query_of(n, d));
     };
+    // "Book any" refused (nothing free for that now): the earliest windows "Find" would find
+    // are offered at once, each a click from booked.
+    let any_asked = RwSignal::new(None::<SlotQuery>);
+    Effect::new(move |_| {
+        if book.error().is_some() {
+            if let Some(query) = any_asked.get_untracked() {
+                any_asked.set(None);
+                search.run(query);
+            }
+        } else if book.succeeded() {
+            any_asked.set(None);
+        }
+    });
     let submit = move |body: CreateBooking| {
         error.set(None);
         search.clear();
@@ -105,7 +123,10 @@ pub fn FindSlot(
         let start = local_input(&from.get_untracked())
             .filter(|t| *t > now())
             .unwrap_or_else(now);
-        submit(CreateBooking {
+        error.set(None);
+        search.clear();
+        any_asked.set(Some(query_of(n, d)));
+        book.run(CreateBooking {
             gpus: None,
             count: Some(n),
             start,
@@ -147,7 +168,7 @@ pub fn FindSlot(
                             <td>{when}</td>
                             <td>{slot.node.clone()}</td>
                             <td>{names}</td>
-                            <td class="num">{format!("{} free", slot.free_cards)}</td>
+                            <td class="num">{slot.free_cards}</td>
                             <td class="actions">
                                 <button on:click=move |_| {
                                     // A window starting now starts when the click books it.

@@ -460,7 +460,7 @@ fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
                         fill=crate::calendar::user_color(&u.name)
                         class=kind
                     >
-                        <title>{tr!(history.bar_title, day = day_label(*day), user = u.name.clone(), hours = format!("{:.1}", f(u)), kind = if kind == "booked" { tr!(history.booked) } else { tr!(history.used) })}</title>
+                        <title>{tr!(history.bar_title, day = day_label(*day), user = u.name.clone(), hours = lanes_types::units::hours(f(u)), kind = if kind == "booked" { tr!(history.booked) } else { tr!(history.used) })}</title>
                     </rect>
                 });
             }
@@ -468,8 +468,8 @@ fn ByDayChart(days: Vec<(DateTime<Utc>, UsageReport)>) -> impl IntoView {
         lines.push(tr!(
             history.day_line,
             day = day_label(*day),
-            booked = format!("{:.1}", total(r, |u| u.gpu_hours_booked)),
-            used = format!("{:.1}", total(r, |u| u.gpu_hours_used))
+            booked = lanes_types::units::hours(total(r, |u| u.gpu_hours_booked)),
+            used = lanes_types::units::hours(total(r, |u| u.gpu_hours_used))
         ));
     }
     let labels = days
@@ -694,11 +694,11 @@ fn ReportTables(report: UsageReport, query: ReportQuery) -> impl IntoView {
                 view! {
                     <tr>
                         <td>{r.name}</td>
-                        <td class="num">{format!("{:.1}", r.gpu_hours_booked)}</td>
-                        <td class="num" title=tr!(history.card_level, hours = format!("{:.2}", r.gpu_hours_used_card_level))>
-                            {format!("{:.1}", r.gpu_hours_used)}
+                        <td class="num">{lanes_types::units::hours(r.gpu_hours_booked)}</td>
+                        <td class="num" title=tr!(history.card_level, hours = lanes_types::units::hours(r.gpu_hours_used_card_level))>
+                            {lanes_types::units::hours(r.gpu_hours_used)}
                         </td>
-                        <td class="num">{format!("{:.1}", r.idle_booked_hours)}</td>
+                        <td class="num">{lanes_types::units::hours(r.idle_booked_hours)}</td>
                         <td class="num">{r.violations}</td>
                         <td class="num">{r.jobs}</td>
                         <td class="num">{energy(r.energy_kwh, r.cost, r.co2e_kg)}</td>
@@ -735,7 +735,7 @@ fn ReportTables(report: UsageReport, query: ReportQuery) -> impl IntoView {
                     <td class="cards">{if b.cards.is_empty() { b.gpus.to_string() } else { b.cards.join(", ") }}</td>
                     <td>{date_time(b.start)}</td>
                     <td>{date_time(b.end)}</td>
-                    <td class="num">{format!("{:.1}", b.gpu_hours_booked)}</td>
+                    <td class="num">{lanes_types::units::hours(b.gpu_hours_booked)}</td>
                     <td class="num">{b.avg_utilization_pct.map_or("—".into(), |u| format!("{u:.0} %"))}</td>
                     <td class="num">{b.peak_memory_bytes.map_or("—".into(), bytes)}</td>
                     <td class="num">{energy(b.energy_kwh, b.cost, b.co2e_kg)}</td>
@@ -751,7 +751,7 @@ fn ReportTables(report: UsageReport, query: ReportQuery) -> impl IntoView {
                 <tr>
                     <td>{format!("#{}", j.job_id)}</td>
                     <td>{j.username.clone()}</td>
-                    <td class="num">{format!("{:.2}", j.gpu_hours_used)}</td>
+                    <td class="num">{lanes_types::units::hours(j.gpu_hours_used)}</td>
                     <td class="num">{j.mean_sm_pct.map_or("—".into(), |u| format!("{u:.0} %"))}</td>
                     <td class="num">{energy(j.energy_kwh, j.cost, j.co2e_kg)}</td>
                 </tr>
@@ -766,8 +766,8 @@ fn ReportTables(report: UsageReport, query: ReportQuery) -> impl IntoView {
                 <tr>
                     <td>{u.unix_user.clone()}</td>
                     <td>{u.username.clone().unwrap_or_else(|| "—".into())}</td>
-                    <td class="num">{format!("{:.2}", u.gpu_hours_used)}</td>
-                    <td class="num">{format!("{:.1}", u.hours_on_card)}</td>
+                    <td class="num">{lanes_types::units::hours(u.gpu_hours_used)}</td>
+                    <td class="num">{lanes_types::units::hours(u.hours_on_card)}</td>
                     <td class="num">{u.mean_sm_pct.map_or("—".into(), |s| format!("{s:.0} %"))}</td>
                     <td class="num">{kwh(u.energy_kwh)}</td>
                 </tr>

@@ -29,12 +29,25 @@ pub fn validate_patch(patch: &UserPatch) -> Result<(), InvalidAccount> {
         return Err(InvalidAccount::DisplayName);
     }
     if let Some(email) = patch.email.as_deref().filter(|e| !e.is_empty()) {
-        if email.chars().count() > MAX_TEXT || !email.contains('@') {
-            return Err(InvalidAccount::Email);
-        }
+        check_email(email)?;
     }
     if let Some(unix) = patch.unix_user.as_deref().filter(|u| !u.is_empty()) {
         check_unix_user(unix)?;
+    }
+    Ok(())
+}
+
+/// Whether an e-mail address is acceptable: one `@` between a local part and a domain, no
+/// spaces or control characters (which could smuggle headers into a mail), not too long.
+pub fn check_email(email: &str) -> Result<(), InvalidAccount> {
+    let well_formed = email.split_once('@').is_some_and(|(local, domain)| {
+        !local.is_empty() && domain.contains('.') && !domain.contains('@')
+    });
+    if email.chars().count() > MAX_TEXT
+        || !well_formed
+        || email.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(InvalidAccount::Email);
     }
     Ok(())
 }
@@ -96,9 +109,7 @@ impl NewUser {
             return Err(InvalidAccount::DisplayName);
         }
         if let Some(email) = &self.email {
-            if email.chars().count() > MAX_TEXT || !email.contains('@') {
-                return Err(InvalidAccount::Email);
-            }
+            check_email(email)?;
         }
         if let Some(unix) = &self.unix_user {
             check_unix_user(unix)?;

@@ -27,7 +27,24 @@ async fn list_users(
     _: AdminUser,
 ) -> Result<Json<Vec<UserView>>, ApiError> {
     let users = state.store.accounts().list().await?;
-    Ok(Json(accounts::user_views(&state.store, users).await?))
+    let views = accounts::user_views(&state.store, users).await?;
+    Ok(Json(
+        views.into_iter().map(|v| unix_checked(&state, v)).collect(),
+    ))
+}
+
+/// Marks whether this host has the account's Unix account, where this host runs jobs (a
+/// portal without cards cannot tell: its nodes may have accounts it lacks). The account is
+/// accepted either way: an admin may make the Lanes account first, or the directory may
+/// bring the Unix one later; the page warns until it exists.
+fn unix_checked(state: &AppState, mut view: UserView) -> UserView {
+    if state.source != lanes_types::SourceKind::None {
+        if let Some(account) = &view.user.unix_user {
+            view.unix_account_found =
+                Some(matches!(nix::unistd::User::from_name(account), Ok(Some(_))));
+        }
+    }
+    view
 }
 
 async fn create_user(
@@ -52,7 +69,7 @@ async fn create_user(
         state.clock.now(),
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(view)))
+    Ok((StatusCode::CREATED, Json(unix_checked(&state, view))))
 }
 
 async fn update_user(
@@ -61,9 +78,9 @@ async fn update_user(
     ApiPath(id): ApiPath<i64>,
     ApiJson(patch): ApiJson<UserPatch>,
 ) -> Result<Json<UserView>, ApiError> {
-    Ok(Json(
-        accounts::update_user(&state.store, Some(&admin), id, patch, state.clock.now()).await?,
-    ))
+    let view =
+        accounts::update_user(&state.store, Some(&admin), id, patch, state.clock.now()).await?;
+    Ok(Json(unix_checked(&state, view)))
 }
 
 async fn list_groups(

@@ -5,6 +5,7 @@ use super::{ApiError, ApiJson, AppState, Routes};
 use crate::accounts::session::{self, COOKIE};
 use crate::accounts::User;
 use crate::usecases;
+use crate::usecases::Said;
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -307,9 +308,18 @@ pub async fn require_login(
 }
 
 /// Whether the portal has no account yet (a new install): the login page then says how the
-/// first admin is made. A database that cannot answer counts as "has one".
+/// first admin is made. A database that cannot answer counts as "has one". Accounts are made
+/// but never removed wholesale, so once one is seen the store is not asked again.
 async fn no_admin_yet(state: &AppState) -> bool {
-    state.store.accounts().any().await.is_ok_and(|any| !any)
+    use std::sync::atomic::Ordering;
+    if state.has_accounts.load(Ordering::Relaxed) {
+        return false;
+    }
+    let none = state.store.accounts().any().await.is_ok_and(|any| !any);
+    if !none {
+        state.has_accounts.store(true, Ordering::Relaxed);
+    }
+    none
 }
 
 /// The logged-in user if there is one; for routes that anonymous viewers may also reach.
@@ -423,7 +433,7 @@ impl FromRequestParts<AppState> for AdminUser {
         if user.role == lanes_types::account::Role::Admin {
             Ok(AdminUser(user))
         } else {
-            Err(ApiError::Forbidden("only admins may do this".into()))
+            Err(ApiError::Forbidden(Said::OnlyAdmins))
         }
     }
 }

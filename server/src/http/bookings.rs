@@ -7,6 +7,7 @@ use super::auth::{AdminUser, CurrentUser};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Routes};
 use crate::store::BookingFilter;
 use crate::usecases;
+use crate::usecases::Said;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -106,7 +107,7 @@ async fn show(
         .get(id, state.clock.now())
         .await?
         .map(Json)
-        .ok_or_else(|| ApiError::NotFound("no such booking".into()))
+        .ok_or(ApiError::NotFound(Said::NoSuchBooking))
 }
 
 /// Cancels an upcoming booking or releases an active one.

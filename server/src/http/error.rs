@@ -2,6 +2,7 @@
 //! JSON `{ "error": code, "message": text }`. Internal details go to the log, not the client.
 
 use crate::bookings::BookingError;
+use crate::usecases::Said;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -19,14 +20,14 @@ pub enum ApiError {
     #[error("log in first")]
     Unauthenticated,
     #[error("{0}")]
-    Forbidden(String),
+    Forbidden(Said),
     #[error("{0}")]
-    NotFound(String),
+    NotFound(Said),
     #[error("{0}")]
-    Conflict(String),
+    Conflict(Said),
     /// Well-formed but against the rules (a short password, an unknown group).
     #[error("{0}")]
-    Unprocessable(String),
+    Unprocessable(Said),
     /// Against a named rule (a rule of slots or requests, or a quota): 422 with the rule in
     /// the body, said in the caller's language from the refusal's own values.
     #[error("{0}")]
@@ -93,10 +94,10 @@ impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
         use crate::store::StoreError;
         match e {
-            StoreError::Conflict(m) => ApiError::Conflict(m),
+            StoreError::Conflict(m) => ApiError::Conflict(m.into()),
             // Lost to other processes' bookings of the same cards again and again.
-            e @ StoreError::Overlap(_) => ApiError::Conflict(e.to_string()),
-            StoreError::Invalid(m) => ApiError::Unprocessable(m),
+            e @ StoreError::Overlap(_) => ApiError::Conflict(e.to_string().into()),
+            StoreError::Invalid(m) => ApiError::Unprocessable(m.into()),
             StoreError::Unavailable(m) => ApiError::Unavailable {
                 message: m,
                 retry_after_secs: 30,
@@ -154,7 +155,7 @@ impl From<BookingError> for ApiError {
                 maintenance,
                 ..ErrorBody::new("conflict", message)
             })),
-            BookingError::NotFound => ApiError::NotFound("no such booking".into()),
+            BookingError::NotFound => ApiError::NotFound(Said::NoSuchBooking),
         }
     }
 }
@@ -207,18 +208,28 @@ impl ApiError {
             ApiError::Taken(body) => {
                 td_string!(locale, api.conflict, detail = body.message.clone())
             }
+            ApiError::NotFound(said)
+            | ApiError::Forbidden(said)
+            | ApiError::Conflict(said)
+            | ApiError::Unprocessable(said)
+                if said.said_in(locale).is_some() =>
+            {
+                said.said_in(locale).unwrap_or_default()
+            }
             ApiError::NotFound(detail) => {
-                td_string!(locale, api.not_found, detail = detail.clone())
+                td_string!(locale, api.not_found, detail = detail.to_string())
             }
             ApiError::Forbidden(detail) => {
-                td_string!(locale, api.forbidden, detail = detail.clone())
+                td_string!(locale, api.forbidden, detail = detail.to_string())
             }
-            ApiError::Conflict(detail) => td_string!(locale, api.conflict, detail = detail.clone()),
+            ApiError::Conflict(detail) => {
+                td_string!(locale, api.conflict, detail = detail.to_string())
+            }
             ApiError::BadRequest(detail) => {
                 td_string!(locale, api.bad_request, detail = detail.clone())
             }
             ApiError::Unprocessable(detail) => {
-                td_string!(locale, api.refused, detail = detail.clone())
+                td_string!(locale, api.refused, detail = detail.to_string())
             }
         }
     }

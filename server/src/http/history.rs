@@ -47,7 +47,7 @@ async fn query(
         Some(uuid) => {
             let found: Vec<_> = ids.iter().filter(|((_, u), _)| u == uuid).collect();
             if found.is_empty() {
-                return Err(ApiError::NotFound(format!("no GPU {uuid:?}")));
+                return Err(ApiError::NotFound(format!("no GPU {uuid:?}").into()));
             }
             found
         }

@@ -72,6 +72,9 @@ pub struct AppState {
     pub log_watch: Option<crate::jobs::log_watch::LogWatch>,
     /// What time it is (the system's, except in tests).
     pub clock: crate::runtime::clock::Clock,
+    /// Set once any account is seen to exist; until then an anonymous visitor is told how the
+    /// first admin is made (asked of the store only while it is unset).
+    pub has_accounts: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {

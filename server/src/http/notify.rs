@@ -24,6 +24,7 @@ pub fn routes() -> Routes {
         .endpoint::<api::MyNotifications, _, _>(my_prefs)
         .endpoint::<api::SaveMyNotifications, _, _>(save_my_prefs)
         .endpoint::<api::TestMyNotifications, _, _>(test_me)
+        .endpoint::<api::ChangeEmail, _, _>(change_email)
         .endpoint::<api::NotifySettingsNow, _, _>(settings)
         .endpoint::<api::SaveNotifySettings, _, _>(save_settings)
         .endpoint::<api::Outbox, _, _>(outbox)
@@ -55,6 +56,21 @@ async fn test_me(
     Ok(Json(
         notify::test_send(&state.store, &user, TestSend::default(), state.clock.now()).await?,
     ))
+}
+
+/// `PUT /api/v1/me/email`: a new address gets a confirmation link (202); none removes it (200).
+async fn change_email(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiJson(change): ApiJson<lanes_types::account::EmailChange>,
+) -> Result<(StatusCode, Json<lanes_types::account::EmailChangeAnswer>), ApiError> {
+    let answer = notify::change_email(&state.store, &user, change, state.clock.now()).await?;
+    let status = if answer.confirm_sent_to.is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(answer)))
 }
 
 async fn settings(

@@ -290,7 +290,13 @@ async fn attempt(
     if !user.enabled {
         return Err(Undelivered::Drop("the member's account is disabled".into()));
     }
-    let test_to = message.details["test_address"].as_str().map(str::to_string);
+    // A message may name its own address: a test to an address, or a member's new address to
+    // confirm. It goes there (and was limited when it was asked for).
+    let named = match message.event.as_str() {
+        super::event::CONFIRM_EMAIL => "address",
+        _ => "test_address",
+    };
+    let test_to = message.details[named].as_str().map(str::to_string);
     // Attempts, not deliveries: each retry to a failing endpoint is a request too.
     let attempted = context
         .store

@@ -105,9 +105,22 @@ pub enum Event {
     LoanReclaimed(JobFacts),
     QuotaNear(QuotaFacts),
     WeeklyDigest(DigestFacts),
+    /// A member asked to use a new address: the link sent to it confirms it.
+    ConfirmEmail(EmailFacts),
     /// A test message a member asked for.
     Test,
 }
+
+/// The address a member asked messages to go to.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct EmailFacts {
+    pub address: String,
+}
+
+/// The event name of the message that confirms a member's new address (not a preference:
+/// it goes to the new address whatever the member chose).
+pub const CONFIRM_EMAIL: &str = "confirm_email";
 
 /// Facts of type `T` from `details`; a fact missing or unreadable is its default (the
 /// message then says less, never nothing).
@@ -119,6 +132,9 @@ impl Event {
     /// The event a stored message names (a personal event's name, or anything else for a
     /// test message), with its facts.
     pub fn read(name: &str, details: &Value) -> Self {
+        if name == CONFIRM_EMAIL {
+            return Event::ConfirmEmail(facts(details));
+        }
         let Some(kind) = EventKind::parse(name) else {
             return Event::Test;
         };
@@ -149,6 +165,7 @@ impl Event {
             }
             Event::BookingIdle(_) => vec![LinkAction::StillUsing, LinkAction::Release],
             Event::JobStarted(_) => vec![LinkAction::CancelJob],
+            Event::ConfirmEmail(_) => vec![LinkAction::ConfirmEmail],
             Event::JobBookingEnding(j) if j.queue_job.is_none() => {
                 vec![LinkAction::ExtendHour, LinkAction::CancelJob]
             }

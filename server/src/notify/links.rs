@@ -27,11 +27,13 @@ pub async fn mint(
     let mut links = Vec::new();
     let mut urls = Vec::new();
     for action in Event::read(&message.event, &message.details).actions() {
-        let (booking_id, job_id) = match action {
-            LinkAction::CancelJob => (None, job_id),
-            _ => (booking_id, None),
+        let email = message.details["address"].as_str().map(str::to_string);
+        let (booking_id, job_id, email) = match action {
+            LinkAction::CancelJob => (None, job_id, None),
+            LinkAction::ConfirmEmail => (None, None, email),
+            _ => (booking_id, None, None),
         };
-        if booking_id.is_none() && job_id.is_none() {
+        if booking_id.is_none() && job_id.is_none() && email.is_none() {
             continue;
         }
         let (secret, token_hash) = crate::accounts::session::new_secret()
@@ -42,6 +44,7 @@ pub async fn mint(
             action,
             booking_id,
             job_id,
+            email,
             expires_at,
         });
         urls.push((action, format!("{portal}/act/{secret}")));
@@ -72,6 +75,9 @@ pub enum Outcome {
     },
     InUse {
         booking: i64,
+    },
+    EmailConfirmed {
+        address: String,
     },
     /// Words an older Lanes stored instead.
     #[serde(skip)]
@@ -108,6 +114,9 @@ impl Outcome {
                 td_string!(locale, link.released, id = *booking, at = when(*at))
             }
             Outcome::InUse { booking } => td_string!(locale, link.in_use, id = *booking),
+            Outcome::EmailConfirmed { address } => {
+                td_string!(locale, link.email_confirmed, address = address.clone())
+            }
             Outcome::Said(words) => words.clone(),
         }
     }

@@ -83,6 +83,7 @@ pub fn action_label(action: LinkAction, reader: &Reader<'_>) -> String {
         LinkAction::Release => say!(reader, mail.release_now),
         LinkAction::StillUsing => say!(reader, mail.still_using),
         LinkAction::CancelJob => say!(reader, mail.cancel_job),
+        LinkAction::ConfirmEmail => say!(reader, mail.confirm_email),
     }
 }
 
@@ -110,6 +111,15 @@ pub fn render(
         Event::LoanReclaimed(job) => reclaimed(job, at, r),
         Event::QuotaNear(quota) => quota_near(quota, r),
         Event::WeeklyDigest(week) => digest(week, at, r),
+        Event::ConfirmEmail(email) => (
+            say!(r, mail.confirm_email_subject),
+            vec![say!(
+                r,
+                mail.confirm_email_line,
+                lab = reader.lab,
+                address = email.address.clone()
+            )],
+        ),
         Event::Test => (
             say!(r, mail.test_subject),
             vec![say!(r, mail.test_line, lab = reader.lab, at = when(at, r))],

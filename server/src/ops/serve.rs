@@ -554,6 +554,7 @@ impl Application {
             processes,
             history: config.history,
             clock: config.clock.clone(),
+            has_accounts: Arc::default(),
         };
         Ok(Self {
             listener,

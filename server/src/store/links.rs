@@ -16,6 +16,8 @@ pub struct Link {
     pub action: LinkAction,
     pub booking_id: Option<i64>,
     pub job_id: Option<i64>,
+    /// The address a [`LinkAction::ConfirmEmail`] link confirms.
+    pub email: Option<String>,
     pub expires_at: DateTime<Utc>,
     pub used_at: Option<DateTime<Utc>>,
     pub outcome: Option<String>,
@@ -29,6 +31,7 @@ pub struct NewLink {
     pub action: LinkAction,
     pub booking_id: Option<i64>,
     pub job_id: Option<i64>,
+    pub email: Option<String>,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -39,12 +42,14 @@ struct LinkRow {
     action: String,
     booking_id: Option<i64>,
     job_id: Option<i64>,
+    email: Option<String>,
     expires_ms: i64,
     used_ms: Option<i64>,
     outcome: Option<String>,
 }
 
-const LINK_COLUMNS: &str = "id, user_id, action, booking_id, job_id, expires_ms, used_ms, outcome";
+const LINK_COLUMNS: &str =
+    "id, user_id, action, booking_id, job_id, email, expires_ms, used_ms, outcome";
 
 impl TryFrom<LinkRow> for Link {
     type Error = StoreError;
@@ -55,6 +60,7 @@ impl TryFrom<LinkRow> for Link {
             action: LinkAction::parse(&r.action).ok_or_else(|| unreadable(&r.action))?,
             booking_id: r.booking_id,
             job_id: r.job_id,
+            email: r.email,
             expires_at: at(r.expires_ms),
             used_at: r.used_ms.map(at),
             outcome: r.outcome,
@@ -79,8 +85,8 @@ impl Links<'_> {
         for link in links {
             sqlx::query(
                 "INSERT INTO action_links (token_hash, outbox_id, user_id, action, booking_id,
-                                           job_id, created_ms, expires_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                           job_id, email, created_ms, expires_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(&link.token_hash)
             .bind(outbox_id)
@@ -88,6 +94,7 @@ impl Links<'_> {
             .bind(link.action.as_str())
             .bind(link.booking_id)
             .bind(link.job_id)
+            .bind(&link.email)
             .bind(ms(now))
             .bind(ms(link.expires_at))
             .execute(&mut *tx)

@@ -1,6 +1,7 @@
 //! Account use cases: logging in and out, changing one's password, API tokens, and the admin's
 //! users and groups. Password work (argon2) runs off the async runtime, a few at a time.
 
+use super::Said;
 use super::UseCaseError;
 use crate::accounts::session::{self, LockoutRules};
 use crate::accounts::{check_group_name, password, validate_patch, NewUser, User, MAX_TEXT};
@@ -159,12 +160,10 @@ pub async fn change_password(
         .accounts()
         .credentials(&user.username)
         .await?
-        .ok_or_else(|| UseCaseError::NotFound("no such user".into()))?;
+        .ok_or(UseCaseError::NotFound(Said::NoSuchUser))?;
     let current = change.current_password;
     if !password_work(move || password::verify(&current, &stored)).await? {
-        return Err(UseCaseError::Forbidden(
-            "the current password is wrong".into(),
-        ));
+        return Err(UseCaseError::Forbidden(Said::WrongCurrentPassword));
     }
     let hash = hash_password(change.new_password).await?;
     let audit = AuditEntry::new(
@@ -194,9 +193,9 @@ pub async fn choose_language(
         } else {
             ""
         };
-        return Err(UseCaseError::Unprocessable(format!(
-            "language must be \"en\" or \"zh\", not {shown:?}{more}"
-        )));
+        return Err(UseCaseError::Unprocessable(
+            format!("language must be \"en\" or \"zh\", not {shown:?}{more}").into(),
+        ));
     }
     let audit =
         AuditEntry::new(Some(user.id), AuditAction::UserLanguage, &user.username).detail(language);
@@ -217,7 +216,7 @@ pub async fn create_user(
     now: DateTime<Utc>,
 ) -> Result<UserView, UseCaseError> {
     if actor.is_some_and(|a| !a.is_admin()) {
-        return Err(UseCaseError::Forbidden("only admins may do this".into()));
+        return Err(UseCaseError::Forbidden(Said::OnlyAdmins));
     }
     new.validate()?;
     let hash = hash_password(password).await?;
@@ -232,6 +231,7 @@ pub async fn create_user(
     Ok(UserView {
         user,
         groups: Vec::new(),
+        unix_account_found: None,
     })
 }
 
@@ -245,7 +245,7 @@ pub async fn update_user(
     now: DateTime<Utc>,
 ) -> Result<UserView, UseCaseError> {
     if actor.is_some_and(|a| !a.is_admin()) {
-        return Err(UseCaseError::Forbidden("only admins may do this".into()));
+        return Err(UseCaseError::Forbidden(Said::OnlyAdmins));
     }
     validate_patch(&patch)?;
     let hash = match patch.password.clone() {
@@ -274,7 +274,7 @@ pub async fn update_user(
         .accounts()
         .update(id, &patch, hash.as_deref(), &entry, now)
         .await?
-        .ok_or_else(|| UseCaseError::NotFound("no such user".into()))?;
+        .ok_or(UseCaseError::NotFound(Said::NoSuchUser))?;
     Ok(user_views(store, vec![user]).await?.remove(0))
 }
 
@@ -290,6 +290,7 @@ pub async fn user_views(store: &Store, users: Vec<User>) -> Result<Vec<UserView>
                 .map(|(_, g)| g.clone())
                 .collect(),
             user,
+            unix_account_found: None,
         })
         .collect())
 }
@@ -303,9 +304,9 @@ pub async fn create_group(
 ) -> Result<Group, UseCaseError> {
     check_group_name(&request.name)?;
     if request.description.chars().count() > MAX_TEXT {
-        return Err(UseCaseError::Unprocessable(format!(
-            "description must be at most {MAX_TEXT} characters"
-        )));
+        return Err(UseCaseError::Unprocessable(
+            format!("description must be at most {MAX_TEXT} characters").into(),
+        ));
     }
     let entry = AuditEntry::new(Some(admin.id), AuditAction::GroupCreate, &request.name);
     Ok(store
@@ -348,6 +349,6 @@ pub async fn revoke_token(
     if store.tokens().revoke(user.id, id, &entry, now).await? {
         Ok(())
     } else {
-        Err(UseCaseError::NotFound("no such token".into()))
+        Err(UseCaseError::NotFound(Said::NoSuchToken))
     }
 }

@@ -1,6 +1,7 @@
 //! Booking use cases: book, withdraw (cancel an upcoming booking, release an active one),
 //! extend, and find the earliest free slots. Who may change a booking: its owner or an admin.
 
+use super::Said;
 use super::UseCaseError;
 use crate::audit::AuditAction;
 use crate::bookings::Rule;
@@ -34,7 +35,7 @@ pub async fn book(
                 .await?
                 .filter(|u| u.enabled)
                 .ok_or_else(|| {
-                    UseCaseError::Unprocessable(format!("no enabled user named {name:?}"))
+                    UseCaseError::Unprocessable(format!("no enabled user named {name:?}").into())
                 })?
         }
         _ => actor.clone(),
@@ -77,7 +78,7 @@ pub async fn find(store: &Store, id: i64, now: DateTime<Utc>) -> Result<Booking,
         .bookings()
         .get(id, now)
         .await?
-        .ok_or_else(|| UseCaseError::NotFound("no such booking".into()))
+        .ok_or(UseCaseError::NotFound(Said::NoSuchBooking))
 }
 
 /// The booking, if `actor` may change it: its owner or an admin.
@@ -89,9 +90,7 @@ pub async fn changeable(
 ) -> Result<Booking, UseCaseError> {
     let booking = find(store, id, now).await?;
     if booking.user_id != actor.id && !actor.is_admin() {
-        return Err(UseCaseError::Forbidden(
-            "only the booking's owner or an admin may change it".into(),
-        ));
+        return Err(UseCaseError::Forbidden(Said::NotYourBooking));
     }
     Ok(booking)
 }

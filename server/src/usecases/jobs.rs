@@ -2,6 +2,7 @@
 //! the command the same way, and refuse now, not when the job's turn comes, what could never run
 //! (an owner this host cannot run jobs as, a relative working directory, bad variables).
 
+use super::Said;
 use super::UseCaseError;
 use crate::audit::AuditAction;
 use crate::jobs::launch;
@@ -43,7 +44,7 @@ impl Command {
         environment: Option<EnvironmentBase>,
         cwd: Option<String>,
     ) -> Result<Self, UseCaseError> {
-        let invalid = |e: &dyn std::fmt::Display| UseCaseError::Unprocessable(e.to_string());
+        let invalid = |e: &dyn std::fmt::Display| UseCaseError::Unprocessable(e.to_string().into());
         if let Some(dir) = &cwd {
             launch::check_dir(dir).map_err(|e| invalid(&e))?;
         }
@@ -122,9 +123,7 @@ pub async fn submit_to_booking(
 ) -> Result<Job, UseCaseError> {
     let booking = super::bookings::find(store, request.booking_id, now).await?;
     if booking.user_id != user.id {
-        return Err(UseCaseError::Forbidden(
-            "jobs run as the booking's owner, so only they may submit to it".into(),
-        ));
+        return Err(UseCaseError::Forbidden(Said::OnlyHolderSubmits));
     }
     let command = Command::check(
         user,
@@ -135,28 +134,30 @@ pub async fn submit_to_booking(
         request.cwd,
     )?;
     if !booking.state.holds_cards() {
-        return Err(UseCaseError::Unprocessable(format!(
-            "the booking is {}; jobs go into upcoming or active bookings",
-            booking.state.as_str()
-        )));
+        return Err(UseCaseError::Unprocessable(Said::BookingOver));
     }
     if let Some(host) = booking.loan_of {
-        return Err(UseCaseError::Unprocessable(format!(
-            "this booking is a loan of booking {host}'s idle cards to one preemptible queue job; \
-             other jobs go into a booking of your own or the queue"
-        )));
+        tracing::debug!(
+            booking = booking.id,
+            host,
+            "a job refused: the booking is a loan"
+        );
+        return Err(UseCaseError::Unprocessable(Said::BookingIsLoan));
     }
     // A job runs under one node's runner, on that node's cards.
     let mut nodes: Vec<&str> = booking.gpus.iter().map(|g| g.node.as_str()).collect();
     nodes.sort_unstable();
     nodes.dedup();
     if nodes.len() > 1 {
-        return Err(UseCaseError::Unprocessable(format!(
-            "the booking holds cards on {} nodes ({}); a job runs on one node, so book its \
+        return Err(UseCaseError::Unprocessable(
+            format!(
+                "the booking holds cards on {} nodes ({}); a job runs on one node, so book its \
              cards on one",
-            nodes.len(),
-            nodes.join(", ")
-        )));
+                nodes.len(),
+                nodes.join(", ")
+            )
+            .into(),
+        ));
     }
     let audit = AuditEntry::new(Some(user.id), AuditAction::JobSubmit, "").detail(format!(
         "booking {}: {}",
@@ -202,10 +203,9 @@ pub async fn submit_to_queue(
         .or(settings.default_time_limit_s)
         .ok_or_else(|| UseCaseError::Unprocessable("time_limit_s is required".into()))?;
     if limit <= 0 || limit > settings.max_time_limit_s {
-        return Err(UseCaseError::Unprocessable(format!(
-            "time_limit_s must be between 1 and {} (the admin's maximum)",
-            settings.max_time_limit_s
-        )));
+        return Err(UseCaseError::Unprocessable(Said::TimeLimit {
+            max_s: settings.max_time_limit_s,
+        }));
     }
     let min_memory = request.min_memory_bytes.unwrap_or(0);
     let eligible = cards
@@ -213,15 +213,10 @@ pub async fn submit_to_queue(
         .filter(|g| g.info.memory_total_bytes >= min_memory)
         .count();
     if request.gpus == 0 || request.gpus as usize > eligible {
-        return Err(UseCaseError::Unprocessable(format!(
-            "gpus must be between 1 and {eligible}: the pool has {}{}",
-            lanes_types::units::cards(eligible as u64),
-            if min_memory > 0 {
-                " with that much memory"
-            } else {
-                ""
-            }
-        )));
+        return Err(UseCaseError::Unprocessable(Said::QueueGpus {
+            eligible,
+            with_memory: min_memory > 0,
+        }));
     }
     let queued = QueueRequest {
         gpus: request.gpus,
@@ -252,11 +247,9 @@ pub async fn visible(store: &Store, user: &User, id: i64) -> Result<Job, UseCase
         .jobs()
         .get(id)
         .await?
-        .ok_or_else(|| UseCaseError::NotFound("no such job".into()))?;
+        .ok_or(UseCaseError::NotFound(Said::NoSuchJob))?;
     if job.user_id != user.id && !user.is_admin() {
-        return Err(UseCaseError::Forbidden(
-            "only the job's owner or an admin may see or change it".into(),
-        ));
+        return Err(UseCaseError::Forbidden(Said::NotYourJob));
     }
     Ok(job)
 }
@@ -280,16 +273,14 @@ pub async fn cancel(
     let job = visible(store, user, id).await?;
     let action = match scope {
         CancelScope::QueueJob if job.queue.is_none() => {
-            return Err(UseCaseError::NotFound("no such queue job".into()))
+            return Err(UseCaseError::NotFound(Said::NoSuchQueueJob))
         }
         CancelScope::QueueJob => AuditAction::QueueCancel,
         CancelScope::AnyJob => AuditAction::JobCancel,
     };
     let audit = AuditEntry::new(Some(user.id), action, format!("job {id}"));
     if !queue.cancel(&job, &audit).await? {
-        return Err(UseCaseError::Unprocessable(
-            "the job is already over".into(),
-        ));
+        return Err(UseCaseError::Unprocessable(Said::JobOver));
     }
     visible(store, user, id).await
 }

@@ -8,7 +8,10 @@ pub mod bookings;
 pub mod jobs;
 pub mod notify;
 pub mod queue;
+pub mod said;
 pub mod settings;
+
+pub use said::Said;
 
 use crate::bookings::BookingError;
 use crate::store::StoreError;
@@ -26,11 +29,11 @@ pub enum UseCaseError {
     #[error("too many failed logins; try again in {retry_after_secs} s")]
     Locked { retry_after_secs: u64 },
     #[error("{0}")]
-    Forbidden(String),
+    Forbidden(Said),
     #[error("{0}")]
-    NotFound(String),
+    NotFound(Said),
     #[error("{0}")]
-    Unprocessable(String),
+    Unprocessable(Said),
     /// Too many of one kind of request lately (429).
     #[error("{message}; try again in {retry_after_secs} s")]
     SlowDown {
@@ -48,7 +51,7 @@ pub enum UseCaseError {
 
 impl From<crate::accounts::InvalidAccount> for UseCaseError {
     fn from(e: crate::accounts::InvalidAccount) -> Self {
-        UseCaseError::Unprocessable(e.to_string())
+        UseCaseError::Unprocessable(e.to_string().into())
     }
 }
 
@@ -57,7 +60,7 @@ impl From<crate::accounts::password::PasswordError> for UseCaseError {
         use crate::accounts::password::PasswordError;
         match e {
             PasswordError::Hash(m) => UseCaseError::Internal(m),
-            other => UseCaseError::Unprocessable(other.to_string()),
+            other => UseCaseError::Unprocessable(other.to_string().into()),
         }
     }
 }
@@ -73,7 +76,7 @@ pub fn require_admin(actor: &lanes_types::account::User) -> Result<(), UseCaseEr
     if actor.is_admin() {
         Ok(())
     } else {
-        Err(UseCaseError::Forbidden("only admins may do this".into()))
+        Err(UseCaseError::Forbidden(Said::OnlyAdmins))
     }
 }
 

@@ -9,7 +9,7 @@ use crate::store::{AuditEntry, Link, NewMessage, Store};
 use crate::usecases;
 use chrono::{DateTime, Utc};
 use lanes_app::i18n::Locale;
-use lanes_types::account::User;
+use lanes_types::account::{EmailChange, EmailChangeAnswer, User, UserPatch};
 use lanes_types::booking::BookingState;
 use lanes_types::notify::{
     Channel, EventKind, LinkAction, NotifyPrefs, NotifyPrefsView, NotifySettings, TestSend,
@@ -18,9 +18,12 @@ use lanes_types::notify::{
 
 fn known_zone(zone: &str) -> Result<chrono_tz::Tz, UseCaseError> {
     zone.parse().map_err(|_| {
-        UseCaseError::Unprocessable(format!(
+        UseCaseError::Unprocessable(
+            format!(
             "{zone:?} is not a time zone; use an IANA name such as Europe/Berlin or Asia/Shanghai"
-        ))
+        )
+            .into(),
+        )
     })
 }
 
@@ -45,7 +48,7 @@ pub async fn save_settings(
 ) -> Result<NotifySettings, UseCaseError> {
     require_admin(admin)?;
     if let Some(problem) = settings.problem() {
-        return Err(UseCaseError::Unprocessable(problem));
+        return Err(UseCaseError::Unprocessable(problem.into()));
     }
     known_zone(&settings.time_zone)?;
     let stored = store.notifications().settings().await?;
@@ -105,7 +108,7 @@ pub async fn save_prefs(
     now: DateTime<Utc>,
 ) -> Result<NotifyPrefsView, UseCaseError> {
     if let Some(problem) = prefs.problem() {
-        return Err(UseCaseError::Unprocessable(problem));
+        return Err(UseCaseError::Unprocessable(problem.into()));
     }
     if let Some(zone) = &prefs.time_zone {
         known_zone(zone)?;
@@ -117,11 +120,14 @@ pub async fn save_prefs(
             && (rule.channels.email && !channels.email
                 || rule.channels.webhook && !channels.webhook)
         {
-            return Err(UseCaseError::Unprocessable(format!(
-                "the lab requires \"{}\" ({}): it cannot be turned off",
-                kind.label(),
-                kind.as_str()
-            )));
+            return Err(UseCaseError::Unprocessable(
+                format!(
+                    "the lab requires \"{}\" ({}): it cannot be turned off",
+                    kind.label(),
+                    kind.as_str()
+                )
+                .into(),
+            ));
         }
     }
     let audit =
@@ -139,6 +145,83 @@ pub async fn save_prefs(
         .save_prefs(user.id, &prefs, &audit, now)
         .await?;
     self::prefs(store, user).await
+}
+
+/// Confirmation links one member may ask for in an hour: each is a mail to an address they
+/// typed, so a script must not make Lanes a mail cannon.
+const CONFIRMATIONS_PER_HOUR: u32 = 5;
+
+/// A member's own address. A new one is not used until the member opens the link sent to it
+/// (so nobody can point Lanes at an address they do not read); removing one takes effect at
+/// once. Needs a mail server: without one there is nothing to confirm with.
+pub async fn change_email(
+    store: &Store,
+    user: &User,
+    change: EmailChange,
+    now: DateTime<Utc>,
+) -> Result<EmailChangeAnswer, UseCaseError> {
+    let wanted = change
+        .email
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty());
+    let Some(address) = wanted else {
+        let audit = AuditEntry::new(Some(user.id), AuditAction::UserEmail, &user.username)
+            .detail("removed their address");
+        let patch = UserPatch {
+            email: Some(String::new()),
+            ..Default::default()
+        };
+        store
+            .accounts()
+            .update(user.id, &patch, None, &audit, now)
+            .await?;
+        return Ok(EmailChangeAnswer {
+            email: None,
+            confirm_sent_to: None,
+        });
+    };
+    crate::accounts::check_email(&address)?;
+    if user.email.as_deref() == Some(address.as_str()) {
+        return Ok(EmailChangeAnswer {
+            email: user.email.clone(),
+            confirm_sent_to: None,
+        });
+    }
+    if store.notifications().settings().await?.smtp.is_none() {
+        return Err(UseCaseError::Unprocessable(super::Said::NoMailServer));
+    }
+    let asked = store
+        .outbox()
+        .messages_since(
+            user.id,
+            crate::notify::event::CONFIRM_EMAIL,
+            now - chrono::Duration::hours(1),
+        )
+        .await?;
+    if asked >= CONFIRMATIONS_PER_HOUR {
+        return Err(UseCaseError::SlowDown {
+            message: format!(
+                "{CONFIRMATIONS_PER_HOUR} confirmation links in an hour is the most; use the last one sent"
+            ),
+            retry_after_secs: 600,
+        });
+    }
+    let message = NewMessage {
+        user_id: Some(user.id),
+        channel: Channel::Email,
+        event: crate::notify::event::CONFIRM_EMAIL.into(),
+        text: format!("a link to confirm {address}"),
+        details: serde_json::json!({ "address": address }),
+        dedupe_key: None,
+    };
+    store.outbox().enqueue(&[message], now).await?;
+    let audit = AuditEntry::new(Some(user.id), AuditAction::UserEmail, &user.username)
+        .detail(format!("asked to use {address}: a link was sent to it"));
+    store.audit_log().record(&audit, now).await?;
+    Ok(EmailChangeAnswer {
+        email: user.email.clone(),
+        confirm_sent_to: Some(address),
+    })
 }
 
 /// Test messages one member may be sent in [`TEST_WINDOW_MIN`] minutes.
@@ -164,7 +247,7 @@ pub async fn test_send(
             .accounts()
             .by_username(name)
             .await?
-            .ok_or_else(|| UseCaseError::NotFound(format!("no user named {name:?}")))?,
+            .ok_or_else(|| UseCaseError::NotFound(format!("no user named {name:?}").into()))?,
         None => actor.clone(),
     };
     // Each test is a request to somebody's mail server or endpoint: a burst of them must not
@@ -200,9 +283,9 @@ pub async fn test_send(
     let mut messages = Vec::new();
     if let Some(address) = &request.email {
         if !address.contains('@') || address.len() > 320 {
-            return Err(UseCaseError::Unprocessable(format!(
-                "{address:?} is not an email address"
-            )));
+            return Err(UseCaseError::Unprocessable(
+                format!("{address:?} is not an email address").into(),
+            ));
         }
         messages.push(base(
             Channel::Email,
@@ -223,14 +306,21 @@ pub async fn test_send(
         ));
     }
     if messages.is_empty() {
-        return Err(UseCaseError::Unprocessable(format!(
-            "{} has no channel to reach: no email address (or no mail server) and no webhook",
-            target.username
-        )));
+        return Err(UseCaseError::Unprocessable(
+            format!(
+                "{} has no channel to reach: no email address (or no mail server) and no webhook",
+                target.username
+            )
+            .into(),
+        ));
     }
     let queued = store.outbox().enqueue(&messages, now).await?;
-    let audit = AuditEntry::new(Some(actor.id), AuditAction::NotifyTest, &target.username)
-        .detail(format!("{} test message(s)", queued.len()));
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::NotifyTest, &target.username).detail(
+        match queued.len() {
+            1 => "1 test message".to_string(),
+            n => format!("{n} test messages"),
+        },
+    );
     store.audit_log().record(&audit, now).await?;
     Ok(TestSent { queued })
 }
@@ -283,6 +373,13 @@ async fn describe(
     now: DateTime<Utc>,
 ) -> Result<String, Refused> {
     let when = |t| lanes_app::dates::when_in(t, tz, locale);
+    if link.action == LinkAction::ConfirmEmail {
+        let address = link
+            .email
+            .clone()
+            .ok_or_else(|| Refused::Gone("the link names no address".into()))?;
+        return Ok(say!(locale, link.confirm_email, address));
+    }
     Ok(match (link.action, link.booking_id, link.job_id) {
         (LinkAction::CancelJob, _, Some(job)) => {
             let job = store
@@ -407,9 +504,9 @@ async fn act(
             let id = link.booking_id.ok_or_else(gone)?;
             let booking = usecases::bookings::changeable(store, user, id, now).await?;
             if booking.state != BookingState::Active {
-                return Err(UseCaseError::Unprocessable(format!(
-                    "booking #{id} is not active any more"
-                )));
+                return Err(UseCaseError::Unprocessable(
+                    format!("booking #{id} is not active any more").into(),
+                ));
             }
             let audit = AuditEntry::new(
                 Some(user.id),
@@ -419,6 +516,20 @@ async fn act(
             .detail("answered an idle warning: still using it");
             store.links().confirm_in_use(id, &audit, now).await?;
             Ok(Outcome::InUse { booking: id })
+        }
+        LinkAction::ConfirmEmail => {
+            let address = link.email.clone().ok_or_else(gone)?;
+            let audit = AuditEntry::new(Some(user.id), AuditAction::UserEmail, &user.username)
+                .detail(format!("confirmed {address} by the link sent to it"));
+            let patch = UserPatch {
+                email: Some(address.clone()),
+                ..Default::default()
+            };
+            store
+                .accounts()
+                .update(user.id, &patch, None, &audit, now)
+                .await?;
+            Ok(Outcome::EmailConfirmed { address })
         }
     }
 }

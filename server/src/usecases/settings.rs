@@ -2,6 +2,7 @@
 //! the queue's settings and shares; and, on a simulated fleet, processes for demos. Each is checked, stored with its audit line in one
 //! transaction, and then takes effect in the running service.
 
+use super::Said;
 use super::{require_admin, UseCaseError};
 use crate::audit::AuditAction;
 use crate::queue::Queue;
@@ -33,7 +34,9 @@ pub async fn save_portal_settings(
     now: DateTime<Utc>,
 ) -> Result<PortalSettings, UseCaseError> {
     require_admin(admin)?;
-    settings.check().map_err(UseCaseError::Unprocessable)?;
+    settings
+        .check()
+        .map_err(|e| UseCaseError::Unprocessable(e.into()))?;
     let detail = format!(
         "anonymous dashboard {}, booking horizon {} days",
         if settings.anonymous_dashboard {
@@ -60,18 +63,18 @@ pub async fn save_policy(
 ) -> Result<Policy, UseCaseError> {
     require_admin(admin)?;
     if let Some(problem) = policy.problem() {
-        return Err(UseCaseError::Unprocessable(problem));
+        return Err(UseCaseError::Unprocessable(problem.into()));
     }
     // The webhook URL is a secret: the audit says whether there is one, not what it is.
     let detail = format!(
-        "watchdog {}, grace {} s, {} exempt users, {} exempt commands, idle under {}% for {} s, \
+        "watchdog {}, grace {}, exempt users {}, exempt commands {}, idle under {}% for {}, \
          release {}, webhook {}",
         policy.watchdog.as_str(),
-        policy.violation_grace_s,
+        seconds(policy.violation_grace_s),
         policy.exempt_users.len(),
         policy.exempt_commands.len(),
         policy.idle_threshold_pct,
-        policy.idle_window_s,
+        seconds(policy.idle_window_s),
         if policy.idle_release { "on" } else { "off" },
         if policy.webhook_url.is_some() {
             "set"
@@ -86,6 +89,12 @@ pub async fn save_policy(
         .await?;
     replace(live, policy.clone());
     Ok(policy)
+}
+
+/// A number of seconds as people read a duration ("30m", not "1800 s").
+fn seconds(s: u64) -> String {
+    let s = i64::try_from(s).unwrap_or(i64::MAX / 1000);
+    lanes_types::units::format_duration(chrono::Duration::seconds(s))
 }
 
 /// Replaces the quotas: the default, per group and per user.
@@ -157,7 +166,7 @@ pub async fn end_maintenance(
     if store.maintenance().delete(id, &audit, now).await? {
         Ok(())
     } else {
-        Err(UseCaseError::NotFound("no such maintenance block".into()))
+        Err(UseCaseError::NotFound(Said::NoSuchMaintenance))
     }
 }
 
@@ -168,7 +177,9 @@ pub async fn save_queue_settings(
     settings: QueueSettings,
 ) -> Result<QueueSettings, UseCaseError> {
     require_admin(admin)?;
-    settings.check().map_err(UseCaseError::Unprocessable)?;
+    settings
+        .check()
+        .map_err(|e| UseCaseError::Unprocessable(e.into()))?;
     let detail = serde_json::to_string(&settings).unwrap_or_default();
     let audit = AuditEntry::new(Some(admin.id), AuditAction::QueueSettings, "queue").detail(detail);
     queue.save_settings(settings, &audit).await?;
@@ -182,7 +193,9 @@ pub async fn save_shares(
     shares: Shares,
 ) -> Result<Shares, UseCaseError> {
     require_admin(admin)?;
-    shares.check().map_err(UseCaseError::Unprocessable)?;
+    shares
+        .check()
+        .map_err(|e| UseCaseError::Unprocessable(e.into()))?;
     let detail = serde_json::to_string(&shares).unwrap_or_default();
     let audit = AuditEntry::new(Some(admin.id), AuditAction::QueueShares, "shares").detail(detail);
     queue.save_shares(shares, &audit).await?;
@@ -207,10 +220,9 @@ pub async fn inject_process(
         ));
     };
     if !cards.iter().any(|g| g.info.uuid == request.gpu) {
-        return Err(UseCaseError::Unprocessable(format!(
-            "no simulated GPU {:?} on this node",
-            request.gpu
-        )));
+        return Err(UseCaseError::Unprocessable(
+            format!("no simulated GPU {:?} on this node", request.gpu).into(),
+        ));
     }
     let bad_name = |s: &str| s.is_empty() || s.len() > 32 || s.chars().any(char::is_control);
     if bad_name(&request.user) || bad_name(&request.command) || request.utilization_pct > 100 {
