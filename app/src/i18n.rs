@@ -90,6 +90,78 @@ pub fn job_standing(standing: lanes_types::job::Standing) -> &'static str {
     }
 }
 
+/// Why a job stopped or did not start, in `locale`'s words; `when` writes a moment as the
+/// reader's page or message does. Words from elsewhere ([`JobNote::Said`]) stay as they are.
+pub fn job_note_in(
+    note: &lanes_types::job::JobNote,
+    locale: Locale,
+    when: impl Fn(chrono::DateTime<chrono::Utc>) -> String,
+) -> String {
+    use i18n::td_string;
+    use lanes_types::job::{JobNote, StopReason};
+    let reason = |r: StopReason| -> String {
+        match r {
+            StopReason::Cancelled => td_string!(locale, job_note.cancelled).into(),
+            StopReason::BookingEnded => td_string!(locale, job_note.booking_ended).into(),
+            StopReason::TimeLimit => td_string!(locale, job_note.time_limit).into(),
+            StopReason::Preempted => td_string!(locale, job_note.preempted).into(),
+        }
+    };
+    match note {
+        JobNote::CancelledBeforeStart => td_string!(locale, job_note.cancelled_before_start).into(),
+        JobNote::BookingEndedFirst => td_string!(locale, job_note.booking_ended_first).into(),
+        JobNote::Vanished => td_string!(locale, job_note.vanished).into(),
+        JobNote::Stopped {
+            reason: r,
+            exit_unknown: false,
+        } => reason(*r),
+        JobNote::Stopped {
+            reason: r,
+            exit_unknown: true,
+        } => td_string!(locale, job_note.stopped_exit_unknown, reason = reason(*r)),
+        JobNote::ExitUnknown => td_string!(locale, job_note.exit_unknown).into(),
+        JobNote::KilledBySignal => td_string!(locale, job_note.killed_by_signal).into(),
+        JobNote::Requeued {
+            at,
+            exit_code: Some(code),
+            ..
+        } => td_string!(locale, job_note.requeued_exit, at = when(*at), code = *code),
+        JobNote::Requeued {
+            at,
+            signal: Some(signal),
+            ..
+        } => td_string!(
+            locale,
+            job_note.requeued_signal,
+            at = when(*at),
+            signal = *signal
+        ),
+        JobNote::Requeued { at, .. } => td_string!(locale, job_note.requeued, at = when(*at)),
+        JobNote::NotOnPath {
+            program,
+            login_of: Some(user),
+            path,
+        } => td_string!(
+            locale,
+            job_note.not_on_path_login,
+            program = program.clone(),
+            user = user.clone(),
+            path = path.clone()
+        ),
+        JobNote::NotOnPath {
+            program,
+            login_of: None,
+            path,
+        } => td_string!(
+            locale,
+            job_note.not_on_path,
+            program = program.clone(),
+            path = path.clone()
+        ),
+        JobNote::Said { text } => text.clone(),
+    }
+}
+
 /// A queue job's state as people read it: the same words as the job's own standing.
 pub fn queue_state(state: lanes_types::queue::QueueState) -> &'static str {
     use lanes_types::{job::Standing, queue::QueueState};

@@ -101,7 +101,12 @@ test('a browser that asks for Chinese gets the login page in Chinese', async () 
 test('with data on them, no page shows English text from the translation files', async () => {
   await logIn(page, url, 'root', 'admin passphrase');
   const gpus = await (await page.request.get(url + '/api/v1/gpus')).json();
-  await bookNow(page, url, gpus[0].uuid, 3_600_000);
+  const booking = await bookNow(page, url, gpus[0].uuid, 3_600_000);
+  // A job that cannot start: why is said on the Jobs page (once "…not found on the PATH of the
+  // login environment of …" in English).
+  const missing = await page.request.post(url + '/api/v1/jobs',
+    { data: { booking_id: booking.id, argv: ['no-such-program-lanes'] } });
+  assert.equal(missing.status(), 201, await missing.text());
   const queued = await page.request.post(url + '/api/v1/queue',
     { data: { gpus: 1, time_limit_s: 600, argv: ['sleep', '30'], name: '训练' } });
   assert.equal(queued.status(), 201, await queued.text());

@@ -85,8 +85,11 @@ pub struct Job {
     pub ended_at: Option<DateTime<Utc>>,
     pub exit_code: Option<i64>,
     pub signal: Option<i64>,
-    /// Why it failed or was stopped, in words.
+    /// Why it failed or was stopped, in English words (`note` says it typed).
     pub message: String,
+    /// Why it failed or was stopped, typed: pages say it in their language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<JobNote>,
     /// Most GPU memory its processes held at once, summed over its cards, as the watchdog saw it.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
@@ -106,6 +109,186 @@ pub struct Job {
     /// Queue jobs: how many cards, for how long at most, with how much free memory each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueRequest>,
+}
+
+/// Why Lanes stopped a job, or why it did not start: typed, so that pages say it in their
+/// language and code decides on it without reading words. Stored as a JSON code where words
+/// once were ([`JobNote::code`], [`JobNote::read`]); an older Lanes' words read back as
+/// [`JobNote::Said`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "note", rename_all = "snake_case")]
+pub enum JobNote {
+    /// Cancelled while it waited for its slot or its cards.
+    CancelledBeforeStart,
+    /// Its booking ended, or was cancelled, before it could start.
+    BookingEndedFirst,
+    /// Its process vanished while the server was down.
+    Vanished,
+    /// Lanes stopped it (SIGTERM, then SIGKILL after the grace); `exit_unknown` when it was
+    /// re-adopted after a restart and whoever reaped it kept its status.
+    Stopped {
+        reason: StopReason,
+        #[serde(default)]
+        exit_unknown: bool,
+    },
+    /// Re-adopted after a restart; its exit status is unknown.
+    ExitUnknown,
+    /// Ended by a signal Lanes did not send.
+    KilledBySignal,
+    /// Its lent cards were taken back at `at` (its process ended with `exit_code` or
+    /// `signal`); it waits in the queue again.
+    Requeued {
+        at: DateTime<Utc>,
+        exit_code: Option<i64>,
+        signal: Option<i64>,
+    },
+    /// Its program is not on the PATH it starts with: the login environment of `login_of`,
+    /// or (None) the environment it asked for.
+    NotOnPath {
+        program: String,
+        login_of: Option<String>,
+        path: String,
+    },
+    /// Words from elsewhere (why a launch failed), or an older Lanes' words.
+    Said { text: String },
+}
+
+/// Why Lanes stops a running job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Its owner (or an admin) cancelled it.
+    Cancelled,
+    /// Its booking ended.
+    BookingEnded,
+    /// A queue job reached its time limit.
+    TimeLimit,
+    /// A borrower whose lent cards were taken back.
+    Preempted,
+}
+
+impl StopReason {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Cancelled => "cancelled",
+            StopReason::BookingEnded => "booking_ended",
+            StopReason::TimeLimit => "time_limit",
+            StopReason::Preempted => "preempted",
+        }
+    }
+
+    /// As read back; an older Lanes stored its English words.
+    pub fn parse(stored: &str) -> Option<Self> {
+        [
+            StopReason::Cancelled,
+            StopReason::BookingEnded,
+            StopReason::TimeLimit,
+            StopReason::Preempted,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == stored || r.english() == stored)
+    }
+
+    /// In English.
+    pub fn english(self) -> &'static str {
+        match self {
+            StopReason::Cancelled => "cancelled",
+            StopReason::BookingEnded => "stopped at the end of its booking",
+            StopReason::TimeLimit => "stopped at its time limit",
+            StopReason::Preempted => "preempted: its lent cards were taken back",
+        }
+    }
+}
+
+impl std::fmt::Display for JobNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobNote::CancelledBeforeStart => f.write_str("cancelled before it started"),
+            JobNote::BookingEndedFirst => f.write_str("its booking ended before it could start"),
+            JobNote::Vanished => f.write_str("its process vanished while the server was down"),
+            JobNote::Stopped {
+                reason,
+                exit_unknown: false,
+            } => f.write_str(reason.english()),
+            JobNote::Stopped {
+                reason,
+                exit_unknown: true,
+            } => write!(
+                f,
+                "{} (exit status unknown: re-adopted after a server restart)",
+                reason.english()
+            ),
+            JobNote::ExitUnknown => {
+                f.write_str("exit status unknown: re-adopted after a server restart")
+            }
+            JobNote::KilledBySignal => f.write_str("killed by a signal"),
+            JobNote::Requeued {
+                at,
+                exit_code,
+                signal,
+            } => {
+                let how = match (exit_code, signal) {
+                    (Some(code), _) => format!("exit code {code}"),
+                    (None, Some(signal)) => format!("signal {signal}"),
+                    (None, None) => "stopped".to_string(),
+                };
+                write!(
+                    f,
+                    "{} at {} ({how}); waiting again",
+                    StopReason::Preempted.english(),
+                    at.format("%Y-%m-%d %H:%M:%S UTC")
+                )
+            }
+            JobNote::NotOnPath {
+                program,
+                login_of: Some(user),
+                path,
+            } => write!(
+                f,
+                "{program}: not found on the PATH of the login environment of {user} (PATH={path})"
+            ),
+            JobNote::NotOnPath {
+                program,
+                login_of: None,
+                path,
+            } => write!(
+                f,
+                "{program}: not found on the PATH of the job's environment (PATH={path})"
+            ),
+            JobNote::Said { text } => f.write_str(text),
+        }
+    }
+}
+
+impl JobNote {
+    /// As stored in a job's `message`: a JSON code, or the words themselves.
+    pub fn code(&self) -> String {
+        match self {
+            JobNote::Said { text } => text.clone(),
+            typed => serde_json::to_string(typed).unwrap_or_default(),
+        }
+    }
+
+    /// As read back from a job's `message`; `None` when there is nothing to say.
+    pub fn read(stored: &str) -> Option<Self> {
+        if stored.is_empty() {
+            return None;
+        }
+        Some(
+            serde_json::from_str(stored).unwrap_or_else(|_| JobNote::Said {
+                text: stored.to_string(),
+            }),
+        )
+    }
+
+    /// Why Lanes stopped it, if it did.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        match self {
+            JobNote::Stopped { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
 }
 
 /// How a job stands, in the words people read everywhere (pages, `lanes jobs`, `lanes queue`,
@@ -238,4 +421,35 @@ pub struct CreateJob {
     pub environment: Option<EnvironmentBase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_stored_as_a_code_and_older_words_read_back_as_words() {
+        let note = JobNote::NotOnPath {
+            program: "python4".into(),
+            login_of: Some("carol".into()),
+            path: "/usr/bin".into(),
+        };
+        let stored = note.code();
+        assert!(stored.starts_with('{'), "{stored}");
+        assert_eq!(JobNote::read(&stored), Some(note.clone()));
+        assert!(note.to_string().contains("login environment of carol"));
+        assert_eq!(
+            JobNote::read("stopped at its time limit"),
+            Some(JobNote::Said {
+                text: "stopped at its time limit".into()
+            })
+        );
+        assert_eq!(JobNote::read(""), None);
+        // A stop reason an older Lanes stored in words is read as the reason it was.
+        assert_eq!(
+            StopReason::parse("preempted: its lent cards were taken back"),
+            Some(StopReason::Preempted)
+        );
+        assert_eq!(StopReason::parse("time_limit"), Some(StopReason::TimeLimit));
+    }
 }

@@ -161,6 +161,9 @@ pub struct QueuedJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
     pub message: String,
+    /// The same, typed (see [`crate::job::JobNote`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<crate::job::JobNote>,
 }
 
 /// A user's fair-share standing.

@@ -163,6 +163,12 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
         _ => String::new(),
     };
     let live = !job.state.is_over();
+    // Why it stopped or did not start, in the page's language.
+    let note = job
+        .note
+        .as_ref()
+        .map(|n| crate::i18n::job_note_in(n, crate::i18n::locale(), date_time))
+        .unwrap_or_else(|| job.message.clone());
     // What it ran in, once started: its environment, its CPU time and host memory (from its
     // cgroup), and its device wall on hover.
     let ran_in = job.environment.clone().map(|env| {
@@ -188,9 +194,9 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
                 (Some(booking), true) => tr!(jobs.queue_booking, booking),
                 (None, _) => tr!(jobs.queue).into(),
             }}</td>
-            <td class=format!("state {}", job.state.as_str()) title=job.message.clone()>
+            <td class=format!("state {}", job.state.as_str()) title=note.clone()>
                 {format!("{}{how}", crate::i18n::job_standing(job.standing()))}
-                {(!job.message.is_empty()).then(|| view! { <br /><small class="muted">{job.message.clone()}</small> })}
+                {(!note.is_empty()).then(|| view! { <br /><small class="muted">{note.clone()}</small> })}
             </td>
             <td>{job.started_at.map(date_time).unwrap_or_default()}</td>
             <td>{job.ended_at.map(date_time).unwrap_or_default()}</td>

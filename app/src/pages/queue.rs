@@ -233,7 +233,12 @@ fn JobRow(job: QueuedJob, mine: bool, dequeue: Write<i64, QueuedJob>) -> impl In
                 .exit_code
                 .map(|code| tr!(queue.exit, code))
                 .unwrap_or_default();
-            [code, job.message.clone()]
+            let note = job
+                .note
+                .as_ref()
+                .map(|n| crate::i18n::job_note_in(n, crate::i18n::locale(), date_time))
+                .unwrap_or_else(|| job.message.clone());
+            [code, note]
                 .into_iter()
                 .filter(|s| !s.is_empty())
                 .collect::<Vec<_>>()

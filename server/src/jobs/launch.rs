@@ -61,6 +61,28 @@ impl Identity {
     }
 }
 
+impl LaunchError {
+    /// What a job that could not start says, typed where pages have its words.
+    pub fn note(&self) -> lanes_types::job::JobNote {
+        use lanes_types::job::JobNote;
+        match self {
+            LaunchError::NotFound {
+                program,
+                login_of,
+                path,
+                ..
+            } => JobNote::NotOnPath {
+                program: program.clone(),
+                login_of: login_of.clone(),
+                path: path.clone(),
+            },
+            other => JobNote::Said {
+                text: other.to_string(),
+            },
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("{0} has no Unix account for jobs; an admin sets one on the admin page")]
@@ -71,6 +93,8 @@ pub enum LaunchError {
     NotFound {
         program: String,
         environment: String,
+        /// The user whose login environment it was, if it was one.
+        login_of: Option<String>,
         path: String,
     },
     #[error("{program}: {user} may not run it ({why})")]
@@ -658,6 +682,8 @@ fn start_command(
         let not_found = || LaunchError::NotFound {
             program: program.into(),
             environment: described.clone(),
+            login_of: matches!(launch.base, EnvironmentBase::Login)
+                .then(|| launch.identity.name().to_string()),
             path: path.clone(),
         };
         // Found on the job's PATH by exec in the child, after it became the job's user: a

@@ -22,7 +22,7 @@ use crate::telemetry::procinfo;
 use crate::telemetry::Processes;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
-use lanes_types::job::JobState;
+use lanes_types::job::{JobNote, JobState, StopReason};
 use lanes_types::notify::EventKind;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -124,7 +124,7 @@ struct Watched {
     /// written everything (or [`KEEPER_WAIT`] passed), so its log is whole by then.
     exited_at: Option<DateTime<Utc>>,
     /// When SIGTERM went to the group, and why.
-    stopping: Option<(DateTime<Utc>, String)>,
+    stopping: Option<(DateTime<Utc>, StopReason)>,
     /// The job as it was when it started (for the notice when it ends).
     record: JobToRun,
     /// When its booking ends, as last read: while the database does not answer, the runner
@@ -299,7 +299,7 @@ impl Runner {
         let mut next = NextLook::default();
         let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
         // Why each running job must stop, if it must: read once per tick with the job itself.
-        let mut stop_reasons: HashMap<i64, &'static str> = HashMap::new();
+        let mut stop_reasons: HashMap<i64, StopReason> = HashMap::new();
         for job in within(self.store.jobs().live()).await? {
             let id = job.job.id;
             let booking = match job.job.booking_id {
@@ -405,20 +405,20 @@ impl Runner {
                                 },
                             );
                         }
-                        Err((message, cgroup)) => {
+                        Err((note, cgroup)) => {
                             // Whatever its profile left running goes with the cgroup.
                             if let Some(cgroup) = cgroup {
                                 cgroup.kill();
                                 leftovers.insert(id, Leftover::in_cgroup(cgroup, now));
                             }
-                            let end = ended(JobState::Failed, None, None, message);
+                            let end = ended(JobState::Failed, None, None, Some(note));
                             self.finish(&job, &end, now).await?;
                         }
                     }
                 }
                 (Step::NeverStarted, _) => {
-                    let message = "its booking ended before it could start".to_string();
-                    let end = ended(JobState::Cancelled, None, None, message);
+                    let note = Some(JobNote::BookingEndedFirst);
+                    let end = ended(JobState::Cancelled, None, None, note);
                     self.finish(&job, &end, now).await?;
                 }
                 (Step::Adopt, booking) => {
@@ -438,7 +438,7 @@ impl Runner {
                                 handle,
                                 keepers: Vec::new(),
                                 exited_at: None,
-                                stopping: job.stop_requested.clone(),
+                                stopping: job.stop_requested,
                                 record: job,
                                 booking_end: booking.as_ref().map(|b| b.end),
                                 cgroup,
@@ -454,9 +454,7 @@ impl Runner {
                             if let Some(cgroup) = cgroup {
                                 leftovers.insert(id, Leftover::in_cgroup(cgroup, now));
                             }
-                            let message =
-                                "its process vanished while the server was down".to_string();
-                            let end = ended(JobState::Lost, None, None, message);
+                            let end = ended(JobState::Lost, None, None, Some(JobNote::Vanished));
                             self.finish(&job, &end, now).await?;
                         }
                     }
@@ -470,8 +468,8 @@ impl Runner {
         let lending_grace = if watched
             .values()
             .filter_map(|w| w.stopping.as_ref())
-            .any(|(_, why)| why.starts_with(PREEMPTED))
-            || stop_reasons.values().any(|r| *r == PREEMPTED)
+            .any(|(_, why)| *why == StopReason::Preempted)
+            || stop_reasons.values().any(|r| *r == StopReason::Preempted)
         {
             let settings = within(self.store.queue().settings()).await?;
             Some(Duration::from_secs(settings.lending_grace_s.max(1) as u64))
@@ -527,20 +525,22 @@ impl Runner {
         end: &JobEnd,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
-        if job.job.queue.is_some() && end.message.starts_with(PREEMPTED) {
+        let preempted =
+            end.note.as_ref().and_then(JobNote::stop_reason) == Some(StopReason::Preempted);
+        if job.job.queue.is_some() && preempted {
             let audit = AuditEntry::new(None, AuditAction::QueueRequeue, "").detail(format!(
                 "its lent cards were taken back; it ended with {}",
                 how_it_ended(end)
             ));
-            let message = format!(
-                "{PREEMPTED} at {} ({}); waiting again",
-                now.format("%Y-%m-%d %H:%M:%S UTC"),
-                how_it_ended(end)
-            );
+            let note = JobNote::Requeued {
+                at: now,
+                exit_code: end.exit_code,
+                signal: end.signal,
+            };
             if within(
                 self.store
                     .lending()
-                    .requeue_job(job.job.id, &message, audit, now),
+                    .requeue_job(job.job.id, &note, audit, now),
             )
             .await?
             {
@@ -582,8 +582,8 @@ impl Runner {
             "job {} ({name}) of {} ended: {how}",
             job.job.id, job.job.username
         );
-        if !end.message.is_empty() {
-            text.push_str(&format!("; {}", end.message));
+        if let Some(note) = &end.note {
+            text.push_str(&format!("; {note}"));
         }
         let mut notice = Notice::lab(
             "job.end",
@@ -598,7 +598,8 @@ impl Runner {
                 "state": end.state,
                 "exit_code": end.exit_code,
                 "signal": end.signal,
-                "message": end.message,
+                "message": end.note.as_ref().map(|n| n.to_string()),
+                "note": end.note,
                 "how": how,
             }),
         );
@@ -615,7 +616,7 @@ impl Runner {
         id: i64,
         watched: &mut HashMap<i64, Watched>,
         leftovers: &mut HashMap<i64, Leftover>,
-        stop: Option<&'static str>,
+        stop: Option<StopReason>,
         lending_grace: Option<Duration>,
         now: DateTime<Utc>,
     ) -> Result<NextLook, crate::store::StoreError> {
@@ -664,13 +665,13 @@ impl Runner {
             }
             return Ok(next);
         }
-        let grace = |why: &str| self.grace_for(why, lending_grace);
+        let grace = |why: StopReason| self.grace_for(why, lending_grace);
         match stop_step(job.stopping.as_ref(), stop, grace, now) {
             StopStep::Run => {}
             StopStep::Term(reason) => {
-                tracing::info!(job = id, reason, "stopping a job");
+                tracing::info!(job = id, reason = reason.as_str(), "stopping a job");
                 signal_job(Some(job.pid()), job.cgroup.as_ref(), Signal::SIGTERM);
-                job.stopping = Some((now, reason.to_string()));
+                job.stopping = Some((now, reason));
                 within(self.store.runs().stopping(id, now, reason)).await?;
                 next.after(now, grace(reason));
             }
@@ -682,9 +683,9 @@ impl Runner {
 
     /// Between SIGTERM and SIGKILL for a job stopped for `why`: a borrower stopped for its
     /// lender has the queue's lending grace, others the runner's.
-    fn grace_for(&self, why: &str, lending_grace: Option<Duration>) -> Duration {
+    fn grace_for(&self, why: StopReason, lending_grace: Option<Duration>) -> Duration {
         match lending_grace {
-            Some(lending) if why.starts_with(PREEMPTED) => lending,
+            Some(lending) if why == StopReason::Preempted => lending,
             _ => self.settings.grace,
         }
     }
@@ -765,8 +766,11 @@ impl Runner {
         &self,
         job: &JobToRun,
         booking: &Booking,
-    ) -> Result<(launch::Spawned, Option<JobCgroup>), (String, Option<JobCgroup>)> {
-        let fail = |e: &dyn std::fmt::Display| (e.to_string(), None);
+    ) -> Result<(launch::Spawned, Option<JobCgroup>), (JobNote, Option<JobCgroup>)> {
+        let said = |e: &dyn std::fmt::Display| JobNote::Said {
+            text: e.to_string(),
+        };
+        let fail = |e: &dyn std::fmt::Display| (said(e), None);
         let who =
             launch::identity(&job.job.username, job.unix_user.as_deref()).map_err(|e| fail(&e))?;
         let inventory: Vec<_> = self.hub.local_gpus().into_iter().map(|g| g.info).collect();
@@ -853,11 +857,11 @@ impl Runner {
         // The login profile may take seconds: off the async workers.
         let spawned = tokio::task::spawn_blocking(move || launch::spawn(&plan))
             .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
+            .map_err(|e| said(&e))
+            .and_then(|r| r.map_err(|e| e.note()));
         match spawned {
             Ok(spawned) => Ok((spawned, cgroup)),
-            Err(message) => Err((message, cgroup)),
+            Err(note) => Err((note, cgroup)),
         }
     }
 
@@ -924,22 +928,23 @@ fn same_process_alive(process: &JobProcess, boot_id: &str) -> bool {
 
 /// How a watched job ended, if it has.
 fn exited(job: &mut Watched) -> Option<JobEnd> {
-    let reason = job.stopping.as_ref().map(|(_, why)| why.clone());
+    let reason = job.stopping.as_ref().map(|(_, why)| *why);
+    let stopped = |exit_unknown| {
+        reason.map(|reason| JobNote::Stopped {
+            reason,
+            exit_unknown,
+        })
+    };
     match &mut job.handle {
         Handle::Child(child) => {
             let status = child.try_wait().ok().flatten()?;
             Some(match (status.code(), status.signal()) {
-                (Some(code), _) => ended(
-                    JobState::Exited,
-                    Some(code.into()),
-                    None,
-                    reason.unwrap_or_default(),
-                ),
+                (Some(code), _) => ended(JobState::Exited, Some(code.into()), None, stopped(false)),
                 (None, signal) => ended(
                     JobState::Killed,
                     None,
                     signal.map(i64::from),
-                    reason.unwrap_or_else(|| "killed by a signal".into()),
+                    stopped(false).or(Some(JobNote::KilledBySignal)),
                 ),
             })
         }
@@ -948,29 +953,13 @@ fn exited(job: &mut Watched) -> Option<JobEnd> {
                 return None;
             }
             // Whoever reaped it has its exit status; say what we know.
-            Some(match reason {
-                Some(why) => ended(
-                    JobState::Killed,
-                    None,
-                    None,
-                    format!("{why} (exit status unknown: re-adopted after a server restart)"),
-                ),
-                None => ended(
-                    JobState::Exited,
-                    None,
-                    None,
-                    "exit status unknown: re-adopted after a server restart".into(),
-                ),
+            Some(match stopped(true) {
+                Some(note) => ended(JobState::Killed, None, None, Some(note)),
+                None => ended(JobState::Exited, None, None, Some(JobNote::ExitUnknown)),
             })
         }
     }
 }
-
-const TIMED_OUT: &str = "stopped at its time limit";
-const CANCELLED: &str = "cancelled";
-/// A borrower whose lent cards were taken back (or whose lender's slot ended first): it goes
-/// back to the queue.
-pub const PREEMPTED: &str = "preempted: its lent cards were taken back";
 
 /// "exit code 0", "signal 9": how a job's process ended.
 /// The personal event of a job's end: none for a cancel (its owner asked for it).
@@ -1053,7 +1042,7 @@ enum StopStep {
     /// It runs on.
     Run,
     /// Ask it to stop (SIGTERM) for this reason; SIGKILL follows after the grace.
-    Term(&'static str),
+    Term(StopReason),
     /// Its grace is over: SIGKILL.
     Kill,
     /// Asked already; SIGKILL at this moment if it is still there.
@@ -1061,16 +1050,16 @@ enum StopStep {
 }
 
 fn stop_step(
-    stopping: Option<&(DateTime<Utc>, String)>,
-    stop: Option<&'static str>,
-    grace: impl Fn(&str) -> Duration,
+    stopping: Option<&(DateTime<Utc>, StopReason)>,
+    stop: Option<StopReason>,
+    grace: impl Fn(StopReason) -> Duration,
     now: DateTime<Utc>,
 ) -> StopStep {
     match (stopping, stop) {
         (None, None) => StopStep::Run,
         (None, Some(reason)) => StopStep::Term(reason),
         (Some((since, why)), _) => {
-            let grace = chrono::Duration::from_std(grace(why)).unwrap_or_default();
+            let grace = chrono::Duration::from_std(grace(*why)).unwrap_or_default();
             if now - *since >= grace {
                 StopStep::Kill
             } else {
@@ -1088,10 +1077,10 @@ fn stop_reason(
     booking: Option<&Booking>,
     job: &JobToRun,
     now: DateTime<Utc>,
-) -> Option<&'static str> {
+) -> Option<StopReason> {
     let queued = job.job.queue.is_some();
     if job.cancel_requested {
-        Some(CANCELLED)
+        Some(StopReason::Cancelled)
     } else if booking.is_none_or(|b| b.state != BookingState::Active) {
         let limit_reached = job
             .job
@@ -1099,7 +1088,9 @@ fn stop_reason(
             .zip(job.job.started_at)
             .is_some_and(|(q, started)| now - started >= chrono::Duration::seconds(q.time_limit_s));
         match booking {
-            Some(b) if b.loan_of.is_some() && queued && !limit_reached => Some(PREEMPTED),
+            Some(b) if b.loan_of.is_some() && queued && !limit_reached => {
+                Some(StopReason::Preempted)
+            }
             _ => Some(slot_ended(queued)),
         }
     } else {
@@ -1109,11 +1100,11 @@ fn stop_reason(
 
 /// Why a job whose slot is over stops: a queue job reached its time limit, a booked job the
 /// end of its booking.
-fn slot_ended(queued: bool) -> &'static str {
+fn slot_ended(queued: bool) -> StopReason {
     if queued {
-        TIMED_OUT
+        StopReason::TimeLimit
     } else {
-        "stopped at the end of its booking"
+        StopReason::BookingEnded
     }
 }
 
@@ -1122,10 +1113,10 @@ fn slot_ended(queued: bool) -> &'static str {
 fn queue_end(job: &JobToRun, end: &JobEnd) -> JobEnd {
     let mut end = end.clone();
     if job.job.queue.is_some() && matches!(end.state, JobState::Exited | JobState::Killed) {
-        if end.message.starts_with(TIMED_OUT) {
-            end.state = JobState::TimedOut;
-        } else if end.message.starts_with(CANCELLED) {
-            end.state = JobState::Cancelled;
+        match end.note.as_ref().and_then(JobNote::stop_reason) {
+            Some(StopReason::TimeLimit) => end.state = JobState::TimedOut,
+            Some(StopReason::Cancelled) => end.state = JobState::Cancelled,
+            _ => {}
         }
     }
     end
@@ -1197,12 +1188,17 @@ fn leftover_look(age: chrono::Duration) -> Duration {
     quarter.clamp(Duration::from_millis(50), Duration::from_secs(2))
 }
 
-fn ended(state: JobState, exit_code: Option<i64>, signal: Option<i64>, message: String) -> JobEnd {
+fn ended(
+    state: JobState,
+    exit_code: Option<i64>,
+    signal: Option<i64>,
+    note: Option<JobNote>,
+) -> JobEnd {
     JobEnd {
         state,
         exit_code,
         signal,
-        message,
+        note,
     }
 }
 
@@ -1323,8 +1319,8 @@ mod tests {
 
     #[test]
     fn a_job_told_to_stop_gets_sigterm_then_sigkill_after_its_reasons_grace() {
-        let grace = |why: &str| {
-            if why.starts_with(PREEMPTED) {
+        let grace = |why: StopReason| {
+            if why == StopReason::Preempted {
                 Duration::from_secs(3)
             } else {
                 Duration::from_secs(10)
@@ -1332,20 +1328,20 @@ mod tests {
         };
         assert_eq!(stop_step(None, None, grace, at(0)), StopStep::Run);
         assert_eq!(
-            stop_step(None, Some(CANCELLED), grace, at(0)),
-            StopStep::Term(CANCELLED)
+            stop_step(None, Some(StopReason::Cancelled), grace, at(0)),
+            StopStep::Term(StopReason::Cancelled)
         );
         // Asked at 0 for the slot's end: killed at 10 if still there, and not before.
-        let asked = (at(0), slot_ended(false).to_string());
+        let asked = (at(0), slot_ended(false));
         assert_eq!(
             stop_step(Some(&asked), Some(slot_ended(false)), grace, at(4)),
             StopStep::KillAt(at(10))
         );
         assert_eq!(stop_step(Some(&asked), None, grace, at(10)), StopStep::Kill);
         // A borrower stopped for its lender has the lending grace.
-        let preempted = (at(0), PREEMPTED.to_string());
+        let preempted = (at(0), StopReason::Preempted);
         assert_eq!(
-            stop_step(Some(&preempted), Some(PREEMPTED), grace, at(1)),
+            stop_step(Some(&preempted), Some(StopReason::Preempted), grace, at(1)),
             StopStep::KillAt(at(3))
         );
         assert_eq!(
@@ -1387,20 +1383,20 @@ mod tests {
         let ended = booking(BookingState::Ended, 0, 600, None);
         assert_eq!(
             stop_reason(Some(&ended), &running, at(600)),
-            Some("stopped at the end of its booking")
+            Some(StopReason::BookingEnded)
         );
         assert_eq!(
             stop_reason(None, &running, at(10)),
-            Some("stopped at the end of its booking")
+            Some(StopReason::BookingEnded)
         );
         running.cancel_requested = true;
         assert_eq!(
             stop_reason(Some(&ended), &running, at(600)),
-            Some(CANCELLED)
+            Some(StopReason::Cancelled)
         );
         assert_eq!(
             stop_reason(Some(&active), &running, at(10)),
-            Some(CANCELLED)
+            Some(StopReason::Cancelled)
         );
     }
 
@@ -1410,26 +1406,43 @@ mod tests {
         let loan_over = booking(BookingState::Released, 0, 100, Some(9));
         assert_eq!(
             stop_reason(Some(&loan_over), &borrower, at(100)),
-            Some(PREEMPTED)
+            Some(StopReason::Preempted)
         );
         // At its time limit it timed out, whoever's cards it had.
         assert_eq!(
             stop_reason(Some(&loan_over), &borrower, at(3600)),
-            Some(TIMED_OUT)
+            Some(StopReason::TimeLimit)
         );
         let own = booking(BookingState::Ended, 0, 3600, None);
         assert_eq!(
             stop_reason(Some(&own), &borrower, at(3600)),
-            Some(TIMED_OUT)
+            Some(StopReason::TimeLimit)
         );
+    }
+
+    fn stopped(reason: StopReason) -> Option<JobNote> {
+        Some(JobNote::Stopped {
+            reason,
+            exit_unknown: false,
+        })
     }
 
     #[test]
     fn a_queue_job_stopped_at_its_limit_timed_out_and_one_cancelled_was_cancelled() {
         let queue_job = job(JobState::Running, queued(60), Some(0));
-        let killed = ended(JobState::Killed, None, Some(15), TIMED_OUT.into());
+        let killed = ended(
+            JobState::Killed,
+            None,
+            Some(15),
+            stopped(StopReason::TimeLimit),
+        );
         assert_eq!(queue_end(&queue_job, &killed).state, JobState::TimedOut);
-        let cancelled = ended(JobState::Exited, Some(143), None, CANCELLED.into());
+        let cancelled = ended(
+            JobState::Exited,
+            Some(143),
+            None,
+            stopped(StopReason::Cancelled),
+        );
         assert_eq!(queue_end(&queue_job, &cancelled).state, JobState::Cancelled);
         // A booked job keeps what its exit said.
         let booked = job(JobState::Running, None, Some(0));

@@ -57,8 +57,10 @@ pub struct JobFacts {
     pub end: Option<DateTime<Utc>>,
     /// How its process ended ("exit code 1").
     pub how: Option<String>,
-    /// What Lanes has to say about it ("python4: not found").
+    /// What Lanes has to say about it ("python4: not found"), in English.
     pub message: Option<String>,
+    /// The same, typed: said in the reader's language.
+    pub note: Option<lanes_types::job::JobNote>,
     /// The queue job whose cards its booking holds, if any.
     pub queue_job: Option<i64>,
 }

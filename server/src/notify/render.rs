@@ -322,7 +322,12 @@ fn job_ended(how: JobEnd, job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> 
         at = when(at, r),
         how = ended
     )];
-    if let Some(message) = job.message.clone().filter(|m| !m.is_empty()) {
+    // The typed note in the reader's words; an older notice's English words as they came.
+    let message = match &job.note {
+        Some(note) => Some(lanes_app::i18n::job_note_in(note, r.locale, |t| when(t, r))),
+        None => job.message.clone(),
+    };
+    if let Some(message) = message.filter(|m| !m.is_empty()) {
         lines.push(say!(r, mail.lanes_says, message));
     }
     (say!(r, mail.job_ended_subject, job = id, name, verb), lines)

@@ -4,7 +4,7 @@ use super::sql::Stamp;
 use super::{insert_audit, AuditEntry, StoreError};
 use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
-use lanes_types::job::{EnvironmentBase, Job, JobState, QueueRequest};
+use lanes_types::job::{EnvironmentBase, Job, JobNote, JobState, QueueRequest, StopReason};
 use std::collections::BTreeMap;
 
 repository!(
@@ -29,7 +29,7 @@ pub struct JobToRun {
     pub pid_start: Option<u64>,
     pub boot_id: Option<String>,
     /// When SIGTERM went to its group, and why.
-    pub stop_requested: Option<(DateTime<Utc>, String)>,
+    pub stop_requested: Option<(DateTime<Utc>, StopReason)>,
 }
 
 /// A job to record: what runs, for whom, and where it waits.
@@ -65,7 +65,7 @@ pub struct JobEnd {
     pub state: JobState,
     pub exit_code: Option<i64>,
     pub signal: Option<i64>,
-    pub message: String,
+    pub note: Option<JobNote>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -124,7 +124,12 @@ impl Row {
             stop_requested: self
                 .stop_requested_ms
                 .and_then(DateTime::from_timestamp_millis)
-                .map(|at| (at, self.stop_reason.unwrap_or_default())),
+                .map(|at| {
+                    let why = self.stop_reason.as_deref().and_then(StopReason::parse);
+                    // Asked to stop by a Lanes whose reason this one cannot read: its grace
+                    // is the runner's, as for a booking's end.
+                    (at, why.unwrap_or(StopReason::BookingEnded))
+                }),
             job: Job {
                 id: self.id,
                 booking_id: self.booking_id,
@@ -140,7 +145,10 @@ impl Row {
                 ended_at: self.ended_at.map(|s| s.0),
                 exit_code: self.exit_code,
                 signal: self.signal,
-                message: self.message,
+                note: JobNote::read(&self.message),
+                message: JobNote::read(&self.message)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
                 peak_memory_bytes: self.peak_memory_bytes.map(|b| b as u64),
                 environment: self.environment,
                 device_wall: self.device_wall,
@@ -330,12 +338,13 @@ impl Jobs<'_> {
                 cancel_requested = 1,
                 state = CASE WHEN state IN ('pending', 'queued') THEN 'cancelled' ELSE state END,
                 ended_at = CASE WHEN state IN ('pending', 'queued') THEN $2 ELSE ended_at END,
-                message = CASE WHEN state IN ('pending', 'queued') THEN 'cancelled before it started'
+                message = CASE WHEN state IN ('pending', 'queued') THEN $3
                                ELSE message END
              WHERE id = $1 AND state IN ('pending', 'queued', 'running')",
         )
         .bind(id)
         .bind(Stamp(now))
+        .bind(JobNote::CancelledBeforeStart.code())
         .execute(&mut *tx)
         .await?
         .rows_affected()

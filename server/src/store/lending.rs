@@ -242,7 +242,7 @@ impl Lending<'_> {
     pub async fn requeue_job(
         &self,
         id: i64,
-        message: &str,
+        note: &lanes_types::job::JobNote,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -255,7 +255,7 @@ impl Lending<'_> {
              WHERE id = $1 AND state IN ('running', 'queued') AND cancel_requested = 0",
         )
         .bind(id)
-        .bind(message)
+        .bind(note.code())
         .bind(flag(false))
         .execute(&mut *tx)
         .await?

@@ -112,12 +112,12 @@ impl Runs<'_> {
         &self,
         id: i64,
         at: DateTime<Utc>,
-        reason: &str,
+        reason: lanes_types::job::StopReason,
     ) -> Result<(), StoreError> {
         sqlx::query("UPDATE jobs SET stop_requested_ms = $2, stop_reason = $3 WHERE id = $1")
             .bind(id)
             .bind(at.timestamp_millis())
-            .bind(reason)
+            .bind(reason.as_str())
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -145,7 +145,7 @@ impl Runs<'_> {
         .bind(end.state.as_str())
         .bind(end.exit_code)
         .bind(end.signal)
-        .bind(&end.message)
+        .bind(end.note.as_ref().map(|n| n.code()).unwrap_or_default())
         .bind(Stamp(now))
         .execute(&self.pool)
         .await?;

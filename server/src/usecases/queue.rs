@@ -92,5 +92,6 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
         } else {
             String::new()
         },
+        note: job.note.clone().filter(|_| mine),
     }
 }
