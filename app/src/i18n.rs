@@ -139,26 +139,58 @@ pub fn job_note_in(
         JobNote::Requeued { at, .. } => td_string!(locale, job_note.requeued, at = when(*at)),
         JobNote::NotOnPath {
             program,
-            login_of: Some(user),
-            path,
-        } => td_string!(
-            locale,
-            job_note.not_on_path_login,
-            program = program.clone(),
-            user = user.clone(),
-            path = path.clone()
-        ),
-        JobNote::NotOnPath {
-            program,
-            login_of: None,
+            environment,
             path,
         } => td_string!(
             locale,
             job_note.not_on_path,
             program = program.clone(),
+            environment = started_in_in(environment, locale),
             path = path.clone()
         ),
         JobNote::Said { text } => text.clone(),
+    }
+}
+
+/// The environment a job started with, in the page's language.
+pub fn started_in(started: &lanes_types::job::StartedIn) -> String {
+    started_in_in(started, locale())
+}
+
+/// The environment a job started with, in `locale`'s words.
+pub fn started_in_in(started: &lanes_types::job::StartedIn, locale: Locale) -> String {
+    use i18n::td_string;
+    use lanes_types::job::StartedIn;
+    match started {
+        StartedIn::Login { user, shell } => td_string!(
+            locale,
+            started_in.login,
+            user = user.clone(),
+            shell = shell.clone()
+        ),
+        StartedIn::CleanShellRefuses { user, shell } => td_string!(
+            locale,
+            started_in.shell_refuses,
+            user = user.clone(),
+            shell = shell.clone()
+        ),
+        StartedIn::Clean { by_admin: true } => td_string!(locale, started_in.clean_by_admin).into(),
+        StartedIn::Clean { by_admin: false } => td_string!(locale, started_in.clean_asked).into(),
+        StartedIn::Given { variables } => {
+            td_string!(locale, started_in.given, count = *variables)
+        }
+        StartedIn::Said { text } => text.clone(),
+    }
+}
+
+/// What the watchdog did about an unbooked process.
+pub fn violation_action(action: lanes_types::enforcement::ViolationAction) -> &'static str {
+    use lanes_types::enforcement::ViolationAction;
+    match action {
+        ViolationAction::Observed => tr!(violation_action.observed),
+        ViolationAction::Warned => tr!(violation_action.warned),
+        ViolationAction::Terminated => tr!(violation_action.terminated),
+        ViolationAction::Killed => tr!(violation_action.killed),
     }
 }
 

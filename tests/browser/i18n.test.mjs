@@ -57,9 +57,10 @@ async function wordsOf(page) {
     const attrs = [...document.querySelectorAll('[title],[aria-label],[placeholder],[alt]')]
       .flatMap((e) => ['title', 'aria-label', 'placeholder', 'alt'].map((a) => e.getAttribute(a)).filter(Boolean));
     // What the page itself marks as English (the audit log's records, written once in
-    // English as a log is) is not the page's words.
+    // English as a log is) is not the page's words, nor are codes (an audit action such as
+    // auth.login, a command): they are identifiers.
     let text = document.body.innerText;
-    for (const e of document.querySelectorAll('[lang=en]')) text = text.replace(e.innerText, '');
+    for (const e of document.querySelectorAll('[lang=en], code')) text = text.replace(e.innerText, '');
     return [document.title, text, ...attrs].join('\n');
   });
 }

@@ -100,7 +100,7 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     })
     .expect("the job starts");
     assert_eq!(
-        spawned.environment,
+        spawned.environment.to_string(),
         "a clean environment (the admin's setting)"
     );
     assert!(spawned.child.wait().unwrap().success());

@@ -97,6 +97,9 @@ pub struct Job {
     /// its stderr log): "the login environment of ada (bash -l)", "a clean environment", ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
+    /// The same, typed: pages say it in their language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_in: Option<StartedIn>,
     /// The device wall it ran behind, in words: its cgroup, or why there was none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_wall: Option<String>,
@@ -142,15 +145,71 @@ pub enum JobNote {
         exit_code: Option<i64>,
         signal: Option<i64>,
     },
-    /// Its program is not on the PATH it starts with: the login environment of `login_of`,
-    /// or (None) the environment it asked for.
+    /// Its program is not on the PATH of the environment it starts in.
     NotOnPath {
         program: String,
-        login_of: Option<String>,
+        environment: StartedIn,
         path: String,
     },
     /// Words from elsewhere (why a launch failed), or an older Lanes' words.
     Said { text: String },
+}
+
+/// The environment a job started with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "base", rename_all = "snake_case")]
+pub enum StartedIn {
+    /// `user`'s login environment (`shell -l`).
+    Login { user: String, shell: String },
+    /// A clean environment, because `user`'s shell refuses logins.
+    CleanShellRefuses { user: String, shell: String },
+    /// A clean environment, as the admin's default or as the job asked.
+    Clean { by_admin: bool },
+    /// The variables the client gave.
+    Given { variables: usize },
+    /// Words of an older Lanes.
+    Said { text: String },
+}
+
+impl std::fmt::Display for StartedIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartedIn::Login { user, shell } => {
+                write!(f, "the login environment of {user} ({shell} -l)")
+            }
+            StartedIn::CleanShellRefuses { user, shell } => write!(
+                f,
+                "a clean environment: the shell of {user} ({shell}) refuses logins"
+            ),
+            StartedIn::Clean { by_admin: true } => {
+                f.write_str("a clean environment (the admin's setting)")
+            }
+            StartedIn::Clean { by_admin: false } => {
+                f.write_str("a clean environment (the job asked for it)")
+            }
+            StartedIn::Given { variables } => {
+                write!(f, "the environment the client gave ({variables} variables)")
+            }
+            StartedIn::Said { text } => f.write_str(text),
+        }
+    }
+}
+
+impl StartedIn {
+    /// As stored: a JSON code, or the words themselves.
+    pub fn code(&self) -> String {
+        match self {
+            StartedIn::Said { text } => text.clone(),
+            typed => serde_json::to_string(typed).unwrap_or_default(),
+        }
+    }
+
+    /// As read back; an older Lanes stored words.
+    pub fn read(stored: &str) -> Self {
+        serde_json::from_str(stored).unwrap_or_else(|_| StartedIn::Said {
+            text: stored.to_string(),
+        })
+    }
 }
 
 /// Why Lanes stops a running job.
@@ -242,19 +301,11 @@ impl std::fmt::Display for JobNote {
             }
             JobNote::NotOnPath {
                 program,
-                login_of: Some(user),
+                environment,
                 path,
             } => write!(
                 f,
-                "{program}: not found on the PATH of the login environment of {user} (PATH={path})"
-            ),
-            JobNote::NotOnPath {
-                program,
-                login_of: None,
-                path,
-            } => write!(
-                f,
-                "{program}: not found on the PATH of the job's environment (PATH={path})"
+                "{program}: not found on the PATH of {environment} (PATH={path})"
             ),
             JobNote::Said { text } => f.write_str(text),
         }
@@ -431,7 +482,10 @@ mod tests {
     fn a_note_is_stored_as_a_code_and_older_words_read_back_as_words() {
         let note = JobNote::NotOnPath {
             program: "python4".into(),
-            login_of: Some("carol".into()),
+            environment: StartedIn::Login {
+                user: "carol".into(),
+                shell: "/bin/bash".into(),
+            },
             path: "/usr/bin".into(),
         };
         let stored = note.code();

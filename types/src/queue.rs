@@ -373,3 +373,28 @@ impl Shares {
 pub fn booking_note(job_id: i64, name: &str) -> String {
     format!("queue job {job_id}: {name}")
 }
+
+/// The job's name in a note [`booking_note`] wrote (pages say the rest in their language);
+/// `None` for a note a person wrote.
+pub fn queue_job_name(note: &str, job_id: i64) -> Option<&str> {
+    let name = note.strip_prefix(&format!("queue job {job_id}: "))?;
+    // A loan's note says whose cards it borrows after the name.
+    Some(match name.rfind(" (on cards booking #") {
+        Some(at) if name.ends_with(" lends)") => &name[..at],
+        _ => name,
+    })
+}
+
+#[cfg(test)]
+mod note_tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_bookings_note_gives_back_its_jobs_name() {
+        assert_eq!(queue_job_name(&booking_note(7, "训练"), 7), Some("训练"));
+        let loan = format!("{} (on cards booking #3 lends)", booking_note(7, "train"));
+        assert_eq!(queue_job_name(&loan, 7), Some("train"));
+        assert_eq!(queue_job_name("my own words", 7), None);
+        assert_eq!(queue_job_name(&booking_note(8, "x"), 7), None);
+    }
+}

@@ -707,11 +707,13 @@ fn MyBookings(
                 .bookings
                 .iter()
                 .find(|b| b.booking_id == id)?;
-            Some(format!(
-                "{} · peak {}",
-                b.avg_utilization_pct
+            Some(tr!(
+                calendar.use_and_peak,
+                avg = b
+                    .avg_utilization_pct
                     .map_or("—".into(), |u| format!("{u:.0} %")),
-                b.peak_memory_bytes
+                peak = b
+                    .peak_memory_bytes
                     .map_or("—".into(), crate::components::format::bytes)
             ))
         })
@@ -751,7 +753,10 @@ fn MyBookings(
                                 <td>{cards}</td>
                                 <td>{label}</td>
                                 <td class="num" title=tr!(calendar.mean_utilization_of_its_cards_so)>{move || use_of(id).unwrap_or_default()}</td>
-                                <td>{b.note.clone()}</td>
+                                <td>{match b.queue_job.and_then(|job| lanes_types::queue::queue_job_name(&b.note, job).map(|name| (job, name))) {
+                                    Some((job, name)) => tr!(calendar.queue_job_note, job, name = name.to_string()),
+                                    None => b.note.clone(),
+                                }}</td>
                                 <td class="actions">
                                     <button on:click=move |_| { withdraw.clear(); extend.run((id, ExtendBooking { end: end + Duration::hours(1) })) }>"+1 h"</button>
                                     <button class="danger" on:click=move |_| { extend.clear(); withdraw.run(id) }>{withdraw_label}</button>

@@ -162,7 +162,7 @@ pub fn ViolationsPanel() -> impl IntoView {
                                 <td class="num">{v.memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
                                 <td>{date_time(v.first_seen)}</td>
                                 <td>{v.ended.map(date_time).unwrap_or_else(|| tr!(enforcement.still_running).into())}</td>
-                                <td>{v.action.as_str()}</td>
+                                <td>{crate::i18n::violation_action(v.action)}</td>
                             </tr>
                         }
                     })

@@ -171,7 +171,12 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
         .unwrap_or_else(|| job.message.clone());
     // What it ran in, once started: its environment, its CPU time and host memory (from its
     // cgroup), and its device wall on hover.
-    let ran_in = job.environment.clone().map(|env| {
+    let started_in = job
+        .started_in
+        .as_ref()
+        .map(crate::i18n::started_in)
+        .or_else(|| job.environment.clone());
+    let ran_in = started_in.map(|env| {
         let mut line = env;
         if let Some(ms) = job.cpu_time_ms {
             line.push_str(&format!(" · CPU {:.1} s", ms as f64 / 1000.0));

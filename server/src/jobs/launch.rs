@@ -6,7 +6,7 @@
 //! log files. When it cannot start, the error says why in one line a user can act on.
 
 use super::wall::{self, JobCgroup};
-use lanes_types::job::EnvironmentBase;
+use lanes_types::job::{EnvironmentBase, StartedIn};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid, User};
 use std::collections::BTreeMap;
@@ -68,12 +68,11 @@ impl LaunchError {
         match self {
             LaunchError::NotFound {
                 program,
-                login_of,
+                environment,
                 path,
-                ..
             } => JobNote::NotOnPath {
                 program: program.clone(),
-                login_of: login_of.clone(),
+                environment: environment.clone(),
                 path: path.clone(),
             },
             other => JobNote::Said {
@@ -92,9 +91,7 @@ pub enum LaunchError {
     #[error("{program}: not found on the PATH of {environment} (PATH={path})")]
     NotFound {
         program: String,
-        environment: String,
-        /// The user whose login environment it was, if it was one.
-        login_of: Option<String>,
+        environment: StartedIn,
         path: String,
     },
     #[error("{program}: {user} may not run it ({why})")]
@@ -551,37 +548,31 @@ fn environment(
     launch: &Launch,
     start_as: &StartAs,
     stderr: &OwnedFd,
-) -> Result<(BTreeMap<String, String>, String), LaunchError> {
-    let user = launch.identity.name();
+) -> Result<(BTreeMap<String, String>, StartedIn), LaunchError> {
+    let user = launch.identity.name().to_string();
+    let shell = launch.identity.shell().to_string();
     let identity = account_environment(&launch.identity);
-    let by = if launch.base_by_admin {
-        "the admin's setting"
-    } else {
-        "the job asked for it"
-    };
     let (mut env, described) = match &launch.base {
-        EnvironmentBase::Login if refuses_login(launch.identity.shell()) => (
+        EnvironmentBase::Login if refuses_login(&shell) => (
             identity.clone(),
-            format!(
-                "a clean environment: the shell of {user} ({}) refuses logins",
-                launch.identity.shell()
-            ),
+            StartedIn::CleanShellRefuses { user, shell },
         ),
         EnvironmentBase::Login => {
             let mut env = identity.clone();
             env.extend(login_environment(launch, start_as, &identity, stderr)?);
-            (
-                env,
-                format!(
-                    "the login environment of {user} ({} -l)",
-                    launch.identity.shell()
-                ),
-            )
+            (env, StartedIn::Login { user, shell })
         }
-        EnvironmentBase::Clean => (identity.clone(), format!("a clean environment ({by})")),
+        EnvironmentBase::Clean => (
+            identity.clone(),
+            StartedIn::Clean {
+                by_admin: launch.base_by_admin,
+            },
+        ),
         EnvironmentBase::Given(vars) => (
             vars.clone(),
-            format!("the environment the client gave ({} variables)", vars.len()),
+            StartedIn::Given {
+                variables: vars.len(),
+            },
         ),
     };
     // The identity is the account's, whatever the base says.
@@ -666,7 +657,7 @@ fn start_command(
     cwd: &CString,
     stdout: OwnedFd,
     stderr: OwnedFd,
-) -> Result<(Child, String), LaunchError> {
+) -> Result<(Child, StartedIn), LaunchError> {
     let header_err = |source| LaunchError::Log {
         path: launch.log_dir.join("stderr"),
         source,
@@ -682,8 +673,6 @@ fn start_command(
         let not_found = || LaunchError::NotFound {
             program: program.into(),
             environment: described.clone(),
-            login_of: matches!(launch.base, EnvironmentBase::Login)
-                .then(|| launch.identity.name().to_string()),
             path: path.clone(),
         };
         // Found on the job's PATH by exec in the child, after it became the job's user: a
@@ -735,8 +724,8 @@ fn start_command(
 pub struct Spawned {
     pub child: Child,
     pub keepers: Vec<Child>,
-    /// The environment it got, in words.
-    pub environment: String,
+    /// The environment it got.
+    pub environment: StartedIn,
 }
 
 /// Waits for children (log keepers, a job stopped before it ran) in the background, so none

@@ -346,8 +346,11 @@ impl Runner {
                             },
                             cgroup,
                         )) => {
-                            if let Err(e) =
-                                self.store.runs().set_environment(id, &environment).await
+                            if let Err(e) = self
+                                .store
+                                .runs()
+                                .set_environment(id, &environment.code())
+                                .await
                             {
                                 tracing::warn!(job = id, error = %e, "could not record a job's environment");
                             }

@@ -4,7 +4,9 @@ use super::sql::Stamp;
 use super::{insert_audit, AuditEntry, StoreError};
 use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
-use lanes_types::job::{EnvironmentBase, Job, JobNote, JobState, QueueRequest, StopReason};
+use lanes_types::job::{
+    EnvironmentBase, Job, JobNote, JobState, QueueRequest, StartedIn, StopReason,
+};
 use std::collections::BTreeMap;
 
 repository!(
@@ -150,7 +152,11 @@ impl Row {
                     .map(|n| n.to_string())
                     .unwrap_or_default(),
                 peak_memory_bytes: self.peak_memory_bytes.map(|b| b as u64),
-                environment: self.environment,
+                started_in: self.environment.as_deref().map(StartedIn::read),
+                environment: self
+                    .environment
+                    .as_deref()
+                    .map(|e| StartedIn::read(e).to_string()),
                 device_wall: self.device_wall,
                 cpu_time_ms: self.cpu_time_ms.map(|t| t as u64),
                 peak_host_memory_bytes: self.peak_host_memory_bytes.map(|b| b as u64),
