@@ -21,7 +21,7 @@ LISTEN   ?= 127.0.0.1:3000
 DATA_DIR ?= $(CURDIR)/data
 GPUS     ?= auto
 
-.PHONY: run build site deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot clean
+.PHONY: run build site deb deb-test alerts test tools tools-test fmt-check clippy dev-build unit postgres api-fuzz browser bench screenshot tour clean
 
 run: build
 	@echo "Starting Lanes on http://$(LISTEN) (data in $(DATA_DIR), GPUs: $(GPUS)); Ctrl-C stops it."
@@ -159,6 +159,11 @@ bench: build
 # Refreshes the README screenshot (docs/dashboard.png) from a scripted scenario.
 screenshot: build tools-test
 	node tests/browser/screenshot.mjs
+
+# Every page in four looks (desktop and phone, light and dark, English and Chinese), with a
+# contact sheet per look, in target/tour/: what to look over before calling a page done.
+tour: build tools-test
+	SCREENSHOT_TOUR=target/tour SCREENSHOT_WAIT=20 node tests/browser/screenshot.mjs
 
 clean:
 	cargo clean

@@ -100,6 +100,18 @@ pub fn user_color(username: &str) -> String {
     format!("hsl({} 60% 28%)", hash % 360)
 }
 
+/// A booking's note as the page says it: a queue booking's (which the scheduler wrote) in the
+/// page's language, a person's as they wrote it.
+pub fn note_of(b: &lanes_types::booking::Booking) -> String {
+    match b
+        .queue_job
+        .and_then(|job| lanes_types::queue::queue_job_name(&b.note, job).map(|name| (job, name)))
+    {
+        Some((job, name)) => tr!(calendar.queue_job_note, job, name = name.to_string()),
+        None => b.note.clone(),
+    }
+}
+
 /// "Tue 14:00" in the viewer's offset.
 pub fn short_time(t: DateTime<Utc>, offset: FixedOffset) -> String {
     dated(t.with_timezone(&offset), tr!(date.weekday_time))

@@ -79,12 +79,12 @@ fn EmailForm(current: Option<String>) -> impl IntoView {
     view! {
         <details class="email-change" open=open>
             <summary>{summary}</summary>
-            <form class="inline-form" on:submit=submit data-testid="email-change">
+            <form class="stack" on:submit=submit data-testid="email-change">
                 <label>
                     {tr!(account.email_new)}
                     <input type="email" name="email" autocomplete="email" value=current.unwrap_or_default() node_ref=address />
                 </label>
-                <button type="submit">{tr!(account.email_send_link)}</button>
+                <div><button type="submit">{tr!(account.email_send_link)}</button></div>
             </form>
             {move || done().filter(|m| !m.is_empty()).map(|m| view! { <p class="notice" role="status">{m}</p> })}
             {change_email.error_view()}

@@ -363,7 +363,7 @@ fn Grid(
                                 b.display_name,
                                 long_time(b.start, offset),
                                 short_time(b.end, offset),
-                                if b.note.is_empty() { String::new() } else { format!(" · {}", b.note) },
+                                if b.note.is_empty() { String::new() } else { format!(" · {}", crate::calendar::note_of(&b)) },
                                 if idle { tr!(calendar.idle_suffix) } else { "" }
                             );
                             // A loan is drawn as a band along the foot of its host's bar.
@@ -753,10 +753,7 @@ fn MyBookings(
                                 <td>{cards}</td>
                                 <td>{label}</td>
                                 <td class="num" title=tr!(calendar.mean_utilization_of_its_cards_so)>{move || use_of(id).unwrap_or_default()}</td>
-                                <td>{match b.queue_job.and_then(|job| lanes_types::queue::queue_job_name(&b.note, job).map(|name| (job, name))) {
-                                    Some((job, name)) => tr!(calendar.queue_job_note, job, name = name.to_string()),
-                                    None => b.note.clone(),
-                                }}</td>
+                                <td>{crate::calendar::note_of(&b)}</td>
                                 <td class="actions">
                                     <button on:click=move |_| { withdraw.clear(); extend.run((id, ExtendBooking { end: end + Duration::hours(1) })) }>"+1 h"</button>
                                     <button class="danger" on:click=move |_| { extend.clear(); withdraw.run(id) }>{withdraw_label}</button>
