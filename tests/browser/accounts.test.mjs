@@ -47,7 +47,8 @@ test('a taken username is refused with the server\'s message', async () => {
   form = page.locator('[data-testid=create-user]');
   await form.locator('input[name=username]').fill('bob');
   await form.locator('input[name=display_name]').fill('Bob Builder');
-  await form.locator('input[name=unix_user]').fill('bob');
+  // A Unix account no host has (bob may have one here: other tests make it).
+  await form.locator('input[name=unix_user]').fill('lanes-no-such-account');
   // The server's own message shows for what the form cannot check, such as a taken username.
   await form.locator('input[name=password]').fill('bob first passphrase');
   await form.locator('input[name=username]').fill('root-admin');
@@ -62,8 +63,8 @@ test('the admin creates a user', async () => {
   bobRow = page.locator('[data-testid=users] tr[data-username=bob]');
   await bobRow.waitFor();
   // Accepted (the Unix account may come later, or live only on the nodes), but said: this
-  // host, which runs the jobs, has no account bob.
-  await bobRow.getByTestId('unix-missing').filter({ hasText: 'No Unix account bob on this server' }).waitFor();
+  // host, which runs the jobs, has no such account.
+  await bobRow.getByTestId('unix-missing').filter({ hasText: 'No Unix account lanes-no-such-account on this server' }).waitFor();
   assert.equal(await page.locator('[data-testid=users] tr[data-username=root-admin] [data-testid=unix-missing]').count(), 0);
 });
 

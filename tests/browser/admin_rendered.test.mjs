@@ -10,7 +10,7 @@
 // section at once: a render that waits on another task would wedge the server here.
 
 import assert from 'node:assert/strict';
-import { scenario, logIn, openLive, assertOnlyProvokedErrors } from './lib.mjs';
+import { scenario, logIn, openLive, assertOnlyProvokedErrors, written } from './lib.mjs';
 import { test } from 'node:test';
 
 const { url, browser, failures } = await scenario({
@@ -23,16 +23,8 @@ const { url, browser, failures } = await scenario({
 const SECTIONS = ['users', 'groups', 'quotas', 'policy', 'queue', 'notifications', 'violations', 'audit'];
 let context, page, newest;
 
-/** "Wed 2 Dec 22:40": `iso` shifted by `hours`, as every page writes a moment (this year's). */
-const written = (iso, hours) => {
-  const t = new Date(Date.parse(iso) + hours * 3600e3);
-  const pad = (n) => String(n).padStart(2, '0');
-  const weekday = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][t.getUTCDay()];
-  const month = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'][t.getUTCMonth()];
-  return `${weekday} ${t.getUTCDate()} ${month} ${pad(t.getUTCHours())}:${pad(t.getUTCMinutes())}`;
-};
-const inShanghai = (iso) => written(iso, 8);
-const inUtc = (iso) => written(iso, 0);
+const inShanghai = (iso) => written(Date.parse(iso), 8);
+const inUtc = (iso) => written(Date.parse(iso), 0);
 
 function watch(p) {
   p.on('pageerror', (e) => failures.push(`page error: ${e.message}`));

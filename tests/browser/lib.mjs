@@ -14,6 +14,16 @@ export const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 // The release build, as `make run` serves it; LANES_BIN picks another (a debug build, say).
 export const bin = process.env.LANES_BIN ?? join(root, 'target/release/lanes');
 
+/** "Sat 5 Dec 22:35": the moment `ms` (epoch milliseconds) at `hours` east of UTC, as every
+ * page writes a moment of this year (English). */
+export function written(ms, hours) {
+  const t = new Date(ms + hours * 3600e3);
+  const pad = (n) => String(n).padStart(2, '0');
+  const weekday = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][t.getUTCDay()];
+  const month = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'][t.getUTCMonth()];
+  return `${weekday} ${t.getUTCDate()} ${month} ${pad(t.getUTCHours())}:${pad(t.getUTCMinutes())}`;
+}
+
 export function freshDataDir() {
   return mkdtempSync(join(tmpdir(), 'lanes-browser-'));
 }
