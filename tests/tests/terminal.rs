@@ -524,11 +524,21 @@ async fn status_history_and_report_show_the_pool_and_completions_are_printed() {
         history.contains("GPU 0 · testnode") && history.contains("GPU 1 · testnode"),
         "{history}"
     );
-    // Memory in GiB, as nvidia-smi users read it (it once printed raw bytes).
-    let memory = shell
-        .ok(&["history", "--since", "10m", "--metric", "memory"])
-        .await;
-    assert!(memory.contains(" GiB"), "{memory}");
+    // Memory in GiB, as nvidia-smi users read it (it once printed raw bytes), once the
+    // readings are written.
+    let memory = wait_until(
+        Duration::from_secs(10),
+        "memory readings in GiB",
+        || async {
+            app.hooks.history.run().await;
+            let out = shell
+                .ok(&["history", "--since", "10m", "--metric", "memory"])
+                .await;
+            out.contains(" GiB").then_some(out)
+        },
+    )
+    .await;
+    assert!(!memory.contains("bytes"), "{memory}");
     let report = shell.ok(&["report"]).await;
     assert!(report.contains("alice"), "{report}");
     let csv = shell.ok(&["report", "--csv"]).await;
