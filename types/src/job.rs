@@ -1,5 +1,6 @@
 //! Wire types of jobs: commands run inside a booking, under its device mask.
 
+use crate::coded::Coded;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -116,7 +117,7 @@ pub struct Job {
 
 /// Why Lanes stopped a job, or why it did not start: typed, so that pages say it in their
 /// language and code decides on it without reading words. Stored as a JSON code where words
-/// once were ([`JobNote::code`], [`JobNote::read`]); an older Lanes' words read back as
+/// once were ([`Coded`]); an older Lanes' words read back as
 /// [`JobNote::Said`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "note", rename_all = "snake_case")]
@@ -195,20 +196,18 @@ impl std::fmt::Display for StartedIn {
     }
 }
 
-impl StartedIn {
-    /// As stored: a JSON code, or the words themselves.
-    pub fn code(&self) -> String {
+impl Coded for StartedIn {
+    fn words(&self) -> Option<&str> {
         match self {
-            StartedIn::Said { text } => text.clone(),
-            typed => serde_json::to_string(typed).unwrap_or_default(),
+            StartedIn::Said { text } => Some(text),
+            _ => None,
         }
     }
 
-    /// As read back; an older Lanes stored words.
-    pub fn read(stored: &str) -> Self {
-        serde_json::from_str(stored).unwrap_or_else(|_| StartedIn::Said {
-            text: stored.to_string(),
-        })
+    fn from_words(words: &str) -> Self {
+        StartedIn::Said {
+            text: words.to_string(),
+        }
     }
 }
 
@@ -312,25 +311,25 @@ impl std::fmt::Display for JobNote {
     }
 }
 
-impl JobNote {
-    /// As stored in a job's `message`: a JSON code, or the words themselves.
-    pub fn code(&self) -> String {
+impl Coded for JobNote {
+    fn words(&self) -> Option<&str> {
         match self {
-            JobNote::Said { text } => text.clone(),
-            typed => serde_json::to_string(typed).unwrap_or_default(),
+            JobNote::Said { text } => Some(text),
+            _ => None,
         }
     }
 
-    /// As read back from a job's `message`; `None` when there is nothing to say.
-    pub fn read(stored: &str) -> Option<Self> {
-        if stored.is_empty() {
-            return None;
+    fn from_words(words: &str) -> Self {
+        JobNote::Said {
+            text: words.to_string(),
         }
-        Some(
-            serde_json::from_str(stored).unwrap_or_else(|_| JobNote::Said {
-                text: stored.to_string(),
-            }),
-        )
+    }
+}
+
+impl JobNote {
+    /// A job's `message` as stored: `None` when there is nothing to say.
+    pub fn of(stored: &str) -> Option<Self> {
+        (!stored.is_empty()).then(|| Self::read(stored))
     }
 
     /// Why Lanes stopped it, if it did.
@@ -490,15 +489,15 @@ mod tests {
         };
         let stored = note.code();
         assert!(stored.starts_with('{'), "{stored}");
-        assert_eq!(JobNote::read(&stored), Some(note.clone()));
+        assert_eq!(JobNote::of(&stored), Some(note.clone()));
         assert!(note.to_string().contains("login environment of carol"));
         assert_eq!(
-            JobNote::read("stopped at its time limit"),
+            JobNote::of("stopped at its time limit"),
             Some(JobNote::Said {
                 text: "stopped at its time limit".into()
             })
         );
-        assert_eq!(JobNote::read(""), None);
+        assert_eq!(JobNote::of(""), None);
         // A stop reason an older Lanes stored in words is read as the reason it was.
         assert_eq!(
             StopReason::parse("preempted: its lent cards were taken back"),

@@ -9,6 +9,7 @@
 pub mod account;
 pub mod api;
 pub mod booking;
+pub mod coded;
 pub mod enforcement;
 pub mod fleet;
 pub mod history;

@@ -208,29 +208,22 @@ impl ApiError {
             ApiError::Taken(body) => {
                 td_string!(locale, api.conflict, detail = body.message.clone())
             }
-            ApiError::NotFound(said)
-            | ApiError::Forbidden(said)
-            | ApiError::Conflict(said)
-            | ApiError::Unprocessable(said)
-                if said.said_in(locale).is_some() =>
-            {
-                said.said_in(locale).unwrap_or_default()
-            }
-            ApiError::NotFound(detail) => {
-                td_string!(locale, api.not_found, detail = detail.to_string())
-            }
-            ApiError::Forbidden(detail) => {
-                td_string!(locale, api.forbidden, detail = detail.to_string())
-            }
-            ApiError::Conflict(detail) => {
-                td_string!(locale, api.conflict, detail = detail.to_string())
-            }
+            // A typed sentence whole; English text after its code's sentence.
+            ApiError::NotFound(said) => said
+                .said_in(locale)
+                .unwrap_or_else(|| td_string!(locale, api.not_found, detail = said.to_string())),
+            ApiError::Forbidden(said) => said
+                .said_in(locale)
+                .unwrap_or_else(|| td_string!(locale, api.forbidden, detail = said.to_string())),
+            ApiError::Conflict(said) => said
+                .said_in(locale)
+                .unwrap_or_else(|| td_string!(locale, api.conflict, detail = said.to_string())),
             ApiError::BadRequest(detail) => {
                 td_string!(locale, api.bad_request, detail = detail.clone())
             }
-            ApiError::Unprocessable(detail) => {
-                td_string!(locale, api.refused, detail = detail.to_string())
-            }
+            ApiError::Unprocessable(said) => said
+                .said_in(locale)
+                .unwrap_or_else(|| td_string!(locale, api.refused, detail = said.to_string())),
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::telemetry::procinfo;
 use crate::telemetry::Processes;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
+use lanes_types::coded::Coded;
 use lanes_types::job::{JobNote, JobState, StopReason};
 use lanes_types::notify::EventKind;
 use nix::sys::signal::{killpg, Signal};

@@ -10,6 +10,7 @@
 use super::event::Event;
 use crate::store::{Claimed, Link, NewLink, Store, StoreError};
 use chrono::{DateTime, Utc};
+use lanes_types::coded::Coded;
 use lanes_types::notify::{LinkAction, NotifySettings};
 
 /// Makes the links a message offers, replacing those of an earlier attempt at it; their URLs.
@@ -84,20 +85,21 @@ pub enum Outcome {
     Said(String),
 }
 
-impl Outcome {
-    /// As stored.
-    pub fn code(&self) -> String {
+/// Stored as a code; older rows hold words.
+impl Coded for Outcome {
+    fn words(&self) -> Option<&str> {
         match self {
-            Outcome::Said(words) => words.clone(),
-            coded => serde_json::to_string(coded).unwrap_or_default(),
+            Outcome::Said(words) => Some(words),
+            _ => None,
         }
     }
 
-    /// As read back (older rows hold words).
-    pub fn read(stored: &str) -> Self {
-        serde_json::from_str(stored).unwrap_or_else(|_| Outcome::Said(stored.to_string()))
+    fn from_words(words: &str) -> Self {
+        Outcome::Said(words.to_string())
     }
+}
 
+impl Outcome {
     /// In `locale`'s words, times in `tz`.
     pub fn words(&self, tz: chrono_tz::Tz, locale: lanes_app::i18n::Locale) -> String {
         use lanes_app::i18n::i18n::td_string;

@@ -4,6 +4,7 @@ use super::sql::Stamp;
 use super::{insert_audit, AuditEntry, StoreError};
 use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
+use lanes_types::coded::Coded;
 use lanes_types::job::{
     EnvironmentBase, Job, JobNote, JobState, QueueRequest, StartedIn, StopReason,
 };
@@ -111,6 +112,8 @@ struct Row {
 impl Row {
     fn into_run(self) -> Result<JobToRun, StoreError> {
         let bad = |e: String| super::unreadable(e);
+        let note = JobNote::of(&self.message);
+        let started_in = self.environment.as_deref().map(StartedIn::read);
         Ok(JobToRun {
             env: serde_json::from_str(&self.env).map_err(|e| bad(e.to_string()))?,
             env_base: self
@@ -147,16 +150,11 @@ impl Row {
                 ended_at: self.ended_at.map(|s| s.0),
                 exit_code: self.exit_code,
                 signal: self.signal,
-                note: JobNote::read(&self.message),
-                message: JobNote::read(&self.message)
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
+                message: note.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                note,
                 peak_memory_bytes: self.peak_memory_bytes.map(|b| b as u64),
-                started_in: self.environment.as_deref().map(StartedIn::read),
-                environment: self
-                    .environment
-                    .as_deref()
-                    .map(|e| StartedIn::read(e).to_string()),
+                environment: started_in.as_ref().map(|e| e.to_string()),
+                started_in,
                 device_wall: self.device_wall,
                 cpu_time_ms: self.cpu_time_ms.map(|t| t as u64),
                 peak_host_memory_bytes: self.peak_host_memory_bytes.map(|b| b as u64),

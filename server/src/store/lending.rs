@@ -9,6 +9,7 @@ use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::booking::{Booking, BookingState, GpuRef};
+use lanes_types::coded::Coded;
 
 repository!(
     /// Loans of idle booked cards to preemptible queue jobs, and taking them back.

@@ -5,6 +5,7 @@ use super::sql::Stamp;
 use super::StoreError;
 use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
+use lanes_types::coded::Coded;
 
 repository!(
     /// What the runner records of a job as it runs: start, wall, usage, end.
@@ -145,7 +146,7 @@ impl Runs<'_> {
         .bind(end.state.as_str())
         .bind(end.exit_code)
         .bind(end.signal)
-        .bind(end.note.as_ref().map(|n| n.code()).unwrap_or_default())
+        .bind(end.note.as_ref().map(Coded::code).unwrap_or_default())
         .bind(Stamp(now))
         .execute(&self.pool)
         .await?;

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use lanes_app::i18n::Locale;
 use lanes_types::account::{EmailChange, EmailChangeAnswer, User, UserPatch};
 use lanes_types::booking::BookingState;
+use lanes_types::coded::Coded;
 use lanes_types::notify::{
     Channel, EventKind, LinkAction, NotifyPrefs, NotifyPrefsView, NotifySettings, TestSend,
     TestSent,
