@@ -148,7 +148,60 @@ pub fn job_note_in(
             environment = started_in_in(environment, locale),
             path = path.clone()
         ),
+        JobNote::Container { failure } => container_failure_in(failure, locale),
         JobNote::Said { text } => text.clone(),
+    }
+}
+
+/// Why a job's container did not start, in `locale`'s words.
+fn container_failure_in(
+    failure: &lanes_types::container::ContainerFailure,
+    locale: Locale,
+) -> String {
+    use i18n::td_string;
+    use lanes_types::container::ContainerFailure as F;
+    match failure {
+        F::RuntimeMissing { runtime, node } => td_string!(
+            locale,
+            job_note.container_runtime_missing,
+            runtime = runtime.to_string(),
+            node = node.clone()
+        ),
+        F::DockerDisabled { node } => {
+            td_string!(
+                locale,
+                job_note.container_docker_disabled,
+                node = node.clone()
+            )
+        }
+        F::NoSubuid { user, node } => td_string!(
+            locale,
+            job_note.container_no_subuid,
+            user = user.clone(),
+            node = node.clone()
+        ),
+        F::ImageMissing { image, user, node } => td_string!(
+            locale,
+            job_note.container_image_missing,
+            image = image.clone(),
+            user = user.clone(),
+            node = node.clone()
+        ),
+        F::Volume { volume, why } => td_string!(
+            locale,
+            job_note.container_volume,
+            volume = volume.clone(),
+            why = why.clone()
+        ),
+        F::NeedsWall { node } => {
+            td_string!(locale, job_note.container_needs_wall, node = node.clone())
+        }
+        F::Runtime { runtime, said } => td_string!(
+            locale,
+            job_note.container_runtime,
+            runtime = runtime.to_string(),
+            said = said.clone()
+        ),
     }
 }
 

@@ -7,6 +7,7 @@ use crate::{config, duration_arg, Common};
 use chrono::Duration;
 use clap::Args;
 use lanes_client::{Client, LogEvent};
+use lanes_types::container::ContainerSpec;
 use lanes_types::job::{CreateJob, Job, JobState};
 use lanes_types::query::{JobQuery, LogQuery};
 use lanes_types::queue::{QueueState, SubmitJob};
@@ -43,10 +44,67 @@ pub struct SubmitArgs {
     #[arg(long, short)]
     pub follow: bool,
     #[command(flatten)]
+    pub container: ContainerArgs,
+    #[command(flatten)]
     pub common: Common,
     /// The command and its arguments (after `--`); it runs in this directory on the node.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
     pub command: Vec<String>,
+}
+
+/// A job in a container image: `--image` and what goes with it, on `lanes submit` and
+/// `lanes run`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ContainerArgs {
+    /// Run the command in this container image (localhost/train:1, or the path of a .sif
+    /// file), as you, on exactly the booked cards, inside the job's device wall.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// The container runtime: podman (default), apptainer (default for a .sif file), or
+    /// docker (where the admin enables it).
+    #[arg(long, requires = "image")]
+    pub runtime: Option<String>,
+    /// Mount a directory of yours (or one the admin shares): HOST:CONTAINER or
+    /// HOST:CONTAINER:ro. Repeatable. The working directory is always mounted.
+    #[arg(
+        long = "volume",
+        requires = "image",
+        value_name = "HOST:CONTAINER[:ro]"
+    )]
+    pub volumes: Vec<String>,
+    /// A runtime option from the short list: --shm-size=SIZE, --ipc=host,
+    /// --entrypoint=PROGRAM, --read-only, --tmpfs=PATH, --network=none. Repeatable; write it
+    /// with `=`: --container-option=--shm-size=8g.
+    #[arg(
+        long = "container-option",
+        requires = "image",
+        allow_hyphen_values = true,
+        value_name = "OPTION"
+    )]
+    pub options: Vec<String>,
+}
+
+impl ContainerArgs {
+    /// The request's container, checked here first (exit status 2 when it cannot be run).
+    pub fn spec(&self) -> Result<Option<ContainerSpec>> {
+        let Some(image) = &self.image else {
+            return Ok(None);
+        };
+        let runtime = self
+            .runtime
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: lanes_types::container::ContainerError| CliError::usage(e.to_string()))?;
+        let spec = ContainerSpec {
+            image: image.clone(),
+            runtime,
+            volumes: self.volumes.clone(),
+            options: self.options.clone(),
+        };
+        spec.check().map_err(|e| CliError::usage(e.to_string()))?;
+        Ok(Some(spec))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -72,6 +130,7 @@ pub struct LogsArgs {
 }
 
 pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
+    let container = args.container.spec()?;
     let client = config::client()?;
     let cwd = std::env::current_dir()
         .ok()
@@ -86,6 +145,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                     env: None,
                     environment: None,
                     name: args.name.clone(),
+                    container: container.clone(),
                 })
                 .await?;
             report(
@@ -113,6 +173,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                     min_memory_bytes,
                     name: args.name.clone(),
                     preemptible: args.preemptible,
+                    container,
                 })
                 .await?;
             let text = format!(
@@ -153,7 +214,7 @@ pub fn exit_status(job: &Job) -> u8 {
 }
 
 /// Prints a job's output as it is written, then exits with its status.
-async fn follow(client: &Client, id: i64, query: &LogQuery) -> Result<ExitCode> {
+pub(crate) async fn follow(client: &Client, id: i64, query: &LogQuery) -> Result<ExitCode> {
     use std::io::Write;
     let mut tail = client.follow_log(id, query).await?;
     let mut out = std::io::stdout();

@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// How long the command has between SIGTERM and SIGKILL when its booking ends.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub grace: Duration,
+    /// With --image the command runs in a container the node's Lanes starts as you, inside
+    /// the booking's device wall, and its output follows here.
+    #[command(flatten)]
+    pub container: crate::jobs::ContainerArgs,
     #[command(flatten)]
     pub common: Common,
     /// The command and its arguments (after `--`).
@@ -342,6 +346,7 @@ fn ignored(signal: i32) -> bool {
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    let container = args.container.spec()?;
     let client = config::client()?;
     let node = this_node(&client, args.node.clone()).await?;
     let me = client.me().await?;
@@ -360,7 +365,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         ),
     };
     // From here on a booking this command made is released whatever happens.
-    let outcome = run_in(&client, &booking, &args).await;
+    let outcome = match container {
+        Some(spec) => run_container(&client, &booking, &args, spec).await,
+        None => run_in(&client, &booking, &args).await,
+    };
     if made {
         match client.withdraw_booking(booking.id).await {
             Ok(_) => say(&args, &format!("released booking #{}", booking.id)),
@@ -379,6 +387,42 @@ fn say(args: &RunArgs, text: &str) {
     if !args.common.json {
         output::say(&format!("{DIM}lanes: {text}{DIM:#}"));
     }
+}
+
+/// The command in a container: a job the node's runner starts in the booking (only it can
+/// put the container inside the booking's cgroup and device wall), its output followed here
+/// to its end.
+async fn run_container(
+    client: &Client,
+    booking: &Booking,
+    args: &RunArgs,
+    container: lanes_types::container::ContainerSpec,
+) -> Result<ExitCode> {
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.to_str().map(str::to_string));
+    say(
+        args,
+        &format!(
+            "booking {}; {} with {}",
+            describe(booking, &client.gpus().await?),
+            container.image,
+            container.runtime()
+        ),
+    );
+    let job = client
+        .submit_job(&lanes_types::job::CreateJob {
+            booking_id: booking.id,
+            argv: args.command.clone(),
+            cwd,
+            env: None,
+            environment: None,
+            name: None,
+            container: Some(container),
+        })
+        .await?;
+    say(args, &format!("job {}", job.id));
+    crate::jobs::follow(client, job.id, &Default::default()).await
 }
 
 async fn run_in(client: &Client, booking: &Booking, args: &RunArgs) -> Result<ExitCode> {

@@ -269,10 +269,17 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
                 };
                 table.note(
                     format!(
-                        "      └ pid {} {} {} {} {}",
+                        "      └ pid {} {} {}{} {} {}",
                         p.pid,
-                        p.user.as_deref().unwrap_or("?"),
+                        match (&p.user, &p.container) {
+                            (Some(user), _) => user.as_str(),
+                            (None, Some(_)) => "(owner unknown)",
+                            (None, None) => "?",
+                        },
                         p.command.as_deref().unwrap_or("?"),
+                        p.container
+                            .as_ref()
+                            .map_or(String::new(), |c| format!(" in {}", c.describe())),
                         p.used_memory_bytes
                             .map_or(String::new(), |b| format!("{} GiB", output::gib(b))),
                         label
@@ -334,6 +341,7 @@ mod tests {
                 sm_pct: None,
                 mem_pct: None,
                 simulated: false,
+                container: None,
             }],
             idle_booking: None,
             unmanaged: false,

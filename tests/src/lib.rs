@@ -278,6 +278,7 @@ impl TestApp {
             isolation: lanes_server::jobs::wall::Isolation::Cgroup,
             cgroup_parent: cgroup_parent.0.clone(),
             profile_timeout: Duration::from_secs(10),
+            containers: Default::default(),
             take_over: false,
             // Moved forward by tests that need time to pass (`app.hooks.clock.advance`).
             clock: lanes_server::runtime::clock::Clock::adjustable(),
@@ -720,6 +721,7 @@ impl Session<'_> {
     /// A job for booking `booking`, as the API takes it.
     pub fn job_request(booking: i64, argv: &[&str]) -> CreateJob {
         CreateJob {
+            container: None,
             booking_id: booking,
             argv: argv.iter().map(|a| a.to_string()).collect(),
             cwd: None,
@@ -743,6 +745,7 @@ impl Session<'_> {
 /// A queue job of `argv` on `gpus` cards for up to `limit_s` seconds, as the API takes it.
 pub fn queue_job(gpus: u32, limit_s: i64, argv: &[&str]) -> lanes_types::queue::SubmitJob {
     lanes_types::queue::SubmitJob {
+        container: None,
         gpus,
         time_limit_s: Some(limit_s),
         argv: argv.iter().map(|a| a.to_string()).collect(),

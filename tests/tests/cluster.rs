@@ -264,6 +264,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
         .unwrap();
     let job = via_portal
         .submit_job(&CreateJob {
+            container: None,
             booking_id: booking.id,
             argv: [
                 "sh",
@@ -344,6 +345,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     let marker = format!("sleep 61.{}", std::process::id());
     let on_b_job = via_portal
         .submit_job(&CreateJob {
+            container: None,
             booking_id: on_b_booking.id,
             argv: ["sh", "-c", &format!("echo started; {marker}")]
                 .map(String::from)
@@ -412,6 +414,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
         .unwrap();
     let refused = via_portal
         .submit_job(&CreateJob {
+            container: None,
             booking_id: across.id,
             argv: ["true"].map(String::from).to_vec(),
             cwd: None,

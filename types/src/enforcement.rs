@@ -176,4 +176,8 @@ pub struct Violation {
     /// When it left the card; `None` while it is still there.
     pub ended: Option<DateTime<Utc>>,
     pub action: ViolationAction,
+    /// The container it ran in: then `unix_user` is the person behind it, or `None` when
+    /// nobody could be tied to it (never the runtime's root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerRef>,
 }

@@ -319,6 +319,7 @@ mod tests {
             sm_pct: None,
             mem_pct: None,
             simulated: false,
+            container: None,
         });
         f.apply_updates(vec![u]);
         assert_eq!(f.summary().busy, 1);

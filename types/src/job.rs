@@ -113,6 +113,9 @@ pub struct Job {
     /// Queue jobs: how many cards, for how long at most, with how much free memory each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueRequest>,
+    /// The container image it runs in, when it asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerSpec>,
 }
 
 /// Why Lanes stopped a job, or why it did not start: typed, so that pages say it in their
@@ -151,6 +154,10 @@ pub enum JobNote {
         program: String,
         environment: StartedIn,
         path: String,
+    },
+    /// Its container did not start, or its runtime failed.
+    Container {
+        failure: crate::container::ContainerFailure,
     },
     /// Words from elsewhere (why a launch failed), or an older Lanes' words.
     Said { text: String },
@@ -306,6 +313,7 @@ impl std::fmt::Display for JobNote {
                 f,
                 "{program}: not found on the PATH of {environment} (PATH={path})"
             ),
+            JobNote::Container { failure } => write!(f, "{failure}"),
             JobNote::Said { text } => f.write_str(text),
         }
     }
@@ -471,6 +479,9 @@ pub struct CreateJob {
     pub environment: Option<EnvironmentBase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Runs the command in this container image, as the booking's user, on exactly its cards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerSpec>,
 }
 
 #[cfg(test)]

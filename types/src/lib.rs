@@ -10,6 +10,7 @@ pub mod account;
 pub mod api;
 pub mod booking;
 pub mod coded;
+pub mod container;
 pub mod enforcement;
 pub mod fleet;
 pub mod history;
@@ -148,6 +149,11 @@ pub struct GpuProcess {
     /// no Unix account can have, never judged or counted as anyone's use.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
+    /// The container it runs in, as the host's cgroups and runtimes say; then `user` is the
+    /// person behind the container (a Lanes job's member, a rootless runtime's owner), or
+    /// `None` when nobody can be tied to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<container::ContainerRef>,
 }
 
 /// Whether a process on a card has a booking behind it, as the watchdog judged it.

@@ -216,6 +216,9 @@ pub struct SubmitJob {
     /// after the queue's lending grace) and queued again when the holder takes them back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub preemptible: bool,
+    /// Runs the command in this container image (see `CreateJob`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerSpec>,
 }
 
 /// How the queue orders and places waiting jobs. The live queue and the trace replays use this

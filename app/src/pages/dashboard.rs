@@ -640,8 +640,19 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
                     <For each=processes key=|p| p.clone() let:p>
                         <tr class:unbooked=p.lane == Some(ProcessLane::Unbooked) class:simulated=p.simulated>
                             <td>{p.pid}</td>
-                            <td>{p.user.unwrap_or_else(|| "?".into())}</td>
-                            <td>{p.command.unwrap_or_else(|| "?".into())}</td>
+                            <td>{match (&p.user, &p.container) {
+                                (Some(user), _) => user.clone(),
+                                (None, Some(_)) => tr!(dashboard.owner_unknown).to_string(),
+                                (None, None) => "?".into(),
+                            }}</td>
+                            <td>
+                                {p.command.clone().unwrap_or_else(|| "?".into())}
+                                {p.container.clone().map(|c| {
+                                    let name = c.name.clone().or(c.id.clone()).unwrap_or_default();
+                                    let image = c.image.clone().map(|image| tr!(dashboard.container_image, image)).unwrap_or_default();
+                                    view! { <br /><small class="muted" data-testid="container" title=image>{tr!(dashboard.in_container, runtime = c.runtime.clone(), name)}</small> }
+                                })}
+                            </td>
                             {match p.sm_pct {
                                 Some(sm) => view! {
                                     <td class="num sm" title=tr!(dashboard.its_share_of_the_card_s)>{format!("{sm} %")}</td>

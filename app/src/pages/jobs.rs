@@ -81,6 +81,7 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
     let cards = Cards::provide();
     let booking = NodeRef::<leptos::html::Select>::new();
     let (command, cwd, name) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
+    let (image, runtime) = (NodeRef::new(), NodeRef::<leptos::html::Select>::new());
     let error = RwSignal::new(None::<String>);
     let send = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -93,6 +94,11 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
             Ok(argv) => argv,
             Err(message) => return error.set(Some(message)),
         };
+        let chosen = runtime.get().map(|s| s.value()).unwrap_or_default();
+        let container = match container_of(&field(image), &chosen) {
+            Ok(container) => container,
+            Err(message) => return error.set(Some(message)),
+        };
         let body = CreateJob {
             booking_id,
             argv,
@@ -100,6 +106,7 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
             env: None,
             environment: None,
             name: Some(field(name)).filter(|n| !n.is_empty()),
+            container,
         };
         error.set(None);
         submit.run(body);
@@ -132,6 +139,11 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
             <label>{tr!(jobs.command)} <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
             <label>{tr!(jobs.directory)} <input node_ref=cwd placeholder=tr!(jobs.your_home) /></label>
             <label>{tr!(jobs.name)} <input node_ref=name placeholder=tr!(jobs.optional) /></label>
+            <label>{tr!(jobs.image)} <input node_ref=image data-testid="job-image" placeholder=tr!(jobs.image_hint) /></label>
+            <label>
+                {tr!(jobs.runtime)}
+                <RuntimeChoice select=runtime default_label=tr!(jobs.runtime_default) />
+            </label>
             <button type="submit">{tr!(jobs.run)}</button>
             <p class="hint">
                 {tr!(jobs.the_command_runs_as_you_in)}
@@ -142,6 +154,50 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
         </form>
     }
     .into_any()
+}
+
+/// The runtimes a form offers; the first, empty, is "the default for the image".
+#[component]
+pub fn RuntimeChoice(
+    select: NodeRef<leptos::html::Select>,
+    default_label: &'static str,
+) -> impl IntoView {
+    let options = lanes_types::container::ContainerRuntime::ALL
+        .map(|r| view! { <option value=r.as_str()>{r.as_str()}</option> });
+    view! {
+        <select node_ref=select data-testid="job-runtime">
+            <option value="">{default_label}</option>
+            {options.to_vec()}
+        </select>
+    }
+}
+
+/// The container a form asks for: none without an image; else checked as the server checks
+/// it, so a mistake shows beside the form at once.
+pub fn container_of(
+    image: &str,
+    runtime: &str,
+) -> Result<Option<lanes_types::container::ContainerSpec>, String> {
+    let image = image.trim();
+    if image.is_empty() {
+        return Ok(None);
+    }
+    let runtime = match runtime {
+        "" => None,
+        other => Some(
+            other
+                .parse()
+                .map_err(|e: lanes_types::container::ContainerError| e.to_string())?,
+        ),
+    };
+    let spec = lanes_types::container::ContainerSpec {
+        image: image.to_string(),
+        runtime,
+        volumes: Vec::new(),
+        options: Vec::new(),
+    };
+    spec.check().map_err(|e| e.to_string())?;
+    Ok(Some(spec))
 }
 
 /// A command line typed into a form, split into words as a shell would (no shell runs it).
@@ -186,6 +242,14 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
         }
         line
     });
+    let ran_in = match (&job.container, ran_in) {
+        (Some(c), Some(line)) => Some(format!(
+            "{} · {line}",
+            tr!(jobs.in_image, image = c.image.clone())
+        )),
+        (Some(c), None) => Some(tr!(jobs.in_image, image = c.image.clone())),
+        (None, line) => line,
+    };
     let wall = job.device_wall.clone().unwrap_or_default();
     view! {
         <tr data-job=id.to_string()>

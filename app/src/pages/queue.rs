@@ -104,6 +104,7 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
         NodeRef::new(),
     );
     let preemptible = NodeRef::new();
+    let (image, runtime) = (NodeRef::new(), NodeRef::<leptos::html::Select>::new());
     // What the form itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
     let default_limit = settings
@@ -133,7 +134,13 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
             Ok(argv) => argv,
             Err(message) => return error.set(Some(message)),
         };
+        let chosen = runtime.get().map(|s| s.value()).unwrap_or_default();
+        let container = match crate::pages::jobs::container_of(&field(image), &chosen) {
+            Ok(container) => container,
+            Err(message) => return error.set(Some(message)),
+        };
         let body = SubmitJob {
+            container,
             gpus: count,
             time_limit_s: limit,
             argv,
@@ -154,6 +161,11 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
             <label>{tr!(queue.command)} <input node_ref=command placeholder="python train.py --epochs 3" required /></label>
             <label>{tr!(queue.directory)} <input node_ref=cwd placeholder=tr!(queue.your_home) /></label>
             <label>{tr!(queue.name)} <input node_ref=name placeholder=tr!(queue.optional) /></label>
+            <label>{tr!(queue.image)} <input node_ref=image data-testid="queue-image" placeholder=tr!(queue.image_hint) /></label>
+            <label>
+                {tr!(queue.runtime)}
+                <crate::pages::jobs::RuntimeChoice select=runtime default_label=tr!(queue.runtime_default) />
+            </label>
             <label>{tr!(queue.free_memory_per_gpu_gib)} <input node_ref=memory inputmode="decimal" size="5" placeholder=tr!(queue.any) /></label>
             <label class="check" title=tr!(queue.it_may_run_on_idle_booked)>
                 <input node_ref=preemptible type="checkbox" name="preemptible" />

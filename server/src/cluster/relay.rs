@@ -303,6 +303,7 @@ mod tests {
                     sm_pct: None,
                     mem_pct: None,
                     simulated: false,
+                    container: None,
                 })
                 .collect(),
             idle_booking: None,

@@ -352,6 +352,7 @@ impl Enforcer {
                 command: process.command.clone(),
                 memory_bytes: process.used_memory_bytes,
                 seen_ms: now_ms,
+                container: process.container.clone(),
             };
             let id = self.store.enforcement().insert_violation(&record).await?;
             let action = if policy.watchdog == WatchdogMode::Observe {
@@ -404,8 +405,14 @@ impl Enforcer {
     }
 
     fn violation_notice(&self, v: &NewViolation, policy: &Policy, now: DateTime<Utc>) -> Notice {
-        let who = v.unix_user.as_deref().unwrap_or("an unknown user");
         let what = v.command.as_deref().unwrap_or("a process");
+        // A container's process is its owner's, or nobody's: never its runtime's root.
+        let who = match (&v.container, v.unix_user.as_deref()) {
+            (Some(c), Some(owner)) => format!("{owner}'s {}", c.describe()),
+            (Some(c), None) => format!("{}, owner unknown,", c.describe()),
+            (None, Some(user)) => user.to_string(),
+            (None, None) => "an unknown user".to_string(),
+        };
         let index = self
             .hub
             .gpus()
@@ -432,6 +439,7 @@ impl Enforcer {
             serde_json::json!({
                 "node": v.node, "gpu_uuid": v.gpu_uuid, "pid": v.pid, "user": v.unix_user,
                 "command": v.command, "memory_bytes": v.memory_bytes, "policy": policy.watchdog,
+                "container": v.container,
                 "terminate_at": terminate_at,
             }),
         )

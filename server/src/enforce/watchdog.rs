@@ -174,6 +174,7 @@ mod tests {
             sm_pct: None,
             mem_pct: None,
             simulated: false,
+            container: None,
         }
     }
 

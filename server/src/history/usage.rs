@@ -188,6 +188,7 @@ mod tests {
             sm_pct: sm,
             mem_pct: sm.map(|s| s / 2),
             simulated: false,
+            container: None,
         }
     }
 

@@ -719,6 +719,66 @@ fn start_command(
     started
 }
 
+/// Runs one of Lanes' own short commands (a container's removal) to its end as `identity`,
+/// in `cgroup` when given (so that whatever it leaves there goes with the cgroup), from `/`,
+/// in the account's clean environment; kills it after `timeout`. Returns what it printed on
+/// stderr when it failed.
+pub fn run_to_end(
+    identity: &Identity,
+    argv: &[String],
+    cgroup: Option<&JobCgroup>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let (program, args) = argv.split_first().ok_or("no command")?;
+    let account = match identity {
+        Identity::Account {
+            uid, gid, groups, ..
+        } => Some((
+            Uid::from_raw(*uid),
+            Gid::from_raw(*gid),
+            groups.iter().map(|g| Gid::from_raw(*g)).collect::<Vec<_>>(),
+        )),
+        Identity::SingleUser { .. } => None,
+    };
+    let join = match cgroup {
+        Some(c) => c.join_handles().map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    let start_as = StartAs { account, join };
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(account_environment(identity))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    start_as.prepare(&mut command, c"/".into(), true);
+    let mut child = command.spawn().map_err(|e| errno_text(&e))?;
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            _ => {
+                let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(format!("did not finish within {} s", timeout.as_secs()));
+            }
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut said = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = (&mut stderr).take(4096).read_to_string(&mut said);
+    }
+    Err(format!("{status}: {}", said.trim()))
+}
+
 /// A started job: its process, and the keepers of its two logs (which finish a moment after
 /// the job's last writer, once they have written everything).
 pub struct Spawned {

@@ -6,6 +6,7 @@ use crate::audit::AuditAction;
 use crate::bookings::BookingError;
 use crate::store::StoreError;
 
+pub mod container;
 pub mod exits;
 pub mod keeper;
 pub mod launch;

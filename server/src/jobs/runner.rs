@@ -10,7 +10,8 @@
 //! re-adopts each running job whose process is still the one it started (same pid, same start
 //! time, same boot) and goes on enforcing; a job whose process vanished meanwhile is marked lost.
 
-use super::launch::{self, Launch};
+use super::container::{ContainerHost, ContainerJob};
+use super::launch::{self, Identity, Launch};
 use super::mask::{fixed_environment, DeviceMask, JobFacts};
 use super::wall::{JobCgroup, Wall};
 use crate::audit::AuditAction;
@@ -23,7 +24,7 @@ use crate::telemetry::Processes;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::coded::Coded;
-use lanes_types::job::{JobNote, JobState, StopReason};
+use lanes_types::job::{EnvironmentBase, JobNote, JobState, StopReason};
 use lanes_types::notify::EventKind;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -66,6 +67,9 @@ async fn within<T>(
 /// (a child it left behind may hold the pipe until the sweep stops it).
 const KEEPER_WAIT: Duration = Duration::from_secs(3);
 
+/// How long removing a job's container may take.
+const CONTAINER_CLEANUP_LIMIT: Duration = Duration::from_secs(60);
+
 #[derive(Clone, Debug)]
 pub struct RunnerSettings {
     /// Between SIGTERM and SIGKILL.
@@ -84,6 +88,8 @@ pub struct RunnerSettings {
     pub profile_timeout: Duration,
     /// What time it is: slot ends and time limits are judged by it.
     pub clock: crate::runtime::clock::Clock,
+    /// What this node offers jobs that run in a container.
+    pub containers: Arc<ContainerHost>,
 }
 
 pub struct Runner {
@@ -266,11 +272,89 @@ impl Runner {
             let Some(left) = leftovers.remove(&id) else {
                 continue;
             };
+            if let Some(cleanup) = left.cleanup {
+                self.remove_container(id, cleanup, left.cgroup.clone())
+                    .await;
+            }
             if let Some(cgroup) = left.cgroup {
                 self.close_cgroup(id, &cgroup).await;
             }
         }
         next
+    }
+
+    /// How a container job ended: when its runtime itself failed (the image is not in the
+    /// member's store, no subuid range, ...), the job failed, saying so from its stderr log.
+    fn container_end(&self, job: &JobToRun, end: JobEnd) -> JobEnd {
+        let (Some(spec), Some(dir)) = (job.container(), job.log_dir.as_deref()) else {
+            return end;
+        };
+        let Some((_, stderr)) = self.log_paths(dir) else {
+            return end;
+        };
+        let tail = read_tail(&stderr, 8192);
+        let failure = super::container::failure_of(
+            spec.runtime(),
+            end.exit_code,
+            &tail,
+            &spec.image,
+            job.unix_user.as_deref().unwrap_or(&job.job.username),
+            &self.settings.node,
+        );
+        match failure {
+            Some(failure) => JobEnd {
+                state: JobState::Failed,
+                note: Some(JobNote::Container { failure }),
+                ..end
+            },
+            None => end,
+        }
+    }
+
+    /// What removes the rest of `job`'s container, if it runs in one.
+    fn cleanup_of(&self, job: &JobToRun) -> Option<Cleanup> {
+        let spec = job.container()?;
+        let name = format!("lanes-job-{}", job.log_dir.as_deref()?);
+        let (argv, as_server) = self.settings.containers.cleanup(spec.runtime(), &name)?;
+        let identity = if as_server {
+            Identity::SingleUser {
+                name: "root".into(),
+                home: "/".into(),
+                shell: "/bin/sh".into(),
+            }
+        } else {
+            launch::identity(&job.job.username, job.unix_user.as_deref()).ok()?
+        };
+        Some(Cleanup { argv, identity })
+    }
+
+    /// Removes what is left of a job's container through its runtime, in the job's (empty)
+    /// cgroup, which is killed again after: a rootless runtime's helper it started goes too.
+    async fn remove_container(&self, job: i64, cleanup: Cleanup, cgroup: Option<JobCgroup>) {
+        let done = tokio::task::spawn_blocking(move || {
+            let removed = launch::run_to_end(
+                &cleanup.identity,
+                &cleanup.argv,
+                cgroup.as_ref(),
+                CONTAINER_CLEANUP_LIMIT,
+            );
+            if let Some(cgroup) = &cgroup {
+                cgroup.kill();
+                for _ in 0..100 {
+                    if cgroup.is_empty() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            removed
+        })
+        .await;
+        match done {
+            Ok(Ok(())) => tracing::debug!(job, "removed what was left of a job's container"),
+            Ok(Err(e)) => tracing::warn!(job, error = %e, "could not remove a job's container"),
+            Err(e) => tracing::warn!(job, error = %e, "could not remove a job's container"),
+        }
     }
 
     /// Records what an empty job cgroup counted and removes it.
@@ -301,7 +385,7 @@ impl Runner {
         let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
         // Why each running job must stop, if it must: read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, StopReason> = HashMap::new();
-        for job in within(self.store.jobs().live()).await? {
+        for mut job in within(self.store.jobs().live()).await? {
             let id = job.job.id;
             let booking = match job.job.booking_id {
                 Some(b) => within(self.store.bookings().get(b, now)).await?,
@@ -338,7 +422,7 @@ impl Runner {
                     within(self.store.lending().reclaim_loans(b.id, audit, now)).await?;
                 }
                 (Step::Launch, Some(b)) => {
-                    match self.launch(&job, &b).await {
+                    match self.launch(&mut job, &b).await {
                         Ok((
                             launch::Spawned {
                                 child,
@@ -377,6 +461,7 @@ impl Runner {
                                         since: now,
                                         termed: true,
                                         cgroup,
+                                        cleanup: self.cleanup_of(&job),
                                     },
                                 );
                                 started?;
@@ -456,7 +541,9 @@ impl Runner {
                             // What it left in its cgroup goes, and the cgroup with it.
                             let cgroup = self.recorded_cgroup(&job).filter(JobCgroup::exists);
                             if let Some(cgroup) = cgroup {
-                                leftovers.insert(id, Leftover::in_cgroup(cgroup, now));
+                                let mut left = Leftover::in_cgroup(cgroup, now);
+                                left.cleanup = self.cleanup_of(&job);
+                                leftovers.insert(id, left);
                             }
                             let end = ended(JobState::Lost, None, None, Some(JobNote::Vanished));
                             self.finish(&job, &end, now).await?;
@@ -644,6 +731,7 @@ impl Runner {
                         since: now,
                         termed: false,
                         cgroup: job.cgroup.clone(),
+                        cleanup: self.cleanup_of(&job.record),
                     },
                 );
             }
@@ -660,6 +748,7 @@ impl Runner {
             if let Some(done) = watched.remove(&id) {
                 launch::reap(done.keepers);
                 let ended_at = done.exited_at.unwrap_or(now);
+                let end = self.container_end(&done.record, end);
                 if let Err(e) = self.finish(&done.record, &end, ended_at).await {
                     // Kept until the database answers: a job that ended is never "lost".
                     self.lock_unrecorded()
@@ -768,7 +857,7 @@ impl Runner {
     /// made (its profile may have left something running in it).
     async fn launch(
         &self,
-        job: &JobToRun,
+        job: &mut JobToRun,
         booking: &Booking,
     ) -> Result<(launch::Spawned, Option<JobCgroup>), (JobNote, Option<JobCgroup>)> {
         let said = |e: &dyn std::fmt::Display| JobNote::Said {
@@ -799,6 +888,7 @@ impl Runner {
             .set_log_dir(job.job.id, &dir_name)
             .await
             .map_err(|e| fail(&e))?;
+        job.log_dir = Some(dir_name.clone());
         let wall = &self.settings.wall;
         let cgroup = wall
             .create(job.job.id, mask.uuids())
@@ -828,29 +918,82 @@ impl Runner {
             .map(|i| format!("GPU {} ({})", i.index, i.uuid))
             .collect();
         // No directory asked for: the home, or "/" when it has none (as login does).
-        let (cwd, required) = match &job.job.cwd {
+        let (mut cwd, mut required) = match &job.job.cwd {
             Some(dir) => (dir.clone(), true),
             None => (who.home().to_string(), false),
         };
+        let fixed = fixed_environment(&mask, &facts);
+        let mut header = vec![
+            format!(
+                "job {} of {} on node {}, as Unix user {}",
+                job.job.id,
+                job.job.username,
+                self.settings.node,
+                who.name()
+            ),
+            format!("cards: {}", cards.join(", ")),
+            format!("device wall: {wall_line}"),
+        ];
+        let mut argv = job.job.argv.clone();
+        let (mut base, mut base_by_admin, mut who) = (base, base_by_admin, who);
+        if let Some(spec) = job.container() {
+            let env_names = (job.env.keys().cloned())
+                .chain(fixed.iter().map(|(name, _)| name.clone()))
+                .collect();
+            let planned = self.settings.containers.plan(&ContainerJob {
+                spec,
+                job_id: job.job.id,
+                tag: &dir_name,
+                username: &job.job.username,
+                identity: &who,
+                cards: mask.uuids(),
+                argv: &job.job.argv,
+                cwd: &cwd,
+                env_names,
+                cgroup: cgroup.as_ref().map(|c| c.path.as_str()),
+            });
+            let planned = match planned {
+                Ok(planned) => planned,
+                Err(failure) => return Err((JobNote::Container { failure }, cgroup)),
+            };
+            header.push(format!(
+                "container: {} with {}{}, {}{}",
+                spec.image,
+                planned.runtime,
+                if planned.as_server {
+                    format!(" (its daemon; the container as {})", who.name())
+                } else {
+                    format!(" as {}", who.name())
+                },
+                planned.cards,
+                planned
+                    .name
+                    .as_ref()
+                    .map(|n| format!(", named {n}"))
+                    .unwrap_or_default()
+            ));
+            argv = planned.argv;
+            if planned.as_server {
+                // Docker's client talks to a root daemon: it runs as the server, from `/`, in
+                // a clean environment, with the command line Lanes alone built.
+                who = Identity::SingleUser {
+                    name: "root".into(),
+                    home: "/".into(),
+                    shell: "/bin/sh".into(),
+                };
+                (base, base_by_admin) = (EnvironmentBase::Clean, false);
+                (cwd, required) = ("/".into(), true);
+            }
+        }
         let plan = Launch {
-            argv: job.job.argv.clone(),
+            argv,
             cwd: PathBuf::from(cwd),
             cwd_required: required,
             base,
             base_by_admin,
             extra: job.env.clone(),
-            fixed: fixed_environment(&mask, &facts),
-            header: vec![
-                format!(
-                    "job {} of {} on node {}, as Unix user {}",
-                    job.job.id,
-                    job.job.username,
-                    self.settings.node,
-                    who.name()
-                ),
-                format!("cards: {}", cards.join(", ")),
-                format!("device wall: {wall_line}"),
-            ],
+            fixed,
+            header,
             identity: who,
             log_dir: self.settings.jobs_dir.join(&dir_name),
             log_limit: self.settings.log_limit,
@@ -884,6 +1027,19 @@ impl Runner {
     }
 }
 
+/// The last `bytes` of a file, as text.
+fn read_tail(path: &std::path::Path, bytes: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    let _ = file.seek(SeekFrom::Start(size.saturating_sub(bytes)));
+    let mut buffer = Vec::new();
+    let _ = file.take(bytes).read_to_end(&mut buffer);
+    String::from_utf8_lossy(&buffer).into_owned()
+}
+
 /// What is left of a job whose main process ended (or that failed to start), by job id.
 struct Leftover {
     /// Its process group (led by its main process), if it had one.
@@ -894,6 +1050,16 @@ struct Leftover {
     termed: bool,
     /// Its cgroup: what is in it is what is left, wherever it moved its session or group.
     cgroup: Option<JobCgroup>,
+    /// What removes the rest of its container once nothing of it runs.
+    cleanup: Option<Cleanup>,
+}
+
+/// The command that removes what is left of a job's container (its record and storage in the
+/// member's store; `--rm` does it when the runtime itself saw the end), and whom it runs as.
+#[derive(Clone, Debug)]
+struct Cleanup {
+    argv: Vec<String>,
+    identity: Identity,
 }
 
 impl Leftover {
@@ -905,6 +1071,7 @@ impl Leftover {
             since,
             termed: false,
             cgroup: Some(cgroup),
+            cleanup: None,
         }
     }
 }
@@ -1230,6 +1397,7 @@ mod tests {
             env: Default::default(),
             env_base: None,
             cgroup: None,
+            log_dir: None,
             unix_user: None,
             cancel_requested: false,
             pid_start: None,

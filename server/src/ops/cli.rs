@@ -292,6 +292,23 @@ pub struct ServeArgs {
     /// The cgroup under which jobs' cgroups are made (in each cgroup v1 hierarchy alike).
     #[arg(long, env = "LANES_CGROUP_PARENT", default_value = crate::jobs::wall::DEFAULT_PARENT)]
     pub cgroup_parent: String,
+    /// Allow jobs whose container runs with Docker (`--runtime docker`). Its daemon runs as
+    /// root, so this is off unless the admin turns it on; rootless Podman and Apptainer need
+    /// no leave.
+    #[arg(long, env = "LANES_DOCKER_JOBS")]
+    pub docker_jobs: bool,
+    /// Docker jobs may share the host's network and IPC namespaces (`--network=host`,
+    /// `--ipc=host`), as rootless Podman jobs do.
+    #[arg(long, env = "LANES_DOCKER_HOST_NAMESPACES")]
+    pub docker_host_namespaces: bool,
+    /// Directories any member's container may mount (shared data sets), besides their own.
+    /// Repeat, or comma-separate in the env.
+    #[arg(
+        long = "container-shared-dir",
+        env = "LANES_CONTAINER_SHARED_DIRS",
+        value_delimiter = ','
+    )]
+    pub container_shared_dirs: Vec<PathBuf>,
     /// How long a user's login profile may take to set up a job's environment.
     #[arg(long, env = "LANES_PROFILE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub profile_timeout: Duration,

@@ -176,6 +176,150 @@ pub struct Report {
     pub order: OrderCheck,
     pub cuda_visible_devices: Option<VisibleDevices>,
     pub device_wall: WallCheck,
+    pub containers: ContainersCheck,
+}
+
+/// What jobs in containers would find here.
+#[derive(Debug, Serialize)]
+pub struct ContainersCheck {
+    /// Each runtime found: its name, program and version.
+    pub runtimes: Vec<RuntimeFound>,
+    /// `nvidia.com/gpu` device names in the host's CDI specs (`/etc/cdi`, `/var/run/cdi`).
+    pub cdi_devices: Vec<String>,
+    /// Whether Docker jobs are enabled (`LANES_DOCKER_JOBS`, as `lanes serve --docker-jobs`).
+    pub docker_jobs: bool,
+    /// Each login account of this host, and whether rootless Podman is ready for it.
+    pub accounts: Vec<SubuidCheck>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RuntimeFound {
+    pub runtime: String,
+    pub program: String,
+    pub version: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SubuidCheck {
+    pub account: String,
+    pub subuid: bool,
+    pub subgid: bool,
+}
+
+/// Looks for the container runtimes, CDI specs and subordinate id ranges jobs would use.
+pub fn check_containers() -> ContainersCheck {
+    use crate::jobs::container::{cdi_gpu_names, has_subordinate_range, ContainerHost, CDI_DIRS};
+    let docker_jobs = std::env::var("LANES_DOCKER_JOBS").is_ok_and(|v| v == "true" || v == "1");
+    let host = ContainerHost::discover(
+        "",
+        crate::jobs::container::ContainerPolicy {
+            docker: docker_jobs,
+            ..Default::default()
+        },
+        &BTreeMap::new(),
+    );
+    let runtimes = host
+        .runtimes()
+        .iter()
+        .map(|(runtime, program)| {
+            let version = std::process::Command::new(program)
+                .arg("--version")
+                .output()
+                .ok()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string()
+                })
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "unknown (--version failed)".into());
+            RuntimeFound {
+                runtime: runtime.to_string(),
+                program: program.display().to_string(),
+                version,
+            }
+        })
+        .collect();
+    let subuid = std::fs::read_to_string("/etc/subuid").unwrap_or_default();
+    let subgid = std::fs::read_to_string("/etc/subgid").unwrap_or_default();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let accounts = passwd
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            let uid: u32 = fields.get(2)?.parse().ok()?;
+            let shell = fields.get(6).copied().unwrap_or("");
+            let login = (1000..60000).contains(&uid)
+                && !shell.ends_with("nologin")
+                && !shell.ends_with("false");
+            login.then(|| SubuidCheck {
+                account: fields[0].to_string(),
+                subuid: has_subordinate_range(&subuid, fields[0], uid),
+                subgid: has_subordinate_range(&subgid, fields[0], uid),
+            })
+        })
+        .collect();
+    ContainersCheck {
+        runtimes,
+        cdi_devices: cdi_gpu_names(&CDI_DIRS).into_iter().collect(),
+        docker_jobs,
+        accounts,
+    }
+}
+
+fn render_containers(c: &ContainersCheck) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "Containers:
+",
+    );
+    if c.runtimes.is_empty() {
+        out.push_str(
+            "  no runtime found (podman, apptainer, docker): jobs with --image cannot run here
+",
+        );
+    }
+    for r in &c.runtimes {
+        let _ = writeln!(out, "  {:<10} {} ({})", r.runtime, r.version, r.program);
+    }
+    let _ = writeln!(
+        out,
+        "  Docker jobs: {}",
+        if c.docker_jobs {
+            "enabled (--docker-jobs): the client runs as root, the container as the member"
+        } else {
+            "off (rootless podman and apptainer need no leave; --docker-jobs enables Docker)"
+        }
+    );
+    if c.cdi_devices.is_empty() {
+        out.push_str("  CDI: no nvidia.com/gpu spec in /etc/cdi or /var/run/cdi; containers get the booked cards' device files (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml makes one)
+");
+    } else {
+        let _ = writeln!(out, "  CDI: nvidia.com/gpu = {}", c.cdi_devices.join(", "));
+    }
+    let missing: Vec<&str> = c
+        .accounts
+        .iter()
+        .filter(|a| !(a.subuid && a.subgid))
+        .map(|a| a.account.as_str())
+        .collect();
+    let _ = writeln!(
+        out,
+        "  Rootless podman: {} of {} login accounts have subuid and subgid ranges",
+        c.accounts.len() - missing.len(),
+        c.accounts.len()
+    );
+    if !missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "    without: {} (usermod --add-subuids 100000-165535 --add-subgids 100000-165535 ACCOUNT)",
+            missing.join(", ")
+        );
+    }
+    out
 }
 
 /// Whether jobs here would run behind the device wall (`--isolation cgroup`), and why not.
@@ -221,13 +365,14 @@ pub fn run(json: bool) -> i32 {
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({ "error": "no_driver", "message": message, "device_wall": wall })
+                    serde_json::json!({ "error": "no_driver", "message": message, "device_wall": wall, "containers": check_containers() })
                 );
             } else {
                 println!("NVIDIA driver: not found");
                 println!("  {message}");
                 println!("  Lanes can still run: `lanes serve` falls back to a simulated fleet.");
                 print!("{}", render_wall(&wall));
+                print!("{}", render_containers(&check_containers()));
             }
             return 1;
         }
@@ -268,6 +413,7 @@ fn gather() -> Result<Report, String> {
     let device_wall = check_wall(&device_files(&nvml, &gpus));
     Ok(Report {
         device_wall,
+        containers: check_containers(),
         driver_version: text(nvml.sys_driver_version()),
         nvml_version: text(nvml.sys_nvml_version()),
         cuda_driver_version: cuda,
@@ -363,6 +509,7 @@ pub fn render(r: &Report) -> String {
         }
     }
     out.push_str(&render_wall(&r.device_wall));
+    out.push_str(&render_containers(&r.containers));
     out
 }
 
@@ -495,9 +642,39 @@ mod tests {
                 on: false,
                 description: "off, device mask only (no root)".into(),
             },
+            containers: ContainersCheck {
+                runtimes: vec![RuntimeFound {
+                    runtime: "podman".into(),
+                    program: "/usr/bin/podman".into(),
+                    version: "podman version 4.3.1".into(),
+                }],
+                cdi_devices: vec![],
+                docker_jobs: false,
+                accounts: vec![
+                    SubuidCheck {
+                        account: "ada".into(),
+                        subuid: true,
+                        subgid: true,
+                    },
+                    SubuidCheck {
+                        account: "bob".into(),
+                        subuid: false,
+                        subgid: false,
+                    },
+                ],
+            },
         };
         let text = render(&report);
         assert!(text.contains("CUDA device 0: GPU 1 (GPU-89aa"), "{text}");
+        assert!(
+            text.contains("  podman     podman version 4.3.1 (/usr/bin/podman)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Rootless podman: 1 of 2 login accounts"),
+            "{text}"
+        );
+        assert!(text.contains("without: bob (usermod"), "{text}");
         assert!(text.contains("x            → INVALID"), "{text}");
         assert!(
             text.contains("Device wall:    off, device mask only (no root)\n  Jobs would run"),

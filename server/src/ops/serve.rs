@@ -101,6 +101,8 @@ pub struct ServeConfig {
     pub cgroup_parent: String,
     /// How long a login profile may take.
     pub profile_timeout: Duration,
+    /// What the admin allows of containers (Docker, shared directories).
+    pub containers: crate::jobs::container::ContainerPolicy,
     /// Replace a process that still serves this node's name (it stops at its next heartbeat).
     pub take_over: bool,
     /// What time it is: the system's, except in tests.
@@ -170,6 +172,11 @@ impl ServeConfig {
             isolation: args.isolation,
             cgroup_parent: args.cgroup_parent,
             profile_timeout: args.profile_timeout,
+            containers: crate::jobs::container::ContainerPolicy {
+                docker: args.docker_jobs,
+                docker_host_namespaces: args.docker_host_namespaces,
+                shared_dirs: args.container_shared_dirs,
+            },
             take_over: args.take_over,
             clock: crate::runtime::clock::Clock::system(),
         })
@@ -504,6 +511,11 @@ impl Application {
                 wall: wall.clone(),
                 profile_timeout: config.profile_timeout,
                 clock: config.clock.clone(),
+                containers: Arc::new(crate::jobs::container::ContainerHost::discover(
+                    &config.node_name,
+                    config.containers.clone(),
+                    &device_files,
+                )),
             },
             shutdown.clone(),
         );

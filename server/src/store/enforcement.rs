@@ -2,6 +2,7 @@
 
 use super::{at, AuditEntry, StoreError};
 use chrono::{DateTime, Utc};
+use lanes_types::container::ContainerRef;
 use lanes_types::enforcement::{Policy, Violation, ViolationAction};
 
 repository!(
@@ -20,6 +21,7 @@ pub struct NewViolation {
     pub command: Option<String>,
     pub memory_bytes: Option<u64>,
     pub seen_ms: i64,
+    pub container: Option<ContainerRef>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -36,6 +38,7 @@ struct Row {
     last_seen_ms: i64,
     ended_ms: Option<i64>,
     action: String,
+    container: Option<String>,
 }
 
 impl Row {
@@ -53,12 +56,13 @@ impl Row {
             last_seen: at(self.last_seen_ms),
             ended: self.ended_ms.map(at),
             action: self.action.parse().map_err(super::unreadable)?,
+            container: self.container.and_then(|c| serde_json::from_str(&c).ok()),
         })
     }
 }
 
 const SELECT: &str = "SELECT v.id, v.node, v.gpu_uuid, v.pid, v.unix_user, u.username, v.command,
-        v.memory_bytes, v.first_seen_ms, v.last_seen_ms, v.ended_ms, v.action
+        v.memory_bytes, v.first_seen_ms, v.last_seen_ms, v.ended_ms, v.action, v.container
     FROM violations v LEFT JOIN users u ON u.id = v.user_id";
 
 impl Enforcement<'_> {
@@ -81,8 +85,8 @@ impl Enforcement<'_> {
     pub async fn insert_violation(&self, v: &NewViolation) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(
             "INSERT INTO violations (node, gpu_uuid, pid, unix_user, user_id, command,
-                                     memory_bytes, first_seen_ms, last_seen_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING id",
+                                     memory_bytes, first_seen_ms, last_seen_ms, container)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) RETURNING id",
         )
         .bind(&v.node)
         .bind(&v.gpu_uuid)
@@ -92,6 +96,11 @@ impl Enforcement<'_> {
         .bind(&v.command)
         .bind(v.memory_bytes.map(|b| b as i64))
         .bind(v.seen_ms)
+        .bind(
+            v.container
+                .as_ref()
+                .map(|c| serde_json::to_string(c).unwrap_or_default()),
+        )
         .fetch_one(&self.pool)
         .await?)
     }

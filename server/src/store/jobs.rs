@@ -5,6 +5,7 @@ use super::{insert_audit, AuditEntry, StoreError};
 use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
 use lanes_types::coded::Coded;
+use lanes_types::container::ContainerSpec;
 use lanes_types::job::{
     EnvironmentBase, Job, JobNote, JobState, QueueRequest, StartedIn, StopReason,
 };
@@ -33,6 +34,16 @@ pub struct JobToRun {
     pub boot_id: Option<String>,
     /// When SIGTERM went to its group, and why.
     pub stop_requested: Option<(DateTime<Utc>, StopReason)>,
+    /// Its log directory's name, once made: unique to this run of the job (its container is
+    /// named after it).
+    pub log_dir: Option<String>,
+}
+
+impl JobToRun {
+    /// The container it runs in, if it asked for one.
+    pub fn container(&self) -> Option<&ContainerSpec> {
+        self.job.container.as_ref()
+    }
 }
 
 /// A job to record: what runs, for whom, and where it waits.
@@ -44,6 +55,7 @@ pub struct NewJob<'a> {
     pub cwd: Option<&'a str>,
     pub env: &'a BTreeMap<String, String>,
     pub env_base: Option<&'a EnvironmentBase>,
+    pub container: Option<&'a ContainerSpec>,
     pub place: JobPlace,
 }
 
@@ -107,6 +119,8 @@ struct Row {
     cgroup: Option<String>,
     cpu_time_ms: Option<i64>,
     peak_host_memory_bytes: Option<i64>,
+    container: Option<String>,
+    log_dir: Option<String>,
 }
 
 impl Row {
@@ -122,6 +136,7 @@ impl Row {
                 .transpose()
                 .map_err(|e| bad(e.to_string()))?,
             cgroup: self.cgroup,
+            log_dir: self.log_dir,
             unix_user: self.unix_user,
             cancel_requested: self.cancel_requested != 0,
             pid_start: self.pid_start.map(|t| t as u64),
@@ -158,6 +173,11 @@ impl Row {
                 device_wall: self.device_wall,
                 cpu_time_ms: self.cpu_time_ms.map(|t| t as u64),
                 peak_host_memory_bytes: self.peak_host_memory_bytes.map(|b| b as u64),
+                container: self
+                    .container
+                    .map(|c| serde_json::from_str(&c))
+                    .transpose()
+                    .map_err(|e| bad(e.to_string()))?,
                 queue: match (self.gpus, self.time_limit_s) {
                     (Some(gpus), Some(time_limit_s)) => Some(QueueRequest {
                         gpus: gpus as u32,
@@ -183,7 +203,7 @@ const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, 
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
         j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes,
-        j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes
+        j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes, j.container, j.log_dir
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Jobs<'_> {
@@ -201,8 +221,9 @@ impl Jobs<'_> {
         let mut tx = self.begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
-                               time_limit_s, min_memory_bytes, created_at, env_base, preemptible)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+                               time_limit_s, min_memory_bytes, created_at, env_base, preemptible,
+                               container)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
         )
         .bind(booking_id)
         .bind(new.user_id)
@@ -220,6 +241,10 @@ impl Jobs<'_> {
                 .map(|b| serde_json::to_string(b).unwrap_or_default()),
         )
         .bind(super::sql::flag(queue.is_some_and(|q| q.preemptible)))
+        .bind(
+            new.container
+                .map(|c| serde_json::to_string(c).unwrap_or_default()),
+        )
         .fetch_one(&mut *tx)
         .await?;
         let audit = AuditEntry {

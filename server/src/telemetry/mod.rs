@@ -1,6 +1,7 @@
 //! GPU telemetry: where readings come from (NVML or a simulated fleet), the poller that takes
 //! them at a fixed interval, and the hub that hands each tick to every consumer.
 
+pub mod containers;
 pub mod history_writer;
 pub mod hub;
 pub mod metrics;
@@ -328,7 +329,8 @@ pub fn open(selection: &GpuSelection, node: &str, sim: &SimOptions) -> Result<Op
         let fleet = sim::SimulatedFleet::new(node, count, sim.seed)
             .with_faulty_card(sim.faulty_gpu.map(|g| g as usize))
             .with_hot_card(sim.hot_gpu.map(|g| g as usize))
-            .with_background(sim.background);
+            .with_background(sim.background)
+            .with_device_files(&sim.device_files);
         let device_files = fleet
             .inventory()
             .iter()

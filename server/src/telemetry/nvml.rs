@@ -205,9 +205,8 @@ impl GpuSource for NvmlSource {
                         UsedGpuMemory::Used(bytes) => Some(bytes),
                         UsedGpuMemory::Unavailable => None,
                     },
-                    user: owner
-                        .as_ref()
-                        .and_then(|o| o.user.clone().or_else(|| Some(format!("uid {}", o.uid)))),
+                    user: owner.as_ref().and_then(|o| o.user.clone()),
+                    container: owner.as_ref().and_then(|o| o.container.clone()),
                     command: owner.map(|o| o.command),
                     lane: None,
                     sm_pct: share.map(|s| s.0),

@@ -1,6 +1,7 @@
 //! Who owns a process and what it runs, read from /proc. NVML gives only pids; people need
 //! names.
 
+use super::containers::Owner;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -8,8 +9,13 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessOwner {
     pub uid: u32,
+    /// The person it is: its account's name (or "uid N" for an account the host does not
+    /// name); for a process in a container, the container's owner, and `None` when nobody can
+    /// be tied to the container.
     pub user: Option<String>,
     pub command: String,
+    /// The container it runs in.
+    pub container: Option<lanes_types::container::ContainerRef>,
 }
 
 /// Reads /proc (or another procfs root, for tests), caching uid → name lookups, which go
@@ -17,6 +23,7 @@ pub struct ProcessOwner {
 pub struct ProcReader {
     root: PathBuf,
     users: HashMap<u32, Option<String>>,
+    containers: Option<super::containers::ContainerReader>,
 }
 
 impl Default for ProcReader {
@@ -27,10 +34,27 @@ impl Default for ProcReader {
 
 impl ProcReader {
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
         Self {
-            root: root.into(),
+            containers: (root == Path::new("/proc"))
+                .then(super::containers::ContainerReader::default),
+            root,
             users: HashMap::new(),
         }
+    }
+
+    /// Without looking for containers (the figure it is measured against).
+    pub fn without_containers(mut self) -> Self {
+        self.containers = None;
+        self
+    }
+
+    fn name_of(&mut self, uid: u32) -> String {
+        self.users
+            .entry(uid)
+            .or_insert_with(|| user_name(uid))
+            .clone()
+            .unwrap_or_else(|| format!("uid {uid}"))
     }
 
     /// `None` when the process is gone or hidden from us (another pid namespace).
@@ -39,12 +63,28 @@ impl ProcReader {
         let status = std::fs::read_to_string(dir.join("status")).ok()?;
         let uid = real_uid(&status)?;
         let command = read_comm(&dir).unwrap_or_default();
-        let user = self
-            .users
-            .entry(uid)
-            .or_insert_with(|| user_name(uid))
-            .clone();
-        Some(ProcessOwner { uid, user, command })
+        let start = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|s| parse_stat(&s))
+            .map_or(0, |s| s.start_ticks);
+        let found = self.containers.as_mut().and_then(|c| c.of(pid, start));
+        let (user, container) = match found {
+            None => (Some(self.name_of(uid)), None),
+            Some(found) => {
+                let user = match found.owner {
+                    Owner::Uid(owner) => Some(self.name_of(owner)),
+                    Owner::Member(name) => Some(name),
+                    Owner::Unknown => None,
+                };
+                (user, Some(found.container))
+            }
+        };
+        Some(ProcessOwner {
+            uid,
+            user,
+            command,
+            container,
+        })
     }
 }
 

@@ -124,6 +124,73 @@ pub struct SimulatedFleet {
     control: Arc<SimControl>,
     /// Random jobs of made-up users come and go (off: cards idle unless something is attached).
     background: bool,
+    /// The device file (major, minor) standing for each card, where one was given: a real
+    /// process holding it open is on the card, as a CUDA process holding `/dev/nvidiaN` is.
+    devices: Vec<Option<(u32, u32)>>,
+    holders: DeviceHolders,
+}
+
+/// Which real processes hold which device files open, read from /proc at most every
+/// [`HOLDERS_FRESH`], so one poll over every card reads it once.
+#[derive(Default)]
+struct DeviceHolders {
+    read_at: Option<std::time::Instant>,
+    by_device: std::collections::HashMap<(u32, u32), Vec<u32>>,
+    procs: Option<super::procinfo::ProcReader>,
+}
+
+const HOLDERS_FRESH: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl DeviceHolders {
+    fn of(&mut self, wanted: &[(u32, u32)], device: (u32, u32)) -> Vec<u32> {
+        let stale = self.read_at.is_none_or(|at| at.elapsed() >= HOLDERS_FRESH);
+        if stale {
+            self.by_device = holders(wanted);
+            self.read_at = Some(std::time::Instant::now());
+        }
+        self.by_device.get(&device).cloned().unwrap_or_default()
+    }
+}
+
+/// Every process with one of `wanted`'s device files open, by device: each descriptor's target
+/// is looked at by its device number, so a file reached through a container's own `/dev` counts.
+fn holders(wanted: &[(u32, u32)]) -> std::collections::HashMap<(u32, u32), Vec<u32>> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut found: std::collections::HashMap<(u32, u32), Vec<u32>> = Default::default();
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for process in processes.flatten() {
+        let Some(pid) = process
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(meta) = std::fs::metadata(fd.path()) else {
+                continue;
+            };
+            if !meta.file_type().is_char_device() {
+                continue;
+            }
+            let number = (
+                nix::sys::stat::major(meta.rdev()) as u32,
+                nix::sys::stat::minor(meta.rdev()) as u32,
+            );
+            if wanted.contains(&number) {
+                let pids = found.entry(number).or_default();
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    found
 }
 
 struct SimJob {
@@ -197,7 +264,22 @@ impl SimulatedFleet {
             hot: None,
             control: Arc::default(),
             background: true,
+            devices: Vec::new(),
+            holders: DeviceHolders::default(),
         }
+    }
+
+    /// Gives the cards device files (in order): a real process holding one open is listed on
+    /// its card, its owner and container read from /proc as for a real card.
+    pub fn with_device_files(mut self, files: &[std::path::PathBuf]) -> Self {
+        self.devices = files
+            .iter()
+            .map(|f| crate::jobs::wall::device_number(f).ok())
+            .collect();
+        if !files.is_empty() {
+            self.holders.procs = Some(super::procinfo::ProcReader::default());
+        }
+        self
     }
 
     /// Turns the random background jobs on or off.
@@ -224,6 +306,40 @@ impl SimulatedFleet {
         self
     }
 }
+
+impl SimulatedFleet {
+    /// Real processes holding card `pos`'s device file open, other than those `extra` shows.
+    fn holding(&mut self, pos: usize, extra: &[ExtraProcess]) -> Vec<GpuProcess> {
+        let Some(device) = self.devices.get(pos).copied().flatten() else {
+            return Vec::new();
+        };
+        let wanted: Vec<(u32, u32)> = self.devices.iter().flatten().copied().collect();
+        let pids = self.holders.of(&wanted, device);
+        let Some(procs) = self.holders.procs.as_mut() else {
+            return Vec::new();
+        };
+        pids.into_iter()
+            .filter(|pid| !extra.iter().any(|p| p.pid == *pid))
+            .filter_map(|pid| {
+                let owner = procs.owner(pid)?;
+                Some(GpuProcess {
+                    pid,
+                    used_memory_bytes: Some(HOLDER_MEMORY_BYTES),
+                    user: owner.user,
+                    command: Some(owner.command),
+                    sm_pct: None,
+                    mem_pct: None,
+                    lane: None,
+                    simulated: false,
+                    container: owner.container,
+                })
+            })
+            .collect()
+    }
+}
+
+/// What a process holding a simulated card's device file is shown to hold of its memory.
+const HOLDER_MEMORY_BYTES: u64 = 512 << 20;
 
 /// A uniform draw from [lo, hi).
 fn uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
@@ -323,6 +439,7 @@ impl SimCard {
                 sm_pct: None,
                 mem_pct: None,
                 simulated: true,
+                container: None,
             },
         });
     }
@@ -394,11 +511,16 @@ impl GpuSource for SimulatedFleet {
     }
 
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {
+        let uuid = (self.inventory.get(pos))
+            .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?
+            .uuid
+            .clone();
+        let (extra, _) = self.control.on_card(&uuid);
+        let holding = self.holding(pos, &extra);
         let card = self
             .cards
             .get(pos)
             .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
-        let (extra, _) = self.control.on_card(&self.inventory[pos].uuid);
         // Per-process samples as the driver gives them: the card's load split between its
         // processes by what each asks of it.
         let (card_sm, card_mem) = (card.util, card.util * 0.6);
@@ -427,8 +549,9 @@ impl GpuSource for SimulatedFleet {
             command: Some(p.command),
             lane: None,
             simulated: false,
+            container: None,
         });
-        Ok(background.chain(attached).collect())
+        Ok(background.chain(attached).chain(holding).collect())
     }
 }
 

@@ -11,6 +11,7 @@ use crate::queue::Queue;
 use crate::store::{AuditEntry, JobPlace, NewJob, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
+use lanes_types::container::ContainerSpec;
 use lanes_types::job::{CreateJob, EnvironmentBase, Job, QueueRequest};
 use lanes_types::queue::{QueueSettings, SubmitJob};
 use lanes_types::GpuState;
@@ -27,6 +28,7 @@ struct Command {
     env: BTreeMap<String, String>,
     environment: Option<EnvironmentBase>,
     cwd: Option<String>,
+    container: Option<ContainerSpec>,
 }
 
 /// Most variables, and most bytes of them all, a job's environment may be given.
@@ -43,8 +45,13 @@ impl Command {
         env: Option<BTreeMap<String, String>>,
         environment: Option<EnvironmentBase>,
         cwd: Option<String>,
+        container: Option<ContainerSpec>,
     ) -> Result<Self, UseCaseError> {
         let invalid = |e: &dyn std::fmt::Display| UseCaseError::Unprocessable(e.to_string().into());
+        if let Some(spec) = &container {
+            // What no host can run is refused now; what this node offers is known at start.
+            spec.check().map_err(|e| invalid(&e))?;
+        }
         if let Some(dir) = &cwd {
             launch::check_dir(dir).map_err(|e| invalid(&e))?;
         }
@@ -89,6 +96,7 @@ impl Command {
             env,
             environment,
             cwd,
+            container,
         })
     }
 
@@ -107,6 +115,7 @@ impl Command {
             cwd: self.cwd.as_deref(),
             env: &self.env,
             env_base: self.environment.as_ref(),
+            container: self.container.as_ref(),
             place,
         };
         Ok(store.jobs().create(&new, audit, now).await?)
@@ -132,6 +141,7 @@ pub async fn submit_to_booking(
         request.env,
         request.environment,
         request.cwd,
+        request.container,
     )?;
     if !booking.state.holds_cards() {
         return Err(UseCaseError::Unprocessable(Said::BookingOver));
@@ -197,6 +207,7 @@ pub async fn submit_to_queue(
         request.env,
         request.environment,
         request.cwd,
+        request.container,
     )?;
     let limit = request
         .time_limit_s

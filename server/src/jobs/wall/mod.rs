@@ -120,6 +120,14 @@ fn mountinfo() -> Vec<Mount> {
         .collect()
 }
 
+/// Whether this host has the unified cgroup hierarchy alone (cgroup v2 at /sys/fs/cgroup),
+/// not cgroup v1 or the hybrid of both.
+pub fn unified_hierarchy() -> bool {
+    mountinfo()
+        .iter()
+        .any(|(m, t, _)| t == "cgroup2" && m == Path::new("/sys/fs/cgroup"))
+}
+
 fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
     OpenOptions::new()
         .write(true)
@@ -186,10 +194,7 @@ impl Wall {
             Isolation::CgroupV2 => Self::set_up_v2(&mounts, &parent),
             Isolation::CgroupV1 => Self::set_up_v1(&mounts, &parent),
             Isolation::Cgroup => {
-                let unified = mounts
-                    .iter()
-                    .any(|(m, t, _)| t == "cgroup2" && m == Path::new("/sys/fs/cgroup"));
-                if unified {
+                if unified_hierarchy() {
                     Self::set_up_v2(&mounts, &parent)
                 } else {
                     Self::set_up_v1(&mounts, &parent).or_else(|v1| {
