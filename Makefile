@@ -87,7 +87,9 @@ tools:
 		|| (mkdir -p $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION) \
 			&& npm install --silent --no-audit --no-fund --prefix $(TOOLS_DIR)/binaryen-$(BINARYEN_VERSION) binaryen@$(BINARYEN_VERSION))
 
-# Headless Chromium for the browser test (Debian's; never a downloaded browser).
+# Headless Chromium for the browser test (Debian's; never a downloaded browser); rootless
+# Podman with runc and a static busybox for the container tests (tests/tests/containers.rs
+# builds its image offline from busybox: no registry is reachable).
 tools-test:
 	@command -v chromium >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
@@ -95,6 +97,8 @@ tools-test:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null)
 	@command -v prometheus >/dev/null && command -v debootstrap >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
+	@command -v podman >/dev/null && command -v newuidmap >/dev/null && command -v runc >/dev/null && test -x /bin/busybox \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman uidmap crun runc conmon catatonit busybox-static >/dev/null)
 	@test -d tests/browser/node_modules/playwright-core -a -d tests/browser/node_modules/axe-core \
 		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
 	@test -x $(LANES_TEST_PYTHON) \

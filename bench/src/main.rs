@@ -10,7 +10,10 @@
 //! - `history`: 30 days × 8 cards of readings through the store's write, rollup and pruning
 //!   path; database size and query latency per range.
 //! - `schedule`: one scheduling pass over a deep queue against sorting it.
+//! - `attribution`: reading the owners of a poll's processes with container attribution
+//!   against without it (bench/containers.sh starts the processes).
 
+mod attribution;
 mod bookings;
 mod history;
 mod schedule;
@@ -85,6 +88,14 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         runs: usize,
     },
+    /// Owners of a poll's processes with container attribution against without.
+    Attribution {
+        /// The processes a poll lists (comma-separated pids).
+        #[arg(long, value_delimiter = ',', required = true)]
+        pids: Vec<u32>,
+        #[arg(long, default_value_t = 2000)]
+        rounds: u32,
+    },
     /// History storage size and query latency (all 8 cards, 1,000 points).
     History {
         #[arg(long, default_value_t = 30)]
@@ -101,6 +112,7 @@ enum Command {
 fn main() {
     match Cli::parse().command {
         Command::Poll { rounds } => poll(rounds),
+        Command::Attribution { pids, rounds } => attribution::run(pids, rounds),
         Command::Fanout {
             addr,
             pid,

@@ -258,6 +258,7 @@ impl TestApp {
                 hot_gpu: None,
                 background: true,
                 device_files: Vec::new(),
+                device_holders: false,
             },
             auth: Default::default(),
             metrics_token: None,

@@ -10,6 +10,7 @@ mod booking_sequences;
 mod bookings;
 mod cli;
 mod cluster;
+mod containers;
 mod device_wall;
 mod enforcement;
 mod environment;

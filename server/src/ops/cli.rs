@@ -321,6 +321,10 @@ pub struct ServeArgs {
         hide = true
     )]
     pub sim_device_files: Vec<PathBuf>,
+    /// List a real process that holds a simulated card's device file open on that card (its
+    /// owner and container read from /proc), as the driver lists a CUDA process.
+    #[arg(long, env = "LANES_SIM_DEVICE_HOLDERS", hide = true)]
+    pub sim_device_holders: bool,
     /// Time a job gets between SIGTERM and SIGKILL when its slot ends or it is cancelled.
     #[arg(long, env = "LANES_JOB_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub job_grace: Duration,

@@ -138,6 +138,7 @@ impl ServeConfig {
                 hot_gpu: args.sim_hot_gpu,
                 background: args.sim_background,
                 device_files: args.sim_device_files,
+                device_holders: args.sim_device_holders,
             },
             auth: AuthSettings {
                 policy: SessionPolicy {

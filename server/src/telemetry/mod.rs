@@ -190,6 +190,10 @@ pub struct SimOptions {
     /// have none): harmless character devices such as `/dev/null`, so that the device wall can
     /// be tried without a GPU.
     pub device_files: Vec<std::path::PathBuf>,
+    /// A real process holding a card's device file open is listed on that card, as NVML lists
+    /// a CUDA process (owner and container read from /proc). Off unless asked: a device such as
+    /// `/dev/null` is held by half the host.
+    pub device_holders: bool,
 }
 
 impl Default for SimOptions {
@@ -200,6 +204,7 @@ impl Default for SimOptions {
             hot_gpu: None,
             background: true,
             device_files: Vec::new(),
+            device_holders: false,
         }
     }
 }
@@ -330,7 +335,7 @@ pub fn open(selection: &GpuSelection, node: &str, sim: &SimOptions) -> Result<Op
             .with_faulty_card(sim.faulty_gpu.map(|g| g as usize))
             .with_hot_card(sim.hot_gpu.map(|g| g as usize))
             .with_background(sim.background)
-            .with_device_files(&sim.device_files);
+            .with_device_files(&sim.device_files, sim.device_holders);
         let device_files = fleet
             .inventory()
             .iter()

@@ -269,14 +269,14 @@ impl SimulatedFleet {
         }
     }
 
-    /// Gives the cards device files (in order): a real process holding one open is listed on
-    /// its card, its owner and container read from /proc as for a real card.
-    pub fn with_device_files(mut self, files: &[std::path::PathBuf]) -> Self {
+    /// Gives the cards device files (in order); with `holders`, a real process holding one
+    /// open is listed on its card, its owner and container read from /proc as for a real card.
+    pub fn with_device_files(mut self, files: &[std::path::PathBuf], holders: bool) -> Self {
         self.devices = files
             .iter()
             .map(|f| crate::jobs::wall::device_number(f).ok())
             .collect();
-        if !files.is_empty() {
+        if holders && !files.is_empty() {
             self.holders.procs = Some(super::procinfo::ProcReader::default());
         }
         self
@@ -313,6 +313,9 @@ impl SimulatedFleet {
         let Some(device) = self.devices.get(pos).copied().flatten() else {
             return Vec::new();
         };
+        if self.holders.procs.is_none() {
+            return Vec::new();
+        }
         let wanted: Vec<(u32, u32)> = self.devices.iter().flatten().copied().collect();
         let pids = self.holders.of(&wanted, device);
         let Some(procs) = self.holders.procs.as_mut() else {
