@@ -46,13 +46,20 @@ pub fn run(pids: Vec<u32>, rounds: u32) {
         .count();
     let in_containers = pids
         .iter()
-        .filter(|p| ProcReader::default().owner(**p).is_some_and(|o| o.container.is_some()))
+        .filter(|p| {
+            ProcReader::default()
+                .owner(**p)
+                .is_some_and(|o| o.container.is_some())
+        })
         .count();
     println!(
         "{} processes ({alive} alive, {in_containers} in containers), {rounds} polls per variant, median of 5",
         pids.len()
     );
-    for (label, fresh) in [("steady state (seen before)", false), ("first sight (fresh reader)", true)] {
+    for (label, fresh) in [
+        ("steady state (seen before)", false),
+        ("first sight (fresh reader)", true),
+    ] {
         // Alternate the variants so that neither gets the warmer caches.
         let without = per_poll(&pids, rounds, 5, fresh, false);
         let with = per_poll(&pids, rounds, 5, fresh, true);

@@ -35,8 +35,13 @@ test('a job runs from the Jobs page and its output arrives live until it is over
   await page.waitForURL(url + '/jobs');
   form = page.locator('[data-testid=submit-job]');
   await form.locator(`select option[value="${booking.id}"]`).waitFor({ state: 'attached' });
-  await form.locator('select').selectOption(String(booking.id));
+  await form.locator('select').first().selectOption(String(booking.id));
   await form.locator('input').first().fill(`sh -c 'echo "hello from job $LANES_JOB_ID on $CUDA_VISIBLE_DEVICES"; sleep 2; echo bye'`);
+  // An image that is no image is refused beside the form, before anything is sent.
+  await form.locator('[data-testid=job-image]').fill('alpine; id');
+  await form.locator('button[type=submit]').click();
+  await form.getByRole('alert').filter({ hasText: '"alpine; id" is not an image' }).waitFor();
+  await form.locator('[data-testid=job-image]').fill('');
   await form.locator('button[type=submit]').click();
   log = page.locator('[data-testid=log]');
   await log.filter({ hasText: `on ${gpus[1].uuid}` }).waitFor();

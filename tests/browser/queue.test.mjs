@@ -69,6 +69,13 @@ test('a bad submission shows the reason and queues nothing', async () => {
   assert.equal(await live.locator('tbody tr').count(), 1);
   await form.locator('input').nth(0).fill('2');
   await form.locator('input').nth(1).fill('30m');
+  // An image that is an option (a flag smuggled in where the image goes): refused beside the
+  // form before anything is sent, nothing queued.
+  await form.locator('[data-testid=queue-image]').fill('--privileged');
+  await form.locator('button[type=submit]').click();
+  await form.getByRole('alert').filter({ hasText: '"--privileged" is not an image' }).waitFor();
+  assert.equal(await live.locator('tbody tr').count(), 1);
+  await form.locator('[data-testid=queue-image]').fill('');
 });
 
 test('the job starts once the booking is given back, on both cards', async () => {

@@ -89,10 +89,7 @@ fn member(account: &str) -> u32 {
         .unwrap();
         std::fs::set_permissions(&tar, std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .unwrap();
-        let imported = as_account(
-            account,
-            &format!("podman import {} {IMAGE}", tar.display()),
-        );
+        let imported = as_account(account, &format!("podman import {} {IMAGE}", tar.display()));
         assert!(
             imported.status.success(),
             "podman import: {}",
@@ -160,39 +157,63 @@ async fn a_container_job_runs_as_its_member_on_exactly_its_cards_and_leaves_noth
     );
     request.container = Some(container(IMAGE));
     let job = ada.client().submit_job(&request).await.expect("submitted");
-    assert_eq!(job.container.as_ref().map(|c| c.image.as_str()), Some(IMAGE));
-    let out = wait_until(Duration::from_secs(60), "the container says it holds its card", || async {
-        let out = ada.log(job.id).await;
-        out.contains("holding").then_some(out)
-    })
+    assert_eq!(
+        job.container.as_ref().map(|c| c.image.as_str()),
+        Some(IMAGE)
+    );
+    let out = wait_until(
+        Duration::from_secs(60),
+        "the container says it holds its card",
+        || async {
+            let out = ada.log(job.id).await;
+            out.contains("holding").then_some(out)
+        },
+    )
     .await;
     assert!(out.contains(&format!("uid={uid}\n")), "{out}");
-    assert!(out.contains(&format!("mask={}\n", gpus[0].info.uuid)), "{out}");
-    assert!(out.lines().any(|l| l == "fuse"), "its card's device file: {out}");
-    assert!(!out.lines().any(|l| l == "net" || l == "tun"), "no other card's: {out}");
+    assert!(
+        out.contains(&format!("mask={}\n", gpus[0].info.uuid)),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l == "fuse"),
+        "its card's device file: {out}"
+    );
+    assert!(
+        !out.lines().any(|l| l == "net" || l == "tun"),
+        "no other card's: {out}"
+    );
     let stderr = ada.stderr(job.id).await;
     assert!(
-        stderr.contains(&format!("lanes: container: {IMAGE} with podman as {MEMBER}")),
+        stderr.contains(&format!(
+            "lanes: container: {IMAGE} with podman as {MEMBER}"
+        )),
         "{stderr}"
     );
 
     // Its process on card 0 is the member's, the job's, and named with its container.
-    let seen = wait_until(Duration::from_secs(20), "the container's process is on its card", || async {
-        app.hooks.enforcer.run().await;
-        let gpus = cards(&app).await;
-        gpus[0]
-            .processes
-            .iter()
-            .find(|p| p.container.is_some() && p.lane == Some(ProcessLane::Job { id: job.id }))
-            .cloned()
-    })
+    let seen = wait_until(
+        Duration::from_secs(20),
+        "the container's process is on its card",
+        || async {
+            app.hooks.enforcer.run().await;
+            let gpus = cards(&app).await;
+            gpus[0]
+                .processes
+                .iter()
+                .find(|p| p.container.is_some() && p.lane == Some(ProcessLane::Job { id: job.id }))
+                .cloned()
+        },
+    )
     .await;
     assert_eq!(seen.user.as_deref(), Some(MEMBER), "{seen:?}");
     assert_eq!(seen.lane, Some(ProcessLane::Job { id: job.id }), "{seen:?}");
     let named = seen.container.expect("a container");
     assert_eq!(named.runtime, "podman");
     assert_eq!(named.image.as_deref(), Some(IMAGE));
-    assert!(named.name.is_some_and(|n| n.starts_with(&format!("lanes-job-{}-", job.id))));
+    assert!(named
+        .name
+        .is_some_and(|n| n.starts_with(&format!("lanes-job-{}-", job.id))));
 
     // The slot ends: the container is stopped, then its cgroup, and nothing of it remains.
     let clock = &app.hooks.clock;
@@ -200,18 +221,22 @@ async fn a_container_job_runs_as_its_member_on_exactly_its_cards_and_leaves_noth
     app.hooks.runner.run().await;
     let done = ada.finished(job.id, 60).await;
     assert_ne!(done.state, JobState::Running, "{done:?}");
-    let left = wait_until(Duration::from_secs(60), "the job's cgroup is gone", || async {
-        app.hooks.runner.run().await;
-        let parents = app.cgroup_parent.dirs();
-        parents
-            .iter()
-            .all(|p| {
-                std::fs::read_dir(p)
-                    .map(|d| d.flatten().all(|e| !e.path().is_dir()))
-                    .unwrap_or(true)
-            })
-            .then_some(())
-    })
+    let left = wait_until(
+        Duration::from_secs(60),
+        "the job's cgroup is gone",
+        || async {
+            app.hooks.runner.run().await;
+            let parents = app.cgroup_parent.dirs();
+            parents
+                .iter()
+                .all(|p| {
+                    std::fs::read_dir(p)
+                        .map(|d| d.flatten().all(|e| !e.path().is_dir()))
+                        .unwrap_or(true)
+                })
+                .then_some(())
+        },
+    )
     .await;
     let () = left;
     let listed = as_account(MEMBER, "podman ps --all --format '{{.Names}}'");
@@ -276,7 +301,12 @@ async fn containers_that_would_escape_their_lane_are_refused_and_nothing_starts(
         assert_eq!(refused.0, 422, "{refused:?}");
         assert!(refused.1.message.contains(says), "{says}: {refused:?}");
     }
-    assert!(ada.client().jobs(&Default::default()).await.unwrap().is_empty());
+    assert!(ada
+        .client()
+        .jobs(&Default::default())
+        .await
+        .unwrap()
+        .is_empty());
 
     // Another member's home as a volume: the node refuses it before anything starts.
     let theirs = ContainerSpec {
@@ -293,13 +323,26 @@ async fn containers_that_would_escape_their_lane_are_refused_and_nothing_starts(
     assert_eq!(done.pid, None, "nothing started: {done:?}");
 
     // An image the member's store lacks: said in their words.
-    let job = ada.client().submit_job(&with(container("localhost/nowhere:1"))).await.unwrap();
+    let job = ada
+        .client()
+        .submit_job(&with(container("localhost/nowhere:1")))
+        .await
+        .unwrap();
     let done = ada.finished(job.id, 60).await;
     assert!(
-        matches!(&done.note, Some(JobNote::Container { failure: ContainerFailure::ImageMissing { .. } })),
+        matches!(
+            &done.note,
+            Some(JobNote::Container {
+                failure: ContainerFailure::ImageMissing { .. }
+            })
+        ),
         "{done:?}"
     );
-    assert!(done.message.contains("is not in lanes-ctr-ada's image store"), "{done:?}");
+    assert!(
+        done.message
+            .contains("is not in lanes-ctr-ada's image store"),
+        "{done:?}"
+    );
 
     // Its own podman, inside its booking, asking for the other card: the wall holds.
     let script = format!(
@@ -352,16 +395,24 @@ async fn a_container_started_outside_lanes_is_reported_as_its_users_unbooked_use
         "{}",
         String::from_utf8_lossy(&started.stderr)
     );
-    let found = wait_until(Duration::from_secs(30), "the outsider's container is a violation", || async {
-        app.hooks.enforcer.run().await;
-        boss.client()
-            .violations(&ViolationQuery::default())
-            .await
-            .ok()?
-            .into_iter()
-            // Other tests' containers may hold these device files at the same moment.
-            .find(|v| v.container.as_ref().is_some_and(|c| c.name.as_deref() == Some(name.as_str())))
-    })
+    let found = wait_until(
+        Duration::from_secs(30),
+        "the outsider's container is a violation",
+        || async {
+            app.hooks.enforcer.run().await;
+            boss.client()
+                .violations(&ViolationQuery::default())
+                .await
+                .ok()?
+                .into_iter()
+                // Other tests' containers may hold these device files at the same moment.
+                .find(|v| {
+                    v.container
+                        .as_ref()
+                        .is_some_and(|c| c.name.as_deref() == Some(name.as_str()))
+                })
+        },
+    )
     .await;
     as_account(OTHER, &format!("podman rm --force --time 0 {name}"));
     assert_eq!(found.unix_user.as_deref(), Some(OTHER), "{found:?}");

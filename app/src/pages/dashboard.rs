@@ -650,7 +650,7 @@ fn Processes(gpu: Memo<Option<GpuState>>) -> impl IntoView {
                                 {p.container.clone().map(|c| {
                                     let name = c.name.clone().or(c.id.clone()).unwrap_or_default();
                                     let image = c.image.clone().map(|image| tr!(dashboard.container_image, image)).unwrap_or_default();
-                                    view! { <br /><small class="muted" data-testid="container" title=image>{tr!(dashboard.in_container, runtime = c.runtime.clone(), name)}</small> }
+                                    view! { <br /><small class="muted" data-testid="container" title=image>{tr!(dashboard.in_container, runtime = c.runtime.clone(), name)}</small> }.into_any()
                                 })}
                             </td>
                             {match p.sm_pct {

@@ -40,6 +40,46 @@ const CONTROL_FILES: [&str; 4] = [
     "/dev/nvidia-modeset",
 ];
 
+/// The driver's user-space libraries a CUDA process loads, by soname (a prefix for those
+/// named after the driver's version).
+const DRIVER_LIBRARIES: [&str; 6] = [
+    "libcuda.so.1",
+    "libnvidia-ml.so.1",
+    "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-nvvm.so.4",
+    "libcudadebugger.so.1",
+    "libnvidia-gpucomp.so.",
+];
+
+/// Where the driver's libraries go in a container without CDI: the directory NVIDIA's CUDA
+/// images (and PyTorch's, built on them) already have on their `LD_LIBRARY_PATH`.
+pub const DRIVER_LIBRARY_DIR: &str = "/usr/local/nvidia/lib64";
+
+/// The driver's libraries in `ldconfig -p`'s listing (the 64-bit ones), by soname.
+pub fn driver_libraries(ldconfig: &str) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for line in ldconfig.lines() {
+        let Some((left, path)) = line.split_once(" => ") else {
+            continue;
+        };
+        let mut words = left.split_whitespace();
+        let (Some(name), Some(kind)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let wanted = DRIVER_LIBRARIES.iter().any(|w| {
+            if w.ends_with('.') {
+                name.starts_with(w)
+            } else {
+                name == *w
+            }
+        });
+        if wanted && kind.contains("x86-64") && !found.iter().any(|(n, _)| n == name) {
+            found.push((name.to_string(), PathBuf::from(path.trim())));
+        }
+    }
+    found
+}
+
 /// Where CDI specs live (the CDI specification's default directories).
 pub const CDI_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
 
@@ -66,6 +106,8 @@ pub struct ContainerHost {
     control_files: Vec<PathBuf>,
     /// Device names of kind `nvidia.com/gpu` in the host's CDI specs.
     cdi: BTreeSet<String>,
+    /// The driver's libraries (soname, file), mounted where no CDI spec does it.
+    driver_libraries: Vec<(String, PathBuf)>,
     /// Podman's global options on this host (`--runtime runc` on hybrid cgroup v1, where crun
     /// refuses to run).
     podman_globals: Vec<String>,
@@ -224,16 +266,27 @@ impl ContainerHost {
             ),
             _ => (vec!["--cgroup-manager=cgroupfs".into()], true),
         };
+        let control_files: Vec<PathBuf> = CONTROL_FILES
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
+        // Only where a driver is installed (its control file is there).
+        let driver_libraries = if control_files.is_empty() {
+            Vec::new()
+        } else {
+            find_program(&["ldconfig"])
+                .and_then(|ldconfig| std::process::Command::new(ldconfig).arg("-p").output().ok())
+                .map(|o| driver_libraries(&String::from_utf8_lossy(&o.stdout)))
+                .unwrap_or_default()
+        };
         Self {
             node: node.into(),
             policy,
             runtimes,
+            driver_libraries,
             device_files: device_files.clone(),
-            control_files: CONTROL_FILES
-                .iter()
-                .map(PathBuf::from)
-                .filter(|p| p.exists())
-                .collect(),
+            control_files,
             cdi: cdi_gpu_names(&CDI_DIRS),
             podman_globals,
             podman_no_cgroups,
@@ -303,6 +356,37 @@ impl ContainerHost {
     /// How the booked cards reach the container: CDI names where a spec names every card,
     /// else their device files and the driver's control files.
     fn card_devices(&self, runtime: ContainerRuntime, cards: &[String]) -> (Vec<String>, String) {
+        let (devices, said) = self.card_files(runtime, cards);
+        let cdi = devices.iter().any(|d| d.starts_with("nvidia.com/"));
+        if cdi || self.driver_libraries.is_empty() || runtime == ContainerRuntime::Apptainer {
+            return (devices, said);
+        }
+        let said = format!(
+            "{said}; the driver's libraries in {DRIVER_LIBRARY_DIR} ({})",
+            self.driver_libraries
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        (devices, said)
+    }
+
+    /// The driver's libraries as read-only mounts, where no CDI spec gives them.
+    fn driver_mounts(&self, devices: &[String]) -> Vec<String> {
+        if devices.iter().any(|d| d.starts_with("nvidia.com/")) {
+            return Vec::new();
+        }
+        self.driver_libraries
+            .iter()
+            .map(|(name, file)| {
+                let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
+                format!("--volume={}:{DRIVER_LIBRARY_DIR}/{name}:ro", real.display())
+            })
+            .collect()
+    }
+
+    fn card_files(&self, runtime: ContainerRuntime, cards: &[String]) -> (Vec<String>, String) {
         let cdi = runtime != ContainerRuntime::Apptainer
             && !cards.is_empty()
             && cards.iter().all(|c| self.cdi.contains(c));
@@ -500,6 +584,7 @@ impl ContainerHost {
         for device in devices {
             argv.push(format!("--device={device}"));
         }
+        argv.extend(self.driver_mounts(devices));
         for variable in &job.env_names {
             argv.push(format!("--env={variable}"));
         }
@@ -668,6 +753,7 @@ mod tests {
                 ("GPU-b".into(), "/dev/nvidia1".into()),
             ]),
             control_files: vec!["/dev/nvidiactl".into(), "/dev/nvidia-uvm".into()],
+            driver_libraries: vec![],
             cdi: BTreeSet::new(),
             podman_globals: vec!["--cgroup-manager=cgroupfs".into()],
             podman_no_cgroups: true,
@@ -726,6 +812,47 @@ mod tests {
             "{argv}"
         );
         assert!(argv.ends_with("--shm-size=8g localhost/train:1"), "{argv}");
+    }
+
+    #[test]
+    fn without_cdi_the_drivers_libraries_are_mounted_read_only_where_cuda_images_look() {
+        let listing = "1234 libs found in cache `/etc/ld.so.cache'\n\
+            \tlibnvidia-ml.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libnvidia-ml.so.1\n\
+            \tlibnvidia-gpucomp.so.580.65.06 (libc6,x86-64) => /lib/x86_64-linux-gnu/libnvidia-gpucomp.so.580.65.06\n\
+            \tlibcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1\n\
+            \tlibcuda.so.1 (libc6) => /lib/i386-linux-gnu/libcuda.so.1\n\
+            \tlibcuda.so (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so\n\
+            \tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\n";
+        let libs = driver_libraries(listing);
+        let names: Vec<&str> = libs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "libnvidia-ml.so.1",
+                "libnvidia-gpucomp.so.580.65.06",
+                "libcuda.so.1"
+            ]
+        );
+        let who = ada();
+        let mut h = host(false);
+        h.driver_libraries = libs;
+        let s = spec("localhost/train:1", None);
+        let argv = h
+            .plan(&job(&s, &who, &["GPU-a".into()]))
+            .unwrap()
+            .argv
+            .join(" ");
+        assert!(
+            argv.contains("--volume=/lib/x86_64-linux-gnu/libcuda.so.1:/usr/local/nvidia/lib64/libcuda.so.1:ro"),
+            "{argv}"
+        );
+        h.cdi = ["GPU-a".to_string()].into();
+        let argv = h
+            .plan(&job(&s, &who, &["GPU-a".into()]))
+            .unwrap()
+            .argv
+            .join(" ");
+        assert!(!argv.contains("libcuda"), "CDI brings its own: {argv}");
     }
 
     #[test]
