@@ -449,24 +449,30 @@ impl fmt::Display for ContainerFailure {
         match self {
             Self::RuntimeMissing { runtime, node } => write!(
                 f,
-                "the container runtime {runtime} is not installed on node {node};                  `lanes doctor` there lists the runtimes it finds"
+                "the container runtime {runtime} is not installed on node {node}; `lanes doctor` \
+                 there lists the runtimes it finds"
             ),
             Self::DockerDisabled { node } => write!(
                 f,
-                "Docker jobs are not enabled on node {node} (its daemon runs as root); run the                  image with podman, or ask an admin to start the node with --docker-jobs"
+                "Docker jobs are not enabled on node {node} (its daemon runs as root); run the image \
+                 with podman, or ask an admin to start the node with --docker-jobs"
             ),
             Self::NoSubuid { user, node } => write!(
                 f,
-                "{user} has no subordinate uid range on node {node}, which rootless podman                  needs; an admin adds one (usermod --add-subuids 100000-165535                  --add-subgids 100000-165535 {user}); `lanes doctor` lists who lacks one"
+                "{user} has no subordinate uid range on node {node}, which rootless podman needs; an \
+                 admin adds one (usermod --add-subuids 100000-165535 --add-subgids 100000-165535 \
+                 {user}); `lanes doctor` lists who lacks one"
             ),
             Self::ImageMissing { image, user, node } => write!(
                 f,
-                "the image {image} is not in {user}'s image store on node {node}; add it there                  as {user} first (podman pull {image}, or podman load -i FILE)"
+                "the image {image} is not in {user}'s image store on node {node}; add it there as \
+                 {user} first (podman pull {image}, or podman load -i FILE)"
             ),
             Self::Volume { volume, why } => write!(f, "volume {volume}: {why}"),
             Self::NeedsWall { node } => write!(
                 f,
-                "Docker jobs need the device wall, which is off on node {node}; run the image                  with podman"
+                "Docker jobs need the device wall, which is off on node {node}; run the image with \
+                 podman"
             ),
             Self::Runtime { runtime, said } => write!(f, "{runtime} failed: {said}"),
         }

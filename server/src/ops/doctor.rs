@@ -278,8 +278,7 @@ fn render_containers(c: &ContainersCheck) -> String {
     );
     if c.runtimes.is_empty() {
         out.push_str(
-            "  no runtime found (podman, apptainer, docker): jobs with --image cannot run here
-",
+            "  no runtime found (podman, apptainer, docker): jobs with --image cannot run here\n",
         );
     }
     for r in &c.runtimes {
@@ -295,8 +294,7 @@ fn render_containers(c: &ContainersCheck) -> String {
         }
     );
     if c.cdi_devices.is_empty() {
-        out.push_str("  CDI: no nvidia.com/gpu spec in /etc/cdi or /var/run/cdi; containers get the booked cards' device files (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml makes one)
-");
+        out.push_str("  CDI: no nvidia.com/gpu spec in /etc/cdi or /var/run/cdi; containers get the booked cards' device files (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml makes one)\n");
     } else {
         let _ = writeln!(out, "  CDI: nvidia.com/gpu = {}", c.cdi_devices.join(", "));
     }
