@@ -11,6 +11,8 @@ set -u
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 enter_devrun 3996
 STAGE=${STAGE:-full}
+# The carried build may come compressed (the carry limit).
+[ -f lanes.gz ] && gunzip -f lanes.gz && chmod 755 lanes
 ACCOUNT=lanesctr
 POD=/usr/local/lib/lanes-pod
 
@@ -33,7 +35,8 @@ done
 for map in newuidmap newgidmap; do
   [ -x /usr/bin/$map ] || { install -m 4755 $POD/bin/$map /usr/bin/$map; echo "installed $map"; }
 done >> "$OUT/containers-host.txt"
-cat >> /etc/containers/containers.conf <<CONF
+grep -q lanes-pod /etc/containers/containers.conf 2> /dev/null || cat >> /etc/containers/containers.conf <<CONF
+# lanes-pod: the carried Podman's helpers
 [engine]
 conmon_path = ["/usr/local/bin/conmon"]
 [engine.runtimes]
@@ -41,6 +44,10 @@ crun = ["/usr/local/bin/crun"]
 CONF
 id $ACCOUNT > /dev/null 2>&1 || useradd --create-home --shell /bin/bash $ACCOUNT
 grep -q "^$ACCOUNT:" /etc/subuid || usermod --add-subuids 300000-365535 --add-subgids 300000-365535 $ACCOUNT
+# Rootless overlay where the kernel allows it (vfs would copy the whole image per container),
+# chosen before the store is first made.
+runuser -l $ACCOUNT -c 'podman system reset --force' > /dev/null 2>&1
+runuser -l $ACCOUNT -c 'mkdir -p ~/.config/containers && printf "[storage]\ndriver = \"overlay\"\n" > ~/.config/containers/storage.conf'
 runuser -l $ACCOUNT -c 'podman info --format "{{.Host.OCIRuntime.Name}} {{.Host.CgroupsVersion}} {{.Store.GraphDriverName}} rootless={{.Host.Security.Rootless}}"' \
   > "$OUT/containers-podman-info.txt" 2>&1
 # A busybox image (carried), to prove a rootless container runs here with one card's files.
@@ -55,15 +62,11 @@ echo "exit $?" >> "$OUT/containers-busybox-run.txt"
 echo "probe done" >> "$OUT/containers-host.txt"
 [ "$STAGE" = probe ] && exit 0
 
-# Rootless overlay where the kernel allows it (vfs would copy the whole image per container).
-runuser -l $ACCOUNT -c 'mkdir -p ~/.config/containers && printf "[storage]\ndriver = \"overlay\"\n" > ~/.config/containers/storage.conf'
-runuser -l $ACCOUNT -c 'podman info --format "{{.Store.GraphDriverName}}"' >> "$OUT/containers-podman-info.txt" 2>&1 \
-  || runuser -l $ACCOUNT -c 'rm ~/.config/containers/storage.conf'
 # The image: the host's Python and PyTorch, without the driver's libraries (Lanes mounts the
 # host's at /usr/local/nvidia/lib64, where CUDA images look).
 start=$(date +%s)
 tar -C / -c --exclude='usr/lib/x86_64-linux-gnu/libcuda*' --exclude='usr/lib/x86_64-linux-gnu/libnvidia*' \
-  bin lib lib64 sbin usr/bin/python3.12 usr/bin/python3 usr/lib/python3.12 usr/lib/x86_64-linux-gnu \
+  bin lib lib64 sbin usr/lib64 usr/bin/python3.12 usr/bin/python3 usr/lib/python3.12 usr/lib/x86_64-linux-gnu \
   etc/ld.so.cache opt/torch 2> /dev/null \
   | runuser -l $ACCOUNT -c "podman import --change 'ENV LD_LIBRARY_PATH=/usr/local/nvidia/lib64' - localhost/torch:host" \
   > "$OUT/containers-image.txt" 2>&1

@@ -157,8 +157,20 @@ pub fn ViolationsPanel() -> impl IntoView {
                             <tr class:unbooked=open>
                                 <td title=v.gpu_uuid.clone()>{cards.name(&v.node, &v.gpu_uuid)}</td>
                                 <td>{v.pid}</td>
-                                <td>{v.unix_user.clone().unwrap_or_else(|| "?".into())}{v.username.clone().map(|u| format!(" ({u})")).unwrap_or_default()}</td>
-                                <td>{v.command.clone().unwrap_or_else(|| "?".into())}</td>
+                                <td>{match (&v.unix_user, &v.container) {
+                                    (Some(user), _) => user.clone(),
+                                    (None, Some(_)) => tr!(dashboard.owner_unknown).to_string(),
+                                    (None, None) => "?".into(),
+                                }}{v.username.clone().map(|u| format!(" ({u})")).unwrap_or_default()}</td>
+                                <td>
+                                    {v.command.clone().unwrap_or_else(|| "?".into())}
+                                    {v.container.clone().map(|c| {
+                                        let name = c.name.clone().or(c.id.clone()).unwrap_or_default();
+                                        let image = c.image.clone().map(|image| tr!(dashboard.container_image, image)).unwrap_or_default();
+                                        let title = image.clone();
+                                        view! { <br /><small class="muted" data-testid="container" title=title>{tr!(dashboard.in_container, runtime = c.runtime.clone(), name)}" · "{image}</small> }.into_any()
+                                    })}
+                                </td>
                                 <td class="num">{v.memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
                                 <td>{date_time(v.first_seen)}</td>
                                 <td>{v.ended.map(date_time).unwrap_or_else(|| tr!(enforcement.still_running).into())}</td>
