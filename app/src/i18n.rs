@@ -442,8 +442,25 @@ mod tests {
 
     /// Lower-case words that stay as they are in Chinese text: commands, file names, units.
     const ALLOWED: &[&str] = &[
-        "lanes", "nvidia", "json", "python", "cuda", "smtp", "unix", "root", "venv", "conda",
-        "shell", "dcgm", "vision", "adduser", "podman", "apptainer", "doctor", "usermod", "pull",
+        "lanes",
+        "nvidia",
+        "json",
+        "python",
+        "cuda",
+        "smtp",
+        "unix",
+        "root",
+        "venv",
+        "conda",
+        "shell",
+        "dcgm",
+        "vision",
+        "adduser",
+        "podman",
+        "apptainer",
+        "doctor",
+        "usermod",
+        "pull",
         "load",
     ];
 

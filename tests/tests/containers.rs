@@ -127,6 +127,23 @@ async fn app() -> TestApp {
     .await
 }
 
+/// The member signed in, the cards, and their booking of card 0 for ten minutes.
+async fn booked(
+    app: &TestApp,
+) -> (
+    Session<'_>,
+    Vec<lanes_types::GpuState>,
+    lanes_types::booking::Booking,
+) {
+    let ada = Session {
+        app,
+        cookie: app.sign_up(MEMBER, Role::User).await,
+    };
+    let gpus = cards(app).await;
+    let booking = ada.book(&[gpus[0].info.uuid.clone()], 600).await;
+    (ada, gpus, booking)
+}
+
 /// A member's container job: it runs as their own uid, sees exactly the booked card's device
 /// file and the mask, its process on the card is theirs and the job's (named with its
 /// container and image), and at the slot's end it is stopped with nothing left: no process,
@@ -139,12 +156,7 @@ async fn a_container_job_runs_as_its_member_on_exactly_its_cards_and_leaves_noth
     }
     let uid = member(MEMBER);
     let app = app().await;
-    let ada = Session {
-        app: &app,
-        cookie: app.sign_up(MEMBER, Role::User).await,
-    };
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 600).await;
+    let (ada, gpus, booking) = booked(&app).await;
     let mut request = Session::job_request(
         booking.id,
         &[
@@ -261,12 +273,7 @@ async fn containers_that_would_escape_their_lane_are_refused_and_nothing_starts(
     member(MEMBER);
     let (_, other_home) = ensure_login_account(OTHER, "/bin/sh", &[]).expect("root");
     let app = app().await;
-    let ada = Session {
-        app: &app,
-        cookie: app.sign_up(MEMBER, Role::User).await,
-    };
-    let gpus = cards(&app).await;
-    let booking = ada.book(&[gpus[0].info.uuid.clone()], 600).await;
+    let (ada, _, booking) = booked(&app).await;
     let with = |spec: ContainerSpec| {
         let mut request = Session::job_request(booking.id, &["true"]);
         request.container = Some(spec);

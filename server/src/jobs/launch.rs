@@ -53,6 +53,20 @@ impl Identity {
         }
     }
 
+    /// The ids a child switches to (none in single-user mode): uid, gid and groups.
+    fn ids(&self) -> Option<(Uid, Gid, Vec<Gid>)> {
+        match self {
+            Identity::Account {
+                uid, gid, groups, ..
+            } => Some((
+                Uid::from_raw(*uid),
+                Gid::from_raw(*gid),
+                groups.iter().map(|g| Gid::from_raw(*g)).collect(),
+            )),
+            Identity::SingleUser { .. } => None,
+        }
+    }
+
     /// The account's login shell.
     pub fn shell(&self) -> &str {
         match self {
@@ -482,23 +496,12 @@ fn login_environment(
         .spawn()
         .map_err(|e| failed(format!("could not start: {}", errno_text(&e))))?;
     drop(command);
-    let deadline = std::time::Instant::now() + launch.profile_timeout;
-    let status = loop {
-        match process.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            _ => {
-                let _ = killpg(Pid::from_raw(process.id() as i32), Signal::SIGKILL);
-                let _ = process.wait();
-                return Err(failed(format!(
-                    "did not finish within {} s",
-                    launch.profile_timeout.as_secs()
-                )));
-            }
-        }
-    };
+    let status = wait_within(&mut process, launch.profile_timeout).ok_or_else(|| {
+        failed(format!(
+            "did not finish within {} s",
+            launch.profile_timeout.as_secs()
+        ))
+    })?;
     let mut output = Vec::new();
     reader
         .seek(std::io::SeekFrom::Start(0))
@@ -521,6 +524,25 @@ fn login_environment(
         )));
     }
     Ok(parse_environment(&output[at + wanted.len()..]))
+}
+
+/// Waits for `child` (the leader of its own process group) until `limit`; past it, kills the
+/// group and returns `None`.
+fn wait_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
 }
 
 /// Most bytes read of what a login profile prints.
@@ -593,16 +615,7 @@ pub fn spawn(launch: &Launch) -> Result<Spawned, LaunchError> {
     let cwd = launch.cwd.to_string_lossy().into_owned();
     check_dir(&cwd)?;
     let c_cwd = CString::new(cwd.clone()).map_err(|_| LaunchError::RelativeDir(cwd.clone()))?;
-    let account = match &launch.identity {
-        Identity::Account {
-            uid, gid, groups, ..
-        } => Some((
-            Uid::from_raw(*uid),
-            Gid::from_raw(*gid),
-            groups.iter().map(|g| Gid::from_raw(*g)).collect::<Vec<_>>(),
-        )),
-        Identity::SingleUser { .. } => None,
-    };
+    let account = launch.identity.ids();
     let join = match &launch.cgroup {
         Some(cgroup) => cgroup.join_handles().map_err(LaunchError::Cgroup)?,
         None => Vec::new(),
@@ -730,16 +743,7 @@ pub fn run_to_end(
     timeout: Duration,
 ) -> Result<(), String> {
     let (program, args) = argv.split_first().ok_or("no command")?;
-    let account = match identity {
-        Identity::Account {
-            uid, gid, groups, ..
-        } => Some((
-            Uid::from_raw(*uid),
-            Gid::from_raw(*gid),
-            groups.iter().map(|g| Gid::from_raw(*g)).collect::<Vec<_>>(),
-        )),
-        Identity::SingleUser { .. } => None,
-    };
+    let account = identity.ids();
     let join = match cgroup {
         Some(c) => c.join_handles().map_err(|e| e.to_string())?,
         None => Vec::new(),
@@ -755,20 +759,8 @@ pub fn run_to_end(
         .stderr(Stdio::piped());
     start_as.prepare(&mut command, c"/".into(), true);
     let mut child = command.spawn().map_err(|e| errno_text(&e))?;
-    let deadline = std::time::Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            _ => {
-                let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(format!("did not finish within {} s", timeout.as_secs()));
-            }
-        }
-    };
+    let status = wait_within(&mut child, timeout)
+        .ok_or_else(|| format!("did not finish within {} s", timeout.as_secs()))?;
     if status.success() {
         return Ok(());
     }

@@ -426,9 +426,10 @@ impl Wall {
             };
             ours.then_some(path)
         })?;
-        path.strip_prefix(&self.parent)?
-            .strip_prefix("/job-")
-            .map(|_| path.to_string())
+        // A child of a job's cgroup (a Docker job's container) is the job's.
+        let rest = path.strip_prefix(&self.parent)?.strip_prefix("/job-")?;
+        let job = rest.split('/').next().unwrap_or(rest);
+        Some(format!("{}/job-{job}", self.parent))
     }
 }
 
@@ -593,6 +594,10 @@ mod tests {
         assert_eq!(v2.cgroup_in("0::/other/job-12-ab\n"), None);
         assert_eq!(v2.cgroup_in("0::/lanesx/job-12-ab\n"), None);
         assert_eq!(v2.cgroup_in("0::/lanes/probe-1\n"), None);
+        assert_eq!(
+            v2.cgroup_in("0::/lanes/job-12-ab/0123abcd\n"),
+            some("/lanes/job-12-ab")
+        );
         let v1 = wall(Kind::V1 {
             hierarchies: vec![("devices", "/sys/fs/cgroup/devices".into())],
         });
