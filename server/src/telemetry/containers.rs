@@ -159,9 +159,11 @@ pub fn monitor_args(comm: &str, argv: &[String]) -> Option<MonitorArgs> {
     None
 }
 
-/// The `status` file's real uid.
+/// The real uid of a `status` file (its `Uid:` line: real, effective, saved, fs). Read here
+/// rather than through `procinfo`, which reads containers through this module.
 fn uid_in(status: &str) -> Option<u32> {
-    super::procinfo::real_uid(status)
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    line.split_whitespace().next()?.parse().ok()
 }
 
 /// The parent pid from /proc/PID/stat.

@@ -152,10 +152,21 @@ impl DeviceHolders {
     }
 }
 
+/// The (major, minor) of a character device file.
+fn device_number(path: &std::path::Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).ok()?;
+    meta.file_type().is_char_device().then(|| {
+        (
+            nix::sys::stat::major(meta.rdev()) as u32,
+            nix::sys::stat::minor(meta.rdev()) as u32,
+        )
+    })
+}
+
 /// Every process with one of `wanted`'s device files open, by device: each descriptor's target
 /// is looked at by its device number, so a file reached through a container's own `/dev` counts.
 fn holders(wanted: &[(u32, u32)]) -> std::collections::HashMap<(u32, u32), Vec<u32>> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let mut found: std::collections::HashMap<(u32, u32), Vec<u32>> = Default::default();
     let Ok(processes) = std::fs::read_dir("/proc") else {
         return found;
@@ -172,16 +183,9 @@ fn holders(wanted: &[(u32, u32)]) -> std::collections::HashMap<(u32, u32), Vec<u
             continue;
         };
         for fd in fds.flatten() {
-            let Ok(meta) = std::fs::metadata(fd.path()) else {
+            let Some(number) = device_number(&fd.path()) else {
                 continue;
             };
-            if !meta.file_type().is_char_device() {
-                continue;
-            }
-            let number = (
-                nix::sys::stat::major(meta.rdev()) as u32,
-                nix::sys::stat::minor(meta.rdev()) as u32,
-            );
             if wanted.contains(&number) {
                 let pids = found.entry(number).or_default();
                 if !pids.contains(&pid) {
@@ -272,10 +276,7 @@ impl SimulatedFleet {
     /// Gives the cards device files (in order); with `holders`, a real process holding one
     /// open is listed on its card, its owner and container read from /proc as for a real card.
     pub fn with_device_files(mut self, files: &[std::path::PathBuf], holders: bool) -> Self {
-        self.devices = files
-            .iter()
-            .map(|f| crate::jobs::wall::device_number(f).ok())
-            .collect();
+        self.devices = files.iter().map(|f| device_number(f)).collect();
         if holders && !files.is_empty() {
             self.holders.procs = Some(super::procinfo::ProcReader::default());
         }
