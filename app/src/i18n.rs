@@ -153,6 +153,18 @@ pub fn job_note_in(
     }
 }
 
+/// Why a form's container cannot run (what a form can give: an image and a runtime), in the
+/// page's language; the rest in the checker's words.
+pub fn container_error(error: &lanes_types::container::ContainerError) -> String {
+    use lanes_types::container::ContainerError as E;
+    match error {
+        E::Image(image) => tr!(jobs.bad_image, image = image.clone()),
+        E::Runtime(name) => tr!(jobs.bad_runtime, name = name.clone()),
+        E::SifNeedsApptainer(runtime) => tr!(jobs.sif_needs_apptainer, runtime = runtime.clone()),
+        other => other.to_string(),
+    }
+}
+
 /// Why a job's container did not start, in `locale`'s words.
 fn container_failure_in(
     failure: &lanes_types::container::ContainerFailure,
@@ -196,6 +208,11 @@ fn container_failure_in(
         F::NeedsWall { node } => {
             td_string!(locale, job_note.container_needs_wall, node = node.clone())
         }
+        F::DockerNeedsCgroupV2 { node } => td_string!(
+            locale,
+            job_note.container_docker_needs_cgroup_v2,
+            node = node.clone()
+        ),
         F::Runtime { runtime, said } => td_string!(
             locale,
             job_note.container_runtime,
@@ -462,6 +479,8 @@ mod tests {
         "usermod",
         "pull",
         "load",
+        "docker",
+        "cgroup",
     ];
 
     #[test]

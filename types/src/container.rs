@@ -437,6 +437,10 @@ pub enum ContainerFailure {
     Volume { volume: String, why: String },
     /// Docker jobs need the device wall (their container goes in a child of the job's cgroup).
     NeedsWall { node: String },
+    /// Docker jobs need the unified cgroup v2 hierarchy: on cgroup v1 (or a hybrid host) the
+    /// container's cgroups are either outside the wall or refused the device rules Docker's
+    /// runtime writes for every container.
+    DockerNeedsCgroupV2 { node: String },
     /// The runtime refused or failed, in its own words.
     Runtime {
         runtime: ContainerRuntime,
@@ -473,6 +477,12 @@ impl fmt::Display for ContainerFailure {
                 f,
                 "Docker jobs need the device wall, which is off on node {node}; run the image with \
                  podman"
+            ),
+            Self::DockerNeedsCgroupV2 { node } => write!(
+                f,
+                "Docker jobs need cgroup v2 alone, which node {node} does not have: on cgroup \
+                 v1 Docker's runtime writes device rules for every container that the device \
+                 wall forbids; run the image with podman"
             ),
             Self::Runtime { runtime, said } => write!(f, "{runtime} failed: {said}"),
         }

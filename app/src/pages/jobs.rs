@@ -187,7 +187,7 @@ pub fn container_of(
         other => Some(
             other
                 .parse()
-                .map_err(|e: lanes_types::container::ContainerError| e.to_string())?,
+                .map_err(|e| crate::i18n::container_error(&e))?,
         ),
     };
     let spec = lanes_types::container::ContainerSpec {
@@ -196,7 +196,7 @@ pub fn container_of(
         volumes: Vec::new(),
         options: Vec::new(),
     };
-    spec.check().map_err(|e| e.to_string())?;
+    spec.check().map_err(|e| crate::i18n::container_error(&e))?;
     Ok(Some(spec))
 }
 

@@ -113,6 +113,8 @@ pub struct ContainerHost {
     podman_globals: Vec<String>,
     /// Whether rootless containers get `--cgroups=disabled` (they stay in the caller's cgroup).
     podman_no_cgroups: bool,
+    /// The host has cgroup v1 hierarchies (v1 alone, or hybrid).
+    cgroup_v1: bool,
     /// `/etc/subuid` (a test's own elsewhere).
     subuid_file: PathBuf,
 }
@@ -290,6 +292,7 @@ impl ContainerHost {
             cdi: cdi_gpu_names(&CDI_DIRS),
             podman_globals,
             podman_no_cgroups,
+            cgroup_v1,
             subuid_file: "/etc/subuid".into(),
         }
     }
@@ -477,6 +480,14 @@ impl ContainerHost {
                         node: self.node.clone(),
                     });
                 };
+                // Checked on this host (a hybrid one): runc is refused `c *:* m` under the
+                // wall's devices cgroup, and a Docker cgroup outside the unified hierarchy
+                // would be outside a cgroup v2 wall.
+                if self.cgroup_v1 {
+                    return Err(ContainerFailure::DockerNeedsCgroupV2 {
+                        node: self.node.clone(),
+                    });
+                }
                 let cgroup = job.cgroup.ok_or_else(|| ContainerFailure::NeedsWall {
                     node: self.node.clone(),
                 })?;
@@ -757,6 +768,7 @@ mod tests {
             cdi: BTreeSet::new(),
             podman_globals: vec!["--cgroup-manager=cgroupfs".into()],
             podman_no_cgroups: true,
+            cgroup_v1: false,
             subuid_file: subuid,
         }
     }
@@ -914,6 +926,16 @@ mod tests {
         assert!(matches!(
             host(true).plan(&wall_off),
             Err(ContainerFailure::NeedsWall { .. })
+        ));
+        // On cgroup v1 (or hybrid) Docker's container would leave the wall, or runc would be
+        // refused its device rules under it: refused before anything starts.
+        let hybrid = ContainerHost {
+            cgroup_v1: true,
+            ..host(true)
+        };
+        assert!(matches!(
+            hybrid.plan(&job(&s, &who, &cards)),
+            Err(ContainerFailure::DockerNeedsCgroupV2 { .. })
         ));
     }
 

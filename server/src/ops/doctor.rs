@@ -188,6 +188,8 @@ pub struct ContainersCheck {
     pub cdi_devices: Vec<String>,
     /// Whether Docker jobs are enabled (`LANES_DOCKER_JOBS`, as `lanes serve --docker-jobs`).
     pub docker_jobs: bool,
+    /// Whether the host has cgroup v2 alone, which Docker jobs need.
+    pub cgroup_v2_only: bool,
     /// Each login account of this host, and whether rootless Podman is ready for it.
     pub accounts: Vec<SubuidCheck>,
 }
@@ -266,6 +268,7 @@ pub fn check_containers() -> ContainersCheck {
         runtimes,
         cdi_devices: cdi_gpu_names(&CDI_DIRS).into_iter().collect(),
         docker_jobs,
+        cgroup_v2_only: crate::jobs::wall::unified_hierarchy(),
         accounts,
     }
 }
@@ -287,7 +290,9 @@ fn render_containers(c: &ContainersCheck) -> String {
     let _ = writeln!(
         out,
         "  Docker jobs: {}",
-        if c.docker_jobs {
+        if c.docker_jobs && !c.cgroup_v2_only {
+            "enabled, but refused on this host: Docker jobs need cgroup v2 alone (docs/containers.md)"
+        } else if c.docker_jobs {
             "enabled (--docker-jobs): the client runs as root, the container as the member"
         } else {
             "off (rootless podman and apptainer need no leave; --docker-jobs enables Docker)"
@@ -648,6 +653,7 @@ mod tests {
                 }],
                 cdi_devices: vec![],
                 docker_jobs: false,
+                cgroup_v2_only: true,
                 accounts: vec![
                     SubuidCheck {
                         account: "ada".into(),
