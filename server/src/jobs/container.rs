@@ -423,6 +423,20 @@ impl ContainerHost {
             said: e.to_string(),
         })?;
         let runtime = job.spec.runtime();
+        // The working directory is mounted at its own path: a `:` or `,` in it would be read
+        // as the mount's own fields or options.
+        if job
+            .cwd
+            .chars()
+            .any(|c| c == ':' || c == ',' || c.is_control())
+        {
+            return Err(ContainerFailure::Volume {
+                volume: job.cwd.to_string(),
+                why: "the working directory holds a character a mount cannot take (: or ,); \
+                      run the container from another directory"
+                    .into(),
+            });
+        }
         if runtime == ContainerRuntime::Docker && !self.policy.docker {
             return Err(ContainerFailure::DockerDisabled {
                 node: self.node.clone(),
@@ -954,6 +968,23 @@ mod tests {
         );
         let shm = spec("/srv/images/train.sif", None);
         assert!(host(false).plan(&job(&shm, &who, &cards)).is_err());
+    }
+
+    #[test]
+    fn a_working_directory_that_would_read_as_mount_fields_is_refused() {
+        let who = ada();
+        let s = spec("localhost/train:1", None);
+        for cwd in ["/home/ada/x:/etc", "/home/ada/a,rw", "/home/ada/x\n"] {
+            let mut asked = job(&s, &who, &[]);
+            asked.cwd = cwd;
+            let refused = host(false).plan(&asked).unwrap_err();
+            assert!(
+                refused
+                    .to_string()
+                    .contains("a character a mount cannot take"),
+                "{cwd:?}: {refused}"
+            );
+        }
     }
 
     #[test]
