@@ -123,7 +123,11 @@ fn mountinfo() -> Vec<Mount> {
 /// Whether this host has the unified cgroup hierarchy alone (cgroup v2 at /sys/fs/cgroup),
 /// not cgroup v1 or the hybrid of both.
 pub fn unified_hierarchy() -> bool {
-    mountinfo()
+    unified_in(&mountinfo())
+}
+
+fn unified_in(mounts: &[Mount]) -> bool {
+    mounts
         .iter()
         .any(|(m, t, _)| t == "cgroup2" && m == Path::new("/sys/fs/cgroup"))
 }
@@ -194,7 +198,7 @@ impl Wall {
             Isolation::CgroupV2 => Self::set_up_v2(&mounts, &parent),
             Isolation::CgroupV1 => Self::set_up_v1(&mounts, &parent),
             Isolation::Cgroup => {
-                if unified_hierarchy() {
+                if unified_in(&mounts) {
                     Self::set_up_v2(&mounts, &parent)
                 } else {
                     Self::set_up_v1(&mounts, &parent).or_else(|v1| {
