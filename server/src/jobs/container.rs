@@ -124,9 +124,9 @@ pub struct ContainerHost {
 pub struct Planned {
     pub runtime: ContainerRuntime,
     pub argv: Vec<String>,
-    /// Variables the runtime's own process gets, besides the job's (Apptainer reads
-    /// `APPTAINERENV_*`).
-    pub env: Vec<(String, String)>,
+    /// Where the runtime takes the container's variables from its own environment by a prefix
+    /// (Apptainer's `--cleanenv` passes only `APPTAINERENV_NAME`), rather than by `--env NAME`.
+    pub env_prefix: Option<&'static str>,
     /// The client runs as the server (Docker's), not as the member.
     pub as_server: bool,
     /// The container's name in its runtime.
@@ -234,6 +234,19 @@ pub fn has_subordinate_range(text: &str, user: &str, uid: u32) -> bool {
             .unwrap_or(0);
         (owner == user || owner == uid.to_string()) && count > 0
     })
+}
+
+impl Planned {
+    /// What the runtime's own process gets besides `vars`, so that they reach the container.
+    pub fn passed(&self, vars: &[(String, String)]) -> Vec<(String, String)> {
+        match self.env_prefix {
+            Some(prefix) => vars
+                .iter()
+                .map(|(name, value)| (format!("{prefix}{name}"), value.clone()))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
 }
 
 impl ContainerHost {
@@ -479,7 +492,7 @@ impl ContainerHost {
                 Ok(Planned {
                     runtime,
                     argv,
-                    env: Vec::new(),
+                    env_prefix: None,
                     as_server: false,
                     name: Some(name),
                     cards,
@@ -531,13 +544,18 @@ impl ContainerHost {
                 Ok(Planned {
                     runtime,
                     argv,
-                    env: Vec::new(),
+                    env_prefix: None,
                     as_server: true,
                     name: Some(name),
                     cards,
                 })
             }
             ContainerRuntime::Apptainer => {
+                let prefix = if program.ends_with("singularity") {
+                    "SINGULARITYENV_"
+                } else {
+                    "APPTAINERENV_"
+                };
                 let mut argv = vec![program, "exec".into(), "--cleanenv".into()];
                 if self.control_files.iter().any(|f| f.ends_with("nvidiactl")) {
                     argv.push("--nv".into());
@@ -568,7 +586,7 @@ impl ContainerHost {
                     runtime,
                     argv,
                     // With --cleanenv only APPTAINERENV_* variables reach the container.
-                    env: Vec::new(),
+                    env_prefix: Some(prefix),
                     as_server: false,
                     name: None,
                     cards,
@@ -965,6 +983,14 @@ mod tests {
         assert_eq!(
             planned.argv.join(" "),
             "/usr/bin/apptainer exec --cleanenv --nv --pwd=/tmp --bind=/tmp /srv/images/train.sif"
+        );
+        let vars = [("CUDA_VISIBLE_DEVICES".to_string(), "GPU-a".to_string())];
+        assert_eq!(
+            planned.passed(&vars),
+            [(
+                "APPTAINERENV_CUDA_VISIBLE_DEVICES".to_string(),
+                "GPU-a".to_string()
+            )]
         );
         let shm = spec("/srv/images/train.sif", None);
         assert!(host(false).plan(&job(&shm, &who, &cards)).is_err());

@@ -53,6 +53,16 @@ impl Identity {
         }
     }
 
+    /// The server's own root account: Docker's client, which talks to a root daemon with a
+    /// command line Lanes alone built, runs as it.
+    pub fn server_root() -> Self {
+        Identity::SingleUser {
+            name: "root".into(),
+            home: "/".into(),
+            shell: "/bin/sh".into(),
+        }
+    }
+
     /// The ids a child switches to (none in single-user mode): uid, gid and groups.
     fn ids(&self) -> Option<(Uid, Gid, Vec<Gid>)> {
         match self {

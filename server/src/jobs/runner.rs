@@ -317,11 +317,7 @@ impl Runner {
         let name = format!("lanes-job-{}", job.log_dir.as_deref()?);
         let (argv, as_server) = self.settings.containers.cleanup(spec.runtime(), &name)?;
         let identity = if as_server {
-            Identity::SingleUser {
-                name: "root".into(),
-                home: "/".into(),
-                shell: "/bin/sh".into(),
-            }
+            Identity::server_root()
         } else {
             launch::identity(&job.job.username, job.unix_user.as_deref()).ok()?
         };
@@ -922,7 +918,7 @@ impl Runner {
             Some(dir) => (dir.clone(), true),
             None => (who.home().to_string(), false),
         };
-        let fixed = fixed_environment(&mask, &facts);
+        let mut fixed = fixed_environment(&mask, &facts);
         let mut header = vec![
             format!(
                 "job {} of {} on node {}, as Unix user {}",
@@ -972,15 +968,16 @@ impl Runner {
                     .map(|n| format!(", named {n}"))
                     .unwrap_or_default()
             ));
+            // A runtime that takes the container's variables by a prefix gets them so.
+            let vars: Vec<(String, String)> = (job.env.clone().into_iter())
+                .chain(fixed.iter().cloned())
+                .collect();
+            fixed.extend(planned.passed(&vars));
             argv = planned.argv;
             if planned.as_server {
                 // Docker's client talks to a root daemon: it runs as the server, from `/`, in
                 // a clean environment, with the command line Lanes alone built.
-                who = Identity::SingleUser {
-                    name: "root".into(),
-                    home: "/".into(),
-                    shell: "/bin/sh".into(),
-                };
+                who = Identity::server_root();
                 (base, base_by_admin) = (EnvironmentBase::Clean, false);
                 (cwd, required) = ("/".into(), true);
             }
