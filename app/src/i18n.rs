@@ -74,6 +74,16 @@ pub fn role_name(role: lanes_types::account::Role) -> &'static str {
     }
 }
 
+/// Where an account signs in, as the users list tags it (the protocols' own names, which
+/// read the same in every language).
+pub fn account_source(source: lanes_types::account::AccountSource) -> &'static str {
+    match source {
+        lanes_types::account::AccountSource::Local => "",
+        lanes_types::account::AccountSource::Oidc => "OIDC",
+        lanes_types::account::AccountSource::Ldap => "LDAP",
+    }
+}
+
 /// How a job stands, in the same words on every page (`completed`, `failed`, …).
 pub fn job_standing(standing: lanes_types::job::Standing) -> &'static str {
     use lanes_types::job::Standing;

@@ -10,8 +10,10 @@ pub use reqwest;
 pub use ws::{LogEvent, LogTail, Telemetry};
 
 use lanes_types::account::{
-    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, Group, LanguageChoice,
-    LoginRequest, NewToken, PasswordChange, PortalSettings, User, UserPatch, UserView,
+    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, DeviceOutcome, DevicePoll,
+    DeviceSignIn, DirectorySyncReport, Group, LanguageChoice, LoginRequest, NewToken,
+    PasswordChange, PortalSettings, RedeemTerminalCode, SignInMethods, TerminalCode,
+    TerminalSignIn, User, UserPatch, UserView,
 };
 use lanes_types::api::{self, Answered, Endpoint, Sent};
 use lanes_types::booking::{
@@ -331,6 +333,39 @@ impl Client {
     /// `POST /api/v1/auth/logout`.
     pub async fn logout(&self) -> Result<()> {
         self.call::<api::Logout>((), &()).await
+    }
+
+    /// `GET /api/v1/auth/methods`: how people sign in here (public).
+    pub async fn auth_methods(&self) -> Result<SignInMethods> {
+        self.call::<api::AuthMethods>((), &()).await
+    }
+
+    /// `POST /api/v1/auth/device`: a code to confirm at the OIDC provider (public).
+    pub async fn start_device_sign_in(&self) -> Result<DeviceSignIn> {
+        self.call::<api::StartDeviceSignIn>((), &()).await
+    }
+
+    /// `POST /api/v1/auth/device/token`: waits a while for the confirmation (public).
+    pub async fn poll_device_sign_in(&self, poll: &DevicePoll) -> Result<DeviceOutcome> {
+        self.call::<api::PollDeviceSignIn>((), poll).await
+    }
+
+    /// `POST /api/v1/auth/terminal-code`: a code from the account page for a token (public).
+    pub async fn sign_in_with_terminal_code(
+        &self,
+        request: &RedeemTerminalCode,
+    ) -> Result<TerminalSignIn> {
+        self.call::<api::SignInWithTerminalCode>((), request).await
+    }
+
+    /// `POST /api/v1/me/terminal-code`: a one-time code for `lanes login`.
+    pub async fn new_terminal_code(&self) -> Result<TerminalCode> {
+        self.call::<api::NewTerminalCode>((), &()).await
+    }
+
+    /// `POST /api/v1/directory/sync`: checks directory accounts against LDAP now (admins).
+    pub async fn sync_directory(&self) -> Result<DirectorySyncReport> {
+        self.call::<api::SyncDirectory>((), &()).await
     }
 
     /// `GET /api/v1/me`.

@@ -60,10 +60,15 @@ pub enum AuditAction {
     UserLanguage,
     /// A member asked for a new address (a link went to it), confirmed it, or removed theirs.
     UserEmail,
+    /// The directory's sign-in or sync changed an account: names, Unix account, groups, role,
+    /// or disabled it because the directory no longer has it.
+    UserDirectorySync,
+    /// A member made a one-time code for signing in on a terminal.
+    AuthTerminalCode,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 39] = [
+    pub const ALL: [AuditAction; 41] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -103,6 +108,8 @@ impl AuditAction {
         AuditAction::NotifyTest,
         AuditAction::UserLanguage,
         AuditAction::UserEmail,
+        AuditAction::UserDirectorySync,
+        AuditAction::AuthTerminalCode,
     ];
 
     /// The dotted code the log stores and shows.
@@ -147,6 +154,8 @@ impl AuditAction {
             AuditAction::NotifyTest => "notify.test",
             AuditAction::UserLanguage => "user.language",
             AuditAction::UserEmail => "user.email",
+            AuditAction::UserDirectorySync => "user.directory_sync",
+            AuditAction::AuthTerminalCode => "auth.terminal_code",
         }
     }
 }

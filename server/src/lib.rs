@@ -16,6 +16,7 @@ pub mod accounts;
 pub mod audit;
 pub mod bookings;
 pub mod cluster;
+pub mod directory;
 pub mod enforce;
 pub mod history;
 pub mod http;

@@ -49,6 +49,143 @@ pub struct User {
     pub unix_user: Option<String>,
     pub role: Role,
     pub enabled: bool,
+    /// Where the account signs in: its own password here, or the lab's directory (whose
+    /// sign-ins also keep its names, Unix account, groups and role up to date).
+    #[serde(default)]
+    pub source: AccountSource,
+    /// A directory account made at its first sign-in that waits for an admin to enable it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
+}
+
+/// Where an account signs in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccountSource {
+    /// A password kept by Lanes (the first admin, break-glass accounts, labs without a directory).
+    #[default]
+    Local,
+    /// The lab's OpenID Connect provider.
+    Oidc,
+    /// The lab's LDAP directory (or Active Directory).
+    Ldap,
+}
+
+impl AccountSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountSource::Local => "local",
+            AccountSource::Oidc => "oidc",
+            AccountSource::Ldap => "ldap",
+        }
+    }
+}
+
+impl FromStr for AccountSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "local" => Ok(AccountSource::Local),
+            "oidc" => Ok(AccountSource::Oidc),
+            "ldap" => Ok(AccountSource::Ldap),
+            other => Err(format!("unknown account source {other:?}")),
+        }
+    }
+}
+
+/// How people sign in to this portal: `GET /api/v1/auth/methods`, public, read by the login
+/// page and `lanes login` before anyone types anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignInMethods {
+    /// The username and password form: local accounts, and LDAP accounts when a directory is
+    /// configured (their password is checked by the directory, never kept here).
+    pub password: bool,
+    /// Passwords are checked by the lab's LDAP directory.
+    #[serde(default)]
+    pub ldap: bool,
+    /// The lab's OpenID Connect provider, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcMethod>,
+}
+
+/// The OpenID Connect provider as the login page and the terminal client show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OidcMethod {
+    /// Shown as "Sign in with NAME".
+    pub name: String,
+    /// Where the browser starts signing in (`/auth/oidc/start`).
+    pub start: String,
+    /// The provider offers the device authorization grant, so `lanes login` shows a code to
+    /// confirm in a browser; otherwise it asks for a one-time code from the account page.
+    pub device: bool,
+}
+
+/// Answer of `POST /api/v1/auth/device`: what the member confirms in a browser.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSignIn {
+    /// The handle `lanes login` polls with (a secret: it becomes a token).
+    pub handle: String,
+    /// The code to type at the provider's page.
+    pub user_code: String,
+    pub verification_uri: String,
+    /// The page with the code already filled in, when the provider gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_uri_complete: Option<String>,
+    /// Seconds until the code expires.
+    pub expires_in: u64,
+}
+
+/// Body of `POST /api/v1/auth/device/token`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevicePoll {
+    pub handle: String,
+    /// The name of the API token made when the member has confirmed.
+    pub token_name: String,
+}
+
+/// Answer of `POST /api/v1/auth/device/token`: still waiting, or the new token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum DeviceOutcome {
+    /// The member has not confirmed yet: ask again.
+    Pending,
+    /// Confirmed: the member's account and a new API token for the terminal.
+    Done { user: User, token: CreatedToken },
+}
+
+/// What a directory sync did (`POST /api/v1/directory/sync`, and the periodic sync's log).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectorySyncReport {
+    /// Accounts looked up in the directory.
+    pub checked: u32,
+    /// Usernames disabled because the directory no longer has them (or has them disabled).
+    pub disabled: Vec<String>,
+    /// Usernames whose names, Unix account, groups or role changed.
+    pub updated: Vec<String>,
+}
+
+/// A one-time code for the terminal (`POST /api/v1/me/terminal-code`), shown on the account
+/// page for `lanes login` to exchange once for a token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalCode {
+    pub code: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Body of `POST /api/v1/auth/terminal-code`: a code from the account page for a token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedeemTerminalCode {
+    pub code: String,
+    pub token_name: String,
+}
+
+/// Answer of redeeming a terminal code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalSignIn {
+    pub user: User,
+    pub token: CreatedToken,
 }
 
 impl User {
@@ -235,6 +372,25 @@ pub struct PortalSettings {
     /// holder says otherwise.
     #[serde(default)]
     pub lend_idle_by_default: bool,
+    /// What a person's first sign-in through the lab's directory does: make their account at
+    /// once, or make it waiting for an admin to enable it (the default).
+    #[serde(default)]
+    pub new_directory_accounts: NewDirectoryAccounts,
+    /// Members (not admins) must sign in through the directory: local passwords of members
+    /// are refused, while admins keep theirs for when the directory is down.
+    #[serde(default)]
+    pub members_use_directory: bool,
+}
+
+/// What a first sign-in through the directory does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NewDirectoryAccounts {
+    /// The account is made and may be used at once.
+    Create,
+    /// The account is made disabled and waits for an admin's approval.
+    #[default]
+    Approve,
 }
 
 /// The booking horizon when an admin set none: a year.
@@ -254,6 +410,8 @@ impl Default for PortalSettings {
             energy_price_per_kwh: None,
             carbon_g_per_kwh: None,
             lend_idle_by_default: false,
+            new_directory_accounts: NewDirectoryAccounts::default(),
+            members_use_directory: false,
         }
     }
 }

@@ -9,9 +9,10 @@
 //! row to the authorization matrix (`tests/tests/authorization.rs`).
 
 use crate::account::{
-    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, EmailChange, EmailChangeAnswer,
-    Group, LanguageChoice, LoginRequest, NewToken, PasswordChange, PortalSettings, User, UserPatch,
-    UserView,
+    ApiToken, AuditRecord, CreateGroup, CreateUser, CreatedToken, DeviceOutcome, DevicePoll,
+    DeviceSignIn, DirectorySyncReport, EmailChange, EmailChangeAnswer, Group, LanguageChoice,
+    LoginRequest, NewToken, PasswordChange, PortalSettings, RedeemTerminalCode, SignInMethods,
+    TerminalCode, TerminalSignIn, User, UserPatch, UserView,
 };
 use crate::booking::{
     Booking, CreateBooking, CreateMaintenance, ExtendBooking, FreeSlot, GpuRef, MaintenanceBlock,
@@ -252,6 +253,17 @@ endpoints! {
     Login: Post "/api/v1/auth/login" (()) json LoginRequest => json User;
     Logout: Post "/api/v1/auth/logout" (()) nothing () => empty ();
     Me: Get "/api/v1/me" (()) nothing () => json User;
+    /// How people sign in here (public): the password form, the lab's LDAP, its OIDC provider.
+    AuthMethods: Get "/api/v1/auth/methods" (()) nothing () => json SignInMethods;
+    /// The terminal's sign-in through the OIDC provider's device authorization grant (public).
+    StartDeviceSignIn: Post "/api/v1/auth/device" (()) nothing () => json DeviceSignIn;
+    /// Whether the member confirmed the device code; when so, a new API token (public; the
+    /// handle is the secret).
+    PollDeviceSignIn: Post "/api/v1/auth/device/token" (()) json DevicePoll => json DeviceOutcome;
+    /// A one-time code from the account page for an API token (public; the code is the secret).
+    SignInWithTerminalCode: Post "/api/v1/auth/terminal-code" (()) json RedeemTerminalCode => json TerminalSignIn;
+    /// A one-time code for `lanes login`, valid a few minutes.
+    NewTerminalCode: Post "/api/v1/me/terminal-code" (()) nothing () => json TerminalCode;
     ChangePassword: Post "/api/v1/me/password" (()) json PasswordChange => empty ();
     SetLanguage: Put "/api/v1/me/language" (()) json LanguageChoice => empty ();
     /// A member's own e-mail address: a new one is confirmed by a link sent to it; empty removes it.
@@ -263,6 +275,8 @@ endpoints! {
     Users: Get "/api/v1/users" (()) nothing () => json Vec<UserView>;
     AddUser: Post "/api/v1/users" (()) json CreateUser => json UserView;
     UpdateUser: Patch "/api/v1/users/{id}" (i64) json UserPatch => json UserView;
+    /// Checks every directory account against the LDAP directory now (admins).
+    SyncDirectory: Post "/api/v1/directory/sync" (()) nothing () => json DirectorySyncReport;
     Groups: Get "/api/v1/groups" (()) nothing () => json Vec<Group>;
     AddGroup: Post "/api/v1/groups" (()) json CreateGroup => json Group;
     Audit: Get "/api/v1/audit" (()) query AuditQuery => json Vec<AuditRecord>;

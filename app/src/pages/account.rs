@@ -8,7 +8,9 @@ use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use crate::components::write::Write;
 use crate::rest;
-use lanes_types::account::{ApiToken, EmailChange, NewToken, PasswordChange, User};
+use lanes_types::account::{
+    AccountSource, ApiToken, EmailChange, NewToken, PasswordChange, TerminalCode, User,
+};
 use lanes_types::api::{self, Endpoint};
 use leptos::prelude::*;
 
@@ -20,7 +22,21 @@ pub fn AccountPage() -> impl IntoView {
             <h2>{tr!(account.your_account)}</h2>
             {viewer().map(|user| view! { <Profile user /> })}
             <crate::pages::notifications::MyNotifications />
-            <PasswordForm />
+            {move || {
+                let local = viewer().is_none_or(|u| u.source == AccountSource::Local);
+                if local {
+                    view! { <PasswordForm /> }.into_any()
+                } else {
+                    view! {
+                        <section class="panel">
+                            <h3>{tr!(account.change_password)}</h3>
+                            <p class="muted">{tr!(account.password_is_the_directorys)}</p>
+                        </section>
+                    }
+                    .into_any()
+                }
+            }}
+            <TerminalCodePanel />
             <Tokens />
         </main>
     }
@@ -148,6 +164,32 @@ fn PasswordForm() -> impl IntoView {
                 <p class="muted">{tr!(account.changing_it_logs_you_out_everywhere)}</p>
                 <button type="submit">{tr!(account.change_password)}</button>
             </form>
+        </section>
+    }
+    .into_any()
+}
+
+/// A one-time code for `lanes login`: how a member who signs in through the lab's provider
+/// signs in on a terminal without typing a password there.
+#[component]
+fn TerminalCodePanel() -> impl IntoView {
+    let make_code = Write::new(|_: &()| rest::call::<api::NewTerminalCode>((), &()));
+    view! {
+        <section class="panel">
+            <h3>{tr!(account.sign_in_on_a_terminal)}</h3>
+            <p class="muted">
+                {tr!(account.run)} <code>"lanes login"</code> {tr!(account.and_type_this_code_when_asked)}
+            </p>
+            <button on:click=move |_| make_code.run(()) data-testid="make-terminal-code">
+                {tr!(account.show_a_code)}
+            </button>
+            {move || make_code.answer().map(|code: TerminalCode| view! {
+                <p class="notice" role="status">
+                    <code class="secret" data-testid="terminal-code">{code.code}</code>
+                    " " {tr!(account.valid_until)} " " {date_time(code.expires_at)}
+                </p>
+            })}
+            {make_code.error_view()}
         </section>
     }
     .into_any()

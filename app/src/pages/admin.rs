@@ -12,8 +12,8 @@ use crate::components::topbar::TopBar;
 use crate::components::write::Write;
 use crate::rest;
 use lanes_types::account::{
-    AuditRecord, CreateGroup, CreateUser, Group, PortalSettings, Role, UserPatch, UserView,
-    MAX_BOOKING_HORIZON_DAYS,
+    AccountSource, AuditRecord, CreateGroup, CreateUser, Group, NewDirectoryAccounts,
+    PortalSettings, Role, UserPatch, UserView, MAX_BOOKING_HORIZON_DAYS,
 };
 use lanes_types::api::{self, Endpoint};
 use lanes_types::job::DefaultEnvironment;
@@ -575,6 +575,7 @@ fn UserRow(user: UserView, update_user: Write<(i64, UserPatch), UserView>) -> im
     let editing = RwSignal::new(false);
     let id = user.user.id;
     let enabled = user.user.enabled;
+    let pending = user.user.pending;
     let toggle = move |_| {
         let patch = UserPatch {
             enabled: Some(!enabled),
@@ -588,7 +589,12 @@ fn UserRow(user: UserView, update_user: Write<(i64, UserPatch), UserView>) -> im
     let u = user.user.clone();
     view! {
         <tr class:disabled=!enabled data-username=u.username.clone()>
-            <td>{u.username.clone()}</td>
+            <td>
+                {u.username.clone()}
+                {(u.source != AccountSource::Local).then(|| view! {
+                    <span class="tag" data-testid="account-source">{crate::i18n::account_source(u.source)}</span>
+                })}
+            </td>
             <td>{u.display_name.clone()}</td>
             <td>{crate::i18n::role_name(u.role)}</td>
             <td>
@@ -599,11 +605,25 @@ fn UserRow(user: UserView, update_user: Write<(i64, UserPatch), UserView>) -> im
                 })}
             </td>
             <td>{user.groups.join(", ")}</td>
-            <td>{if enabled { tr!(admin.enabled) } else { tr!(admin.disabled) }}</td>
+            <td>
+                {if enabled {
+                    tr!(admin.enabled)
+                } else if pending {
+                    tr!(admin.waiting_for_approval)
+                } else {
+                    tr!(admin.disabled)
+                }}
+            </td>
             <td class="actions">
                 <button on:click=move |_| editing.update(|e| *e = !*e)>{tr!(admin.edit)}</button>
                 <button class:danger=enabled on:click=toggle>
-                    {if enabled { tr!(admin.disable) } else { tr!(admin.enable) }}
+                    {if enabled {
+                        tr!(admin.disable)
+                    } else if pending {
+                        tr!(admin.approve)
+                    } else {
+                        tr!(admin.enable)
+                    }}
                 </button>
             </td>
         </tr>
@@ -715,6 +735,8 @@ fn SettingsPanel() -> impl IntoView {
     let price = NodeRef::new();
     let carbon = NodeRef::new();
     let lend = NodeRef::new();
+    let approve = NodeRef::new();
+    let directory_only = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     // One way to save, as every admin panel does: the form's button, then "Saved".
     let save = move |ev: leptos::ev::SubmitEvent| {
@@ -755,6 +777,12 @@ fn SettingsPanel() -> impl IntoView {
             energy_price_per_kwh,
             carbon_g_per_kwh,
             lend_idle_by_default: checked(lend),
+            new_directory_accounts: if checked(approve) {
+                NewDirectoryAccounts::Approve
+            } else {
+                NewDirectoryAccounts::Create
+            },
+            members_use_directory: checked(directory_only),
         };
         error.set(None);
         save_settings.run(wanted);
@@ -802,6 +830,24 @@ fn SettingsPanel() -> impl IntoView {
                                 node_ref=lend
                             />
                             {tr!(admin.new_bookings_lend_their_cards_to)}
+                        </label>
+                        <label class="check">
+                            <input
+                                type="checkbox"
+                                name="approve_directory_accounts"
+                                checked=s.new_directory_accounts == NewDirectoryAccounts::Approve
+                                node_ref=approve
+                            />
+                            {tr!(admin.directory_accounts_wait_for_approval)}
+                        </label>
+                        <label class="check">
+                            <input
+                                type="checkbox"
+                                name="members_use_directory"
+                                checked=s.members_use_directory
+                                node_ref=directory_only
+                            />
+                            {tr!(admin.members_sign_in_through_the_directory)}
                         </label>
                         <label>
                             {tr!(admin.energy_price_per_kwh_for_reports)}

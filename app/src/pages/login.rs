@@ -1,13 +1,36 @@
 //! The login page. A plain HTML form posted to `/auth/login`, so logging in works before (and
 //! without) the wasm bundle; errors come back as a query parameter.
 
+use crate::components::page_data;
+use lanes_types::account::SignInMethods;
+use lanes_types::api::{self, Endpoint};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+
+/// A value for a query string: everything but unreserved characters percent-encoded.
+fn query_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
 
 /// The message for an `error` code the login handler sends back.
 pub fn error_message(code: &str, retry_secs: Option<&str>) -> String {
     match code {
         "invalid" => tr!(login.wrong_password).into(),
+        "pending" => tr!(login.account_pending).into(),
+        "use-sso" => tr!(login.use_sso).into(),
+        "use-directory" => tr!(login.use_directory).into(),
+        "taken" => tr!(login.username_taken).into(),
+        "unavailable" => tr!(login.directory_unavailable).into(),
+        "sso-cancelled" => tr!(login.sso_cancelled).into(),
+        "sso-expired" => tr!(login.sso_expired).into(),
+        "refused" => tr!(login.sso_refused).into(),
         "locked" => {
             let minutes = retry_secs
                 .and_then(|s| s.parse::<u64>().ok())
@@ -43,11 +66,27 @@ pub fn LoginPage() -> impl IntoView {
                 || q.get("error").as_deref() == Some("setup")
         })
     };
+    // How this portal signs people in, as the page arrived with it.
+    let methods = page_data::answer::<SignInMethods>(api::AuthMethods::PATH).unwrap_or_default();
+    let sso = methods.oidc.clone().map(|oidc| {
+        let href = move || format!("{}?next={}", oidc.start, query_value(&next()));
+        view! {
+            <a class="button sso" href=href data-testid="sign-in-sso">
+                {tr!(login.sign_in_with, name = oidc.name.clone())}
+            </a>
+            <p class="or">{tr!(login.or_with_a_password)}</p>
+        }
+    });
+    let ldap = methods
+        .ldap
+        .then(|| view! { <p class="hint">{tr!(login.ldap_hint)}</p> });
     view! {
         <main class="login-page">
             <form class="login-form" method="post" action="/auth/login">
                 <h1>{tr!(login.lanes)}</h1>
                 <p class="subtitle">{tr!(login.log_in_to_see_and_book)}</p>
+                {sso}
+                {ldap}
                 <input type="hidden" name="next" value=next />
                 <label>
                     {tr!(login.username)}

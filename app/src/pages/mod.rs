@@ -18,6 +18,11 @@ pub mod quotas;
 /// renders the page ([`crate::components::page_data`]); empty for pages that load in the
 /// browser.
 pub fn preloads(path: &str) -> Vec<String> {
+    if path == "/login" {
+        // "Sign in with NAME" is on the page as it arrives, before any script runs.
+        use lanes_types::api::Endpoint;
+        return vec![lanes_types::api::AuthMethods::PATH.to_string()];
+    }
     admin::section_of(path)
         .and_then(admin::AdminSection::from_slug)
         .map(admin::AdminSection::reads)

@@ -11,6 +11,10 @@ pub const MIN_CHARS: usize = 10;
 /// Longest password accepted, in bytes: bounds the work an attacker can make us do.
 pub const MAX_BYTES: usize = 1024;
 
+/// The stored "hash" of an account with no password here (its directory checks who it is):
+/// not a PHC string, so [`verify`] never matches it.
+pub const NO_PASSWORD: &str = "!directory";
+
 /// OWASP's minimum for argon2id: 19 MiB of memory, 2 iterations, 1 lane.
 const MEMORY_KIB: u32 = 19 * 1024;
 const ITERATIONS: u32 = 2;
@@ -95,6 +99,7 @@ mod tests {
         assert!(verify("correct horse battery", &phc));
         assert!(!verify("correct horse batterY", &phc));
         assert!(!verify("correct horse battery", "not a hash"));
+        assert!(!verify("", NO_PASSWORD) && !verify("!directory", NO_PASSWORD));
         assert_ne!(phc, hash("correct horse battery").unwrap(), "salted");
     }
 }

@@ -95,9 +95,29 @@ async fn authenticate(
     password: String,
     client: IpAddr,
 ) -> Result<(User, CookieJar), ApiError> {
-    let usecases::accounts::LoggedIn { user, secret } =
-        usecases::accounts::log_in(&state.store, username, password, client, state.clock.now())
-            .await?;
+    let logged_in = usecases::accounts::log_in(
+        &state.store,
+        state.auth.directory.as_deref(),
+        &state.portal_settings(),
+        username,
+        password,
+        client,
+        state.clock.now(),
+    )
+    .await?;
+    Ok((
+        logged_in.user.clone(),
+        session_jar(state, jar, logged_in).await?,
+    ))
+}
+
+/// Adds a new session's cookie (and the member's language) to `jar`.
+pub async fn session_jar(
+    state: &AppState,
+    jar: CookieJar,
+    logged_in: usecases::accounts::LoggedIn,
+) -> Result<CookieJar, ApiError> {
+    let usecases::accounts::LoggedIn { user, secret } = logged_in;
     let session = Cookie::build((COOKIE, secret))
         .path("/")
         .http_only(true)
@@ -110,7 +130,7 @@ async fn authenticate(
     if let Some(language) = state.store.accounts().language_of(user.id).await? {
         jar = jar.add(super::language::cookie(&language));
     }
-    Ok((user, jar))
+    Ok(jar)
 }
 
 async fn login(
@@ -187,12 +207,10 @@ async fn form_login(
         Err(err) => {
             let reason = match &err {
                 ApiError::InvalidCredentials if no_admin_yet(&state).await => "setup".to_string(),
-                ApiError::InvalidCredentials => "invalid".to_string(),
-                ApiError::TooManyRequests { retry_after_secs } => {
-                    format!("locked&retry={retry_after_secs}")
-                }
-                ApiError::BadRequest(_) => "bad".to_string(),
-                _ => return err.into_response(),
+                other => match login_error_code(other) {
+                    Some(code) => code,
+                    None => return err.into_response(),
+                },
             };
             let back = format!(
                 "/login?error={reason}&next={}&user={}",
@@ -202,6 +220,25 @@ async fn form_login(
             Redirect::to(&back).into_response()
         }
     }
+}
+
+/// The login page's code for why a sign-in failed (it says each in the viewer's language);
+/// `None` for errors the page has no words for (answered as they are).
+pub fn login_error_code(err: &ApiError) -> Option<String> {
+    Some(match err {
+        ApiError::InvalidCredentials => "invalid".to_string(),
+        ApiError::TooManyRequests { retry_after_secs } => {
+            format!("locked&retry={retry_after_secs}")
+        }
+        ApiError::BadRequest(_) => "bad".to_string(),
+        ApiError::Forbidden(Said::AccountPending) => "pending".to_string(),
+        ApiError::Forbidden(Said::SignInWith(_)) => "use-sso".to_string(),
+        ApiError::Forbidden(Said::MembersUseDirectory) => "use-directory".to_string(),
+        ApiError::Forbidden(Said::UsernameTaken(_)) => "taken".to_string(),
+        ApiError::Forbidden(_) => "refused".to_string(),
+        ApiError::Unavailable { .. } => "unavailable".to_string(),
+        _ => return None,
+    })
 }
 
 /// `POST /auth/logout`: the logout button.
@@ -233,6 +270,12 @@ pub fn is_public(path: &str) -> bool {
         "/login",
         "/auth/login",
         api::Login::PATH,
+        api::AuthMethods::PATH,
+        api::StartDeviceSignIn::PATH,
+        api::PollDeviceSignIn::PATH,
+        api::SignInWithTerminalCode::PATH,
+        super::directory::OIDC_START,
+        super::directory::OIDC_CALLBACK,
         "/favicon.svg",
     ]
     .contains(&path)

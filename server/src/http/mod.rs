@@ -6,6 +6,7 @@ mod api;
 pub mod auth;
 mod bookings;
 mod csrf;
+mod directory;
 mod enforcement;
 mod error;
 mod headers;
@@ -101,6 +102,10 @@ pub struct AuthSettings {
     pub secure_cookies: bool,
     /// Reverse proxies whose `X-Forwarded-For` names the real client (for lockout and audit).
     pub trusted_proxies: Arc<[IpAddr]>,
+    /// The lab's directory (OIDC provider, LDAP server), when configured.
+    pub directory: Option<Arc<crate::directory::Directory>>,
+    /// Where the OIDC provider sends browsers back (as registered there).
+    pub oidc_redirect: Option<String>,
 }
 
 /// One area's routes, remembered by path so that the whole router can be enumerated (the
@@ -139,10 +144,11 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 13] {
+fn areas() -> [Routes; 14] {
     [
         api::routes(),
         auth::routes(),
+        directory::routes(),
         tokens::routes(),
         admin::routes(),
         settings::routes(),

@@ -369,6 +369,8 @@ pub struct ServeArgs {
     /// log collector. RUST_LOG picks what is logged.
     #[arg(long, env = "LANES_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    pub directory: crate::directory::DirectoryArgs,
     /// Random jobs of made-up users on the simulated cards (false: cards stay idle unless a
     /// Lanes job runs on them, which makes enforcement easy to watch).
     #[arg(long, env = "LANES_SIM_BACKGROUND", default_value_t = true, action = clap::ArgAction::Set)]

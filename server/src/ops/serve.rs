@@ -36,6 +36,8 @@ pub enum StartupError {
     #[error(transparent)]
     DataDir(#[from] crate::ops::data_dir::DataDirError),
     #[error(transparent)]
+    Directory(#[from] crate::directory::config::ConfigError),
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Gpus(#[from] OpenError),
@@ -119,6 +121,19 @@ impl ServeConfig {
                 .and_then(|h| h.into_string().ok())
                 .ok_or(StartupError::NodeName)?,
         };
+        let directory = crate::directory::Directory::from_args(&args.directory)?;
+        let oidc_redirect = args.directory.oidc_redirect_url.clone().or_else(|| {
+            let host = args
+                .advertise
+                .clone()
+                .unwrap_or_else(|| args.listen.to_string());
+            let base = if host.contains("://") {
+                host
+            } else {
+                format!("http://{host}")
+            };
+            Some(format!("{}/auth/oidc/callback", base.trim_end_matches('/')))
+        });
         Ok(Self {
             listen: args.listen,
             data_dir,
@@ -149,6 +164,8 @@ impl ServeConfig {
                 },
                 secure_cookies: args.secure_cookies,
                 trusted_proxies: args.trusted_proxies.into(),
+                directory,
+                oidc_redirect,
             },
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
             job_grace: args.job_grace,
@@ -520,6 +537,14 @@ impl Application {
             },
             shutdown.clone(),
         );
+        if let Some(directory) = config.auth.directory.clone() {
+            sync_directory(
+                store.clone(),
+                directory,
+                config.clock.clone(),
+                shutdown.clone(),
+            );
+        }
         // Followers of a job's log wake when it grows; without inotify (its limits reached)
         // they look every TAIL_POLL instead.
         let log_watch = match crate::jobs::log_watch::LogWatch::start(shutdown.clone()) {
@@ -768,6 +793,43 @@ fn listener_address(listener: &TcpListener, asked: SocketAddr) -> String {
 }
 
 /// Resolves on SIGINT or SIGTERM.
+/// The directory sync: every --ldap-sync-interval, accounts the LDAP directory no longer has
+/// (or has disabled) are disabled here. Woken by its own deadline and shutdown only.
+fn sync_directory(
+    store: Store,
+    directory: Arc<crate::directory::Directory>,
+    clock: crate::runtime::clock::Clock,
+    shutdown: CancellationToken,
+) {
+    let Some(interval) = directory.ldap.as_ref().map(|l| l.sync_interval()) else {
+        return;
+    };
+    let stop = shutdown.clone();
+    crate::runtime::tasks::supervise("directory sync", shutdown, move || {
+        let (store, directory, clock, stop) = (
+            store.clone(),
+            directory.clone(),
+            clock.clone(),
+            stop.clone(),
+        );
+        async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(interval) => {}
+                }
+                match crate::usecases::directory::sync(&store, &directory, clock.now()).await {
+                    Ok(report) if !report.disabled.is_empty() || !report.updated.is_empty() => {
+                        tracing::info!(checked = report.checked, disabled = ?report.disabled, updated = ?report.updated, "directory sync");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "directory sync failed; nothing changed"),
+                }
+            }
+        }
+    });
+}
+
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

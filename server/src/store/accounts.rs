@@ -16,6 +16,8 @@ pub(super) struct UserRow {
     unix_user: Option<String>,
     role: String,
     enabled: i64,
+    source: String,
+    pending: i64,
 }
 
 impl TryFrom<UserRow> for User {
@@ -30,11 +32,14 @@ impl TryFrom<UserRow> for User {
             unix_user: row.unix_user,
             role,
             enabled: row.enabled != 0,
+            source: row.source.parse().map_err(unreadable)?,
+            pending: row.pending != 0,
         })
     }
 }
 
-pub(super) const USER_COLUMNS: &str = "id, username, display_name, email, unix_user, role, enabled";
+pub(super) const USER_COLUMNS: &str =
+    "id, username, display_name, email, unix_user, role, enabled, source, pending";
 
 impl Accounts<'_> {
     /// Creates an account with an already hashed password, and audits it, in one transaction.
@@ -193,6 +198,7 @@ impl Accounts<'_> {
                 unix_user = CASE WHEN $5 THEN $6 ELSE unix_user END,
                 role = COALESCE($7, role),
                 enabled = COALESCE($8, enabled),
+                pending = CASE WHEN $8 = 1 THEN 0 ELSE pending END,
                 password_hash = COALESCE($9, password_hash),
                 password_changed_at = CASE WHEN $9 IS NULL THEN password_changed_at ELSE $10 END
              WHERE id = $1",

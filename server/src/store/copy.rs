@@ -16,7 +16,7 @@ repository!(
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 29] = [
+pub const TABLES: [(&str, Option<&str>); 31] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -46,6 +46,8 @@ pub const TABLES: [(&str, Option<&str>); 29] = [
     ("outbox", Some("id")),
     ("action_links", Some("id")),
     ("delivery_attempts", None),
+    ("sign_in_flows", None),
+    ("terminal_codes", None),
 ];
 
 /// Rows inserted per statement: well under both backends' limits on bound values.

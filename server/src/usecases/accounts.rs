@@ -6,10 +6,12 @@ use super::UseCaseError;
 use crate::accounts::session::{self, LockoutRules};
 use crate::accounts::{check_group_name, password, validate_patch, NewUser, User, MAX_TEXT};
 use crate::audit::AuditAction;
+use crate::directory::Directory;
 use crate::store::{AttemptStart, AuditEntry, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::{
-    ApiToken, CreateGroup, CreatedToken, Group, NewToken, PasswordChange, UserPatch, UserView,
+    AccountSource, ApiToken, CreateGroup, CreatedToken, Group, NewToken, PasswordChange,
+    PortalSettings, UserPatch, UserView,
 };
 use std::net::IpAddr;
 
@@ -56,9 +58,13 @@ pub struct LoggedIn {
 }
 
 /// Checks a username and password, with lockout and audit, and starts a session. Shared by
-/// the JSON API and the login form.
+/// the JSON API and the login form. A local account's password is checked here; with an LDAP
+/// directory, anyone else's is the directory's to check (and the account follows what it
+/// says). An account of the OIDC provider has no password here at all.
 pub async fn log_in(
     store: &Store,
+    directory: Option<&Directory>,
+    settings: &PortalSettings,
     username: String,
     password_text: String,
     client: IpAddr,
@@ -99,25 +105,70 @@ pub async fn log_in(
         tokio::time::sleep(delay).await;
     }
     let credentials = store.accounts().credentials(&username).await?;
-    let checked = password_work(move || match credentials {
-        Some((user, hash)) => {
-            let matches = password::verify(&password_text, &hash);
-            (matches && user.enabled).then_some(user)
+    let ldap = directory.and_then(|d| d.ldap.as_ref());
+    let source = credentials.as_ref().map(|(user, _)| user.source);
+    let checked = match (source, ldap) {
+        (Some(AccountSource::Oidc), _) => {
+            store.sessions().end_login_attempt(attempt, None).await?;
+            let name = directory
+                .and_then(|d| d.oidc.as_ref())
+                .map_or("the lab's sign-in provider".to_string(), |p| {
+                    p.name().to_string()
+                });
+            return Err(UseCaseError::Forbidden(Said::SignInWith(name)));
         }
-        None => {
-            // Same work as a real check, so timing does not tell who has an account.
-            password::verify_dummy(&password_text);
-            None
+        (Some(AccountSource::Ldap) | None, Some(ldap)) => {
+            match ldap.authenticate(&username, &password_text).await {
+                Ok(person) => Ok(Some(person)),
+                Err(crate::directory::ldap::LdapError::InvalidCredentials) => Ok(None),
+                Err(e) => Err(UseCaseError::from(e)),
+            }
+            .map(|person| person.map(Checked::Directory))
         }
-    })
-    .await;
-    let user = match checked {
-        Ok(user) => user,
+        _ => {
+            password_work(move || match credentials {
+                Some((user, hash)) if user.source == AccountSource::Local => {
+                    let matches = password::verify(&password_text, &hash);
+                    (matches && user.enabled).then_some(Checked::Local(user))
+                }
+                _ => {
+                    // Same work as a real check, so timing does not tell who has an account.
+                    password::verify_dummy(&password_text);
+                    None
+                }
+            })
+            .await
+        }
+    };
+    let checked = match checked {
+        Ok(checked) => checked,
         Err(e) => {
-            // Not judged (busy): it does not count against anyone.
+            // Not judged (busy, or the directory is down): it does not count against anyone.
             store.sessions().end_login_attempt(attempt, None).await?;
             return Err(e);
         }
+    };
+    let user = match checked {
+        Some(Checked::Local(user)) => {
+            if settings.members_use_directory && directory.is_some() && !user.is_admin() {
+                store.sessions().end_login_attempt(attempt, None).await?;
+                return Err(UseCaseError::Forbidden(Said::MembersUseDirectory));
+            }
+            Some(user)
+        }
+        Some(Checked::Directory(person)) => {
+            let directory =
+                directory.ok_or_else(|| UseCaseError::Internal("no directory".into()))?;
+            match super::directory::account_for(store, directory, person, settings, now).await {
+                Ok(user) => Some(user),
+                Err(UseCaseError::InvalidCredentials) => None,
+                Err(e) => {
+                    store.sessions().end_login_attempt(attempt, None).await?;
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
     };
     store
         .sessions()
@@ -129,10 +180,37 @@ pub async fn log_in(
         store.audit_log().record(&failure, now).await?;
         return Err(UseCaseError::InvalidCredentials);
     };
+    let how = if user.source == AccountSource::Ldap {
+        "ldap"
+    } else {
+        ""
+    };
+    start_session(store, user, how, Some(client), now).await
+}
+
+/// Whose password checked out: a local account, or a person the LDAP directory vouched for.
+enum Checked {
+    Local(User),
+    Directory(crate::directory::Person),
+}
+
+/// Starts a session for `user`, audited as a login (`how`: the directory that vouched, if any).
+pub async fn start_session(
+    store: &Store,
+    user: User,
+    how: &str,
+    client: Option<IpAddr>,
+    now: DateTime<Utc>,
+) -> Result<LoggedIn, UseCaseError> {
     let (secret, id_hash) =
         session::new_secret().map_err(|e| UseCaseError::Internal(e.to_string()))?;
-    let audit =
-        AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username).from_addr(address);
+    let mut audit = AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username);
+    if !how.is_empty() {
+        audit = audit.detail(how);
+    }
+    if let Some(client) = client {
+        audit = audit.from_addr(client.to_string());
+    }
     store
         .sessions()
         .start(user.id, &id_hash, &audit, now)
@@ -156,6 +234,11 @@ pub async fn change_password(
     change: PasswordChange,
     now: DateTime<Utc>,
 ) -> Result<(), UseCaseError> {
+    if user.source != AccountSource::Local {
+        return Err(UseCaseError::Forbidden(
+            "your password is the lab directory's: change it there".into(),
+        ));
+    }
     let (_, stored) = store
         .accounts()
         .credentials(&user.username)

@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod bookings;
+pub mod directory;
 pub mod jobs;
 pub mod notify;
 pub mod queue;

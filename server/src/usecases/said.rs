@@ -39,6 +39,14 @@ pub enum Said {
     WrongCurrentPassword,
     /// No mail server: a member's new address cannot be confirmed.
     NoMailServer,
+    /// A directory account made at its first sign-in waits for an admin.
+    AccountPending,
+    /// The account signs in through the OIDC provider, never with a password here.
+    SignInWith(String),
+    /// Members sign in through the directory; local passwords are for admins.
+    MembersUseDirectory,
+    /// The directory's name is another account's username.
+    UsernameTaken(String),
     /// Words from deeper layers, in English.
     Text(String),
 }
@@ -98,6 +106,14 @@ impl Said {
             }
             Said::WrongCurrentPassword => td_string!(locale, api.said.wrong_password).into(),
             Said::NoMailServer => td_string!(locale, api.said.no_mail_server).into(),
+            Said::AccountPending => td_string!(locale, api.said.account_pending).into(),
+            Said::SignInWith(name) => {
+                td_string!(locale, api.said.sign_in_with, name = name.clone())
+            }
+            Said::MembersUseDirectory => td_string!(locale, api.said.members_use_directory).into(),
+            Said::UsernameTaken(name) => {
+                td_string!(locale, api.said.username_taken, name = format!("{name:?}"))
+            }
             Said::Text(_) => return None,
         })
     }
