@@ -7,6 +7,8 @@
 //! dropped after (kept with `LANES_TEST_KEEP_DB=1`, to look at after a failure): `make test`
 //! runs the whole suite once each way.
 
+pub mod directory;
+
 use chrono::Utc;
 use lanes_server::accounts::{NewUser, Role, User};
 use lanes_server::ops::serve::{Application, ServeConfig};
@@ -466,6 +468,42 @@ impl TestApp {
             .expect("the server task did not panic")
             .expect("the server ran without error");
     }
+}
+
+/// The terminal client run with `args` and `input` on its standard input, with its settings
+/// under `home` (off the async runtime, so a server in this test keeps answering).
+pub async fn run_cli_with_input(
+    home: &std::path::Path,
+    args: &[&str],
+    input: &str,
+) -> std::process::Output {
+    let (home, args, input) = (
+        home.to_path_buf(),
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        input.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new(lanes_bin())
+            .args(&args)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env_remove("LANES_URL")
+            .env_remove("LANES_TOKEN")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("lanes runs");
+        let _ = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes());
+        child.wait_with_output().expect("lanes ends")
+    })
+    .await
+    .expect("the client ran")
 }
 
 /// What the built `lanes` binary printed and how it exited, run with `args`.

@@ -12,6 +12,7 @@ mod cli;
 mod cluster;
 mod containers;
 mod device_wall;
+mod directory;
 mod enforcement;
 mod environment;
 mod events;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// How long the provider's discovery document (and keys) are kept before being read again.
 const METADATA_TTL: Duration = Duration::from_secs(3600);
-/// Keys are fetched again for an unknown key at most this often.
+/// Keys are read again for a key not seen yet at most this often.
 const KEY_REFRESH_MIN: Duration = Duration::from_secs(10);
 /// An ID token issued longer ago than this (plus the skew) is refused: the code was just
 /// exchanged, so its token is fresh.
@@ -104,6 +104,8 @@ pub struct DeviceFlow {
 struct Cached {
     metadata: Metadata,
     fetched: Instant,
+    /// When the keys were last read again for a key not seen yet.
+    forced: Option<Instant>,
 }
 
 pub struct Provider {
@@ -147,9 +149,11 @@ impl Provider {
     /// that was done a moment ago.
     async fn metadata(&self, fresh: bool) -> Result<Metadata, OidcError> {
         let mut cached = self.cached.lock().await;
+        let mut forced = None;
         if let Some(c) = cached.as_ref() {
-            let age = c.fetched.elapsed();
-            if age < METADATA_TTL && (!fresh || age < KEY_REFRESH_MIN) {
+            forced = c.forced;
+            let recently_forced = c.forced.is_some_and(|f| f.elapsed() < KEY_REFRESH_MIN);
+            if c.fetched.elapsed() < METADATA_TTL && (!fresh || recently_forced) {
                 return Ok(c.metadata.clone());
             }
         }
@@ -159,6 +163,7 @@ impl Provider {
         *cached = Some(Cached {
             metadata: metadata.clone(),
             fetched: Instant::now(),
+            forced: if fresh { Some(Instant::now()) } else { forced },
         });
         Ok(metadata)
     }
@@ -483,4 +488,206 @@ fn chain(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    //! ID tokens made here with the crate's own signer (and test keys), checked by the same
+    //! verifier a sign-in uses: each forgery the issue names is refused.
+    use super::*;
+    use openidconnect::core::{CoreIdToken, CoreIdTokenClaims, CoreRsaPrivateSigningKey};
+    use openidconnect::{
+        Audience, EmptyAdditionalClaims, JsonWebKeyId, PrivateSigningKey, StandardClaims,
+        SubjectIdentifier,
+    };
+
+    const ISSUER: &str = "https://sso.lab.example/realms/lab";
+    const CLIENT: &str = "lanes";
+
+    fn key(pem: &str) -> CoreRsaPrivateSigningKey {
+        CoreRsaPrivateSigningKey::from_pem(pem, Some(JsonWebKeyId::new("k1".into()))).unwrap()
+    }
+
+    fn key_a() -> CoreRsaPrivateSigningKey {
+        key(include_str!("testdata/key-a.pem"))
+    }
+
+    fn key_b() -> CoreRsaPrivateSigningKey {
+        key(include_str!("testdata/key-b.pem"))
+    }
+
+    fn config() -> OidcConfig {
+        OidcConfig {
+            issuer: ISSUER.into(),
+            name: "Lab SSO".into(),
+            client_id: CLIENT.into(),
+            client_secret: None,
+            redirect_url: None,
+            scopes: vec![],
+            username_claim: "preferred_username".into(),
+            groups_claim: "groups".into(),
+            unix_user_claim: None,
+            unix_from_ldap: false,
+            clock_skew: Duration::from_secs(60),
+        }
+    }
+
+    struct Made {
+        issuer: &'static str,
+        audience: &'static str,
+        issued: DateTime<Utc>,
+        expires: DateTime<Utc>,
+        nonce: &'static str,
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+    }
+
+    fn good() -> Made {
+        Made {
+            issuer: ISSUER,
+            audience: CLIENT,
+            issued: now() - chrono::Duration::seconds(5),
+            expires: now() + chrono::Duration::minutes(5),
+            nonce: "n-0S6_WzA2Mj",
+        }
+    }
+
+    fn signed(made: Made, signer: &CoreRsaPrivateSigningKey) -> String {
+        let claims = CoreIdTokenClaims::new(
+            IssuerUrl::new(made.issuer.into()).unwrap(),
+            vec![Audience::new(made.audience.into())],
+            made.expires,
+            made.issued,
+            StandardClaims::new(SubjectIdentifier::new("248289761001".into())),
+            EmptyAdditionalClaims {},
+        )
+        .set_nonce(Some(Nonce::new(made.nonce.into())));
+        CoreIdToken::new(
+            claims,
+            signer,
+            CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256,
+            None,
+            None,
+        )
+        .unwrap()
+        .to_string()
+    }
+
+    /// Checks `token` as a sign-in does, against key A's key set.
+    fn check(token: &str) -> Result<(), String> {
+        let token: FullIdToken = token.parse().map_err(|e| format!("unreadable: {e}"))?;
+        let keys = openidconnect::JsonWebKeySet::new(vec![key_a().as_verification_key()]);
+        let verifier = verifier(
+            &config(),
+            IssuerUrl::new(ISSUER.into()).unwrap(),
+            keys,
+            [CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256].into_iter(),
+            now(),
+        );
+        token
+            .claims(&verifier, &Nonce::new("n-0S6_WzA2Mj".into()))
+            .map(|_| ())
+            .map_err(|e| verification_error(&e))
+    }
+
+    #[test]
+    fn a_token_signed_by_the_providers_key_for_this_client_passes() {
+        check(&signed(good(), &key_a())).unwrap();
+    }
+
+    #[test]
+    fn a_token_signed_by_another_key_is_refused() {
+        let err = check(&signed(good(), &key_b())).unwrap_err();
+        assert!(err.to_lowercase().contains("signature"), "{err}");
+    }
+
+    #[test]
+    fn an_unsigned_token_alg_none_is_refused() {
+        use base64::Engine;
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let header = b64(serde_json::json!({"alg": "none", "typ": "JWT"}));
+        let claims = b64(serde_json::json!({
+            "iss": ISSUER, "aud": CLIENT, "sub": "248289761001", "nonce": "n-0S6_WzA2Mj",
+            "iat": now().timestamp() - 5, "exp": now().timestamp() + 300,
+        }));
+        assert!(check(&format!("{header}.{claims}.")).is_err());
+    }
+
+    #[test]
+    fn a_wrong_issuer_or_audience_is_refused() {
+        let err = check(&signed(
+            Made {
+                issuer: "https://evil.example",
+                ..good()
+            },
+            &key_a(),
+        ))
+        .unwrap_err();
+        assert!(err.contains("issuer") || err.contains("Issuer"), "{err}");
+        let err = check(&signed(
+            Made {
+                audience: "another-app",
+                ..good()
+            },
+            &key_a(),
+        ))
+        .unwrap_err();
+        assert!(err.to_lowercase().contains("audience"), "{err}");
+    }
+
+    #[test]
+    fn times_are_checked_within_the_clock_skew_and_no_further() {
+        let minutes = chrono::Duration::minutes;
+        // Expired 30 s ago: within the 60 s skew.
+        check(&signed(
+            Made {
+                expires: now() - chrono::Duration::seconds(30),
+                ..good()
+            },
+            &key_a(),
+        ))
+        .unwrap();
+        let err = check(&signed(
+            Made {
+                expires: now() - minutes(2),
+                ..good()
+            },
+            &key_a(),
+        ))
+        .unwrap_err();
+        assert!(err.to_lowercase().contains("expired"), "{err}");
+        assert!(check(&signed(
+            Made {
+                issued: now() + minutes(5),
+                ..good()
+            },
+            &key_a()
+        ))
+        .is_err());
+        assert!(check(&signed(
+            Made {
+                issued: now() - minutes(30),
+                ..good()
+            },
+            &key_a()
+        ))
+        .is_err());
+    }
+
+    #[test]
+    fn a_token_for_another_sign_in_wrong_nonce_is_refused() {
+        let err = check(&signed(
+            Made {
+                nonce: "another",
+                ..good()
+            },
+            &key_a(),
+        ))
+        .unwrap_err();
+        assert!(err.to_lowercase().contains("nonce"), "{err}");
+    }
 }
