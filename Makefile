@@ -99,7 +99,9 @@ tools-test:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
 	@command -v podman >/dev/null && command -v newuidmap >/dev/null && command -v runc >/dev/null && test -x /bin/busybox \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman uidmap crun runc conmon catatonit busybox-static >/dev/null)
-	@test -d tests/browser/node_modules/playwright-core -a -d tests/browser/node_modules/axe-core \
+	@command -v slapd >/dev/null && command -v ldapmodify >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slapd ldap-utils >/dev/null)
+	@test -d tests/browser/node_modules/playwright-core -a -d tests/browser/node_modules/axe-core -a -d tests/browser/node_modules/oidc-provider \
 		|| npm ci --silent --no-audit --no-fund --prefix tests/browser
 	@test -x $(LANES_TEST_PYTHON) \
 		|| (python3 -m venv $(TOOLS_DIR)/aiosmtpd-$(AIOSMTPD_VERSION) \

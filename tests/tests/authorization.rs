@@ -64,6 +64,50 @@ fn matrix() -> Vec<Row> {
         ),
         // The HTML form answers an unreadable form by going back to the form.
         row(post.clone(), "/auth/login", EmptyJson, [303, 303, 303, 303]),
+        // Directory sign-ins (this portal has no directory: each says so, to anyone).
+        row(
+            get.clone(),
+            "/api/v1/auth/methods",
+            None,
+            [200, 200, 200, 200],
+        ),
+        row(get.clone(), "/auth/oidc/start", None, [303, 303, 303, 303]),
+        row(
+            get.clone(),
+            "/auth/oidc/callback",
+            None,
+            [303, 303, 303, 303],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/auth/device",
+            None,
+            [404, 404, 404, 404],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/auth/device/token",
+            EmptyJson,
+            [400, 400, 400, 400],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/auth/terminal-code",
+            EmptyJson,
+            [400, 400, 400, 400],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/me/terminal-code",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/directory/sync",
+            None,
+            [401, 403, 403, 404],
+        ),
         // Any logged-in user.
         row(get.clone(), "/", None, [303, 200, 200, 200]),
         row(get.clone(), "/account", None, [303, 200, 200, 200]),

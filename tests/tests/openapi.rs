@@ -79,8 +79,14 @@ async fn every_documented_operation_exists_and_is_authorized_as_documented() {
             ("user", as_user),
             ("admin", as_admin),
         ] {
+            // The directory's routes say 404 where the portal has no directory (as here).
+            let unconfigured = [
+                "/api/v1/auth/device",
+                "/api/v1/auth/device/token",
+                "/api/v1/directory/sync",
+            ];
             assert!(
-                code != 404 || op.path.contains("/1"),
+                code != 404 || op.path.contains("/1") || unconfigured.contains(&op.path.as_str()),
                 "{what} as {who}: 404, not routed"
             );
             assert_ne!(code, 405, "{what} as {who}: method not routed");
@@ -243,6 +249,24 @@ async fn call_client(
             .map(drop),
         ("GET", "/api/v1/shares") => client.shares().await.map(drop),
         ("PUT", "/api/v1/shares") => client.save_shares(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/auth/methods") => client.auth_methods().await.map(drop),
+        ("POST", "/api/v1/auth/device") => client.start_device_sign_in().await.map(drop),
+        ("POST", "/api/v1/auth/device/token") => client
+            .poll_device_sign_in(&lanes_types::account::DevicePoll {
+                handle: "unknown".into(),
+                token_name: "cli".into(),
+            })
+            .await
+            .map(drop),
+        ("POST", "/api/v1/auth/terminal-code") => client
+            .sign_in_with_terminal_code(&lanes_types::account::RedeemTerminalCode {
+                code: "ABCDE-FGHJK".into(),
+                token_name: "cli".into(),
+            })
+            .await
+            .map(drop),
+        ("POST", "/api/v1/me/terminal-code") => client.new_terminal_code().await.map(drop),
+        ("POST", "/api/v1/directory/sync") => client.sync_directory().await.map(drop),
         _ => return None,
     })
 }
@@ -263,8 +287,12 @@ async fn every_documented_operation_has_a_client_method_that_reaches_its_route()
         // method in the client would meet 404 or 405 instead.
         if let Err(e) = outcome {
             let status = e.status().map(|s| s.as_u16());
+            // Where the portal has no directory (as here), its routes say so with 404.
+            let unconfigured =
+                path.starts_with("/api/v1/auth/device") && e.code() == Some("not_found");
             assert!(
-                matches!(status, Some(400..=499)) && !matches!(status, Some(404 | 405)),
+                matches!(status, Some(400..=499))
+                    && (unconfigured || !matches!(status, Some(404 | 405))),
                 "{method} {path} through the client: {e:?}"
             );
             if status != Some(401) {
