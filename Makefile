@@ -97,8 +97,8 @@ tools-test:
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null)
 	@command -v prometheus >/dev/null && command -v debootstrap >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus debootstrap >/dev/null)
-	@command -v podman >/dev/null && command -v newuidmap >/dev/null && command -v runc >/dev/null && test -x /bin/busybox \
-		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman uidmap crun runc conmon catatonit busybox-static >/dev/null)
+	@command -v podman >/dev/null && command -v newuidmap >/dev/null && command -v runc >/dev/null && test -x /bin/busybox && command -v slirp4netns >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman uidmap crun runc conmon catatonit busybox-static slirp4netns >/dev/null)
 	@command -v slapd >/dev/null && command -v ldapmodify >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slapd ldap-utils >/dev/null)
 	@test -d tests/browser/node_modules/playwright-core -a -d tests/browser/node_modules/axe-core -a -d tests/browser/node_modules/oidc-provider \

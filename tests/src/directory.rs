@@ -37,6 +37,8 @@ pub struct Slapd {
     child: Child,
     dir: tempfile::TempDir,
     pub port: u16,
+    /// Where it speaks LDAPS (TLS from the first byte).
+    pub tls_port: u16,
 }
 
 /// The service account and its password in the fixture.
@@ -124,12 +126,14 @@ impl Slapd {
             "slapadd: {}",
             String::from_utf8_lossy(&loaded.stderr)
         );
-        let port = free_port();
+        let (port, tls_port) = (free_port(), free_port());
         let child = Command::new("slapd")
             .arg("-f")
             .arg(path.join("slapd.conf"))
             .arg("-h")
-            .arg(format!("ldap://127.0.0.1:{port}/"))
+            .arg(format!(
+                "ldap://127.0.0.1:{port}/ ldaps://127.0.0.1:{tls_port}/"
+            ))
             // In the foreground, quiet: the test owns it.
             .args(["-d", "0"])
             .stdout(Stdio::null())
@@ -137,7 +141,13 @@ impl Slapd {
             .spawn()
             .expect("slapd starts");
         wait_for_port(port, "slapd");
-        Slapd { child, dir, port }
+        wait_for_port(tls_port, "slapd (LDAPS)");
+        Slapd {
+            child,
+            dir,
+            port,
+            tls_port,
+        }
     }
 
     pub fn url(&self) -> String {

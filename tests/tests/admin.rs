@@ -546,8 +546,12 @@ async fn a_page_carries_the_same_answers_the_api_gives_and_markup_in_them_stays_
     let carried = page_data(&queue);
     assert_eq!(carried["answers"], json!({}));
     assert_eq!(carried["viewer"]["username"], "root-admin");
+    // The login page carries only how people sign in here.
     let (_, login) = page(&app, "/login", "").await;
-    assert_eq!(page_data(&login), json!({ "viewer": null, "answers": {} }));
+    assert_eq!(
+        page_data(&login),
+        json!({ "viewer": null, "answers": { "/api/v1/auth/methods": { "password": true, "ldap": false } } })
+    );
     app.stop().await;
 }
 

@@ -197,6 +197,37 @@ async fn ldap_refuses_wrong_and_empty_passwords_and_filter_injection_and_local_p
 }
 
 #[tokio::test]
+async fn ldaps_works_as_starttls_does_and_a_server_certificate_not_from_the_ca_is_refused() {
+    let slapd = Slapd::start();
+    let app = portal(ldap_portal_port(), |args| {
+        slapd.args(args);
+        args.ldap_url = Some(format!("ldaps://127.0.0.1:{}", slapd.tls_port));
+        args.ldap_starttls = false;
+    })
+    .await;
+    let root = admin(&app).await;
+    create_on_first_sign_in(&app, &root).await;
+    assert_eq!(
+        password_login(&app, "ldapada", "ada-password-1")
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    // Trusting another authority (the system's), the same server is refused: nothing is sent.
+    let other = portal(ldap_portal_port(), |args| {
+        slapd.args(args);
+        args.ldap_ca_file = None;
+    })
+    .await;
+    assert_eq!(
+        password_login(&other, "ldapada", "ada-password-1")
+            .await
+            .status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+#[tokio::test]
 async fn someone_disabled_in_the_directory_is_refused_at_sign_in_and_disabled_by_the_sync() {
     let slapd = Slapd::start();
     let app = portal(ldap_portal_port(), |args| slapd.args(args)).await;
