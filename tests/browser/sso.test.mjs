@@ -66,7 +66,7 @@ test('the admin lets directory accounts in at once and makes the vision group', 
   await logIn(admin, url, 'root-admin', 'admin passphrase');
   const made = await admin.request.post(url + '/api/v1/groups', { data: { name: 'vision' } });
   assert.equal(made.status(), 201, await made.text());
-  await openLive(admin, url + '/admin/settings');
+  await openLive(admin, url + '/admin/policy');
   const box = admin.locator('input[name=approve_directory_accounts]');
   assert.equal(await box.isChecked(), true, 'new directory accounts wait by default');
   await box.uncheck();

@@ -71,7 +71,8 @@ pub fn LoginPage() -> impl IntoView {
     let sso = methods.oidc.clone().map(|oidc| {
         let href = move || format!("{}?next={}", oidc.start, query_value(&next()));
         view! {
-            <a class="button sso" href=href data-testid="sign-in-sso">
+            // Not a page of this app: the router must let the browser go (to the provider).
+            <a class="button sso" href=href rel="external" data-testid="sign-in-sso">
                 {tr!(login.sign_in_with, name = oidc.name.clone())}
             </a>
             <p class="or">{tr!(login.or_with_a_password)}</p>
