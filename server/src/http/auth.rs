@@ -261,6 +261,11 @@ pub fn url_escape(text: &str) -> String {
         .collect()
 }
 
+/// Where a browser starts signing in through the OIDC provider (`http/directory.rs`).
+pub const OIDC_START: &str = "/auth/oidc/start";
+/// Where the provider sends it back.
+pub const OIDC_CALLBACK: &str = "/auth/oidc/callback";
+
 /// Paths anyone may reach: health, metrics (which has its own token), the login page and
 /// its assets, and logging in.
 pub fn is_public(path: &str) -> bool {
@@ -274,8 +279,8 @@ pub fn is_public(path: &str) -> bool {
         api::StartDeviceSignIn::PATH,
         api::PollDeviceSignIn::PATH,
         api::SignInWithTerminalCode::PATH,
-        super::directory::OIDC_START,
-        super::directory::OIDC_CALLBACK,
+        OIDC_START,
+        OIDC_CALLBACK,
         "/favicon.svg",
     ]
     .contains(&path)

@@ -4,6 +4,7 @@
 
 use super::auth::{
     login_error_code, safe_next, session_jar, url_escape, AdminUser, ClientAddr, CurrentUser,
+    OIDC_CALLBACK, OIDC_START,
 };
 use super::{ApiError, ApiJson, AppState, Routes};
 use crate::usecases;
@@ -16,10 +17,6 @@ use lanes_types::account::{DevicePoll, RedeemTerminalCode};
 use lanes_types::api;
 use serde::Deserialize;
 
-/// Where a browser starts signing in through the OIDC provider.
-pub const OIDC_START: &str = "/auth/oidc/start";
-/// Where the provider sends it back.
-pub const OIDC_CALLBACK: &str = "/auth/oidc/callback";
 /// The cookie that ties a sign-in to the browser that started it (its `state`).
 const STATE_COOKIE: &str = "lanes_oidc_state";
 /// Longest token name the terminal may ask for.

@@ -1,6 +1,7 @@
 //! Account use cases: logging in and out, changing one's password, API tokens, and the admin's
 //! users and groups. Password work (argon2) runs off the async runtime, a few at a time.
 
+pub use super::sessions::{create_token, start_session, LoggedIn, TOKEN_PREFIX};
 use super::Said;
 use super::UseCaseError;
 use crate::accounts::session::{self, LockoutRules};
@@ -10,8 +11,7 @@ use crate::directory::Directory;
 use crate::store::{AttemptStart, AuditEntry, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::{
-    AccountSource, ApiToken, CreateGroup, CreatedToken, Group, NewToken, PasswordChange,
-    PortalSettings, UserPatch, UserView,
+    AccountSource, CreateGroup, Group, PasswordChange, PortalSettings, UserPatch, UserView,
 };
 use std::net::IpAddr;
 
@@ -25,9 +25,6 @@ static PASSWORD_WORK: std::sync::LazyLock<tokio::sync::Semaphore> =
 
 /// How long a password check waits for its turn before the server says it is busy.
 const PASSWORD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Prefix of every API token, so that secret scanners and people recognise one.
-pub const TOKEN_PREFIX: &str = "lanes_";
 
 /// Runs password work (argon2) off the async runtime, bounded by [`PASSWORD_WORK`].
 async fn password_work<T: Send + 'static>(
@@ -49,12 +46,6 @@ async fn password_work<T: Send + 'static>(
 pub async fn hash_password(password: String) -> Result<String, UseCaseError> {
     password::check_policy(&password)?;
     Ok(password_work(move || password::hash(&password)).await??)
-}
-
-/// A session just started: its owner and the secret for the cookie (shown once, stored hashed).
-pub struct LoggedIn {
-    pub user: User,
-    pub secret: String,
 }
 
 /// Checks a username and password, with lockout and audit, and starts a session. Shared by
@@ -192,30 +183,6 @@ pub async fn log_in(
 enum Checked {
     Local(User),
     Directory(crate::directory::Person),
-}
-
-/// Starts a session for `user`, audited as a login (`how`: the directory that vouched, if any).
-pub async fn start_session(
-    store: &Store,
-    user: User,
-    how: &str,
-    client: Option<IpAddr>,
-    now: DateTime<Utc>,
-) -> Result<LoggedIn, UseCaseError> {
-    let (secret, id_hash) =
-        session::new_secret().map_err(|e| UseCaseError::Internal(e.to_string()))?;
-    let mut audit = AuditEntry::new(Some(user.id), AuditAction::AuthLogin, &user.username);
-    if !how.is_empty() {
-        audit = audit.detail(how);
-    }
-    if let Some(client) = client {
-        audit = audit.from_addr(client.to_string());
-    }
-    store
-        .sessions()
-        .start(user.id, &id_hash, &audit, now)
-        .await?;
-    Ok(LoggedIn { user, secret })
 }
 
 /// Ends the session whose cookie carries `secret` (nothing when there is none).
@@ -396,29 +363,6 @@ pub async fn create_group(
         .accounts()
         .create_group(&request.name, &request.description, &entry, now)
         .await?)
-}
-
-/// Creates an API token for `user`; its secret is in the answer and nowhere else.
-pub async fn create_token(
-    store: &Store,
-    user: &User,
-    request: NewToken,
-    now: DateTime<Utc>,
-) -> Result<CreatedToken, UseCaseError> {
-    let name = request.name.trim();
-    if name.is_empty() || name.chars().count() > MAX_TEXT {
-        return Err(UseCaseError::BadRequest(format!(
-            "token name must be 1 to {MAX_TEXT} characters"
-        )));
-    }
-    let (random, _) = session::new_secret().map_err(|e| UseCaseError::Internal(e.to_string()))?;
-    let secret = format!("{TOKEN_PREFIX}{random}");
-    let entry = AuditEntry::new(Some(user.id), AuditAction::TokenCreate, name);
-    let token: ApiToken = store
-        .tokens()
-        .create(user.id, name, &session::hash_secret(&secret), &entry, now)
-        .await?;
-    Ok(CreatedToken { token, secret })
 }
 
 /// Revokes one of `user`'s own tokens.

@@ -2,7 +2,7 @@
 //! taken over or brought up to date by [`crate::directory::person::plan`]); browser, terminal
 //! and one-time-code sign-ins; and the sync that disables whoever the directory dropped.
 
-use super::accounts::{create_token, start_session, LoggedIn};
+use super::sessions::{create_token, start_session, LoggedIn};
 use super::{Said, UseCaseError};
 use crate::accounts::session;
 use crate::accounts::NewUser;

@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod notify;
 pub mod queue;
 pub mod said;
+pub mod sessions;
 pub mod settings;
 
 pub use said::Said;
