@@ -144,6 +144,18 @@ async fn ldap_members_sign_in_with_their_directory_password_and_get_their_unix_a
         "posixGroup memberUid"
     );
 
+    // Her jobs run as the directory's Unix account, with no admin mapping anything.
+    let uid = lanes_tests::ensure_unix_account("ldapada");
+    let session = lanes_tests::Session {
+        app: &app,
+        cookie: app.login("ldapada", "ada-password-1").await,
+    };
+    let card = session.client().gpus().await.unwrap()[0].info.uuid.clone();
+    let booking = session.book(&[card], 120).await;
+    let job = session.submit(booking.id, &["id", "-u"]).await;
+    let job = session.finished(job.id, 30).await;
+    assert_eq!(session.log(job.id).await.trim(), uid.to_string(), "{job:?}");
+
     // Made at once when the admin says so; the groupOfNames admin group makes an admin.
     create_on_first_sign_in(&app, &root).await;
     let resp = password_login(&app, "ldapgrace", "grace-password-1").await;
