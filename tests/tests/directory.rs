@@ -240,6 +240,41 @@ async fn ldaps_works_as_starttls_does_and_a_server_certificate_not_from_the_ca_i
 }
 
 #[tokio::test]
+async fn a_local_member_is_taken_over_by_the_directory_only_when_the_admin_allows_it() {
+    let slapd = Slapd::start();
+    let app = portal(ldap_portal_port(), |args| {
+        slapd.args(args);
+        args.directory_adopt_local_accounts = true;
+    })
+    .await;
+    let root = admin(&app).await;
+    create_on_first_sign_in(&app, &root).await;
+    let local = app
+        .create_user("ldapada", "ldapada passphrase", Role::User)
+        .await;
+    // The directory's password signs in to the same account, which is the directory's now.
+    let resp = password_login(&app, "ldapada", "ada-password-1").await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let ada: User = resp.json().await.unwrap();
+    assert_eq!((ada.id, ada.source), (local.id, AccountSource::Ldap));
+    assert_eq!(ada.unix_user.as_deref(), Some("ldapada"));
+    // Its old local password no longer does.
+    assert_eq!(
+        password_login(&app, "ldapada", "ldapada passphrase")
+            .await
+            .status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // The local admin is never taken over, whatever the directory has of the name.
+    assert_eq!(
+        password_login(&app, "root", "root passphrase")
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
 async fn someone_disabled_in_the_directory_is_refused_at_sign_in_and_disabled_by_the_sync() {
     let slapd = Slapd::start();
     let app = portal(ldap_portal_port(), |args| slapd.args(args)).await;

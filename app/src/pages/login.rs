@@ -7,18 +7,6 @@ use lanes_types::api::{self, Endpoint};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-/// A value for a query string: everything but unreserved characters percent-encoded.
-fn query_value(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// The message for an `error` code the login handler sends back.
 pub fn error_message(code: &str, retry_secs: Option<&str>) -> String {
     match code {
@@ -69,7 +57,13 @@ pub fn LoginPage() -> impl IntoView {
     // How this portal signs people in, as the page arrived with it.
     let methods = page_data::answer::<SignInMethods>(api::AuthMethods::PATH).unwrap_or_default();
     let sso = methods.oidc.clone().map(|oidc| {
-        let href = move || format!("{}?next={}", oidc.start, query_value(&next()));
+        let href = move || {
+            format!(
+                "{}?next={}",
+                oidc.start,
+                lanes_types::query::escape_value(&next())
+            )
+        };
         view! {
             // Not a page of this app: the router must let the browser go (to the provider).
             <a class="button sso" href=href rel="external" data-testid="sign-in-sso">

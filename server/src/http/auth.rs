@@ -251,14 +251,7 @@ async fn form_logout(State(state): State<AppState>, jar: CookieJar) -> axum::res
 
 /// Percent-encodes a path for use as a query value.
 pub fn url_escape(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    lanes_types::query::escape_value(text)
 }
 
 /// Where a browser starts signing in through the OIDC provider (`http/directory.rs`).

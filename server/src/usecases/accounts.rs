@@ -98,6 +98,13 @@ pub async fn log_in(
     let credentials = store.accounts().credentials(&username).await?;
     let ldap = directory.and_then(|d| d.ldap.as_ref());
     let source = credentials.as_ref().map(|(user, _)| user.source);
+    // A local member's account the directory may take over (a lab moving to its directory):
+    // the directory's password is tried first, the local one after.
+    let adoptable = credentials.as_ref().is_some_and(|(user, _)| {
+        user.source == AccountSource::Local
+            && !user.is_admin()
+            && directory.is_some_and(|d| d.rules.adopt_local_accounts)
+    });
     let checked = match (source, ldap) {
         (Some(AccountSource::Oidc), _) => {
             store.sessions().end_login_attempt(attempt, None).await?;
@@ -109,27 +116,15 @@ pub async fn log_in(
             return Err(UseCaseError::Forbidden(Said::SignInWith(name)));
         }
         (Some(AccountSource::Ldap) | None, Some(ldap)) => {
-            match ldap.authenticate(&username, &password_text).await {
-                Ok(person) => Ok(Some(person)),
-                Err(crate::directory::ldap::LdapError::InvalidCredentials) => Ok(None),
-                Err(e) => Err(UseCaseError::from(e)),
+            ldap_check(ldap, &username, &password_text).await
+        }
+        (Some(AccountSource::Local), Some(ldap)) if adoptable => {
+            match ldap_check(ldap, &username, &password_text).await {
+                Ok(None) => local_check(credentials, password_text).await,
+                other => other,
             }
-            .map(|person| person.map(Checked::Directory))
         }
-        _ => {
-            password_work(move || match credentials {
-                Some((user, hash)) if user.source == AccountSource::Local => {
-                    let matches = password::verify(&password_text, &hash);
-                    (matches && user.enabled).then_some(Checked::Local(user))
-                }
-                _ => {
-                    // Same work as a real check, so timing does not tell who has an account.
-                    password::verify_dummy(&password_text);
-                    None
-                }
-            })
-            .await
-        }
+        _ => local_check(credentials, password_text).await,
     };
     let checked = match checked {
         Ok(checked) => checked,
@@ -177,6 +172,38 @@ pub async fn log_in(
         ""
     };
     start_session(store, user, how, Some(client), now).await
+}
+
+/// The LDAP directory's answer to a password: the person, `None` for a wrong one.
+async fn ldap_check(
+    ldap: &crate::directory::ldap::Ldap,
+    username: &str,
+    password: &str,
+) -> Result<Option<Checked>, UseCaseError> {
+    match ldap.authenticate(username, password).await {
+        Ok(person) => Ok(Some(Checked::Directory(person))),
+        Err(crate::directory::ldap::LdapError::InvalidCredentials) => Ok(None),
+        Err(e) => Err(UseCaseError::from(e)),
+    }
+}
+
+/// A local password checked against its argon2 hash (off the async runtime); the same work
+/// for an unknown user, so timing does not tell who has an account.
+async fn local_check(
+    credentials: Option<(User, String)>,
+    password_text: String,
+) -> Result<Option<Checked>, UseCaseError> {
+    password_work(move || match credentials {
+        Some((user, hash)) if user.source == AccountSource::Local => {
+            let matches = password::verify(&password_text, &hash);
+            (matches && user.enabled).then_some(Checked::Local(user))
+        }
+        _ => {
+            password::verify_dummy(&password_text);
+            None
+        }
+    })
+    .await
 }
 
 /// Whose password checked out: a local account, or a person the LDAP directory vouched for.

@@ -125,19 +125,6 @@ pub async fn account_for(
     let approve =
         settings.new_directory_accounts == lanes_types::account::NewDirectoryAccounts::Approve;
     let plan = person::plan(&person, linked.as_ref(), same_name.as_ref(), approve, rules)?;
-    let known: Vec<String> = store
-        .accounts()
-        .groups()
-        .await?
-        .into_iter()
-        .map(|g| g.name)
-        .collect();
-    let groups = person::lanes_groups(&person, &known, rules);
-    if rules.create_groups {
-        if let Some(groups) = &groups {
-            store.directory().ensure_groups(groups, None, now).await?;
-        }
-    }
     let source = person.source.as_str();
     let (id, mut patch) = match plan {
         Plan::Create { role, pending } => {
@@ -178,19 +165,8 @@ pub async fn account_for(
         }
         Plan::Update { id, patch } => (id, patch),
     };
-    if let Some(groups) = groups {
-        let mut now_in: Vec<String> = store
-            .accounts()
-            .memberships()
-            .await?
-            .into_iter()
-            .filter(|(user, _)| *user == id)
-            .map(|(_, g)| g)
-            .collect();
-        now_in.sort();
-        if now_in != groups {
-            patch.groups = Some(groups);
-        }
+    if let Some(groups) = groups_change(store, id, &person, rules, now).await? {
+        patch.groups = Some(groups);
     }
     if !person::is_empty(&patch) {
         let audit = AuditEntry::new(None, AuditAction::UserDirectorySync, id.to_string())
@@ -212,6 +188,40 @@ pub async fn account_for(
         return Err(Refusal::Disabled.into());
     }
     Ok(user)
+}
+
+/// The Lanes groups the directory puts `user_id` in (those of `person`'s groups Lanes has, or
+/// makes), when they differ from the groups the account is in now.
+async fn groups_change(
+    store: &Store,
+    user_id: i64,
+    person: &Person,
+    rules: &person::Rules,
+    now: DateTime<Utc>,
+) -> Result<Option<Vec<String>>, UseCaseError> {
+    let known: Vec<String> = store
+        .accounts()
+        .groups()
+        .await?
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
+    let Some(groups) = person::lanes_groups(person, &known, rules) else {
+        return Ok(None);
+    };
+    if rules.create_groups {
+        store.directory().ensure_groups(&groups, None, now).await?;
+    }
+    let mut now_in: Vec<String> = store
+        .accounts()
+        .memberships()
+        .await?
+        .into_iter()
+        .filter(|(user, _)| *user == user_id)
+        .map(|(_, g)| g)
+        .collect();
+    now_in.sort();
+    Ok((now_in != groups).then_some(groups))
 }
 
 /// The audit detail of a directory's change.
@@ -517,26 +527,10 @@ pub async fn sync(
             }
             Some(person) if user.source == AccountSource::Ldap => {
                 let mut patch = person::patch_for(&person, Some(&user), &directory.rules);
-                let known: Vec<String> = store
-                    .accounts()
-                    .groups()
-                    .await?
-                    .into_iter()
-                    .map(|g| g.name)
-                    .collect();
-                if let Some(groups) = person::lanes_groups(&person, &known, &directory.rules) {
-                    let mut now_in: Vec<String> = store
-                        .accounts()
-                        .memberships()
-                        .await?
-                        .into_iter()
-                        .filter(|(id, _)| *id == user.id)
-                        .map(|(_, g)| g)
-                        .collect();
-                    now_in.sort();
-                    if now_in != groups {
-                        patch.groups = Some(groups);
-                    }
+                if let Some(groups) =
+                    groups_change(store, user.id, &person, &directory.rules, now).await?
+                {
+                    patch.groups = Some(groups);
                 }
                 if !person::is_empty(&patch) {
                     let audit =
