@@ -483,24 +483,14 @@ pub async fn run_cli_with_input(
         input.to_string(),
     );
     tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = std::process::Command::new(lanes_bin())
+        let mut command = std::process::Command::new(lanes_bin());
+        command
             .args(&args)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
             .env_remove("LANES_URL")
-            .env_remove("LANES_TOKEN")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("lanes runs");
-        let _ = child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes());
-        child.wait_with_output().expect("lanes ends")
+            .env_remove("LANES_TOKEN");
+        run_with_input(command, &input)
     })
     .await
     .expect("the client ran")
@@ -862,10 +852,15 @@ impl TestApp {
 /// `lanes ARGS…` run to its end with `stdin` piped in, and no database URL from the
 /// environment (the data dir the arguments name is the one used).
 pub fn lanes_with_input(args: &[&str], stdin: &str) -> std::process::Output {
+    let mut command = std::process::Command::new(lanes_bin());
+    command.args(args).env_remove("LANES_DATABASE_URL");
+    run_with_input(command, stdin)
+}
+
+/// Runs `command` to its end with `stdin` piped in and its output captured.
+fn run_with_input(mut command: std::process::Command, stdin: &str) -> std::process::Output {
     use std::io::Write;
-    let mut child = std::process::Command::new(lanes_bin())
-        .args(args)
-        .env_remove("LANES_DATABASE_URL")
+    let mut child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

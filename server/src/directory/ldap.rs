@@ -131,15 +131,28 @@ impl Ldap {
     }
 
     /// What the directory says of `username` now: `None` when it has no such person, or has
-    /// them disabled (for the sync, and for OIDC accounts' Unix accounts).
+    /// them disabled (for OIDC accounts' Unix accounts).
     pub async fn lookup(&self, username: &str) -> Result<Option<Person>, LdapError> {
+        Ok(self
+            .lookup_all(&[username.to_string()])
+            .await?
+            .pop()
+            .flatten())
+    }
+
+    /// [`Ldap::lookup`] of each of `usernames`, in order, over one service connection (the
+    /// sync asks for every directory account at once).
+    pub async fn lookup_all(&self, usernames: &[String]) -> Result<Vec<Option<Person>>, LdapError> {
         let mut service = self.service().await?;
-        let found = match self.find(&mut service, username).await? {
-            Some(entry) if disabled(&entry, chrono::Utc::now()).is_none() => {
-                Some(self.person(&mut service, entry).await?)
-            }
-            _ => None,
-        };
+        let mut found = Vec::with_capacity(usernames.len());
+        for username in usernames {
+            found.push(match self.find(&mut service, username).await? {
+                Some(entry) if disabled(&entry, chrono::Utc::now()).is_none() => {
+                    Some(self.person(&mut service, entry).await?)
+                }
+                _ => None,
+            });
+        }
         let _ = service.unbind().await;
         Ok(found)
     }

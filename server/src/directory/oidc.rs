@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 const METADATA_TTL: Duration = Duration::from_secs(3600);
 /// Keys are read again for a key not seen yet at most this often.
 const KEY_REFRESH_MIN: Duration = Duration::from_secs(10);
+/// After the provider could not be reached, how long it is not asked again: a login page
+/// shown during an outage answers at once instead of waiting on a timeout each time.
+const RETRY_UNREACHABLE: Duration = Duration::from_secs(30);
 /// An ID token issued longer ago than this (plus the skew) is refused: the code was just
 /// exchanged, so its token is fresh.
 const MAX_TOKEN_AGE: chrono::Duration = chrono::Duration::minutes(10);
@@ -113,6 +116,8 @@ pub struct Provider {
     issuer: IssuerUrl,
     http: reqwest::Client,
     cached: tokio::sync::Mutex<Option<Cached>>,
+    /// When discovery last failed, and why.
+    unreachable: std::sync::Mutex<Option<(Instant, String)>>,
 }
 
 impl Provider {
@@ -130,6 +135,7 @@ impl Provider {
             issuer,
             http,
             cached: tokio::sync::Mutex::new(None),
+            unreachable: std::sync::Mutex::new(None),
         })
     }
 
@@ -157,15 +163,31 @@ impl Provider {
                 return Ok(c.metadata.clone());
             }
         }
-        let metadata = Metadata::discover_async(self.issuer.clone(), &self.http)
-            .await
-            .map_err(|e| OidcError::Unavailable(chain(&e)))?;
+        if let Some(why) = self.recently_unreachable() {
+            return Err(OidcError::Unavailable(why));
+        }
+        let discovered = Metadata::discover_async(self.issuer.clone(), &self.http).await;
+        let failure = match &discovered {
+            Ok(_) => None,
+            Err(e) => Some((Instant::now(), chain(e))),
+        };
+        *self.unreachable.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+        let metadata = discovered.map_err(|e| OidcError::Unavailable(chain(&e)))?;
         *cached = Some(Cached {
             metadata: metadata.clone(),
             fetched: Instant::now(),
             forced: if fresh { Some(Instant::now()) } else { forced },
         });
         Ok(metadata)
+    }
+
+    /// Why discovery failed, if it did within [`RETRY_UNREACHABLE`].
+    fn recently_unreachable(&self) -> Option<String> {
+        let unreachable = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
+        unreachable
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < RETRY_UNREACHABLE)
+            .map(|(_, why)| why.clone())
     }
 
     pub async fn offers_device_grant(&self) -> bool {

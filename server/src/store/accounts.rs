@@ -1,6 +1,7 @@
 //! SQL of accounts and groups.
 
 use super::*;
+use lanes_types::account::AccountSource;
 
 repository!(
     /// Members and groups: who may sign in, with what password, language and role.
@@ -41,6 +42,19 @@ impl TryFrom<UserRow> for User {
 pub(super) const USER_COLUMNS: &str =
     "id, username, display_name, email, unix_user, role, enabled, source, pending";
 
+/// Where a new account signs in: its own password here, or the lab's directory (no password
+/// here; made enabled or waiting for approval).
+pub(super) enum Origin<'a> {
+    Local {
+        password_hash: &'a str,
+    },
+    Directory {
+        source: AccountSource,
+        external_id: &'a str,
+        pending: bool,
+    },
+}
+
 impl Accounts<'_> {
     /// Creates an account with an already hashed password, and audits it, in one transaction.
     pub async fn create(
@@ -50,11 +64,37 @@ impl Accounts<'_> {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<User, StoreError> {
+        self.insert(new, Origin::Local { password_hash }, audit, now)
+            .await
+    }
+
+    /// Inserts an account of either origin and audits it, in one transaction.
+    pub(super) async fn insert(
+        &self,
+        new: &NewUser,
+        origin: Origin<'_>,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<User, StoreError> {
+        let (password_hash, source, external_id, pending) = match origin {
+            Origin::Local { password_hash } => (password_hash, AccountSource::Local, None, false),
+            Origin::Directory {
+                source,
+                external_id,
+                pending,
+            } => (
+                crate::accounts::password::NO_PASSWORD,
+                source,
+                Some(external_id),
+                pending,
+            ),
+        };
         let mut tx = self.begin().await?;
         let inserted = sqlx::query_as::<_, UserRow>(&format!(
             "INSERT INTO users (username, display_name, email, unix_user, role, password_hash,
-                                password_changed_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                                password_changed_at, created_at, source, external_id, enabled,
+                                pending)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
              RETURNING {USER_COLUMNS}"
         ))
         .bind(&new.username)
@@ -64,14 +104,20 @@ impl Accounts<'_> {
         .bind(new.role.as_str())
         .bind(password_hash)
         .bind(Stamp(now))
+        .bind(source.as_str())
+        .bind(external_id)
+        .bind(flag(!pending))
+        .bind(flag(pending))
         .fetch_one(&mut *tx)
         .await;
         let row = match inserted {
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(StoreError::Conflict(format!(
-                    "a user named {:?} already exists",
-                    new.username
-                )))
+                return Err(StoreError::Conflict(match source {
+                    AccountSource::Local => {
+                        format!("a user named {:?} already exists", new.username)
+                    }
+                    _ => format!("the username {:?} belongs to another account", new.username),
+                }))
             }
             other => other?,
         };

@@ -1,6 +1,7 @@
 //! SQL of directory accounts: who the lab's directory says an account is, sign-ins under way at
 //! the OpenID provider, and one-time codes for the terminal.
 
+use super::accounts::Origin;
 use super::*;
 use crate::accounts::NewUser;
 use lanes_types::account::AccountSource;
@@ -44,25 +45,16 @@ impl Directory<'_> {
         .transpose()
     }
 
-    /// Accounts of `source`, with who the directory says each is.
-    pub async fn accounts_of(
-        &self,
-        source: AccountSource,
-    ) -> Result<Vec<(User, Option<String>)>, StoreError> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            #[sqlx(flatten)]
-            user: UserRow,
-            external_id: Option<String>,
-        }
-        sqlx::query_as::<_, Row>(&format!(
-            "SELECT {USER_COLUMNS}, external_id FROM users WHERE source = $1 ORDER BY username"
+    /// Accounts of `source`, by username.
+    pub async fn accounts_of(&self, source: AccountSource) -> Result<Vec<User>, StoreError> {
+        sqlx::query_as::<_, UserRow>(&format!(
+            "SELECT {USER_COLUMNS} FROM users WHERE source = $1 ORDER BY username"
         ))
         .bind(source.as_str())
         .fetch_all(&self.pool)
         .await?
         .into_iter()
-        .map(|row| Ok((User::try_from(row.user)?, row.external_id)))
+        .map(User::try_from)
         .collect()
     }
 
@@ -77,40 +69,12 @@ impl Directory<'_> {
         audit: &AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<User, StoreError> {
-        let mut tx = self.begin().await?;
-        let inserted = sqlx::query_as::<_, UserRow>(&format!(
-            "INSERT INTO users (username, display_name, email, unix_user, role, password_hash,
-                                password_changed_at, created_at, source, external_id, enabled,
-                                pending)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
-             RETURNING {USER_COLUMNS}"
-        ))
-        .bind(&new.username)
-        .bind(&new.display_name)
-        .bind(&new.email)
-        .bind(&new.unix_user)
-        .bind(new.role.as_str())
-        .bind(crate::accounts::password::NO_PASSWORD)
-        .bind(Stamp(now))
-        .bind(source.as_str())
-        .bind(external_id)
-        .bind(flag(!pending))
-        .bind(flag(pending))
-        .fetch_one(&mut *tx)
-        .await;
-        let row = match inserted {
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(StoreError::Conflict(format!(
-                    "the username {:?} belongs to another account",
-                    new.username
-                )))
-            }
-            other => other?,
+        let origin = Origin::Directory {
+            source,
+            external_id,
+            pending,
         };
-        insert_audit(&mut tx, audit, now).await?;
-        tx.commit().await?;
-        self.emit(Event::WatchChanged(Change::AccountsChanged));
-        row.try_into()
+        self.accounts().insert(new, origin, audit, now).await
     }
 
     /// Makes a local account a directory one (its password no longer signs in), audited.

@@ -165,7 +165,8 @@ pub async fn account_for(
         }
         Plan::Update { id, patch } => (id, patch),
     };
-    if let Some(groups) = groups_change(store, id, &person, rules, now).await? {
+    let tables = GroupTables::read(store).await?;
+    if let Some(groups) = tables.change(store, id, &person, rules, now).await? {
         patch.groups = Some(groups);
     }
     if !person::is_empty(&patch) {
@@ -190,38 +191,52 @@ pub async fn account_for(
     Ok(user)
 }
 
-/// The Lanes groups the directory puts `user_id` in (those of `person`'s groups Lanes has, or
-/// makes), when they differ from the groups the account is in now.
-async fn groups_change(
-    store: &Store,
-    user_id: i64,
-    person: &Person,
-    rules: &person::Rules,
-    now: DateTime<Utc>,
-) -> Result<Option<Vec<String>>, UseCaseError> {
-    let known: Vec<String> = store
-        .accounts()
-        .groups()
-        .await?
-        .into_iter()
-        .map(|g| g.name)
-        .collect();
-    let Some(groups) = person::lanes_groups(person, &known, rules) else {
-        return Ok(None);
-    };
-    if rules.create_groups {
-        store.directory().ensure_groups(&groups, None, now).await?;
+/// What groups and memberships Lanes has, read once for a sign-in or a whole sync pass (a
+/// pass changes only each account's own memberships, which it has read before).
+struct GroupTables {
+    known: Vec<String>,
+    memberships: Vec<(i64, String)>,
+}
+
+impl GroupTables {
+    async fn read(store: &Store) -> Result<GroupTables, UseCaseError> {
+        Ok(GroupTables {
+            known: store
+                .accounts()
+                .groups()
+                .await?
+                .into_iter()
+                .map(|g| g.name)
+                .collect(),
+            memberships: store.accounts().memberships().await?,
+        })
     }
-    let mut now_in: Vec<String> = store
-        .accounts()
-        .memberships()
-        .await?
-        .into_iter()
-        .filter(|(user, _)| *user == user_id)
-        .map(|(_, g)| g)
-        .collect();
-    now_in.sort();
-    Ok((now_in != groups).then_some(groups))
+
+    /// The Lanes groups the directory puts `user_id` in (those of `person`'s groups Lanes
+    /// has, or makes), when they differ from the groups the account is in now.
+    async fn change(
+        &self,
+        store: &Store,
+        user_id: i64,
+        person: &Person,
+        rules: &person::Rules,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Vec<String>>, UseCaseError> {
+        let Some(groups) = person::lanes_groups(person, &self.known, rules) else {
+            return Ok(None);
+        };
+        if rules.create_groups {
+            store.directory().ensure_groups(&groups, None, now).await?;
+        }
+        let mut now_in: Vec<&String> = self
+            .memberships
+            .iter()
+            .filter(|(user, _)| *user == user_id)
+            .map(|(_, g)| g)
+            .collect();
+        now_in.sort();
+        Ok((now_in != groups.iter().collect::<Vec<_>>()).then_some(groups))
+    }
 }
 
 /// The audit detail of a directory's change.
@@ -499,13 +514,15 @@ pub async fn sync(
     if directory.oidc.as_ref().is_some_and(|p| p.unix_from_ldap()) {
         accounts.extend(store.directory().accounts_of(AccountSource::Oidc).await?);
     }
+    accounts.retain(|user| user.enabled);
+    let usernames: Vec<String> = accounts.iter().map(|u| u.username.clone()).collect();
+    // Every answer before any change: an outage part-way changes nothing.
+    let found = ldap.lookup_all(&usernames).await?;
+    let tables = GroupTables::read(store).await?;
     let mut report = DirectorySyncReport::default();
-    for (user, _) in accounts {
-        if !user.enabled {
-            continue;
-        }
+    for (user, found) in accounts.into_iter().zip(found) {
         report.checked += 1;
-        match ldap.lookup(&user.username).await? {
+        match found {
             None => {
                 let patch = UserPatch {
                     enabled: Some(false),
@@ -527,8 +544,9 @@ pub async fn sync(
             }
             Some(person) if user.source == AccountSource::Ldap => {
                 let mut patch = person::patch_for(&person, Some(&user), &directory.rules);
-                if let Some(groups) =
-                    groups_change(store, user.id, &person, &directory.rules, now).await?
+                if let Some(groups) = tables
+                    .change(store, user.id, &person, &directory.rules, now)
+                    .await?
                 {
                     patch.groups = Some(groups);
                 }
