@@ -324,6 +324,7 @@ pub fn event_label(kind: lanes_types::notify::EventKind) -> &'static str {
         EventKind::LoanReclaimed => tr!(event.loan_reclaimed),
         EventKind::QuotaNear => tr!(event.quota_near),
         EventKind::WeeklyDigest => tr!(event.weekly_digest),
+        EventKind::CardFailing => tr!(event.card_failing),
     }
 }
 

@@ -571,6 +571,8 @@ mod tests {
             processes: Vec::new(),
             idle_booking: None,
             unmanaged: false,
+            condition: Default::default(),
+            counters: None,
         }
     }
 

@@ -257,6 +257,17 @@ pub fn render(pool: &Pool, only_node: Option<&str>, now: DateTime<Utc>) -> Strin
                 None => cell("-").styled(DIM),
             });
             table.row(row);
+            if !gpu.condition.is_healthy() {
+                let failing = gpu.condition.level == lanes_types::health::HealthLevel::Failing;
+                table.note(
+                    format!(
+                        "      ! {}: {}",
+                        gpu.condition.level.as_str().to_uppercase(),
+                        gpu.condition.words()
+                    ),
+                    if failing { RED } else { YELLOW },
+                );
+            }
             for p in &gpu.processes {
                 let (label, style) = match p.lane {
                     Some(ProcessLane::Job { id }) => (format!("job {id}"), PLAIN),
@@ -345,6 +356,8 @@ mod tests {
             }],
             idle_booking: None,
             unmanaged: false,
+            condition: Default::default(),
+            counters: None,
         }
     }
 

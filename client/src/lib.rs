@@ -21,6 +21,9 @@ use lanes_types::booking::{
     Quotas,
 };
 use lanes_types::enforcement::{Policy, Violation};
+use lanes_types::health::{
+    CardHealth, ClearHealth, HealthChange, HealthChangesQuery, InjectFault, MoveCard,
+};
 use lanes_types::history::HistoryAnswer;
 use lanes_types::job::{CreateJob, Job};
 use lanes_types::query::{
@@ -516,6 +519,33 @@ impl Client {
     /// `DELETE /api/v1/maintenance/{id}`.
     pub async fn end_maintenance(&self, id: i64) -> Result<()> {
         self.call::<api::EndMaintenance>(id, &()).await
+    }
+
+    /// `POST /api/v1/bookings/{id}/move`: one card of the booking for a free one of its node.
+    pub async fn move_booking_card(&self, id: i64, request: &MoveCard) -> Result<Booking> {
+        self.call::<api::MoveBookingCard>(id, request).await
+    }
+
+    // ---- card health ----
+
+    /// `GET /api/v1/health`: every card's health, counters and drain.
+    pub async fn health_of_cards(&self) -> Result<Vec<CardHealth>> {
+        self.call::<api::HealthOfCards>((), &()).await
+    }
+
+    /// `GET /api/v1/health/changes`.
+    pub async fn health_changes(&self, query: &HealthChangesQuery) -> Result<Vec<HealthChange>> {
+        self.call::<api::HealthChanges>((), query).await
+    }
+
+    /// `POST /api/v1/health/clear`: a card back in service (admins).
+    pub async fn clear_card_health(&self, request: &ClearHealth) -> Result<()> {
+        self.call::<api::ClearCardHealth>((), request).await
+    }
+
+    /// `POST /api/v1/sim/faults`: a fault on a simulated card (admins; simulated fleets only).
+    pub async fn inject_fault(&self, fault: &InjectFault) -> Result<()> {
+        self.call::<api::InjectSimFault>((), fault).await
     }
 
     // ---- jobs ----

@@ -65,10 +65,18 @@ pub enum AuditAction {
     UserDirectorySync,
     /// A member made a one-time code for signing in on a terminal.
     AuthTerminalCode,
+    /// A failing card was taken out of service (an open-ended maintenance block).
+    HealthDrain,
+    /// A card was put back in service: by an admin, or after a reset read its counters clean.
+    HealthClear,
+    /// A card of a booking was exchanged for another of its node.
+    BookingMove,
+    /// A fault was injected into a simulated card.
+    SimFault,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 41] = [
+    pub const ALL: [AuditAction; 45] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -110,6 +118,10 @@ impl AuditAction {
         AuditAction::UserEmail,
         AuditAction::UserDirectorySync,
         AuditAction::AuthTerminalCode,
+        AuditAction::HealthDrain,
+        AuditAction::HealthClear,
+        AuditAction::BookingMove,
+        AuditAction::SimFault,
     ];
 
     /// The dotted code the log stores and shows.
@@ -156,6 +168,10 @@ impl AuditAction {
             AuditAction::UserEmail => "user.email",
             AuditAction::UserDirectorySync => "user.directory_sync",
             AuditAction::AuthTerminalCode => "auth.terminal_code",
+            AuditAction::HealthDrain => "health.drain",
+            AuditAction::HealthClear => "health.clear",
+            AuditAction::BookingMove => "booking.move",
+            AuditAction::SimFault => "sim.fault",
         }
     }
 }

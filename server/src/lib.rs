@@ -18,6 +18,7 @@ pub mod bookings;
 pub mod cluster;
 pub mod directory;
 pub mod enforce;
+pub mod health;
 pub mod history;
 pub mod http;
 pub mod jobs;

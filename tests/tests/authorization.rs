@@ -318,6 +318,33 @@ fn matrix() -> Vec<Row> {
         ),
         row(
             post.clone(),
+            "/api/v1/sim/faults",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+        // Card health: anyone signed in sees it; only admins clear a card.
+        row(get.clone(), "/api/v1/health", None, [401, 200, 200, 200]),
+        row(
+            get.clone(),
+            "/api/v1/health/changes",
+            None,
+            [401, 200, 200, 200],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/health/clear",
+            EmptyJson,
+            [401, 403, 403, 400],
+        ),
+        // An empty move is malformed for anyone signed in (ownership is checked on a real one).
+        row(
+            post.clone(),
+            "/api/v1/bookings/{id}/move",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        row(
+            post.clone(),
             "/api/v1/bookings",
             EmptyJson,
             [401, 400, 400, 400],

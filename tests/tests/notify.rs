@@ -331,6 +331,7 @@ async fn a_reminder_comes_at_its_time_and_its_link_works_once() {
                 booking_id: Some(booking.id),
                 job_id: None,
                 email: None,
+                detail: None,
                 expires_at: now - chrono::Duration::seconds(1),
             }],
             now - chrono::Duration::hours(2),

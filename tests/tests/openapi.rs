@@ -124,6 +124,10 @@ async fn call_client(
     let later = now + chrono::Duration::hours(1);
     let slot = json!({"gpus": ["GPU-x"], "start": now, "end": later});
     let argv = json!(["true"]);
+    let gpu_ref = || lanes_types::booking::GpuRef {
+        node: "n".into(),
+        uuid: "GPU-x".into(),
+    };
     Some(match (method, path) {
         ("GET", "/healthz") => client.health().await.map(drop),
         ("GET", "/metrics") => client.metrics(None).await.map(drop),
@@ -211,6 +215,35 @@ async fn call_client(
         ("GET", "/api/v1/violations") => client.violations(&Default::default()).await.map(drop),
         ("POST", "/api/v1/sim/processes") => client
             .inject_process(&lanes_types::query::InjectProcess::new("GPU-x", "nobody"))
+            .await
+            .map(drop),
+        ("POST", "/api/v1/sim/faults") => {
+            client
+                .inject_fault(&lanes_types::health::InjectFault::Lost {
+                    gpu: "GPU-x".into(),
+                })
+                .await
+        }
+        ("GET", "/api/v1/health") => client.health_of_cards().await.map(drop),
+        ("GET", "/api/v1/health/changes") => {
+            client.health_changes(&Default::default()).await.map(drop)
+        }
+        ("POST", "/api/v1/health/clear") => {
+            client
+                .clear_card_health(&lanes_types::health::ClearHealth {
+                    gpu: gpu_ref(),
+                    note: String::new(),
+                })
+                .await
+        }
+        ("POST", "/api/v1/bookings/{id}/move") => client
+            .move_booking_card(
+                1,
+                &lanes_types::health::MoveCard {
+                    from: gpu_ref(),
+                    to: gpu_ref(),
+                },
+            )
             .await
             .map(drop),
         ("GET", "/api/v1/history") => client.history(&Default::default()).await.map(drop),

@@ -19,6 +19,9 @@ use crate::booking::{
     QuotaUse, Quotas,
 };
 use crate::enforcement::{Policy, Violation};
+use crate::health::{
+    CardHealth, ClearHealth, HealthChange, HealthChangesQuery, InjectFault, MoveCard,
+};
 use crate::history::HistoryAnswer;
 use crate::job::{CreateJob, Job};
 use crate::notify::{
@@ -302,6 +305,8 @@ endpoints! {
     Maintenance: Get "/api/v1/maintenance" (()) nothing () => json Vec<MaintenanceBlock>;
     AddMaintenance: Post "/api/v1/maintenance" (()) json CreateMaintenance => json MaintenanceBlock;
     EndMaintenance: Delete "/api/v1/maintenance/{id}" (i64) nothing () => empty ();
+    /// Moves one card of a booking to a free card of the same node (its owner or an admin).
+    MoveBookingCard: Post "/api/v1/bookings/{id}/move" (i64) json MoveCard => json Booking;
     /// What each active booking's cards drew so far.
     BookingEnergy: Get "/api/v1/bookings/energy" (()) nothing () => json Vec<BookingEnergyNow>;
 
@@ -322,6 +327,17 @@ endpoints! {
     Violations: Get "/api/v1/violations" (()) query ViolationQuery => json Vec<Violation>;
     /// A process on a simulated card (simulated fleets only).
     InjectSimProcess: Post "/api/v1/sim/processes" (()) json InjectProcess => json Injected;
+
+    // ---- card health ----
+    /// Every card's health: its level and why, its error counters, its drain.
+    HealthOfCards: Get "/api/v1/health" (()) nothing () => json Vec<CardHealth>;
+    /// Changes of the cards' health (one card's with `node` and `uuid`), newest first.
+    HealthChanges: Get "/api/v1/health/changes" (()) query HealthChangesQuery => json Vec<HealthChange>;
+    /// Puts a card back in service: healthy, its drain ended (admins; audited).
+    ClearCardHealth: Post "/api/v1/health/clear" (()) json ClearHealth => empty ();
+    /// A fault on a simulated card: an Xid, ECC errors, a pending remap, lost, a reset
+    /// (admins; simulated fleets only).
+    InjectSimFault: Post "/api/v1/sim/faults" (()) json InjectFault => empty ();
 
     // ---- history and reports ----
     History: Get "/api/v1/history" (()) query HistoryQuery => json HistoryAnswer;

@@ -61,6 +61,8 @@ pub struct Policy {
     /// Where notifications go (JSON POST); none when unset. Treated as a secret: never logged.
     pub webhook_url: Option<String>,
     pub webhook_format: WebhookFormat,
+    /// What happens to failing and degraded cards.
+    pub health: crate::health::HealthPolicy,
 }
 
 impl Default for Policy {
@@ -76,6 +78,7 @@ impl Default for Policy {
             idle_release_grace_s: 15 * 60,
             webhook_url: None,
             webhook_format: WebhookFormat::Json,
+            health: Default::default(),
         }
     }
 }

@@ -90,6 +90,10 @@ impl FleetSnapshot {
             gpu.sample = update.sample;
             gpu.processes = update.processes;
             gpu.idle_booking = update.idle_booking;
+            gpu.condition = update.condition;
+            if update.counters.is_some() {
+                gpu.counters = update.counters;
+            }
         }
     }
 
@@ -235,6 +239,8 @@ mod tests {
                     processes: vec![],
                     idle_booking: None,
                     unmanaged: false,
+                    condition: Default::default(),
+                    counters: None,
                 })
                 .collect(),
             history: vec![],
@@ -250,6 +256,9 @@ mod tests {
             sample,
             processes: vec![],
             idle_booking: None,
+            condition: Default::default(),
+            counters: None,
+            xids: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod coded;
 pub mod container;
 pub mod enforcement;
 pub mod fleet;
+pub mod health;
 pub mod history;
 pub mod job;
 pub mod notify;
@@ -250,6 +251,12 @@ pub struct GpuState {
     /// nobody books it, the queue does not use it, and its processes are nobody's violation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unmanaged: bool,
+    /// Its health verdict from error counters and Xid events (absent: healthy).
+    #[serde(default, skip_serializing_if = "health::Condition::is_healthy")]
+    pub condition: health::Condition,
+    /// Its error counters as last read (absent until read, or on nodes older than 0.30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<health::HealthCounters>,
 }
 
 /// One server of the pool, as every portal sees it (`GET /api/v1/nodes`, the dashboard).
@@ -292,6 +299,15 @@ pub struct GpuUpdate {
     /// The id of the active booking of this card that the watchdog found idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_booking: Option<i64>,
+    /// The health keeper's verdict (absent: healthy).
+    #[serde(default, skip_serializing_if = "health::Condition::is_healthy")]
+    pub condition: health::Condition,
+    /// The error counters, on the ticks that read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<health::HealthCounters>,
+    /// Xid events the driver reported since the last tick.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xids: Vec<health::XidEvent>,
 }
 
 /// A point of a card's recent history, as drawn in the dashboard charts. The fields after

@@ -33,10 +33,12 @@ pub enum EventKind {
     QuotaNear,
     /// Booked vs used GPU-hours of the week before.
     WeeklyDigest,
+    /// A card of a booking of theirs is failing (with a move to a healthy card when one is free).
+    CardFailing,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::BookingStartsSoon,
         EventKind::BookingEndsSoon,
         EventKind::BookingIdle,
@@ -50,6 +52,7 @@ impl EventKind {
         EventKind::LoanReclaimed,
         EventKind::QuotaNear,
         EventKind::WeeklyDigest,
+        EventKind::CardFailing,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +70,7 @@ impl EventKind {
             EventKind::LoanReclaimed => "loan_reclaimed",
             EventKind::QuotaNear => "quota_near",
             EventKind::WeeklyDigest => "weekly_digest",
+            EventKind::CardFailing => "card_failing",
         }
     }
 
@@ -90,6 +94,7 @@ impl EventKind {
             EventKind::LoanReclaimed => "Borrowed cards were taken back",
             EventKind::QuotaNear => "Your weekly quota is nearly used",
             EventKind::WeeklyDigest => "Weekly digest: booked vs used",
+            EventKind::CardFailing => "A card you booked is failing",
         }
     }
 
@@ -432,6 +437,8 @@ pub enum LinkAction {
     CancelJob,
     /// A member's own new e-mail address, confirmed by opening a link sent to it.
     ConfirmEmail,
+    /// Move the booking off a failing card to the healthy one the message names.
+    MoveCard,
 }
 
 impl LinkAction {
@@ -442,6 +449,7 @@ impl LinkAction {
             LinkAction::StillUsing => "still_using",
             LinkAction::CancelJob => "cancel_job",
             LinkAction::ConfirmEmail => "confirm_email",
+            LinkAction::MoveCard => "move_card",
         }
     }
 
@@ -452,6 +460,7 @@ impl LinkAction {
             LinkAction::StillUsing,
             LinkAction::CancelJob,
             LinkAction::ConfirmEmail,
+            LinkAction::MoveCard,
         ]
         .into_iter()
         .find(|c| c.as_str() == s)
@@ -465,6 +474,7 @@ impl LinkAction {
             LinkAction::StillUsing => "Still using it",
             LinkAction::CancelJob => "Cancel the job",
             LinkAction::ConfirmEmail => "Confirm this address",
+            LinkAction::MoveCard => "Move to the healthy card",
         }
     }
 }

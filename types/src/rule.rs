@@ -62,6 +62,9 @@ rules! {
     Loan = "loan",
     /// A queue job's booking lasts the job's time limit.
     QueueBooking = "queue_booking",
+    /// A card moves from a live booking that holds it, with no job running on it, to a free
+    /// card of the same node.
+    MoveCard = "move_card",
     /// Only an idle lending booking's cards can be lent.
     NotLendable = "not_lendable",
     /// A searched duration must be positive.

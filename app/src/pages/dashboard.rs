@@ -12,6 +12,7 @@ use crate::components::topbar::TopBar;
 use crate::live::LinkStatus;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::booking::{holder_and_next, Booking, GpuRef};
+use lanes_types::health::HealthLevel;
 use lanes_types::report::BookingEnergyNow;
 use lanes_types::{
     FleetSnapshot, GpuState, Health, NodeStatus, ProcessLane, SourceKind, HISTORY_WINDOW_MS,
@@ -361,6 +362,14 @@ fn GpuCard(
             _ => None,
         })
     };
+    // The health keeper's verdict: a badge, and why in words (with the Xid's meaning).
+    let condition = move || {
+        gpu.with(|g| {
+            g.as_ref()
+                .map(|g| g.condition.clone())
+                .filter(|c| !c.is_healthy())
+        })
+    };
     let mem_total = Signal::derive(move || {
         gpu.with(|g| g.as_ref().map_or(1.0, |g| g.info.memory_total_bytes as f64))
     });
@@ -389,6 +398,15 @@ fn GpuCard(
                 {move || gpu.with(|g| g.as_ref().is_some_and(|g| g.unmanaged)).then(|| view! {
                     <span class="badge unmanaged" title=tr!(dashboard.lanes_does_not_manage_this_card)>{tr!(dashboard.unmanaged)}</span>
                 })}
+                {move || condition().map(|c| {
+                    let label = match c.level {
+                        HealthLevel::Failing => tr!(health.failing),
+                        _ => tr!(health.degraded),
+                    };
+                    view! {
+                        <span class=format!("badge health-{}", c.level.as_str()) data-testid="health" title=c.words()>{label}</span>
+                    }
+                })}
                 {move || gpu.with(|g| g.as_ref().and_then(|g| g.idle_booking)).map(|id| view! {
                     <span class="badge idle-booking" title=format!("booking {id} is booked but idle")>{tr!(dashboard.booked_idle)}</span>
                 })}
@@ -402,6 +420,9 @@ fn GpuCard(
             </p>
             {holder}
             {move || reason().map(|r| view! { <p class="health-error">{r}</p> })}
+            {move || condition().map(|c| view! {
+                <p class=format!("health-reason {}", c.level.as_str()) data-testid="health-reason">{c.words()}</p>
+            })}
             <div class="charts">
                 <TimeSeriesChart
                     points=util_points

@@ -8,6 +8,7 @@ use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
+use lanes_types::health::HealthPolicy;
 use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
 
@@ -45,6 +46,7 @@ pub fn PolicyPanel() -> impl IntoView {
         NodeRef::new(),
         NodeRef::new(),
     );
+    let (drain, stop_jobs, warn_degraded) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
     let number = |input: NodeRef<leptos::html::Input>, what: &'static str| {
         field(input)
             .trim()
@@ -74,6 +76,11 @@ pub fn PolicyPanel() -> impl IntoView {
                     WebhookFormat::Slack
                 } else {
                     WebhookFormat::Json
+                },
+                health: HealthPolicy {
+                    drain_failing: checked(drain),
+                    stop_jobs_on_failing: checked(stop_jobs),
+                    warn_degraded: checked(warn_degraded),
                 },
             })
         })();
@@ -121,6 +128,12 @@ pub fn PolicyPanel() -> impl IntoView {
                                 <option value="slack" selected=p.webhook_format == WebhookFormat::Slack>{tr!(enforcement.slack_compatible)}</option>
                             </select>
                         </label>
+                        <fieldset class="card-health">
+                            <legend>{tr!(enforcement.card_health)}</legend>
+                            <label class="check"><input node_ref=drain name="drain_failing" type="checkbox" checked=p.health.drain_failing />{tr!(enforcement.drain_failing)}</label>
+                            <label class="check"><input node_ref=stop_jobs name="stop_jobs_on_failing" type="checkbox" checked=p.health.stop_jobs_on_failing />{tr!(enforcement.stop_jobs_on_failing)}</label>
+                            <label class="check"><input node_ref=warn_degraded name="warn_degraded" type="checkbox" checked=p.health.warn_degraded />{tr!(enforcement.warn_degraded)}</label>
+                        </fieldset>
                         <button type="submit">{tr!(enforcement.save_policy)}</button>
                     </form>
                 }

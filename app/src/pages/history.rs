@@ -235,6 +235,7 @@ pub fn HistoryPage() -> impl IntoView {
                 }
             })}
             <ByDay range />
+            <HealthTimeline />
             <section class="panel">
                 <h3>{tr!(history.usage_in_this_range)}</h3>
                 {render_remote(report, tr!(history.what_report), move |r: &UsageReport| {
@@ -244,6 +245,99 @@ pub fn HistoryPage() -> impl IntoView {
         </main>
     }
     .into_any()
+}
+
+/// Each card's health changes, newest first, card by card; an admin puts a card that is not
+/// healthy back in service from here.
+#[component]
+fn HealthTimeline() -> impl IntoView {
+    use lanes_types::health::{CardHealth, ClearHealth, HealthCause, HealthChange};
+    let clear = crate::components::write::Write::new(|request: &ClearHealth| {
+        let request = request.clone();
+        async move { crate::rest::call::<api::ClearCardHealth>((), &request).await }
+    });
+    let changes = Remote::<Vec<HealthChange>>::new(api::HealthChanges::url(
+        &(),
+        &lanes_types::health::HealthChangesQuery::default(),
+    ))
+    .follows(clear);
+    let cards = Remote::<Vec<CardHealth>>::new(api::HealthOfCards::PATH).follows(clear);
+    let admin = crate::components::page_data::viewer().is_some_and(|u| u.is_admin());
+    view! {
+        <section class="panel health-timeline" data-testid="health-timeline">
+            <h3>{tr!(health.timeline)}</h3>
+            {render_remote(cards, tr!(health.timeline), move |cards: &Vec<CardHealth>| {
+                let cards = cards.clone();
+                render_remote(changes, tr!(health.timeline), move |changes: &Vec<HealthChange>| {
+                    let changes = changes.clone();
+                    cards
+                        .iter()
+                        .filter(|c| !c.condition.is_healthy() || changes.iter().any(|h| h.gpu == c.gpu))
+                        .map(|card| {
+                            let mine: Vec<HealthChange> =
+                                changes.iter().filter(|h| h.gpu == card.gpu).cloned().collect();
+                            let gpu = card.gpu.clone();
+                            let unhealthy = !card.condition.is_healthy();
+                            view! {
+                                <h4 data-uuid=card.gpu.uuid.clone()>
+                                    {lanes_types::card_name(card.index, &card.gpu.node)} " · "
+                                    <span class=format!("badge health-{}", card.condition.level.as_str())>{level_word(card.condition.level)}</span>
+                                </h4>
+                                {(admin && unhealthy).then(|| {
+                                    let gpu = gpu.clone();
+                                    view! {
+                                        <button type="button" data-testid="clear-health" on:click=move |_| clear.run(ClearHealth { gpu: gpu.clone(), note: String::new() })>
+                                            {tr!(health.clear)}
+                                        </button>
+                                    }
+                                })}
+                                {if mine.is_empty() {
+                                    view! { <p class="muted">{tr!(health.no_changes)}</p> }.into_any()
+                                } else {
+                                    view! {
+                                        <table class="list">
+                                            <thead><tr><th>{tr!(health.at)}</th><th>{tr!(health.level)}</th><th>{tr!(health.why)}</th></tr></thead>
+                                            <tbody>
+                                                {mine.into_iter().map(|h| {
+                                                    let why = match h.cause {
+                                                        HealthCause::Cleared => tr!(health.cleared_by, who = h.by.clone().unwrap_or_default()),
+                                                        HealthCause::Reset => tr!(health.reset).to_string(),
+                                                        HealthCause::Process => format!(
+                                                            "{} — {}",
+                                                            h.findings.iter().map(|f| f.words()).collect::<Vec<_>>().join("; "),
+                                                            tr!(health.process, process = h.process.clone().unwrap_or_default())
+                                                        ),
+                                                        HealthCause::Seen => h.findings.iter().map(|f| f.words()).collect::<Vec<_>>().join("; "),
+                                                    };
+                                                    view! {
+                                                        <tr>
+                                                            <td>{date_time(h.at)}</td>
+                                                            <td><span class=format!("badge health-{}", h.level.as_str())>{level_word(h.level)}</span></td>
+                                                            <td>{why}</td>
+                                                        </tr>
+                                                    }
+                                                }).collect_view()}
+                                            </tbody>
+                                        </table>
+                                    }.into_any()
+                                }}
+                            }
+                        })
+                        .collect_view()
+                })
+            })}
+            {move || clear.succeeded().then(|| view! { <p class="muted" role="status">{tr!(health.cleared)}</p> })}
+            {clear.error_view()}
+        </section>
+    }
+}
+
+fn level_word(level: lanes_types::health::HealthLevel) -> &'static str {
+    match level {
+        lanes_types::health::HealthLevel::Healthy => tr!(health.healthy),
+        lanes_types::health::HealthLevel::Degraded => tr!(health.degraded),
+        lanes_types::health::HealthLevel::Failing => tr!(health.failing),
+    }
 }
 
 /// The range typed in the viewer's zone; the fields follow the range shown.

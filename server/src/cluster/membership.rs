@@ -256,6 +256,8 @@ fn remote_cards(rows: &[NodeRow], cards: Vec<KnownGpu>, this_node: &str) -> Vec<
                     pci_bus_id: card.pci_bus_id,
                     memory_total_bytes: card.memory_total_bytes as u64,
                 },
+                condition: Default::default(),
+                counters: None,
             }
         })
         .collect()
@@ -271,6 +273,9 @@ pub fn updates_of(gpus: &[GpuState]) -> Vec<GpuUpdate> {
             sample: g.sample.clone(),
             processes: g.processes.clone(),
             idle_booking: g.idle_booking,
+            condition: Default::default(),
+            counters: None,
+            xids: Vec::new(),
         })
         .collect()
 }

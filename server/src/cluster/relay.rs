@@ -307,6 +307,9 @@ mod tests {
                 })
                 .collect(),
             idle_booking: None,
+            condition: Default::default(),
+            counters: None,
+            xids: Vec::new(),
         }
     }
 

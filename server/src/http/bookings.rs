@@ -34,6 +34,7 @@ pub fn routes() -> Routes {
         .endpoint::<api::AddMaintenance, _, _>(add_maintenance)
         .endpoint::<api::Maintenance, _, _>(maintenance)
         .endpoint::<api::EndMaintenance, _, _>(end_maintenance)
+        .endpoint::<api::MoveBookingCard, _, _>(move_card)
 }
 
 async fn create(
@@ -117,6 +118,18 @@ async fn withdraw(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Booking>, ApiError> {
     let booking = usecases::bookings::withdraw(&state.store, &actor, id, state.clock.now()).await?;
+    Ok(Json(booking))
+}
+
+async fn move_card(
+    State(state): State<AppState>,
+    CurrentUser(actor): CurrentUser,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(request): ApiJson<lanes_types::health::MoveCard>,
+) -> Result<Json<Booking>, ApiError> {
+    let booking =
+        usecases::bookings::move_card(&state.store, &actor, id, &request, state.clock.now())
+            .await?;
     Ok(Json(booking))
 }
 

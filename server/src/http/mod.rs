@@ -10,6 +10,7 @@ mod directory;
 mod enforcement;
 mod error;
 mod headers;
+mod health;
 mod history;
 mod jobs;
 pub mod language;
@@ -144,7 +145,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 14] {
+fn areas() -> [Routes; 15] {
     [
         api::routes(),
         auth::routes(),
@@ -156,6 +157,7 @@ fn areas() -> [Routes; 14] {
         jobs::routes(),
         queue::routes(),
         enforcement::routes(),
+        health::routes(),
         history::routes(),
         reports::routes(),
         notify::routes(),

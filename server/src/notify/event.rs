@@ -84,6 +84,25 @@ pub struct DigestFacts {
     pub energy_kwh: f64,
 }
 
+/// A failing card under a booking, and the move offered off it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FailingFacts {
+    pub booking_id: i64,
+    pub gpu: Option<GpuRef>,
+    /// The findings in English words (with the Xid's meaning).
+    pub reason: String,
+    #[serde(rename = "move")]
+    pub offer: Option<MoveOffer>,
+}
+
+/// The card a one-click move would take the booking to.
+#[derive(Clone, Debug, Deserialize, PartialEq, serde::Serialize)]
+pub struct MoveOffer {
+    pub from: GpuRef,
+    pub to: GpuRef,
+}
+
 /// How a job ended, for the words of its message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobEnd {
@@ -107,6 +126,7 @@ pub enum Event {
     LoanReclaimed(JobFacts),
     QuotaNear(QuotaFacts),
     WeeklyDigest(DigestFacts),
+    CardFailing(FailingFacts),
     /// A member asked to use a new address: the link sent to it confirms it.
     ConfirmEmail(EmailFacts),
     /// A test message a member asked for.
@@ -154,6 +174,7 @@ impl Event {
             EventKind::LoanReclaimed => Event::LoanReclaimed(facts(details)),
             EventKind::QuotaNear => Event::QuotaNear(facts(details)),
             EventKind::WeeklyDigest => Event::WeeklyDigest(facts(details)),
+            EventKind::CardFailing => Event::CardFailing(facts(details)),
         }
     }
 
@@ -167,6 +188,7 @@ impl Event {
             }
             Event::BookingIdle(_) => vec![LinkAction::StillUsing, LinkAction::Release],
             Event::JobStarted(_) => vec![LinkAction::CancelJob],
+            Event::CardFailing(f) if f.offer.is_some() => vec![LinkAction::MoveCard],
             Event::ConfirmEmail(_) => vec![LinkAction::ConfirmEmail],
             Event::JobBookingEnding(j) if j.queue_job.is_none() => {
                 vec![LinkAction::ExtendHour, LinkAction::CancelJob]

@@ -34,6 +34,13 @@ pub async fn mint(
             LinkAction::ConfirmEmail => (None, None, email),
             _ => (booking_id, None, None),
         };
+        let detail = match action {
+            LinkAction::MoveCard => match message.details.get("move") {
+                Some(offer) if !offer.is_null() => Some(offer.to_string()),
+                _ => continue,
+            },
+            _ => None,
+        };
         if booking_id.is_none() && job_id.is_none() && email.is_none() {
             continue;
         }
@@ -46,6 +53,7 @@ pub async fn mint(
             booking_id,
             job_id,
             email,
+            detail,
             expires_at,
         });
         urls.push((action, format!("{portal}/act/{secret}")));
@@ -79,6 +87,11 @@ pub enum Outcome {
     },
     EmailConfirmed {
         address: String,
+    },
+    Moved {
+        booking: i64,
+        /// The card's name ("GPU 2 · node-a") when it moved.
+        to: String,
     },
     /// Words an older Lanes stored instead.
     #[serde(skip)]
@@ -118,6 +131,9 @@ impl Outcome {
             Outcome::InUse { booking } => td_string!(locale, link.in_use, id = *booking),
             Outcome::EmailConfirmed { address } => {
                 td_string!(locale, link.email_confirmed, address = address.clone())
+            }
+            Outcome::Moved { booking, to } => {
+                td_string!(locale, link.moved, id = *booking, to = to.clone())
             }
             Outcome::Said(words) => words.clone(),
         }

@@ -4,7 +4,8 @@
 //! notice carries.
 
 use super::event::{
-    BookingFacts, DigestFacts, Event, IdleFacts, JobEnd, JobFacts, QuotaFacts, UnbookedFacts,
+    BookingFacts, DigestFacts, Event, FailingFacts, IdleFacts, JobEnd, JobFacts, QuotaFacts,
+    UnbookedFacts,
 };
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -84,6 +85,7 @@ pub fn action_label(action: LinkAction, reader: &Reader<'_>) -> String {
         LinkAction::StillUsing => say!(reader, mail.still_using),
         LinkAction::CancelJob => say!(reader, mail.cancel_job),
         LinkAction::ConfirmEmail => say!(reader, mail.confirm_email),
+        LinkAction::MoveCard => say!(reader, mail.move_card),
     }
 }
 
@@ -111,6 +113,7 @@ pub fn render(
         Event::LoanReclaimed(job) => reclaimed(job, at, r),
         Event::QuotaNear(quota) => quota_near(quota, r),
         Event::WeeklyDigest(week) => digest(week, at, r),
+        Event::CardFailing(failing) => card_failing(failing, r),
         Event::ConfirmEmail(email) => (
             say!(r, mail.confirm_email_subject),
             vec![say!(
@@ -365,6 +368,36 @@ fn reclaimed(job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
         vec![
             say!(r, mail.reclaimed_line, job = id, name, at = when(at, r)),
             say!(r, mail.reclaimed_wait),
+        ],
+    )
+}
+
+fn card_failing(f: &FailingFacts, r: &Reader<'_>) -> Said {
+    let card = cards(f.gpu.as_slice(), r);
+    let next = match &f.offer {
+        Some(offer) => say!(
+            r,
+            mail.failing_move,
+            card = cards(std::slice::from_ref(&offer.to), r)
+        ),
+        None => say!(r, mail.failing_no_move),
+    };
+    (
+        say!(
+            r,
+            mail.failing_subject,
+            booking = f.booking_id,
+            card = card.clone()
+        ),
+        vec![
+            say!(
+                r,
+                mail.failing_line,
+                booking = f.booking_id,
+                card,
+                reason = f.reason.clone()
+            ),
+            next,
         ],
     )
 }

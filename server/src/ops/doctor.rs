@@ -177,6 +177,85 @@ pub struct Report {
     pub cuda_visible_devices: Option<VisibleDevices>,
     pub device_wall: WallCheck,
     pub containers: ContainersCheck,
+    /// Each card's error counters, and whether it reports Xid and ECC events.
+    pub health: Vec<CardCounters>,
+}
+
+/// One card's error counters as the health keeper reads them.
+#[derive(Debug, Serialize)]
+pub struct CardCounters {
+    pub index: u32,
+    pub counters: Result<lanes_types::health::HealthCounters, String>,
+    /// The events this card can report of those the keeper registers (`xid`, `ecc`).
+    pub events: Vec<&'static str>,
+}
+
+/// Reads every card's error counters and the events it supports.
+fn check_health(nvml: &nvml_wrapper::Nvml, gpus: &[GpuInfo]) -> Vec<CardCounters> {
+    use nvml_wrapper::bitmasks::event::EventTypes;
+    gpus.iter()
+        .map(|g| match nvml.device_by_index(g.index) {
+            Ok(device) => {
+                let supported = device
+                    .supported_event_types()
+                    .unwrap_or(EventTypes::empty());
+                let mut events = Vec::new();
+                if supported.contains(EventTypes::CRITICAL_XID_ERROR) {
+                    events.push("xid");
+                }
+                if supported
+                    .intersects(EventTypes::SINGLE_BIT_ECC_ERROR | EventTypes::DOUBLE_BIT_ECC_ERROR)
+                {
+                    events.push("ecc");
+                }
+                CardCounters {
+                    index: g.index,
+                    counters: crate::telemetry::nvml::read_device_health(nvml, &device)
+                        .map_err(|e| e.0),
+                    events,
+                }
+            }
+            Err(e) => CardCounters {
+                index: g.index,
+                counters: Err(e.to_string()),
+                events: Vec::new(),
+            },
+        })
+        .collect()
+}
+
+/// One card's counters in a line or two ("n/a": the card keeps no such counter).
+fn render_counters(c: &lanes_types::health::HealthCounters) -> String {
+    let n = |v: Option<u64>| v.map_or("n/a".to_string(), |v| v.to_string());
+    let n32 = |v: Option<u32>| n(v.map(u64::from));
+    let yes = |v: Option<bool>| match v {
+        Some(true) => "YES",
+        Some(false) => "no",
+        None => "n/a",
+    };
+    format!(
+        "ECC volatile corrected {} uncorrected {}, aggregate corrected {} uncorrected {}\n      \
+         remapped rows correctable {} uncorrectable {}, remap pending {}, remap failed {}\n      \
+         retired pages single-bit {} double-bit {}, retirement pending {}\n      \
+         clocks held down by: {}; PCIe replays {}",
+        n(c.ecc_corrected_volatile),
+        n(c.ecc_uncorrected_volatile),
+        n(c.ecc_corrected_aggregate),
+        n(c.ecc_uncorrected_aggregate),
+        n32(c.remapped_correctable),
+        n32(c.remapped_uncorrectable),
+        yes(c.remap_pending),
+        yes(c.remap_failed),
+        n32(c.retired_single_bit),
+        n32(c.retired_double_bit),
+        yes(c.retirement_pending),
+        if c.throttle.is_empty() {
+            "nothing".to_string()
+        } else {
+            c.throttle.join(", ")
+        },
+        n(c.pcie_replays),
+    )
 }
 
 /// What jobs in containers would find here.
@@ -414,7 +493,9 @@ fn gather() -> Result<Report, String> {
         .ok()
         .map(|v| resolve_visible_devices(&v, &gpus));
     let device_wall = check_wall(&device_files(&nvml, &gpus));
+    let health = check_health(&nvml, &gpus);
     Ok(Report {
+        health,
         device_wall,
         containers: check_containers(),
         driver_version: text(nvml.sys_driver_version()),
@@ -449,6 +530,27 @@ pub fn render(r: &Report) -> String {
             g.name,
             g.memory_total_bytes as f64 / (1u64 << 30) as f64
         );
+    }
+    let _ = writeln!(out, "Error counters (what Lanes judges card health by):");
+    for c in &r.health {
+        let events = if c.events.is_empty() {
+            "no Xid or ECC events".to_string()
+        } else {
+            format!("reports {} events", c.events.join(" and "))
+        };
+        match &c.counters {
+            Ok(counters) => {
+                let _ = writeln!(
+                    out,
+                    "  {:>2}  {events}\n      {}",
+                    c.index,
+                    render_counters(counters)
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  {:>2}  {events}; counters unreadable: {e}", c.index);
+            }
+        }
     }
     let order = r
         .cuda_device_order
@@ -634,6 +736,7 @@ mod tests {
     fn the_text_report_names_each_visible_card_and_the_invalid_entry() {
         let gpus = cards();
         let report = Report {
+            health: Vec::new(),
             driver_version: "560.35".into(),
             nvml_version: "12.560".into(),
             cuda_driver_version: "12.6".into(),

@@ -219,6 +219,8 @@ pub struct Hooks {
     pub history: crate::runtime::tasks::Passes,
     /// Judges the next reading of the cards (unbooked use, idle bookings) and waits for it.
     pub enforcer: crate::runtime::tasks::Passes,
+    /// Judges the cards' health at the next tick and waits for it.
+    pub health: crate::runtime::tasks::Passes,
     /// Claims every message that may go now and waits for it (a destination with its share
     /// in flight keeps the rest queued).
     pub deliverer: crate::runtime::tasks::Passes,
@@ -251,6 +253,7 @@ pub struct Application {
     flushes: crate::runtime::tasks::Passes,
     /// Enforcer passes on request (a test hook).
     enforcer: crate::runtime::tasks::Passes,
+    health: crate::runtime::tasks::Passes,
     leading: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -502,9 +505,21 @@ impl Application {
             notifier: notifier.clone(),
             policy: policy.clone(),
             node: config.node_name.clone(),
-            managed,
+            managed: managed.clone(),
             wall: wall.clone(),
             passes: enforcer.clone(),
+        }
+        .start(shutdown.clone());
+        let health = crate::runtime::tasks::Passes::default();
+        crate::health::keeper::HealthKeeper {
+            store: store.clone(),
+            hub: hub.clone(),
+            notifier: notifier.clone(),
+            policy: policy.clone(),
+            node: config.node_name.clone(),
+            managed: managed.clone(),
+            passes: health.clone(),
+            clock: config.clock.clone(),
         }
         .start(shutdown.clone());
         let flushes = crate::runtime::tasks::Passes::default();
@@ -607,6 +622,7 @@ impl Application {
             notifier,
             flushes,
             enforcer,
+            health,
             leading: leader,
         })
     }
@@ -622,6 +638,7 @@ impl Application {
             reminders: self.notifier.reminders(),
             history: self.flushes.clone(),
             enforcer: self.enforcer.clone(),
+            health: self.health.clone(),
             deliverer: self.notifier.deliveries(),
             clock: self.state.clock.clone(),
             leading: self.leading.clone(),

@@ -39,6 +39,10 @@ pub enum Change {
     /// A queue job ended and its booking was released.
     QueueJobReleased,
     MaintenanceChanged,
+    /// A card was put back in service (its drain ended): the health keepers read it again.
+    HealthCleared,
+    /// A card of a booking was exchanged for another.
+    BookingMoved,
     JobSubmitted,
     JobStarted,
     JobCancelled,

@@ -17,7 +17,7 @@ use crate::bookings::rules;
 use crate::bookings::{BookingError, CardChoice, NewBooking};
 use crate::runtime::events::{Change, Event};
 use chrono::{DateTime, Utc};
-use lanes_types::booking::{Booking, GpuRef};
+use lanes_types::booking::{Booking, BookingState, GpuRef};
 use std::collections::BTreeMap;
 
 repository!(
@@ -484,6 +484,116 @@ impl Bookings<'_> {
         // Read back before anyone hears of it, so the answer is the booking as this call left it.
         let booking = self.get(id, now).await?;
         self.emit(Event::CardsChanged(Change::BookingExtended));
+        booking.ok_or(BookingError::NotFound.into())
+    }
+}
+
+impl Bookings<'_> {
+    /// Exchanges card `from` of a live booking for `to`, a card of the same node that nothing
+    /// holds for what is left of the booking (from now, or its start if later). A card taken
+    /// meanwhile is a conflict and nothing changes; so is a job running on `from` (it runs
+    /// under that card's mask: it is stopped or ends first).
+    pub async fn move_card(
+        &self,
+        id: i64,
+        from: &GpuRef,
+        to: &GpuRef,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, StoreError> {
+        again_after_overlaps(|| self.try_move_card(id, from, to, audit.clone(), now)).await
+    }
+
+    async fn try_move_card(
+        &self,
+        id: i64,
+        from: &GpuRef,
+        to: &GpuRef,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<Booking, StoreError> {
+        let refuse = |message: String| -> StoreError {
+            BookingError::invalid(crate::bookings::Rule::MoveCard, message).into()
+        };
+        let (_turn, mut tx, booking) = self.change_booking(id, now).await?;
+        if !matches!(booking.state, BookingState::Upcoming | BookingState::Active) {
+            return Err(refuse(
+                "only an upcoming or active booking's cards can move".into(),
+            ));
+        }
+        if booking.loan_of.is_some() || booking.queue_job.is_some() {
+            return Err(refuse(
+                "a loan's or a queue job's cards move with the job, not by hand".into(),
+            ));
+        }
+        if !booking.gpus.contains(from) {
+            return Err(refuse(format!(
+                "booking {id} does not hold GPU {}",
+                from.uuid
+            )));
+        }
+        if to.node != from.node || booking.gpus.contains(to) {
+            return Err(refuse(
+                "a card moves to another card of the same node that the booking does not hold"
+                    .into(),
+            ));
+        }
+        let running: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM jobs WHERE booking_id = $1 AND state IN ('pending', 'running')",
+        )
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if running > 0 {
+            return Err(refuse(
+                "a job of this booking runs on its cards: cancel it (or let it end) first".into(),
+            ));
+        }
+        let start = booking.start.max(now);
+        let slot = cards_in_slot(
+            &mut tx,
+            std::slice::from_ref(&to.uuid),
+            (start, booking.end),
+            Some(id),
+        )
+        .await?;
+        if slot.cards.iter().any(|c| c.node != to.node) {
+            return Err(refuse(format!(
+                "GPU {} is not on node {}",
+                to.uuid, to.node
+            )));
+        }
+        plan::extension_cards(slot.holds)?;
+        let moved = sqlx::query(
+            "UPDATE booking_gpus SET gpu_id = $3
+             WHERE booking_id = $1 AND gpu_id = (SELECT g.id FROM gpus g JOIN nodes n
+                                                 ON n.id = g.node_id
+                                                 WHERE n.name = $2 AND g.uuid = $4)",
+        )
+        .bind(id)
+        .bind(&from.node)
+        .bind(slot.cards[0].id)
+        .bind(&from.uuid)
+        .execute(&mut *tx)
+        .await
+        .map_err(super::slots::overlap_or)?
+        .rows_affected();
+        if moved != 1 {
+            return Err(refuse(format!(
+                "booking {id} does not hold GPU {}",
+                from.uuid
+            )));
+        }
+        let audit = AuditEntry {
+            action: AuditAction::BookingMove,
+            target: format!("booking {id}"),
+            ..audit
+        }
+        .detail(format!("{} → {} on {}", from.uuid, to.uuid, to.node));
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        let booking = self.get(id, now).await?;
+        self.emit(Event::CardsChanged(Change::BookingMoved));
         booking.ok_or(BookingError::NotFound.into())
     }
 }

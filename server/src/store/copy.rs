@@ -16,7 +16,7 @@ repository!(
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 31] = [
+pub const TABLES: [(&str, Option<&str>); 33] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -48,6 +48,8 @@ pub const TABLES: [(&str, Option<&str>); 31] = [
     ("delivery_attempts", None),
     ("sign_in_flows", None),
     ("terminal_codes", None),
+    ("card_health", None),
+    ("health_changes", Some("id")),
 ];
 
 /// Rows inserted per statement: well under both backends' limits on bound values.

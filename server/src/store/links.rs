@@ -18,6 +18,8 @@ pub struct Link {
     pub job_id: Option<i64>,
     /// The address a [`LinkAction::ConfirmEmail`] link confirms.
     pub email: Option<String>,
+    /// What else the action needs: a [`LinkAction::MoveCard`]'s cards, as JSON.
+    pub detail: Option<String>,
     pub expires_at: DateTime<Utc>,
     pub used_at: Option<DateTime<Utc>>,
     pub outcome: Option<String>,
@@ -32,6 +34,7 @@ pub struct NewLink {
     pub booking_id: Option<i64>,
     pub job_id: Option<i64>,
     pub email: Option<String>,
+    pub detail: Option<String>,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -43,13 +46,14 @@ struct LinkRow {
     booking_id: Option<i64>,
     job_id: Option<i64>,
     email: Option<String>,
+    detail: Option<String>,
     expires_ms: i64,
     used_ms: Option<i64>,
     outcome: Option<String>,
 }
 
 const LINK_COLUMNS: &str =
-    "id, user_id, action, booking_id, job_id, email, expires_ms, used_ms, outcome";
+    "id, user_id, action, booking_id, job_id, email, detail, expires_ms, used_ms, outcome";
 
 impl TryFrom<LinkRow> for Link {
     type Error = StoreError;
@@ -61,6 +65,7 @@ impl TryFrom<LinkRow> for Link {
             booking_id: r.booking_id,
             job_id: r.job_id,
             email: r.email,
+            detail: r.detail,
             expires_at: at(r.expires_ms),
             used_at: r.used_ms.map(at),
             outcome: r.outcome,
@@ -85,8 +90,8 @@ impl Links<'_> {
         for link in links {
             sqlx::query(
                 "INSERT INTO action_links (token_hash, outbox_id, user_id, action, booking_id,
-                                           job_id, email, created_ms, expires_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                           job_id, email, created_ms, expires_ms, detail)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&link.token_hash)
             .bind(outbox_id)
@@ -97,6 +102,7 @@ impl Links<'_> {
             .bind(&link.email)
             .bind(ms(now))
             .bind(ms(link.expires_at))
+            .bind(&link.detail)
             .execute(&mut *tx)
             .await?;
         }

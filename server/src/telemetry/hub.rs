@@ -31,6 +31,8 @@ pub struct Hub {
     raw_ticks: broadcast::Sender<Arc<Tick>>,
     /// The watchdog's latest judgement of each card, applied to the ticks that follow.
     notes: RwLock<HashMap<String, CardNotes>>,
+    /// The health keeper's latest verdict on each card, applied to the ticks that follow.
+    conditions: RwLock<HashMap<String, lanes_types::health::Condition>>,
     metrics: Arc<Metrics>,
     /// Woken when a viewer subscribes (the relay asks the other nodes for their ticks then).
     viewer_joined: tokio::sync::Notify,
@@ -68,6 +70,8 @@ impl Hub {
                 processes: Vec::new(),
                 idle_booking: None,
                 unmanaged: false,
+                condition: Default::default(),
+                counters: None,
             })
             .collect();
         let state = FleetSnapshot {
@@ -84,6 +88,7 @@ impl Hub {
             anonymous_ticks: broadcast::channel(TICK_BUFFER).0,
             raw_ticks: broadcast::channel(TICK_BUFFER).0,
             notes: RwLock::default(),
+            conditions: RwLock::default(),
             metrics,
             viewer_joined: tokio::sync::Notify::new(),
         }
@@ -91,8 +96,8 @@ impl Hub {
 
     /// Records one poll and sends it to every subscriber. Never blocks on a consumer.
     pub fn publish(&self, at_ms: i64, mut updates: Vec<GpuUpdate>, poll_duration: Duration) {
-        self.metrics.record_tick(&updates, poll_duration);
         self.annotate(&mut updates);
+        self.metrics.record_tick(&updates, poll_duration);
         if self.raw_ticks.receiver_count() > 0 {
             let _ = self.raw_ticks.send(Arc::new(Tick {
                 at_ms,
@@ -245,7 +250,27 @@ impl Hub {
         *self.notes.write().unwrap_or_else(|p| p.into_inner()) = notes;
     }
 
+    /// Replaces the health keeper's verdicts; they mark the cards of the ticks that follow, and
+    /// the current state at once (a page loaded now shows them).
+    pub fn set_conditions(&self, conditions: HashMap<String, lanes_types::health::Condition>) {
+        {
+            let mut state = self.write_state();
+            for gpu in state.gpus.iter_mut().filter(|g| g.info.node == self.node) {
+                gpu.condition = conditions.get(&gpu.info.uuid).cloned().unwrap_or_default();
+            }
+        }
+        *self.conditions.write().unwrap_or_else(|p| p.into_inner()) = conditions;
+    }
+
     fn annotate(&self, updates: &mut [GpuUpdate]) {
+        {
+            let conditions = self.conditions.read().unwrap_or_else(|p| p.into_inner());
+            for update in updates.iter_mut() {
+                if let Some(condition) = conditions.get(&update.uuid) {
+                    update.condition = condition.clone();
+                }
+            }
+        }
         let notes = self.notes.read().unwrap_or_else(|p| p.into_inner());
         for update in updates {
             let Some(card) = notes.get(&update.uuid) else {
@@ -362,6 +387,8 @@ mod tests {
             processes: Vec::new(),
             idle_booking: None,
             unmanaged: false,
+            condition: Default::default(),
+            counters: None,
         }
     }
 
@@ -383,6 +410,9 @@ mod tests {
             }),
             processes: Vec::new(),
             idle_booking: None,
+            condition: Default::default(),
+            counters: None,
+            xids: Vec::new(),
         }
     }
 

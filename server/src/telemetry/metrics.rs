@@ -29,6 +29,152 @@ pub struct GpuLabels {
 
 type FloatGauge = Family<GpuLabels, Gauge<f64, AtomicU64>>;
 
+/// A card's labels and one more, naming which of its counters a series is.
+macro_rules! card_labels {
+    ($name:ident, $($field:ident),+) => {
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+        struct $name {
+            #[prometheus(flatten)]
+            card: GpuLabels,
+            $($field: String,)+
+        }
+    };
+}
+card_labels!(XidLabels, xid);
+card_labels!(EccLabels, error, counter);
+card_labels!(RowLabels, kind);
+card_labels!(HealthStateLabels, state);
+card_labels!(ReasonLabels, reason);
+
+/// The health series of every card: what `/metrics` shows of the error counters and verdicts.
+#[derive(Default)]
+struct HealthSeries {
+    state: Family<HealthStateLabels, Gauge>,
+    xids: Family<XidLabels, ReadCounter>,
+    ecc: Family<EccLabels, Gauge>,
+    rows: Family<RowLabels, Gauge>,
+    retired: Family<RowLabels, Gauge>,
+    pcie_replays: Family<GpuLabels, ReadCounter>,
+    throttle: Family<ReasonLabels, Gauge>,
+}
+
+impl HealthSeries {
+    fn register(registry: &mut Registry) -> Self {
+        let series = Self::default();
+        registry.register(
+            "lanes_gpu_health_state",
+            "1 for the card's health verdict (healthy, degraded or failing), 0 for the others",
+            series.state.clone(),
+        );
+        registry.register(
+            "lanes_gpu_xid_errors",
+            "Xid errors the driver reported for the card since Lanes started watching it",
+            series.xids.clone(),
+        );
+        registry.register(
+            "lanes_gpu_ecc_errors",
+            "ECC errors: corrected or uncorrected, since the driver loaded (volatile) or over the card's life (aggregate)",
+            series.ecc.clone(),
+        );
+        registry.register(
+            "lanes_gpu_remapped_rows",
+            "Memory rows remapped (correctable, uncorrectable) and remaps pending a reset or failed (1 or 0)",
+            series.rows.clone(),
+        );
+        registry.register(
+            "lanes_gpu_retired_pages",
+            "Memory pages retired (single_bit, double_bit) and whether more wait for a reset (pending: 1 or 0)",
+            series.retired.clone(),
+        );
+        registry.register(
+            "lanes_gpu_pcie_replays",
+            "PCIe replays of the card's link (the driver's counter)",
+            series.pcie_replays.clone(),
+        );
+        registry.register(
+            "lanes_gpu_clocks_throttled",
+            "1 for each reason the card's clocks are held down now",
+            series.throttle.clone(),
+        );
+        series
+    }
+
+    fn record(&self, card: &GpuLabels, update: &GpuUpdate) {
+        for level in lanes_types::health::HealthLevel::ALL {
+            let labels = HealthStateLabels {
+                card: card.clone(),
+                state: level.as_str().into(),
+            };
+            self.state
+                .get_or_create(&labels)
+                .set(i64::from(update.condition.level == level));
+        }
+        let Some(c) = &update.counters else {
+            return;
+        };
+        for (xid, n) in &c.xids {
+            self.xids
+                .get_or_create(&XidLabels {
+                    card: card.clone(),
+                    xid: xid.to_string(),
+                })
+                .set(*n as f64);
+        }
+        for (error, counter, value) in [
+            ("corrected", "volatile", c.ecc_corrected_volatile),
+            ("uncorrected", "volatile", c.ecc_uncorrected_volatile),
+            ("corrected", "aggregate", c.ecc_corrected_aggregate),
+            ("uncorrected", "aggregate", c.ecc_uncorrected_aggregate),
+        ] {
+            if let Some(v) = value {
+                self.ecc
+                    .get_or_create(&EccLabels {
+                        card: card.clone(),
+                        error: error.into(),
+                        counter: counter.into(),
+                    })
+                    .set(v as i64);
+            }
+        }
+        let flag = |b: Option<bool>| b.map(u32::from);
+        for (family, kind, value) in [
+            (&self.rows, "correctable", c.remapped_correctable),
+            (&self.rows, "uncorrectable", c.remapped_uncorrectable),
+            (&self.rows, "pending", flag(c.remap_pending)),
+            (&self.rows, "failure", flag(c.remap_failed)),
+            (&self.retired, "single_bit", c.retired_single_bit),
+            (&self.retired, "double_bit", c.retired_double_bit),
+            (&self.retired, "pending", flag(c.retirement_pending)),
+        ] {
+            if let Some(v) = value {
+                family
+                    .get_or_create(&RowLabels {
+                        card: card.clone(),
+                        kind: kind.into(),
+                    })
+                    .set(i64::from(v));
+            }
+        }
+        if let Some(n) = c.pcie_replays {
+            self.pcie_replays.get_or_create(card).set(n as f64);
+        }
+        // Reasons seen before and not now read 0, so a rule sees the throttling end.
+        for reason in lanes_types::health::TROUBLE_THROTTLE
+            .iter()
+            .map(|r| r.to_string())
+            .chain(c.throttle.iter().cloned())
+        {
+            let on = c.throttle.contains(&reason);
+            self.throttle
+                .get_or_create(&ReasonLabels {
+                    card: card.clone(),
+                    reason,
+                })
+                .set(i64::from(on));
+        }
+    }
+}
+
 /// A counter set to a value read elsewhere: the driver's energy counter, which counts from the
 /// driver's load (Prometheus takes a lower value as a reset, as after a restart).
 #[derive(Debug, Default)]
@@ -112,6 +258,7 @@ pub struct Metrics {
     /// Mirrors [`crate::runtime::tasks::restarts`] at each scrape.
     task_restarts: Family<TaskLabel, prometheus_client::metrics::counter::Counter>,
     pool: Pool,
+    health: HealthSeries,
 }
 
 impl Default for Metrics {
@@ -168,8 +315,10 @@ impl Metrics {
             task_restarts.clone(),
         );
         let pool = Pool::register(&mut registry);
+        let health = HealthSeries::register(&mut registry);
         Self {
             pool,
+            health,
             task_panics,
             task_restarts,
             registry,
@@ -234,6 +383,7 @@ impl Metrics {
                     (&self.sm_clock, None),
                 ],
             };
+            self.health.record(l, update);
             let up = update.health.is_ok() && update.sample.is_some();
             self.up.get_or_create(l).set(if up { 1.0 } else { 0.0 });
             // Kept while a card is unhealthy: a counter that vanishes and comes back reads as
@@ -404,6 +554,9 @@ mod tests {
             sample,
             processes: vec![],
             idle_booking: None,
+            condition: Default::default(),
+            counters: None,
+            xids: Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@ pub mod poller;
 pub mod procinfo;
 pub mod sim;
 
+use lanes_types::health::{HealthCounters, XidEvent};
 use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -27,12 +28,32 @@ pub trait GpuSource: Send {
     fn read_counters(&mut self, pos: usize, at_ms: i64) -> Result<GpuSample, SourceError>;
     /// Lists the compute processes on the card at `pos`, owners and commands resolved.
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError>;
+    /// Reads the card's error counters: ECC, remapped rows, retired pages, throttle reasons,
+    /// PCIe replays. A source that keeps none reports none.
+    fn read_health(&mut self, _pos: usize) -> Result<HealthCounters, SourceError> {
+        Ok(HealthCounters::default())
+    }
+    /// The Xid events reported since the last call, by card position. Never blocks: events
+    /// are gathered as they happen (NVML's event thread) and handed over here.
+    fn take_xids(&mut self) -> Vec<(usize, XidEvent)> {
+        Vec::new()
+    }
 }
 
 /// A failed reading of one card. The card is shown unhealthy with this text; others go on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct SourceError(pub String);
+
+/// What a reading of a lost card fails with (NVML's `GPU_IS_LOST`).
+pub const LOST: &str = "GPU has fallen off the bus or is otherwise inaccessible";
+
+impl SourceError {
+    /// Whether the card is lost, not merely unreadable this once.
+    pub fn is_lost(&self) -> bool {
+        self.0 == LOST
+    }
+}
 
 /// What `--gpus` asks for: where readings come from, and which of the cards Lanes manages
 /// (`nvml:0,2`: the others are shown as unmanaged; nobody books them).

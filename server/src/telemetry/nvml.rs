@@ -3,9 +3,14 @@
 
 use super::procinfo::ProcReader;
 use super::{GpuSource, OpenError, SourceError};
+use lanes_types::health::{HealthCounters, XidEvent};
 use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
-use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, RetirementCause, TemperatureSensor,
+};
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
@@ -16,6 +21,142 @@ pub struct NvmlSource {
     /// Per card, the newest per-process utilization sample read (the driver's CPU timestamp,
     /// microseconds): the next read asks only for newer ones.
     last_process_sample_us: Vec<u64>,
+    /// The Xid and ECC events the event thread gathered, until the next poll takes them.
+    events: std::sync::Arc<EventWatch>,
+    event_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the event thread hands the poller, and how the poller tells it to stop.
+#[derive(Default)]
+pub struct EventWatch {
+    pending: std::sync::Mutex<Vec<(usize, XidEvent)>>,
+    stop: std::sync::atomic::AtomicBool,
+    /// Whether the thread registered any card (false: the driver offers no events here).
+    pub registered: std::sync::atomic::AtomicUsize,
+}
+
+/// How long one wait for an event may last. NVML's wait cannot be woken from outside, so this
+/// bounds how long the thread takes to notice it should stop; an event ends the wait at once.
+const EVENT_WAIT_MS: u32 = 1000;
+
+impl Drop for NvmlSource {
+    fn drop(&mut self) {
+        self.events
+            .stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.event_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The event thread: its own NVML handle (an event set borrows the handle it came from, and
+/// the poller's stays on the poller's thread), every card registered for the Xid and ECC
+/// events it supports, each event handed to the next poll by card position.
+fn watch_events(inventory: Vec<GpuInfo>, watch: std::sync::Arc<EventWatch>) {
+    let Ok(nvml) = Nvml::init() else {
+        tracing::warn!(
+            "NVML events: the driver could not be opened a second time; Xids are not watched"
+        );
+        return;
+    };
+    let wanted = EventTypes::CRITICAL_XID_ERROR
+        | EventTypes::SINGLE_BIT_ECC_ERROR
+        | EventTypes::DOUBLE_BIT_ECC_ERROR;
+    // A failed registration frees the whole set (NVML's rule), so a card that refuses is left
+    // out and the set is built again with the others.
+    let mut cards: Vec<(u32, EventTypes)> = inventory
+        .iter()
+        .filter_map(|card| {
+            let device = nvml.device_by_index(card.index).ok()?;
+            let types = device.supported_event_types().ok()? & wanted;
+            (!types.is_empty()).then_some((card.index, types))
+        })
+        .collect();
+    let set = loop {
+        let Ok(first) = nvml.create_event_set() else {
+            return;
+        };
+        let mut set = Some(first);
+        let mut refused = None;
+        for (i, (index, types)) in cards.iter().enumerate() {
+            let Ok(device) = nvml.device_by_index(*index) else {
+                refused = Some(i);
+                break;
+            };
+            let Some(current) = set.take() else { break };
+            match device.register_events(*types, current) {
+                Ok(s) => set = Some(s),
+                Err(e) => {
+                    tracing::warn!(card = index, error = %e.error, "NVML events: this card does not report Xid or ECC events");
+                    refused = Some(i);
+                    break;
+                }
+            }
+        }
+        match (refused, set) {
+            (None, Some(set)) => break set,
+            (None, None) => return,
+            (Some(i), _) => {
+                cards.remove(i);
+            }
+        }
+    };
+    watch
+        .registered
+        .store(cards.len(), std::sync::atomic::Ordering::Relaxed);
+    if cards.is_empty() {
+        return;
+    }
+    while !watch.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let event = match set.wait(EVENT_WAIT_MS) {
+            Ok(event) => event,
+            Err(NvmlError::Timeout) => continue,
+            Err(NvmlError::GpuLost) => continue, // the poll reports the lost card
+            Err(e) => {
+                tracing::warn!(error = %e, "NVML events: waiting failed; Xids are no longer watched");
+                return;
+            }
+        };
+        let Some(pos) = event
+            .device
+            .uuid()
+            .ok()
+            .and_then(|uuid| inventory.iter().position(|c| c.uuid == uuid))
+        else {
+            continue;
+        };
+        let at_ms = chrono::Utc::now().timestamp_millis();
+        let xid = match event.event_data {
+            Some(XidError::Value(xid))
+                if event.event_type.contains(EventTypes::CRITICAL_XID_ERROR) =>
+            {
+                u32::try_from(xid).ok()
+            }
+            _ => None,
+        };
+        if let Some(xid) = xid {
+            tracing::warn!(
+                card = inventory[pos].index,
+                xid,
+                "Xid {xid}: {}",
+                lanes_types::health::xid_meaning(xid)
+            );
+            watch
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((
+                    pos,
+                    XidEvent {
+                        xid,
+                        at_ms,
+                        pid: None,
+                    },
+                ));
+        }
+        // An ECC event needs nothing here: the counters the poll reads show it.
+    }
 }
 
 impl NvmlSource {
@@ -26,11 +167,21 @@ impl NvmlSource {
         if inventory.is_empty() {
             return Err(OpenError::NoGpus);
         }
+        let events = std::sync::Arc::new(EventWatch::default());
+        let event_thread = {
+            let (inventory, events) = (inventory.clone(), events.clone());
+            std::thread::Builder::new()
+                .name("lanes-nvml-events".into())
+                .spawn(move || watch_events(inventory, events))
+                .ok()
+        };
         Ok(Self {
             nvml,
             last_process_sample_us: vec![0; inventory.len()],
             inventory,
             procs: ProcReader::default(),
+            events,
+            event_thread,
         })
     }
 
@@ -91,7 +242,7 @@ pub fn read_inventory(nvml: &Nvml, node: &str) -> Result<Vec<GpuInfo>, NvmlError
 /// An error that makes the card unhealthy, in words an operator can act on.
 fn describe(err: NvmlError) -> SourceError {
     SourceError(match err {
-        NvmlError::GpuLost => "GPU has fallen off the bus or is otherwise inaccessible".into(),
+        NvmlError::GpuLost => super::LOST.into(),
         other => format!("NVML: {other}"),
     })
 }
@@ -122,6 +273,66 @@ pub fn read_device_counters(device: &Device<'_>, at_ms: i64) -> Result<GpuSample
         sm_clock_mhz: optional(device.clock_info(Clock::SM))?,
         energy_mj: optional(device.total_energy_consumption())?,
     })
+}
+
+/// One card's error counters (`None` where the card keeps no such counter).
+pub fn read_device_health(nvml: &Nvml, device: &Device<'_>) -> Result<HealthCounters, SourceError> {
+    let ecc = |error, counter| optional(device.total_ecc_errors(error, counter));
+    let retired =
+        |cause| optional(device.retired_pages(cause)).map(|pages| pages.map(|p| p.len() as u32));
+    let mut counters = HealthCounters {
+        ecc_corrected_volatile: ecc(MemoryError::Corrected, EccCounter::Volatile)?,
+        ecc_uncorrected_volatile: ecc(MemoryError::Uncorrected, EccCounter::Volatile)?,
+        ecc_corrected_aggregate: ecc(MemoryError::Corrected, EccCounter::Aggregate)?,
+        ecc_uncorrected_aggregate: ecc(MemoryError::Uncorrected, EccCounter::Aggregate)?,
+        retired_single_bit: retired(RetirementCause::MultipleSingleBitEccErrors)?,
+        retired_double_bit: retired(RetirementCause::DoubleBitEccError)?,
+        retirement_pending: optional(device.are_pages_pending_retired())?,
+        throttle: optional(device.current_throttle_reasons())?
+            .map(|reasons| {
+                reasons
+                    .iter_names()
+                    .map(|(name, _)| name.to_ascii_lowercase())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        pcie_replays: optional(device.pcie_replay_counter())?.map(u64::from),
+        ..Default::default()
+    };
+    if let Some((corr, unc, pending, failed)) = remapped_rows(nvml, device)? {
+        counters.remapped_correctable = Some(corr);
+        counters.remapped_uncorrectable = Some(unc);
+        counters.remap_pending = Some(pending);
+        counters.remap_failed = Some(failed);
+    }
+    Ok(counters)
+}
+
+/// Remapped rows (correctable, uncorrectable, pending, failed): not wrapped by nvml-wrapper,
+/// so called through its loaded library. `None` on cards without row remapping (before
+/// Ampere) and drivers without the call.
+fn remapped_rows(
+    nvml: &Nvml,
+    device: &Device<'_>,
+) -> Result<Option<(u32, u32, bool, bool)>, SourceError> {
+    let lib = nvml.lib();
+    if lib.nvmlDeviceGetRemappedRows.is_err() {
+        return Ok(None);
+    }
+    let (mut corr, mut unc, mut pending, mut failed) = (0, 0, 0, 0);
+    // SAFETY: the symbol was found above; the handle is a live device of this NVML handle;
+    // the four out-pointers are valid for the call.
+    let code = unsafe {
+        lib.nvmlDeviceGetRemappedRows(
+            device.handle(),
+            &mut corr,
+            &mut unc,
+            &mut pending,
+            &mut failed,
+        )
+    };
+    optional(nvml_wrapper::error::nvml_try(code))
+        .map(|ok| ok.map(|()| (corr, unc, pending != 0, failed != 0)))
 }
 
 /// Each process's mean SM and memory-bandwidth share (percent) over the driver's samples newer
@@ -181,6 +392,20 @@ impl GpuSource for NvmlSource {
 
     fn read_counters(&mut self, pos: usize, at_ms: i64) -> Result<GpuSample, SourceError> {
         read_device_counters(&self.device(pos)?, at_ms)
+    }
+
+    fn read_health(&mut self, pos: usize) -> Result<HealthCounters, SourceError> {
+        read_device_health(&self.nvml, &self.device(pos)?)
+    }
+
+    fn take_xids(&mut self) -> Vec<(usize, XidEvent)> {
+        std::mem::take(
+            &mut *self
+                .events
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
     }
 
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {

@@ -3,6 +3,7 @@
 
 use super::hub::Hub;
 use super::GpuSource;
+use lanes_types::health::XidEvent;
 use lanes_types::{GpuProcess, GpuUpdate, Health};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -20,6 +21,10 @@ pub struct PollSettings {
 pub struct Sampler {
     source: Box<dyn GpuSource>,
     processes: Vec<Vec<GpuProcess>>,
+    /// Read error counters with the process lists, and hand on Xid events (on by default).
+    health: bool,
+    /// Xid events seen per card since the sampler started, by Xid (the counters' `xids`).
+    xids: Vec<std::collections::BTreeMap<u32, u64>>,
 }
 
 impl Sampler {
@@ -28,7 +33,15 @@ impl Sampler {
         Self {
             source,
             processes: vec![Vec::new(); cards],
+            health: true,
+            xids: vec![Default::default(); cards],
         }
+    }
+
+    /// A sampler that reads no error counters and takes no events (the benchmark's reference).
+    pub fn without_health(mut self) -> Self {
+        self.health = false;
+        self
     }
 
     pub fn source(&self) -> &dyn GpuSource {
@@ -36,9 +49,19 @@ impl Sampler {
     }
 
     /// Reads every card once. A card whose reading fails is reported unhealthy, with no sample
-    /// and no processes; the others are read as usual.
+    /// and no processes; the others are read as usual. Error counters are read with the process
+    /// lists; Xid events the source gathered since the last poll come with every tick.
     pub fn poll(&mut self, at_ms: i64, refresh_processes: bool) -> Vec<GpuUpdate> {
         let cards = self.source.inventory().len();
+        let mut xids: Vec<Vec<XidEvent>> = vec![Vec::new(); cards];
+        if self.health {
+            for (pos, xid) in self.source.take_xids() {
+                if let Some(list) = xids.get_mut(pos) {
+                    *self.xids[pos].entry(xid.xid).or_default() += 1;
+                    list.push(xid);
+                }
+            }
+        }
         (0..cards)
             .map(|pos| {
                 let counters = self.source.read_counters(pos, at_ms);
@@ -47,6 +70,19 @@ impl Sampler {
                         self.processes[pos] = p;
                     }),
                     _ => Ok(()),
+                };
+                let health_counters = match (&counters, refresh_processes && self.health) {
+                    (Ok(_), true) => match self.source.read_health(pos) {
+                        Ok(mut read) => {
+                            read.xids = self.xids[pos].clone();
+                            Some(read)
+                        }
+                        Err(e) => {
+                            tracing::debug!(card = pos, error = %e, "error counters unreadable");
+                            None
+                        }
+                    },
+                    _ => None,
                 };
                 let info = &self.source.inventory()[pos];
                 let (health, sample, processes) = match (counters, processes) {
@@ -63,6 +99,9 @@ impl Sampler {
                     sample,
                     processes,
                     idle_booking: None,
+                    condition: Default::default(),
+                    counters: health_counters,
+                    xids: std::mem::take(&mut xids[pos]),
                 }
             })
             .collect()

@@ -6,6 +6,7 @@
 //! passed in and a seeded generator, so a seed and a sequence of times give the same readings.
 
 use super::{GpuSource, SourceError};
+use lanes_types::health::{HealthCounters, InjectFault, XidEvent};
 use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -62,6 +63,74 @@ struct ControlState {
     /// Made-up pids signalled to death (background jobs end at their next reading).
     killed: std::collections::HashSet<u32>,
     next_pid: u32,
+    /// Injected faults, by card UUID.
+    faults: std::collections::HashMap<String, SimFaults>,
+}
+
+/// What injected faults left on one simulated card: its counters as NVML would report them,
+/// Xids not yet read, and whether it is off the bus.
+#[derive(Clone, Debug, Default)]
+struct SimFaults {
+    counters: HealthCounters,
+    xids: Vec<XidEvent>,
+    lost: bool,
+}
+
+impl SimFaults {
+    fn apply(&mut self, fault: &InjectFault, at_ms: i64) {
+        let c = &mut self.counters;
+        let add = |counter: &mut Option<u64>, n: u64| *counter = Some(counter.unwrap_or(0) + n);
+        match fault {
+            InjectFault::Xid { xid, pid, .. } => self.xids.push(XidEvent {
+                xid: *xid,
+                at_ms,
+                pid: *pid,
+            }),
+            InjectFault::Ecc {
+                corrected,
+                uncorrected,
+                ..
+            } => {
+                add(&mut c.ecc_corrected_volatile, *corrected);
+                add(&mut c.ecc_corrected_aggregate, *corrected);
+                add(&mut c.ecc_uncorrected_volatile, *uncorrected);
+                add(&mut c.ecc_uncorrected_aggregate, *uncorrected);
+            }
+            InjectFault::RemapPending { .. } => c.remap_pending = Some(true),
+            InjectFault::Throttle { reasons, .. } => c.throttle = reasons.clone(),
+            InjectFault::PcieReplays { added, .. } => add(&mut c.pcie_replays, *added),
+            InjectFault::Lost { .. } => self.lost = true,
+            InjectFault::Reset { .. } => {
+                // A reset zeroes the volatile counts and applies a pending remap.
+                c.ecc_corrected_volatile = Some(0);
+                c.ecc_uncorrected_volatile = Some(0);
+                if c.remap_pending == Some(true) {
+                    c.remap_pending = Some(false);
+                    c.remapped_uncorrectable = Some(c.remapped_uncorrectable.unwrap_or(0) + 1);
+                }
+                self.lost = false;
+            }
+        }
+    }
+
+    /// The counters of a card with nothing injected: every counter kept, all clean.
+    fn clean() -> Self {
+        Self {
+            counters: HealthCounters {
+                ecc_corrected_volatile: Some(0),
+                ecc_uncorrected_volatile: Some(0),
+                ecc_corrected_aggregate: Some(0),
+                ecc_uncorrected_aggregate: Some(0),
+                remapped_correctable: Some(0),
+                remapped_uncorrectable: Some(0),
+                remap_pending: Some(false),
+                remap_failed: Some(false),
+                pcie_replays: Some(0),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
 }
 
 impl SimControl {
@@ -99,6 +168,32 @@ impl SimControl {
         state.extra.retain(|p| p.pid != pid);
         state.killed.insert(pid);
         true
+    }
+
+    /// Injects a fault into the card `fault` names (its next reading shows it).
+    pub fn inject_fault(&self, fault: &InjectFault, at_ms: i64) {
+        self.state()
+            .faults
+            .entry(fault.gpu().to_string())
+            .or_insert_with(SimFaults::clean)
+            .apply(fault, at_ms);
+    }
+
+    fn faults(&self, uuid: &str) -> SimFaults {
+        self.state()
+            .faults
+            .get(uuid)
+            .cloned()
+            .unwrap_or_else(SimFaults::clean)
+    }
+
+    fn take_xids(&self) -> Vec<(String, XidEvent)> {
+        let mut state = self.state();
+        let mut taken = Vec::new();
+        for (uuid, faults) in &mut state.faults {
+            taken.extend(faults.xids.drain(..).map(|x| (uuid.clone(), x)));
+        }
+        taken
     }
 
     fn on_card(&self, uuid: &str) -> (Vec<ExtraProcess>, std::collections::HashSet<u32>) {
@@ -464,6 +559,9 @@ impl GpuSource for SimulatedFleet {
                 "simulated fault: GPU has fallen off the bus".into(),
             ));
         }
+        if (self.inventory.get(pos)).is_some_and(|c| self.control.faults(&c.uuid).lost) {
+            return Err(SourceError(super::LOST.into()));
+        }
         let card = self
             .cards
             .get_mut(pos)
@@ -512,6 +610,27 @@ impl GpuSource for SimulatedFleet {
             }),
             energy_mj: Some(card.energy_mj as u64),
         })
+    }
+
+    fn read_health(&mut self, pos: usize) -> Result<HealthCounters, SourceError> {
+        let card = (self.inventory.get(pos))
+            .ok_or_else(|| SourceError(format!("no simulated GPU at position {pos}")))?;
+        let faults = self.control.faults(&card.uuid);
+        if faults.lost {
+            return Err(SourceError(super::LOST.into()));
+        }
+        Ok(faults.counters)
+    }
+
+    fn take_xids(&mut self) -> Vec<(usize, XidEvent)> {
+        let taken = self.control.take_xids();
+        taken
+            .into_iter()
+            .filter_map(|(uuid, xid)| {
+                let pos = self.inventory.iter().position(|c| c.uuid == uuid)?;
+                Some((pos, xid))
+            })
+            .collect()
     }
 
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {

@@ -95,6 +95,23 @@ pub async fn changeable(
     Ok(booking)
 }
 
+/// Exchanges one card of a booking for a free card of the same node (its owner or an admin):
+/// how a member leaves a failing card. A card taken meanwhile is a conflict; nothing changes.
+pub async fn move_card(
+    store: &Store,
+    actor: &User,
+    id: i64,
+    request: &lanes_types::health::MoveCard,
+    now: DateTime<Utc>,
+) -> Result<Booking, UseCaseError> {
+    changeable(store, actor, id, now).await?;
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingMove, "");
+    Ok(store
+        .bookings()
+        .move_card(id, &request.from, &request.to, audit, now)
+        .await?)
+}
+
 /// Cancels an upcoming booking or releases an active one.
 pub async fn withdraw(
     store: &Store,

@@ -6,6 +6,7 @@
 pub mod accounts;
 pub mod bookings;
 pub mod directory;
+pub mod health;
 pub mod jobs;
 pub mod notify;
 pub mod queue;

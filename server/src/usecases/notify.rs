@@ -365,6 +365,11 @@ pub async fn look(
     describe(store, &link, tz, locale, now).await
 }
 
+/// The cards a move link exchanges.
+fn move_offer(link: &Link) -> Option<crate::notify::event::MoveOffer> {
+    serde_json::from_str(link.detail.as_deref()?).ok()
+}
+
 /// What a link would do, in words, for its confirmation page.
 async fn describe(
     store: &Store,
@@ -408,6 +413,18 @@ async fn describe(
                     say!(locale, link.cancel_booking, id, at = when(b.start))
                 }
                 LinkAction::Release => say!(locale, link.release_booking, id, at = when(b.end)),
+                LinkAction::MoveCard => {
+                    let offer = move_offer(link)
+                        .ok_or_else(|| Refused::Gone("the link names no card".into()))?;
+                    let names = store.inventory().card_index().await?;
+                    say!(
+                        locale,
+                        link.move_card,
+                        id,
+                        from = names.names(std::slice::from_ref(&offer.from)).join(""),
+                        to = names.names(std::slice::from_ref(&offer.to)).join("")
+                    )
+                }
                 _ => say!(locale, link.still_using, id),
             }
         }
@@ -517,6 +534,26 @@ async fn act(
             .detail("answered an idle warning: still using it");
             store.links().confirm_in_use(id, &audit, now).await?;
             Ok(Outcome::InUse { booking: id })
+        }
+        LinkAction::MoveCard => {
+            let id = link.booking_id.ok_or_else(gone)?;
+            let offer = move_offer(link).ok_or_else(gone)?;
+            usecases::bookings::move_card(
+                store,
+                user,
+                id,
+                &lanes_types::health::MoveCard {
+                    from: offer.from,
+                    to: offer.to.clone(),
+                },
+                now,
+            )
+            .await?;
+            let names = store.inventory().card_index().await?;
+            Ok(Outcome::Moved {
+                booking: id,
+                to: names.names(std::slice::from_ref(&offer.to)).join(""),
+            })
         }
         LinkAction::ConfirmEmail => {
             let address = link.email.clone().ok_or_else(gone)?;
