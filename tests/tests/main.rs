@@ -16,6 +16,7 @@ mod directory;
 mod enforcement;
 mod environment;
 mod events;
+mod health;
 mod history;
 mod job_launch;
 mod jobs;

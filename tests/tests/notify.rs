@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The member: a Unix account of this name runs her jobs.
-const MEMBER: &str = "lanes-test-job";
+pub(crate) const MEMBER: &str = "lanes-test-job";
 const SMTP_USER: &str = "lanes-mailer";
 const SMTP_PASSWORD: &str = "mail passphrase";
 
@@ -39,7 +39,7 @@ fn python() -> PathBuf {
 }
 
 /// A real SMTP server on `port` (0: any), writing what it receives to `dir`.
-struct Sink {
+pub(crate) struct Sink {
     _child: KillOnDrop,
     port: u16,
     dir: PathBuf,
@@ -73,7 +73,7 @@ impl Sink {
     }
 
     /// The messages received so far, in order.
-    fn messages(&self) -> Vec<String> {
+    pub(crate) fn messages(&self) -> Vec<String> {
         let mut names: Vec<PathBuf> = std::fs::read_dir(&self.dir)
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -85,7 +85,7 @@ impl Sink {
             .collect()
     }
 
-    async fn wait_for(&self, n: usize, limit: Duration) -> Vec<String> {
+    pub(crate) async fn wait_for(&self, n: usize, limit: Duration) -> Vec<String> {
         wait_until(limit, &format!("{n} messages arrive"), || async {
             let m = self.messages();
             (m.len() >= n).then_some(m)
@@ -95,15 +95,15 @@ impl Sink {
 }
 
 /// A received message: its subject, plain-text body and one header.
-struct Mail {
-    subject: String,
-    text: String,
-    html: String,
-    to: String,
-    message_id: String,
+pub(crate) struct Mail {
+    pub(crate) subject: String,
+    pub(crate) text: String,
+    pub(crate) html: String,
+    pub(crate) to: String,
+    pub(crate) message_id: String,
 }
 
-fn parse(raw: &str) -> Mail {
+pub(crate) fn parse(raw: &str) -> Mail {
     let message = mail_parser::MessageParser::default()
         .parse(raw.as_bytes())
         .expect("a message");
@@ -121,7 +121,7 @@ fn parse(raw: &str) -> Mail {
 }
 
 /// The URL after `label: ` in a message's text.
-fn link(mail: &Mail, label: &str) -> String {
+pub(crate) fn link(mail: &Mail, label: &str) -> String {
     mail.text
         .lines()
         .find_map(|l| l.trim().strip_prefix(&format!("{label}: ")))
@@ -169,7 +169,7 @@ async fn people(app: &TestApp) -> (Session<'_>, Session<'_>) {
 }
 
 /// A mail server, an admin and ada, and the lab's default settings sending through it.
-async fn mailed(app: &TestApp) -> (tempfile::TempDir, Sink, Session<'_>, Session<'_>) {
+pub(crate) async fn mailed(app: &TestApp) -> (tempfile::TempDir, Sink, Session<'_>, Session<'_>) {
     let mail = tempfile::tempdir().unwrap();
     let sink = Sink::start(mail.path(), 0);
     let (admin, ada) = people(app).await;
