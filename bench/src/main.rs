@@ -260,6 +260,54 @@ fn poll(rounds: u32) {
         per_gpu(poll_proc_us),
         poll_proc_us / raw_proc_us
     );
+    drop(sampler);
+    // Card health: the same polls with the event thread running and the error counters read
+    // at the process interval, against a sampler without either (same run, interleaved: bare,
+    // health, bare again).
+    let bare = || {
+        Sampler::new(Box::new(NvmlSource::open_with("bench", false).expect("NVML opens")))
+            .without_health()
+    };
+    let mut without = bare();
+    let mut with = Sampler::new(Box::new(NvmlSource::open("bench").expect("NVML opens")));
+    for _ in 0..50 {
+        without.poll(0, true);
+        with.poll(0, true);
+    }
+    let mut timed = |sampler: &mut Sampler, refresh: bool, rounds: u32| {
+        time_per_call(runs, rounds, || {
+            t += 1;
+            std::hint::black_box(sampler.poll(t, refresh));
+        })
+    };
+    let tick_bare = timed(&mut without, false, rounds);
+    let tick_health = timed(&mut with, false, rounds);
+    let tick_bare_again = timed(&mut without, false, rounds);
+    let full_bare = timed(&mut without, true, rounds / 10);
+    let full_health = timed(&mut with, true, rounds / 10);
+    let full_bare_again = timed(&mut without, true, rounds / 10);
+    println!();
+    println!("Card health (event thread + error counters) against the same poll without them:");
+    println!("| poll | without µs/GPU | with µs/GPU | without, again | extra |");
+    println!("|---|---|---|---|---|");
+    for (what, a, b, c) in [
+        ("every tick (counters; Xids taken)", tick_bare, tick_health, tick_bare_again),
+        (
+            "process interval (+ process list; + error counters)",
+            full_bare,
+            full_health,
+            full_bare_again,
+        ),
+    ] {
+        let reference = (a + c) / 2.0;
+        println!(
+            "| {what} | {:.1} | {:.1} | {:.1} | {:+.1} % |",
+            per_gpu(a),
+            per_gpu(b),
+            per_gpu(c),
+            (b / reference - 1.0) * 100.0
+        );
+    }
 }
 
 fn rss_kib(pid: u32) -> u64 {

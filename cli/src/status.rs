@@ -411,4 +411,25 @@ mod tests {
         assert!(text.contains("pid 42 mallory miner 1.0 GiB UNBOOKED"));
         assert!(render(&pool, Some("b"), now).contains("no such node"));
     }
+
+    #[test]
+    fn a_failing_or_degraded_card_says_why_under_its_row() {
+        let now = Utc::now();
+        let mut failing = gpu("a", 0, 0);
+        failing.condition = lanes_types::health::Condition {
+            level: lanes_types::health::HealthLevel::Failing,
+            findings: vec![lanes_types::health::Finding::Xid { xid: 79 }],
+        };
+        let pool = Pool {
+            nodes: Vec::new(),
+            gpus: vec![failing, gpu("a", 1, 0)],
+            bookings: Vec::new(),
+        };
+        let text = render(&pool, None, now);
+        assert!(
+            text.contains("! FAILING: Xid 79: GPU has fallen off the bus"),
+            "{text}"
+        );
+        assert_eq!(text.matches("! ").count(), 1, "{text}");
+    }
 }

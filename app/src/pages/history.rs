@@ -270,7 +270,11 @@ fn HealthTimeline() -> impl IntoView {
                 let cards = cards.clone();
                 render_remote(changes, tr!(health.timeline), move |changes: &Vec<HealthChange>| {
                     let changes = changes.clone();
-                    cards
+                    let shown = cards
+                        .iter()
+                        .any(|c| !c.condition.is_healthy() || changes.iter().any(|h| h.gpu == c.gpu));
+                    let empty = (!shown).then(|| view! { <p class="muted">{tr!(health.none)}</p> });
+                    let rows = cards
                         .iter()
                         .filter(|c| !c.condition.is_healthy() || changes.iter().any(|h| h.gpu == c.gpu))
                         .map(|card| {
@@ -323,7 +327,8 @@ fn HealthTimeline() -> impl IntoView {
                                 }}
                             }
                         })
-                        .collect_view()
+                        .collect_view();
+                    view! { {empty} {rows} }
                 })
             })}
             {move || clear.succeeded().then(|| view! { <p class="muted" role="status">{tr!(health.cleared)}</p> })}

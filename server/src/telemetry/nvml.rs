@@ -161,20 +161,27 @@ fn watch_events(inventory: Vec<GpuInfo>, watch: std::sync::Arc<EventWatch>) {
 
 impl NvmlSource {
     pub fn open(node: &str) -> Result<Self, OpenError> {
+        Self::open_with(node, true)
+    }
+
+    /// Opens the cards, with or without the event thread that watches for Xid and ECC events
+    /// (without: the benchmark's reference).
+    pub fn open_with(node: &str, events: bool) -> Result<Self, OpenError> {
         let nvml = Nvml::init().map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
         let inventory =
             read_inventory(&nvml, node).map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
         if inventory.is_empty() {
             return Err(OpenError::NoGpus);
         }
+        let watching = events;
         let events = std::sync::Arc::new(EventWatch::default());
-        let event_thread = {
+        let event_thread = watching.then(|| {
             let (inventory, events) = (inventory.clone(), events.clone());
             std::thread::Builder::new()
                 .name("lanes-nvml-events".into())
                 .spawn(move || watch_events(inventory, events))
                 .ok()
-        };
+        }).flatten();
         Ok(Self {
             nvml,
             last_process_sample_us: vec![0; inventory.len()],
