@@ -265,8 +265,10 @@ fn poll(rounds: u32) {
     // at the process interval, against a sampler without either (same run, interleaved: bare,
     // health, bare again).
     let bare = || {
-        Sampler::new(Box::new(NvmlSource::open_with("bench", false).expect("NVML opens")))
-            .without_health()
+        Sampler::new(Box::new(
+            NvmlSource::open_with("bench", false).expect("NVML opens"),
+        ))
+        .without_health()
     };
     let mut without = bare();
     let mut with = Sampler::new(Box::new(NvmlSource::open("bench").expect("NVML opens")));
@@ -291,7 +293,12 @@ fn poll(rounds: u32) {
     println!("| poll | without µs/GPU | with µs/GPU | without, again | extra |");
     println!("|---|---|---|---|---|");
     for (what, a, b, c) in [
-        ("every tick (counters; Xids taken)", tick_bare, tick_health, tick_bare_again),
+        (
+            "every tick (counters; Xids taken)",
+            tick_bare,
+            tick_health,
+            tick_bare_again,
+        ),
         (
             "process interval (+ process list; + error counters)",
             full_bare,

@@ -27,6 +27,16 @@ fn gpu(uuid: &str) -> GpuRef {
     }
 }
 
+/// An admin, `boss`.
+async fn admin(app: &TestApp) -> Session<'_> {
+    Session {
+        app,
+        cookie: app
+            .sign_up("boss", lanes_server::accounts::Role::Admin)
+            .await,
+    }
+}
+
 /// The card's health once the keeper judged it `level`.
 async fn health_is(who: &Session<'_>, uuid: &str, level: HealthLevel) -> CardHealth {
     wait_until(
@@ -261,12 +271,7 @@ async fn an_xid_79_on_a_booked_card_drains_it_and_its_holder_moves_off_it_once()
 #[tokio::test]
 async fn an_application_xid_blames_the_process_and_leaves_the_card_healthy() {
     let app = quiet(2).await;
-    let admin = Session {
-        app: &app,
-        cookie: app
-            .sign_up("boss", lanes_server::accounts::Role::Admin)
-            .await,
-    };
+    let admin = admin(&app).await;
     let card = cards(&app).await[0].info.uuid.clone();
     let injected = admin
         .client()
@@ -331,12 +336,7 @@ async fn an_application_xid_blames_the_process_and_leaves_the_card_healthy() {
 #[tokio::test]
 async fn growing_correctable_ecc_errors_degrade_a_card_without_draining_it() {
     let app = quiet(2).await;
-    let admin = Session {
-        app: &app,
-        cookie: app
-            .sign_up("boss", lanes_server::accounts::Role::Admin)
-            .await,
-    };
+    let admin = admin(&app).await;
     let card = cards(&app).await[1].info.uuid.clone();
     counters_read(&admin, &card).await;
     admin
@@ -386,12 +386,7 @@ async fn growing_correctable_ecc_errors_degrade_a_card_without_draining_it() {
 #[tokio::test]
 async fn a_reset_that_reads_clean_puts_a_failing_card_back_in_service_by_itself() {
     let app = quiet(2).await;
-    let admin = Session {
-        app: &app,
-        cookie: app
-            .sign_up("boss", lanes_server::accounts::Role::Admin)
-            .await,
-    };
+    let admin = admin(&app).await;
     let card = cards(&app).await[0].info.uuid.clone();
     counters_read(&admin, &card).await;
     let inject = |fault: InjectFault| {

@@ -367,7 +367,12 @@ fn GpuCard(
         gpu.with(|g| {
             g.as_ref()
                 .map(|g| g.condition.clone())
-                .filter(|c| !c.is_healthy())
+                // A failed reading is already said as the card's error.
+                .filter(|c| {
+                    c.findings
+                        .iter()
+                        .any(|f| !matches!(f, lanes_types::health::Finding::Unreadable { .. }))
+                })
         })
     };
     let mem_total = Signal::derive(move || {

@@ -297,23 +297,10 @@ impl HealthKeeper {
         words: &str,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let bookings = self
-            .store
-            .bookings()
-            .list(
-                &BookingFilter {
-                    from: Some(now),
-                    gpu_uuid: Some(card.uuid.clone()),
-                    ..Default::default()
-                },
-                now,
-            )
-            .await?;
+        let bookings = self.bookings_on(card, now, None).await?;
         let index = self.index(card);
         for booking in bookings.iter().filter(|b| {
-            matches!(b.state, BookingState::Upcoming | BookingState::Active)
-                && b.gpus.contains(card)
-                && b.loan_of.is_none()
+            matches!(b.state, BookingState::Upcoming | BookingState::Active) && b.loan_of.is_none()
         }) {
             let start = booking.start.max(now);
             let target = if booking.queue_job.is_some() {
@@ -356,21 +343,8 @@ impl HealthKeeper {
     /// Asks the runner to stop every job that runs on the card; how many.
     async fn stop_jobs(&self, card: &GpuRef, now: DateTime<Utc>) -> Result<usize, StoreError> {
         let live = self.store.jobs().live().await?;
-        let bookings = self
-            .store
-            .bookings()
-            .list(
-                &BookingFilter {
-                    from: Some(now),
-                    to: Some(now + chrono::Duration::milliseconds(1)),
-                    gpu_uuid: Some(card.uuid.clone()),
-                    ..Default::default()
-                },
-                now,
-            )
-            .await?;
-        let on_card: BTreeSet<i64> = (bookings.iter())
-            .filter(|b| b.gpus.contains(card))
+        let on_card: BTreeSet<i64> = (self.bookings_on(card, now, Some(now)).await?)
+            .iter()
             .map(|b| b.id)
             .collect();
         let mut stopped = 0;
@@ -391,6 +365,30 @@ impl HealthKeeper {
             }
         }
         Ok(stopped)
+    }
+
+    /// The bookings that hold `card` after `from` (and, with `at`, at that moment).
+    async fn bookings_on(
+        &self,
+        card: &GpuRef,
+        from: DateTime<Utc>,
+        at: Option<DateTime<Utc>>,
+    ) -> Result<Vec<lanes_types::booking::Booking>, StoreError> {
+        let mut bookings = self
+            .store
+            .bookings()
+            .list(
+                &BookingFilter {
+                    from: Some(from),
+                    to: at.map(|t| t + chrono::Duration::milliseconds(1)),
+                    gpu_uuid: Some(card.uuid.clone()),
+                    ..Default::default()
+                },
+                from,
+            )
+            .await?;
+        bookings.retain(|b| b.gpus.contains(card));
+        Ok(bookings)
     }
 
     fn index(&self, card: &GpuRef) -> u32 {

@@ -175,13 +175,15 @@ impl NvmlSource {
         }
         let watching = events;
         let events = std::sync::Arc::new(EventWatch::default());
-        let event_thread = watching.then(|| {
-            let (inventory, events) = (inventory.clone(), events.clone());
-            std::thread::Builder::new()
-                .name("lanes-nvml-events".into())
-                .spawn(move || watch_events(inventory, events))
-                .ok()
-        }).flatten();
+        let event_thread = watching
+            .then(|| {
+                let (inventory, events) = (inventory.clone(), events.clone());
+                std::thread::Builder::new()
+                    .name("lanes-nvml-events".into())
+                    .spawn(move || watch_events(inventory, events))
+                    .ok()
+            })
+            .flatten();
         Ok(Self {
             nvml,
             last_process_sample_us: vec![0; inventory.len()],
