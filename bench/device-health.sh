@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Card health on a real GPU host (issue 44), through the `device` tool or by hand. Expects DEVRUN
-# with `lanes` and `lanes-bench` from a release build; writes every output under OUT. No fault
-# can be provoked on a lent card (never reset it or change its mode): this reads every counter,
-# registers the Xid and ECC event set, shows `lanes doctor` and each card's health in the API
-# and /metrics, and measures what the event thread and the counter reads cost per poll.
+# with `lanes` and `lanes-bench` from a release build; writes its outputs under OUT (few files:
+# the device tool brings back eight at most). No fault can be provoked on a lent card (never
+# reset it or change its mode): this reads every counter, registers the Xid and ECC event set,
+# shows `lanes doctor` and each card's health in the API and /metrics, and measures what
+# taking the events and reading the counters cost per poll. ROUNDS sets the benchmark's polls.
 set -u
 # shellcheck source=bench/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 enter_devrun 3998
+REPORT="$OUT/report.txt"
+say() { echo "=== $* ($(date +%T))" >> "$REPORT"; }
 
-nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE > "$OUT/nvidia-smi-q.txt" 2>&1
-./lanes doctor > "$OUT/doctor.txt" 2>&1; echo "exit $?" >> "$OUT/doctor.txt"
+say "nvidia-smi -q (ECC, retirement, row remapper, performance)"
+nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE >> "$REPORT" 2>&1
+say "lanes doctor"
+./lanes doctor >> "$REPORT" 2>&1; echo "exit $?" >> "$REPORT"
 ./lanes doctor --json > "$OUT/doctor.json" 2>&1
 
 data=$(mktemp -d)
 RUST_LOG=info ./lanes serve --gpus nvml --listen 127.0.0.1:$PORT --data-dir "$data" \
-  > "$OUT/serve.out" 2> "$OUT/serve.err" &
+  > "$data/serve.out" 2> "$data/serve.err" &
 SERVER=$!
 sleep 4
 TOKEN=$(bench_token 127.0.0.1:$PORT "$data" ./lanes)
@@ -23,13 +28,21 @@ AUTH="Authorization: Bearer $TOKEN"
 # Counters are read at the process interval; give it two.
 sleep 8
 curl -s -H "$AUTH" $URL/api/v1/health > "$OUT/health.json"
-curl -s -H "$AUTH" $URL/api/v1/gpus > "$OUT/gpus.json"
-curl -s -H "$AUTH" "$URL/api/v1/health/changes" > "$OUT/health-changes.json"
-curl -s $URL/metrics | grep -E '^lanes_gpu_(health_state|xid|ecc|remapped|retired|pcie|clocks_throttled)' > "$OUT/metrics-health.txt"
-# The event thread: its name in the server's threads, and whether it registered the cards.
-ls /proc/$SERVER/task | while read -r t; do cat /proc/$SERVER/task/$t/comm; done | sort | uniq -c > "$OUT/threads.txt"
-grep -i "nvml events\|xid" "$OUT/serve.err" > "$OUT/events-log.txt" || true
-kill -TERM $SERVER; wait $SERVER
+say "GET /api/v1/health/changes"
+curl -s -H "$AUTH" "$URL/api/v1/health/changes" >> "$REPORT"; echo >> "$REPORT"
+say "/metrics, health series"
+curl -s $URL/metrics | grep -E '^lanes_gpu_(health_state|xid|ecc|remapped|retired|pcie|clocks_throttled)' >> "$REPORT"
+say "the server's threads (no thread waits on NVML events: the poller takes them)"
+for t in /proc/$SERVER/task/*; do cat "$t/comm"; done | sort | uniq -c >> "$REPORT"
+say "stopping the server (SIGTERM)"
+kill -TERM $SERVER
+for _ in $(seq 40); do kill -0 $SERVER 2>/dev/null || break; sleep 0.25; done
+if kill -0 $SERVER 2>/dev/null; then say "still running after 10 s: SIGKILL"; kill -KILL $SERVER; fi
+wait $SERVER; echo "exit $?" >> "$REPORT"
+say "server log (events, health)"
+grep -iE "nvml events|xid|health|error" "$data/serve.err" | tail -20 >> "$REPORT"
 rm -rf "$data"
 
-./lanes-bench poll --rounds 20000 > "$OUT/poll.md" 2>&1
+say "lanes-bench poll"
+timeout 300 ./lanes-bench poll --rounds "${ROUNDS:-5000}" > "$OUT/poll.md" 2>&1
+say "done"

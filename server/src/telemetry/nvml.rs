@@ -12,59 +12,37 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper::{Device, EventSet, Nvml};
 
 pub struct NvmlSource {
-    nvml: Nvml,
+    /// Kept for the life of the process: the event set borrows it.
+    nvml: &'static Nvml,
     inventory: Vec<GpuInfo>,
     procs: ProcReader,
     /// Per card, the newest per-process utilization sample read (the driver's CPU timestamp,
     /// microseconds): the next read asks only for newer ones.
     last_process_sample_us: Vec<u64>,
-    /// The Xid and ECC events the event thread gathered, until the next poll takes them.
-    events: std::sync::Arc<EventWatch>,
-    event_thread: Option<std::thread::JoinHandle<()>>,
+    /// Every card that reports them, registered for Xid and ECC events (`None`: none does,
+    /// or events were not asked for).
+    events: Option<EventSet<'static>>,
 }
 
-/// What the event thread hands the poller, and how the poller tells it to stop.
-#[derive(Default)]
-pub struct EventWatch {
-    pending: std::sync::Mutex<Vec<(usize, XidEvent)>>,
-    stop: std::sync::atomic::AtomicBool,
-    /// Whether the thread registered any card (false: the driver offers no events here).
-    pub registered: std::sync::atomic::AtomicUsize,
-}
+/// The most events one poll takes (the rest wait for the next): a flood of events must not
+/// stall the readings.
+const EVENTS_PER_POLL: usize = 64;
 
-/// How long one wait for an event may last. NVML's wait cannot be woken from outside, so this
-/// bounds how long the thread takes to notice it should stop; an event ends the wait at once.
-const EVENT_WAIT_MS: u32 = 1000;
-
-impl Drop for NvmlSource {
-    fn drop(&mut self) {
-        self.events
-            .stop
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(thread) = self.event_thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The event thread: its own NVML handle (an event set borrows the handle it came from, and
-/// the poller's stays on the poller's thread), every card registered for the Xid and ECC
-/// events it supports, each event handed to the next poll by card position.
-fn watch_events(inventory: Vec<GpuInfo>, watch: std::sync::Arc<EventWatch>) {
-    let Ok(nvml) = Nvml::init() else {
-        tracing::warn!(
-            "NVML events: the driver could not be opened a second time; Xids are not watched"
-        );
-        return;
-    };
+/// An event set with every card registered for the Xid and ECC events it reports. NVML's
+/// registration frees the whole set when one card refuses, so a card that refuses is left out
+/// and the set is built again with the others.
+///
+/// The set is drained by the poller itself, without waiting (`wait(0)`), on each tick: a
+/// thread blocked in NVML's wait made every other NVML call of the process wait too (on an
+/// H200, a poll took 3.9 ms instead of 9 µs: `docs/benchmarks.md`), and a poll is when an
+/// event is needed anyway.
+fn register_events(nvml: &'static Nvml, inventory: &[GpuInfo]) -> Option<EventSet<'static>> {
     let wanted = EventTypes::CRITICAL_XID_ERROR
         | EventTypes::SINGLE_BIT_ECC_ERROR
         | EventTypes::DOUBLE_BIT_ECC_ERROR;
-    // A failed registration frees the whole set (NVML's rule), so a card that refuses is left
-    // out and the set is built again with the others.
     let mut cards: Vec<(u32, EventTypes)> = inventory
         .iter()
         .filter_map(|card| {
@@ -73,20 +51,22 @@ fn watch_events(inventory: Vec<GpuInfo>, watch: std::sync::Arc<EventWatch>) {
             (!types.is_empty()).then_some((card.index, types))
         })
         .collect();
-    let set = loop {
-        let Ok(first) = nvml.create_event_set() else {
-            return;
-        };
-        let mut set = Some(first);
+    loop {
+        if cards.is_empty() {
+            tracing::warn!(
+                "NVML events: no card reports Xid or ECC events; their counters are still read"
+            );
+            return None;
+        }
+        let mut set = Some(nvml.create_event_set().ok()?);
         let mut refused = None;
         for (i, (index, types)) in cards.iter().enumerate() {
-            let Ok(device) = nvml.device_by_index(*index) else {
+            let (Ok(device), Some(current)) = (nvml.device_by_index(*index), set.take()) else {
                 refused = Some(i);
                 break;
             };
-            let Some(current) = set.take() else { break };
             match device.register_events(*types, current) {
-                Ok(s) => set = Some(s),
+                Ok(registered) => set = Some(registered),
                 Err(e) => {
                     tracing::warn!(card = index, error = %e.error, "NVML events: this card does not report Xid or ECC events");
                     refused = Some(i);
@@ -95,67 +75,18 @@ fn watch_events(inventory: Vec<GpuInfo>, watch: std::sync::Arc<EventWatch>) {
             }
         }
         match (refused, set) {
-            (None, Some(set)) => break set,
-            (None, None) => return,
+            (None, Some(set)) => {
+                tracing::info!(
+                    cards = cards.len(),
+                    "NVML events: watching for Xid and ECC events"
+                );
+                return Some(set);
+            }
+            (None, None) => return None,
             (Some(i), _) => {
                 cards.remove(i);
             }
         }
-    };
-    watch
-        .registered
-        .store(cards.len(), std::sync::atomic::Ordering::Relaxed);
-    if cards.is_empty() {
-        return;
-    }
-    while !watch.stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let event = match set.wait(EVENT_WAIT_MS) {
-            Ok(event) => event,
-            Err(NvmlError::Timeout) => continue,
-            Err(NvmlError::GpuLost) => continue, // the poll reports the lost card
-            Err(e) => {
-                tracing::warn!(error = %e, "NVML events: waiting failed; Xids are no longer watched");
-                return;
-            }
-        };
-        let Some(pos) = event
-            .device
-            .uuid()
-            .ok()
-            .and_then(|uuid| inventory.iter().position(|c| c.uuid == uuid))
-        else {
-            continue;
-        };
-        let at_ms = chrono::Utc::now().timestamp_millis();
-        let xid = match event.event_data {
-            Some(XidError::Value(xid))
-                if event.event_type.contains(EventTypes::CRITICAL_XID_ERROR) =>
-            {
-                u32::try_from(xid).ok()
-            }
-            _ => None,
-        };
-        if let Some(xid) = xid {
-            tracing::warn!(
-                card = inventory[pos].index,
-                xid,
-                "Xid {xid}: {}",
-                lanes_types::health::xid_meaning(xid)
-            );
-            watch
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((
-                    pos,
-                    XidEvent {
-                        xid,
-                        at_ms,
-                        pid: None,
-                    },
-                ));
-        }
-        // An ECC event needs nothing here: the counters the poll reads show it.
     }
 }
 
@@ -164,45 +95,36 @@ impl NvmlSource {
         Self::open_with(node, true)
     }
 
-    /// Opens the cards, with or without the event thread that watches for Xid and ECC events
-    /// (without: the benchmark's reference).
+    /// Opens the cards, with or without the Xid and ECC events (without: the benchmark's
+    /// reference). The NVML handle is kept for the life of the process (the event set borrows
+    /// it); a process opens its cards once.
     pub fn open_with(node: &str, events: bool) -> Result<Self, OpenError> {
-        let nvml = Nvml::init().map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
+        let nvml: &'static Nvml = Box::leak(Box::new(
+            Nvml::init().map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?,
+        ));
         let inventory =
-            read_inventory(&nvml, node).map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
+            read_inventory(nvml, node).map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?;
         if inventory.is_empty() {
             return Err(OpenError::NoGpus);
         }
-        let watching = events;
-        let events = std::sync::Arc::new(EventWatch::default());
-        let event_thread = watching
-            .then(|| {
-                let (inventory, events) = (inventory.clone(), events.clone());
-                std::thread::Builder::new()
-                    .name("lanes-nvml-events".into())
-                    .spawn(move || watch_events(inventory, events))
-                    .ok()
-            })
-            .flatten();
         Ok(Self {
+            events: events.then(|| register_events(nvml, &inventory)).flatten(),
             nvml,
             last_process_sample_us: vec![0; inventory.len()],
             inventory,
             procs: ProcReader::default(),
-            events,
-            event_thread,
         })
     }
 
     /// Each card's device file, `/dev/nvidia<minor>` (the minor number NVML reports), by UUID;
     /// a card whose number cannot be read has none (the wall then leaves it alone).
     pub fn device_files(&self) -> std::collections::BTreeMap<String, std::path::PathBuf> {
-        device_files(&self.nvml, &self.inventory)
+        device_files(self.nvml, &self.inventory)
     }
 
     /// The driver handle, for `lanes doctor` and the benchmarks.
     pub fn nvml(&self) -> &Nvml {
-        &self.nvml
+        self.nvml
     }
 
     fn device(&self, pos: usize) -> Result<Device<'_>, SourceError> {
@@ -404,17 +326,52 @@ impl GpuSource for NvmlSource {
     }
 
     fn read_health(&mut self, pos: usize) -> Result<HealthCounters, SourceError> {
-        read_device_health(&self.nvml, &self.device(pos)?)
+        read_device_health(self.nvml, &self.device(pos)?)
     }
 
     fn take_xids(&mut self) -> Vec<(usize, XidEvent)> {
-        std::mem::take(
-            &mut *self
-                .events
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        )
+        let Some(set) = &self.events else {
+            return Vec::new();
+        };
+        let mut taken = Vec::new();
+        for _ in 0..EVENTS_PER_POLL {
+            let event = match set.wait(0) {
+                Ok(event) => event,
+                Err(NvmlError::Timeout) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "NVML events: nothing read this tick");
+                    break;
+                }
+            };
+            let xid = match event.event_data {
+                Some(XidError::Value(xid))
+                    if event.event_type.contains(EventTypes::CRITICAL_XID_ERROR) =>
+                {
+                    u32::try_from(xid).ok()
+                }
+                // An ECC event needs nothing here: the counters read with the processes show it.
+                _ => None,
+            };
+            let pos = (event.device.uuid().ok())
+                .and_then(|uuid| self.inventory.iter().position(|c| c.uuid == uuid));
+            if let (Some(xid), Some(pos)) = (xid, pos) {
+                tracing::warn!(
+                    card = self.inventory[pos].index,
+                    xid,
+                    "Xid {xid}: {}",
+                    lanes_types::health::xid_meaning(xid)
+                );
+                taken.push((
+                    pos,
+                    XidEvent {
+                        xid,
+                        at_ms: chrono::Utc::now().timestamp_millis(),
+                        pid: None,
+                    },
+                ));
+            }
+        }
+        taken
     }
 
     fn read_processes(&mut self, pos: usize) -> Result<Vec<GpuProcess>, SourceError> {
