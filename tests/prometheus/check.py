@@ -2,7 +2,8 @@
 """A real Prometheus (Debian's) scrapes two simulated Lanes nodes on one PostgreSQL and evaluates
 deploy/prometheus/alerts.yml. Every query of the Grafana dashboard must return data; then each
 alert's condition is made true (a card failing, a card hot at its power cap, an unbooked
-process, an idle booking, a queue job that cannot start, a node killed, the database gone) and
+process, an idle booking, a queue job that cannot start, faults injected into cards (an Xid,
+a pending remap), a node killed, the database gone) and
 every alert must fire. The rules run as shipped except that each `for:` is 0s, so the test
 checks the conditions, and promtool's unit tests (alerts.test.yml) check the durations.
 
@@ -139,6 +140,12 @@ scrape_configs:
     status, body = get(a + "/api/v1/sim/processes", admin,
                        {"gpu": cards[2], "user": "mallory", "command": "python"})
     assert status == 201, body
+    # Card health: an Xid of the card fails (and drains) one; a remap waits for a reset on
+    # another. (Card 0, failing every reading, is degraded.)
+    for fault in ({"fault": "xid", "gpu": cards[1], "xid": 79},
+                  {"fault": "remap_pending", "gpu": cards[2]}):
+        status, body = get(a + "/api/v1/sim/faults", admin, fault)
+        assert status == 204, body
     status, body = get(a + "/api/v1/queue", admin,
                        {"gpus": 4, "time_limit_s": 600, "argv": ["sleep", "600"]})
     assert status in (200, 201), body
