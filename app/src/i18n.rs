@@ -89,6 +89,8 @@ pub fn job_standing(standing: lanes_types::job::Standing) -> &'static str {
     use lanes_types::job::Standing;
     match standing {
         Standing::Pending => tr!(job_state.pending),
+        Standing::Requeued => tr!(job_state.requeued),
+        Standing::Preempted => tr!(job_state.preempted),
         Standing::Queued => tr!(job_state.queued),
         Standing::Running => tr!(job_state.running),
         Standing::Completed => tr!(job_state.completed),
@@ -147,6 +149,12 @@ pub fn job_note_in(
             signal = *signal
         ),
         JobNote::Requeued { at, .. } => td_string!(locale, job_note.requeued, at = when(*at)),
+        JobNote::RequeueLimit { requeues, limit } => td_string!(
+            locale,
+            job_note.requeue_limit,
+            requeues = *requeues,
+            limit = *limit
+        ),
         JobNote::NotOnPath {
             program,
             environment,
@@ -279,6 +287,8 @@ pub fn queue_state(state: lanes_types::queue::QueueState) -> &'static str {
     use lanes_types::{job::Standing, queue::QueueState};
     job_standing(match state {
         QueueState::Pending => Standing::Pending,
+        QueueState::Requeued => Standing::Requeued,
+        QueueState::Preempted => Standing::Preempted,
         QueueState::Running => Standing::Running,
         QueueState::Completed => Standing::Completed,
         QueueState::Failed => Standing::Failed,

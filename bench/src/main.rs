@@ -261,7 +261,7 @@ fn poll(rounds: u32) {
         poll_proc_us / raw_proc_us
     );
     drop(sampler);
-    // Card health: the same polls taking the Xid events and reading the error counters
+    // Card health: the same polls reading Xids from the kernel log and the error counters
     // at the process interval, against a sampler without either (same run, interleaved: bare,
     // health, bare again).
     let bare = || {
@@ -289,7 +289,7 @@ fn poll(rounds: u32) {
     let full_health = timed(&mut with, true, rounds / 10);
     let full_bare_again = timed(&mut without, true, rounds / 10);
     println!();
-    println!("Card health (Xid events taken + error counters) against the same poll without them:");
+    println!("Card health (Xids read from the kernel log + error counters) against the same poll without them:");
     println!("| poll | without µs/GPU | with µs/GPU | without, again | extra |");
     println!("|---|---|---|---|---|");
     for (what, a, b, c) in [

@@ -9,6 +9,7 @@ use clap::Args;
 use lanes_client::{Client, LogEvent};
 use lanes_types::container::ContainerSpec;
 use lanes_types::job::{CreateJob, Job, JobState};
+use lanes_types::notice::{NoticeRequest, NoticeSignal};
 use lanes_types::query::{JobQuery, LogQuery};
 use lanes_types::queue::{QueueState, SubmitJob};
 use std::process::ExitCode;
@@ -40,6 +41,16 @@ pub struct SubmitArgs {
     /// SIGTERM (checkpoint then), SIGKILL after the queue's grace, and waits again.
     #[arg(long, conflicts_with = "booking")]
     pub preemptible: bool,
+    /// Notice this long before its booking's end or time limit (15m, 1h) instead of the
+    /// admin's lead, up to their maximum: LANES_NOTICE_FILE is written and the notice signal
+    /// sent, then SIGTERM at the stop.
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    pub notice: Option<Duration>,
+    /// The signal of that notice: SIGUSR1 (the admin's default unless they chose another),
+    /// SIGUSR2, SIGHUP, SIGINT, SIGALRM, or none (the file alone). It goes only to the job's
+    /// processes that catch it.
+    #[arg(long, value_name = "SIGNAL")]
+    pub notice_signal: Option<String>,
     /// Follow its output until it ends, and exit with its status.
     #[arg(long, short)]
     pub follow: bool,
@@ -129,8 +140,24 @@ pub struct LogsArgs {
     pub common: Common,
 }
 
+/// What `--notice` and `--notice-signal` ask for; `None` when neither is given.
+fn notice_of(args: &SubmitArgs) -> Result<Option<NoticeRequest>> {
+    let signal = args
+        .notice_signal
+        .as_deref()
+        .map(str::parse::<NoticeSignal>)
+        .transpose()
+        .map_err(CliError::usage)?;
+    let request = NoticeRequest {
+        lead_s: args.notice.map(|d| d.num_seconds()),
+        signal,
+    };
+    Ok((!request.is_empty()).then_some(request))
+}
+
 pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
     let container = args.container.spec()?;
+    let notice = notice_of(&args)?;
     let client = config::client()?;
     let cwd = std::env::current_dir()
         .ok()
@@ -146,6 +173,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                     environment: None,
                     name: args.name.clone(),
                     container: container.clone(),
+                    notice,
                 })
                 .await?;
             report(
@@ -174,6 +202,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                     name: args.name.clone(),
                     preemptible: args.preemptible,
                     container,
+                    notice,
                 })
                 .await?;
             let text = format!(

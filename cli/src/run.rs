@@ -419,6 +419,7 @@ async fn run_container(
             environment: None,
             name: None,
             container: Some(container),
+            notice: None,
         })
         .await?;
     say(args, &format!("job {}", job.id));

@@ -4,6 +4,7 @@
 //! pass from the database.
 
 pub mod fairshare;
+pub mod las;
 pub mod lending;
 pub mod plot;
 pub mod report;

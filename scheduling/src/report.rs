@@ -126,8 +126,8 @@ impl Report {
     /// The table, as Markdown.
     pub fn table(&self) -> String {
         let mut out = String::from(
-            "| load | policy | utilization | mean delay | median delay | p95 delay | mean completion | makespan | Jain | held idle |\n\
-             |---|---|---|---|---|---|---|---|---|---|\n",
+            "| load | policy | utilization | mean delay | median delay | p95 delay | mean completion | makespan | Jain | held idle | preemptions |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         for m in &self.runs {
             let held = if m.policy == "static" {
@@ -135,8 +135,13 @@ impl Report {
             } else {
                 "–".into()
             };
+            let preempted = if m.policy == "las" {
+                m.preemptions.to_string()
+            } else {
+                "–".into()
+            };
             out.push_str(&format!(
-                "| {:.2} | {} | {:.1}% | {} | {} | {} | {} | {} | {:.3} | {} |\n",
+                "| {:.2} | {} | {:.1}% | {} | {} | {} | {} | {} | {:.3} | {} | {} |\n",
                 m.load,
                 m.policy,
                 m.utilization * 100.0,
@@ -146,7 +151,8 @@ impl Report {
                 span(m.mean_completion_s),
                 span(m.makespan_s as f64),
                 m.jain,
-                held
+                held,
+                preempted
             ));
         }
         out
@@ -293,7 +299,7 @@ mod tests {
 
     #[test]
     fn model_and_share_names_are_checked() {
-        assert_eq!(models(&["all".into()], 3_600).unwrap().len(), 4);
+        assert_eq!(models(&["all".into()], 3_600).unwrap().len(), 5);
         assert!(matches!(
             models(&["lifo".into()], 1),
             Err(SimulateError::Invalid(_))

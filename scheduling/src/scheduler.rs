@@ -229,7 +229,7 @@ pub fn schedule(pass: &Pass) -> Plan {
         }
         match pass.policy {
             Policy::Fifo => held_up = true,
-            Policy::Backfill | Policy::Fairshare => {
+            Policy::Backfill | Policy::Fairshare | Policy::Las => {
                 if let Some((at, chosen)) = earliest(&cards, job, now) {
                     for &c in &chosen {
                         cards[c].blocks.push((at, at + job.time_limit));

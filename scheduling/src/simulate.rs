@@ -36,6 +36,8 @@ pub struct Settings {
     pub age: AgeWeight,
     /// Shares by group (the trace's groups each act as one user).
     pub shares: ShareTable,
+    /// Levels and aging of least attained service (`las`).
+    pub las: super::las::LasSettings,
 }
 
 impl Default for Settings {
@@ -44,6 +46,7 @@ impl Default for Settings {
             half_life: 7 * 86_400,
             age: AgeWeight::default(),
             shares: ShareTable::default(),
+            las: Default::default(),
         }
     }
 }
@@ -66,12 +69,17 @@ pub struct Metrics {
     pub jain: f64,
     /// Card-seconds held by blocks but not used (static only).
     pub held_idle_fraction: f64,
+    /// Times a running job was preempted (las only: it resumes from its checkpoint).
+    pub preemptions: u64,
 }
 
 /// A replay: when each job started, and the figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
+    /// When each job first started.
     pub starts: Vec<Time>,
+    /// Each job's runs `[start, end)`: one, unless it was preempted.
+    pub runs: Vec<Vec<(Time, Time)>>,
     pub metrics: Metrics,
     /// Busy cards over time: `(time, busy)` at each change.
     pub busy: Vec<(Time, u32)>,
@@ -79,17 +87,41 @@ pub struct Outcome {
 
 /// Replays `w` on `gpus` cards.
 pub fn run(w: &Workload, gpus: u32, model: Model, settings: &Settings) -> Outcome {
-    let (starts, held) = match model {
-        Model::Queue(policy) => replay_queue(w, gpus, policy, settings),
-        Model::Static { block } => replay_static(w, gpus, block),
+    let (runs, held, preemptions) = match model {
+        Model::Queue(Policy::Las) => {
+            let replay = super::las::replay(w, gpus, &settings.las, settings);
+            (replay.runs, 0.0, replay.preemptions)
+        }
+        Model::Queue(policy) => {
+            let (starts, held) = replay_queue(w, gpus, policy, settings);
+            (whole_runs(w, &starts), held, 0)
+        }
+        Model::Static { block } => {
+            let (starts, held) = replay_static(w, gpus, block);
+            (whole_runs(w, &starts), held, 0)
+        }
     };
-    let busy = busy_steps(w, &starts);
-    let metrics = metrics(w, gpus, &model.name(), &starts, held, settings);
+    let busy = busy_runs(&runs, w);
+    let mut metrics = metrics(w, gpus, &model.name(), &runs, held, settings);
+    metrics.preemptions = preemptions;
     Outcome {
-        starts,
+        starts: runs
+            .iter()
+            .map(|r| r.first().map_or(Time::MIN, |run| run.0))
+            .collect(),
+        runs,
         metrics,
         busy,
     }
+}
+
+/// Each job run once, from its start for its run time.
+fn whole_runs(w: &Workload, starts: &[Time]) -> Vec<Vec<(Time, Time)>> {
+    w.jobs
+        .iter()
+        .zip(starts)
+        .map(|(j, &s)| vec![(s, s + j.duration)])
+        .collect()
 }
 
 fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) -> (Vec<Time>, f64) {
@@ -251,11 +283,19 @@ fn replay_static(w: &Workload, gpus: u32, block: Time) -> (Vec<Time>, f64) {
 }
 
 /// `(time, busy cards)` at every change.
+#[cfg(test)]
 fn busy_steps(w: &Workload, starts: &[Time]) -> Vec<(Time, u32)> {
-    let mut changes: Vec<(Time, i64)> = Vec::with_capacity(2 * starts.len());
-    for (job, &start) in w.jobs.iter().zip(starts) {
-        changes.push((start, i64::from(job.gpus)));
-        changes.push((start + job.duration, -i64::from(job.gpus)));
+    busy_runs(&whole_runs(w, starts), w)
+}
+
+/// `(time, busy cards)` at every change, from each job's runs.
+fn busy_runs(runs: &[Vec<(Time, Time)>], w: &Workload) -> Vec<(Time, u32)> {
+    let mut changes: Vec<(Time, i64)> = Vec::with_capacity(2 * runs.len());
+    for (job, job_runs) in w.jobs.iter().zip(runs) {
+        for &(start, end) in job_runs {
+            changes.push((start, i64::from(job.gpus)));
+            changes.push((end, -i64::from(job.gpus)));
+        }
     }
     changes.sort_unstable();
     let mut steps: Vec<(Time, u32)> = Vec::new();
@@ -274,26 +314,26 @@ fn metrics(
     w: &Workload,
     gpus: u32,
     policy: &str,
-    starts: &[Time],
+    runs: &[Vec<(Time, Time)>],
     held_idle_fraction: f64,
     settings: &Settings,
 ) -> Metrics {
     let n = w.jobs.len().max(1) as f64;
+    let end = |r: &Vec<(Time, Time)>| r.last().map_or(0, |run| run.1);
+    // Queue delay: the time a job was not running between its arrival and its end (its start
+    // minus its arrival, unless it was preempted).
     let mut delays: Vec<Time> = w
         .jobs
         .iter()
-        .zip(starts)
-        .map(|(j, &s)| s - j.submit)
+        .zip(runs)
+        .map(|(j, r)| {
+            let ran: Time = r.iter().map(|(a, b)| b - a).sum();
+            end(r) - j.submit - ran
+        })
         .collect();
     delays.sort_unstable();
     let first = w.jobs.iter().map(|j| j.submit).min().unwrap_or(0);
-    let last = w
-        .jobs
-        .iter()
-        .zip(starts)
-        .map(|(j, &s)| s + j.duration)
-        .max()
-        .unwrap_or(0);
+    let last = runs.iter().map(end).max().unwrap_or(0);
     let makespan = (last - first).max(1);
     let work: f64 = w
         .jobs
@@ -318,13 +358,14 @@ fn metrics(
         mean_completion_s: w
             .jobs
             .iter()
-            .zip(starts)
-            .map(|(j, &s)| (s + j.duration - j.submit) as f64)
+            .zip(runs)
+            .map(|(j, r)| (end(r) - j.submit) as f64)
             .sum::<f64>()
             / n,
         makespan_s: makespan,
-        jain: jain(w, gpus, starts, &settings.shares),
+        jain: jain_runs(w, gpus, runs, &settings.shares),
         held_idle_fraction,
+        preemptions: 0,
     }
 }
 
@@ -333,17 +374,27 @@ fn metrics(
 /// of the pool by its shares (never more than it asks for); `x` is what it holds over what it is
 /// entitled to, and the index is `(Σx)² / (k·Σx²)`: 1 when every group gets its part.
 pub fn jain(w: &Workload, gpus: u32, starts: &[Time], shares: &ShareTable) -> f64 {
+    jain_runs(w, gpus, &whole_runs(w, starts), shares)
+}
+
+/// [`jain`], from each job's runs (a preempted job holds no cards between its runs, and still
+/// asks for them).
+pub fn jain_runs(w: &Workload, gpus: u32, runs: &[Vec<(Time, Time)>], shares: &ShareTable) -> f64 {
     let k = w.groups.len();
     if k < 2 {
         return 1.0;
     }
     // (time, group, Δdemand, Δheld)
-    let mut events: Vec<(Time, usize, i64, i64)> = Vec::with_capacity(3 * starts.len());
-    for (job, &start) in w.jobs.iter().zip(starts) {
+    let mut events: Vec<(Time, usize, i64, i64)> = Vec::with_capacity(3 * runs.len());
+    for (job, job_runs) in w.jobs.iter().zip(runs) {
         let g = i64::from(job.gpus);
+        let end = job_runs.last().map_or(job.submit, |r| r.1);
         events.push((job.submit, job.group, g, 0));
-        events.push((start, job.group, 0, g));
-        events.push((start + job.duration, job.group, -g, -g));
+        events.push((end, job.group, -g, 0));
+        for &(start, stop) in job_runs {
+            events.push((start, job.group, 0, g));
+            events.push((stop, job.group, 0, -g));
+        }
     }
     events.sort_unstable();
     let weights: Vec<f64> = w
@@ -437,14 +488,21 @@ mod tests {
             .collect()
     }
 
-    /// Checks that busy cards never exceed the pool, from the starts alone.
-    fn never_oversubscribed(w: &Workload, gpus: u32, starts: &[Time]) {
-        for (_, busy) in busy_steps(w, starts) {
+    /// Checks that busy cards never exceed the pool, and that every job ran its whole run
+    /// time after it arrived (a preempted one in several runs, plus a restart cost each).
+    fn never_oversubscribed(w: &Workload, gpus: u32, out: &Outcome, restart_cost: Time) {
+        for (_, busy) in busy_runs(&out.runs, w) {
             assert!(busy <= gpus, "{busy} cards busy of {gpus}");
         }
-        for (job, &s) in w.jobs.iter().zip(starts) {
-            assert!(s >= job.submit);
+        assert_eq!(busy_runs(&out.runs, w), out.busy);
+        for (job, runs) in w.jobs.iter().zip(&out.runs) {
+            assert!(runs.first().is_some_and(|r| r.0 >= job.submit));
+            assert!(runs.windows(2).all(|p| p[0].1 <= p[1].0));
+            let ran: Time = runs.iter().map(|(a, b)| b - a).sum();
+            let restarts = runs.len() as Time - 1;
+            assert_eq!(ran, job.duration + restarts * restart_cost, "{runs:?}");
         }
+        let _ = busy_steps(w, &out.starts);
     }
 
     fn random_workload(seed: u64, jobs: usize, gpus: u32) -> Workload {
@@ -470,10 +528,17 @@ mod tests {
                 Model::Queue(Policy::Fifo),
                 Model::Queue(Policy::Backfill),
                 Model::Queue(Policy::Fairshare),
+                Model::Queue(Policy::Las),
                 Model::Static { block: 600 },
             ] {
-                let out = run(&w, 8, model, &Settings::default());
-                never_oversubscribed(&w, 8, &out.starts);
+                let settings = Settings::default();
+                let out = run(&w, 8, model, &settings);
+                let cost = if model == Model::Queue(Policy::Las) {
+                    settings.las.restart_cost
+                } else {
+                    0
+                };
+                never_oversubscribed(&w, 8, &out, cost);
                 assert!(out.starts.iter().all(|&s| s != Time::MIN));
             }
         }

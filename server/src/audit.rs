@@ -41,6 +41,9 @@ pub enum AuditAction {
     LoanReclaim,
     /// A preemptible job whose lent cards were taken back went back to the queue.
     QueueRequeue,
+    /// Least attained service: the queue asked to preempt a running preemptible job for a
+    /// waiting one of a higher level.
+    QueuePreempt,
     QueueSettings,
     QueueShares,
     SimInject,
@@ -76,7 +79,7 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 45] = [
+    pub const ALL: [AuditAction; 46] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -105,6 +108,7 @@ impl AuditAction {
         AuditAction::QueueLend,
         AuditAction::LoanReclaim,
         AuditAction::QueueRequeue,
+        AuditAction::QueuePreempt,
         AuditAction::QueueSettings,
         AuditAction::QueueShares,
         AuditAction::SimInject,
@@ -155,6 +159,7 @@ impl AuditAction {
             AuditAction::QueueLend => "queue.lend",
             AuditAction::LoanReclaim => "booking.reclaim",
             AuditAction::QueueRequeue => "queue.requeue",
+            AuditAction::QueuePreempt => "queue.preempt",
             AuditAction::QueueSettings => "queue.settings",
             AuditAction::QueueShares => "queue.shares",
             AuditAction::SimInject => "sim.inject",

@@ -144,6 +144,9 @@ pub struct TestApp {
     pub hooks: lanes_server::ops::serve::Hooks,
     /// The cgroup its jobs' cgroups go under, made for this server alone.
     pub cgroup_parent: CgroupParent,
+    /// Where its jobs' notice files go: outside the data dir (which only the server may
+    /// enter), passable by the test's job users.
+    pub notice_dir: tempfile::TempDir,
 }
 
 /// A cgroup parent of one test server (`/lanes-test-<random>`), removed with it in every
@@ -241,6 +244,15 @@ impl TestApp {
         let data_dir = tempfile::tempdir().expect("a temporary data dir");
         let db = TestDb::fresh(data_dir.path()).await;
         let cgroup_parent = CgroupParent::new();
+        let notice_dir = tempfile::Builder::new()
+            .prefix("lanes-notices-")
+            .tempdir_in("/tmp")
+            .expect("a notice dir");
+        std::fs::set_permissions(
+            notice_dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .expect("the notice dir passable");
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             database_url: db.url.clone(),
@@ -265,6 +277,7 @@ impl TestApp {
             auth: Default::default(),
             metrics_token: None,
             job_grace: Duration::from_secs(1),
+            notice_dir: notice_dir.path().to_path_buf(),
             history: lanes_server::history::HistorySettings {
                 flush_every: Duration::from_millis(200),
                 ..Default::default()
@@ -307,6 +320,7 @@ impl TestApp {
             served,
             hooks,
             cgroup_parent,
+            notice_dir,
         }
     }
 
@@ -765,6 +779,7 @@ impl Session<'_> {
             env: None,
             environment: None,
             name: None,
+            notice: None,
         }
     }
 
@@ -792,6 +807,7 @@ pub fn queue_job(gpus: u32, limit_s: i64, argv: &[&str]) -> lanes_types::queue::
         min_memory_bytes: None,
         name: None,
         preemptible: false,
+        notice: None,
     }
 }
 

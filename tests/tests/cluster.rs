@@ -277,6 +277,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             env: None,
             environment: None,
             name: Some("on-c".into()),
+            notice: None,
         })
         .await
         .unwrap();
@@ -354,6 +355,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             env: None,
             environment: None,
             name: Some("on-b".into()),
+            notice: None,
         })
         .await
         .unwrap();
@@ -421,6 +423,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             env: None,
             environment: None,
             name: None,
+            notice: None,
         })
         .await
         .unwrap_err();

@@ -65,6 +65,8 @@ fn a_job_sees_exactly_its_cards_runs_as_its_user_in_its_own_session_and_inherits
     let facts = JobFacts {
         job_id: 42,
         booking_end: chrono::Utc::now() + chrono::Duration::hours(1),
+        notice_file: "/run/lanes/notices/42-x/notice.json".into(),
+        restart_count: 0,
     };
     let extra = BTreeMap::from([("EXPERIMENT".to_string(), "baseline".to_string())]);
 

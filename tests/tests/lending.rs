@@ -205,7 +205,7 @@ async fn a_preemptible_job_borrows_an_idle_lending_booking_and_is_requeued_when_
             borrower.id,
             20,
             "the borrower to be back in the queue",
-            |j| j.state == QueueState::Pending && j.requeues == 1,
+            |j| j.state == QueueState::Requeued && j.requeues == 1,
         )
         .await;
     let took = asked.elapsed();
@@ -230,7 +230,7 @@ async fn a_preemptible_job_borrows_an_idle_lending_booking_and_is_requeued_when_
     assert_eq!(host.lent_to, None);
     assert_eq!(host.state, lanes_types::booking::BookingState::Active);
     app.hooks.queue.run().await;
-    assert_eq!(w.queued(borrower.id).await.state, QueueState::Pending);
+    assert_eq!(w.queued(borrower.id).await.state, QueueState::Requeued);
     // What it used is charged to the borrower's fair share, who booked nothing.
     let view = w.borrower.client().queue().await.unwrap();
     let standing = view
@@ -300,9 +300,182 @@ async fn the_holders_job_takes_the_cards_back_and_starts_within_the_grace_plus_f
         "the holder's job started {waited:?} after it was submitted: before the borrower was gone"
     );
     let back = w.queued(borrower.id).await;
-    assert_eq!((back.state, back.requeues), (QueueState::Pending, 1));
+    assert_eq!((back.state, back.requeues), (QueueState::Requeued, 1));
     let done = w.holder.finished(started.id, 10).await;
     assert_eq!(done.state, JobState::Exited);
     assert_eq!(w.holder.log(done.id).await, "mine\n");
+    app.stop().await;
+}
+
+/// A training loop as docs/preemption.md shows it, without PyTorch: it resumes from its
+/// checkpoint, counts steps, and on the notice signal saves and leaves (before SIGTERM); run
+/// again after a requeue, it finishes 40 steps past where it resumed.
+const TRAIN: &str = r#"import json, os, signal, sys, time
+path = "state.json"
+state = json.load(open(path)) if os.path.exists(path) else {"step": 0, "runs": []}
+restart = int(os.environ["LANES_RESTART_COUNT"])
+state["runs"].append(restart)
+told = []
+signal.signal(signal.SIGUSR1, lambda signum, frame: told.append(signum))
+print(f"resumed at step {state['step']} restart {restart}", flush=True)
+start = state["step"]
+while True:
+    state["step"] += 1
+    time.sleep(0.05)
+    if told:
+        notice = json.load(open(os.environ["LANES_NOTICE_FILE"]))
+        state["notice"] = [notice["reason"], notice["requeue"], notice["restart_count"]]
+        with open(path + ".part", "w") as f:
+            json.dump(state, f)
+        os.replace(path + ".part", path)
+        print(f"checkpointed at step {state['step']} for {notice['reason']}", flush=True)
+        sys.exit(0)
+    if restart > 0 and state["step"] >= start + 40:
+        with open(path, "w") as f:
+            json.dump(state, f)
+        print(f"done at step {state['step']}", flush=True)
+        sys.exit(0)
+"#;
+
+#[tokio::test]
+async fn a_borrower_checkpoints_on_its_notice_is_requeued_and_resumes_from_its_checkpoint() {
+    let app = TestApp::spawn_configured(1, |config| config.sim.background = false).await;
+    let w = world(&app).await;
+    let uid = ensure_unix_account(BORROWER);
+    // Its working directory, its own (the account has no home).
+    let work = tempfile::Builder::new()
+        .prefix("lanes-train-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(work.path().join("train.py"), TRAIN).unwrap();
+    for path in [work.path().to_path_buf(), work.path().join("train.py")] {
+        std::os::unix::fs::chown(&path, Some(uid), None).unwrap();
+    }
+    let lending = w.idle_booking(&w.cards[0], true).await;
+    let job = w
+        .borrower
+        .client()
+        .enqueue(&SubmitJob {
+            preemptible: true,
+            cwd: Some(work.path().to_str().unwrap().into()),
+            ..lanes_tests::queue_job(1, 600, &["/usr/bin/python3", "train.py"])
+        })
+        .await
+        .unwrap();
+    w.until(job.id, 15, "the job to borrow", |j| {
+        j.state == QueueState::Running
+    })
+    .await;
+    let log = |want: &'static str| {
+        let borrower = &w.borrower;
+        let id = job.id;
+        async move {
+            wait_until(Duration::from_secs(20), want, || async {
+                let text = borrower.log(id).await;
+                text.contains(want).then_some(text)
+            })
+            .await
+        }
+    };
+    log("resumed at step 0 restart 0").await;
+    // Let it train a little, then the holder comes back for the card.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reclaimed = Instant::now();
+    w.holder
+        .submit(lending.id, &["/bin/sh", "-c", "echo mine"])
+        .await;
+    let text = log("checkpointed at step").await;
+    assert!(text.contains("for preempted"), "{text}");
+    // It left on the notice, before SIGTERM (its lending grace less the job grace): exit 0.
+    let back = w
+        .until(job.id, 20, "the job back in the queue", |j| {
+            j.state == QueueState::Requeued && j.requeues == 1
+        })
+        .await;
+    assert!(
+        reclaimed.elapsed() < Duration::from_secs(GRACE_S as u64),
+        "requeued {:?} after the reclaim",
+        reclaimed.elapsed()
+    );
+    assert!(
+        matches!(
+            back.note,
+            Some(lanes_types::job::JobNote::Requeued {
+                exit_code: Some(0),
+                ..
+            })
+        ),
+        "{:?}",
+        back.note
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.path().join("state.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved["notice"], serde_json::json!(["preempted", true, 0]));
+    let checkpoint = saved["step"].as_u64().unwrap();
+    assert!(checkpoint > 0, "{saved}");
+    // Idle again, the booking lends the card again: the job resumes from its checkpoint,
+    // told it is its second run, in the same directory, and finishes.
+    let done = wait_until(Duration::from_secs(30), "the job to finish", || async {
+        let j = w.queued(job.id).await;
+        (j.state == QueueState::Completed).then_some(j)
+    })
+    .await;
+    assert_eq!(done.requeues, 1);
+    let text = w.borrower.log(job.id).await;
+    assert!(
+        text.contains(&format!("resumed at step {checkpoint} restart 1")),
+        "{text}"
+    );
+    let finished: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.path().join("state.json")).unwrap())
+            .unwrap();
+    assert_eq!(finished["runs"], serde_json::json!([0, 1]));
+    assert_eq!(finished["step"].as_u64(), Some(checkpoint + 40));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_borrower_preempted_past_the_admins_bound_ends_preempted_not_failed() {
+    let app = TestApp::spawn_configured(1, |config| config.sim.background = false).await;
+    let w = world(&app).await;
+    w.admin
+        .client()
+        .save_queue_settings(&QueueSettings {
+            lending_grace_s: GRACE_S,
+            max_requeues: 0,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let lending = w.idle_booking(&w.cards[0], true).await;
+    let borrower = w.submit(true, STUBBORN).await;
+    w.until(borrower.id, 15, "the job to borrow", |j| {
+        j.state == QueueState::Running
+    })
+    .await;
+    w.holder.client().reclaim_booking(lending.id).await.unwrap();
+    let ended = w
+        .until(borrower.id, 20, "the job to end", |j| {
+            j.state == QueueState::Preempted
+        })
+        .await;
+    assert_eq!(ended.requeues, 0);
+    assert!(
+        matches!(
+            ended.note,
+            Some(lanes_types::job::JobNote::RequeueLimit {
+                requeues: 0,
+                limit: 0
+            })
+        ),
+        "{:?}",
+        ended.note
+    );
+    assert!(
+        ended.message.contains("the most the admin allows (0)"),
+        "{}",
+        ended.message
+    );
     app.stop().await;
 }

@@ -497,3 +497,76 @@ async fn an_idle_server_runs_no_queue_pass_until_something_happens() {
         .expect("a submission wakes the queue")
         .expect("the queue is running");
 }
+
+#[tokio::test]
+async fn under_least_attained_service_a_long_preemptible_job_makes_way_for_a_new_one_and_resumes() {
+    let app = TestApp::spawn(1).await;
+    let admin = Session {
+        app: &app,
+        cookie: app.sign_up("boss", Role::Admin).await,
+    };
+    admin
+        .client()
+        .save_queue_settings(&lanes_types::queue::QueueSettings {
+            policy: lanes_types::queue::Policy::Las,
+            lending_grace_s: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let owner = member(&app).await;
+    ensure_unix_account("lanes-test-holder");
+    let other = Session {
+        app: &app,
+        cookie: app.sign_up("lanes-test-holder", Role::User).await,
+    };
+    // Says when its notice comes; ignores SIGTERM (so SIGKILL ends it).
+    let long = submit(
+        &owner,
+        SubmitJob {
+            preemptible: true,
+            ..work(
+                1,
+                4 * 3_600,
+                &[
+                    "/bin/sh",
+                    "-c",
+                    "trap 'echo notice' USR1; trap 'echo term' TERM; echo run $LANES_RESTART_COUNT; while :; do sleep 0.1; done",
+                ],
+            )
+        },
+    )
+    .await;
+    until(&owner, long.id, 10, |j| j.state == QueueState::Running).await;
+    // Two hours on the card: two GPU-hours attained, a level below a new job.
+    let clock = &app.hooks.clock;
+    clock.advance(chrono::Duration::hours(2));
+    let short = submit(&other, work(1, 600, &["/bin/sh", "-c", "echo short"])).await;
+    let back = until(&owner, long.id, 20, |j| j.state == QueueState::Requeued).await;
+    assert_eq!(back.requeues, 1);
+    let log = owner.log(long.id).await;
+    assert!(log.contains("notice") && log.contains("term"), "{log}");
+    let done = until(&other, short.id, 20, |j| j.state == QueueState::Completed).await;
+    assert_eq!(done.exit_code, Some(0));
+    // It resumes, told it is its second run, with the service it received counted.
+    until(&owner, long.id, 20, |j| j.state == QueueState::Running).await;
+    wait_until(Duration::from_secs(10), "the second run", || async {
+        owner.log(long.id).await.contains("run 1").then_some(())
+    })
+    .await;
+    let job = owner.job(long.id).await;
+    let attained = job.queue.unwrap().attained_gpu_s;
+    assert!((7_200..7_300).contains(&attained), "{attained}");
+    // Its preemption is in the audit log.
+    let (status, audit) = admin
+        .call(
+            reqwest::Method::GET,
+            "/api/v1/audit?action=queue.preempt",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(audit.contains(&format!("job {}", long.id)), "{audit}");
+    cancel(&owner, long.id).await.unwrap();
+    app.stop().await;
+}

@@ -116,6 +116,15 @@ pub struct Job {
     /// The container image it runs in, when it asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<crate::container::ContainerSpec>,
+    /// What it asked of its notice before a stop (the admin's defaults where absent).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::notice::NoticeRequest::is_empty"
+    )]
+    pub notice_request: crate::notice::NoticeRequest,
+    /// The notice it was given in this run, once given (what its `LANES_NOTICE_FILE` holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<crate::notice::JobNotice>,
 }
 
 /// Why Lanes stopped a job, or why it did not start: typed, so that pages say it in their
@@ -149,6 +158,9 @@ pub enum JobNote {
         exit_code: Option<i64>,
         signal: Option<i64>,
     },
+    /// Its lent cards were taken back again, but it had been sent back to the queue the
+    /// most times the admin allows: it ended there.
+    RequeueLimit { requeues: u32, limit: u32 },
     /// Its program is not on the PATH of the environment it starts in.
     NotOnPath {
         program: String,
@@ -305,6 +317,11 @@ impl std::fmt::Display for JobNote {
                     at.format("%Y-%m-%d %H:%M:%S UTC")
                 )
             }
+            JobNote::RequeueLimit { requeues, limit } => write!(
+                f,
+                "{}; not queued again: it made way {requeues} times, the most the admin allows ({limit})",
+                StopReason::Preempted.english()
+            ),
             JobNote::NotOnPath {
                 program,
                 environment,
@@ -344,6 +361,7 @@ impl JobNote {
     pub fn stop_reason(&self) -> Option<StopReason> {
         match self {
             JobNote::Stopped { reason, .. } => Some(*reason),
+            JobNote::RequeueLimit { .. } => Some(StopReason::Preempted),
             _ => None,
         }
     }
@@ -351,10 +369,14 @@ impl JobNote {
 
 /// How a job stands, in the words people read everywhere (pages, `lanes jobs`, `lanes queue`,
 /// messages): the wire state, except that a job that ended by itself is `completed` with
-/// status 0 and `failed` otherwise, as the queue has always said.
+/// status 0 and `failed` otherwise, as the queue has always said; a queue job preempted for
+/// a holder is `requeued` while it waits again and `preempted` when it ended that way (the
+/// admin's bound on restarts), never a failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Standing {
     Pending,
+    Requeued,
+    Preempted,
     Queued,
     Running,
     Completed,
@@ -369,6 +391,8 @@ impl Standing {
     pub fn as_str(self) -> &'static str {
         match self {
             Standing::Pending => "pending",
+            Standing::Requeued => "requeued",
+            Standing::Preempted => "preempted",
             Standing::Queued => "queued",
             Standing::Running => "running",
             Standing::Completed => "completed",
@@ -384,8 +408,18 @@ impl Standing {
 impl Job {
     /// How it stands, as people read it.
     pub fn standing(&self) -> Standing {
+        let preempted = self.note.as_ref().and_then(JobNote::stop_reason)
+            == Some(StopReason::Preempted)
+            && self.queue.is_some();
         match self.state {
+            JobState::Pending
+                if matches!(self.note, Some(JobNote::Requeued { .. }))
+                    && self.queue.is_some_and(|q| q.requeues > 0) =>
+            {
+                Standing::Requeued
+            }
             JobState::Pending => Standing::Pending,
+            JobState::Exited | JobState::Killed if preempted => Standing::Preempted,
             JobState::Queued => Standing::Queued,
             JobState::Running => Standing::Running,
             JobState::Exited if self.exit_code == Some(0) => Standing::Completed,
@@ -455,6 +489,14 @@ pub struct QueueRequest {
     /// Times it was sent back to the queue that way.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub requeues: u32,
+    /// GPU-seconds it received in its runs before the current one (least attained service
+    /// orders the queue by it).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub attained_gpu_s: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -482,6 +524,9 @@ pub struct CreateJob {
     /// Runs the command in this container image, as the booking's user, on exactly its cards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<crate::container::ContainerSpec>,
+    /// Notice before its booking's end: how long, and with which signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<crate::notice::NoticeRequest>,
 }
 
 #[cfg(test)]

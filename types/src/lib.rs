@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod health;
 pub mod history;
 pub mod job;
+pub mod notice;
 pub mod notify;
 pub mod query;
 pub mod queue;

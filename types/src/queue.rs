@@ -12,11 +12,15 @@ use std::collections::BTreeMap;
 #[serde(rename_all = "snake_case")]
 pub enum QueueState {
     Pending,
+    /// Preempted for a holder and waiting again (not a failure).
+    Requeued,
     Running,
     Completed,
     Failed,
     Cancelled,
     TimedOut,
+    /// Preempted once more than the admin allows requeues: it ended there (not a failure).
+    Preempted,
 }
 
 impl QueueState {
@@ -26,6 +30,8 @@ impl QueueState {
         use super::job::Standing as S;
         match job.standing() {
             S::Pending => QueueState::Pending,
+            S::Requeued => QueueState::Requeued,
+            S::Preempted => QueueState::Preempted,
             S::Queued | S::Running => QueueState::Running,
             S::Completed => QueueState::Completed,
             S::Cancelled => QueueState::Cancelled,
@@ -37,6 +43,8 @@ impl QueueState {
     pub fn as_str(self) -> &'static str {
         match self {
             QueueState::Pending => "pending",
+            QueueState::Requeued => "requeued",
+            QueueState::Preempted => "preempted",
             QueueState::Running => "running",
             QueueState::Completed => "completed",
             QueueState::Failed => "failed",
@@ -164,6 +172,9 @@ pub struct QueuedJob {
     /// The same, typed (see [`crate::job::JobNote`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<crate::job::JobNote>,
+    /// The notice of its stop it was given in this run (its owner and admins see it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<crate::notice::JobNotice>,
 }
 
 /// A user's fair-share standing.
@@ -219,6 +230,10 @@ pub struct SubmitJob {
     /// Runs the command in this container image (see `CreateJob`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<crate::container::ContainerSpec>,
+    /// Notice before its time limit, or before a holder takes lent cards back (see
+    /// `CreateJob`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<crate::notice::NoticeRequest>,
 }
 
 /// How the queue orders and places waiting jobs. The live queue and the trace replays use this
@@ -232,22 +247,32 @@ pub enum Policy {
     Backfill,
     /// As backfill, in fair-share priority order instead of arrival.
     Fairshare,
+    /// Least attained service: jobs that have had the least GPU-time go first (discretized
+    /// levels, fair share within a level, an aging bound); a waiting job of a higher level
+    /// preempts running preemptible jobs of lower ones (docs/scheduling.md).
+    Las,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::Backfill, Policy::Fairshare];
+    pub const ALL: [Policy; 4] = [
+        Policy::Fifo,
+        Policy::Backfill,
+        Policy::Fairshare,
+        Policy::Las,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Policy::Fifo => "fifo",
             Policy::Backfill => "backfill",
             Policy::Fairshare => "fairshare",
+            Policy::Las => "las",
         }
     }
 
     /// Whether jobs are ordered by the caller's priority rather than by arrival.
     pub fn uses_priority(self) -> bool {
-        self == Policy::Fairshare
+        matches!(self, Policy::Fairshare | Policy::Las)
     }
 }
 
@@ -257,7 +282,7 @@ impl std::str::FromStr for Policy {
         Policy::ALL
             .into_iter()
             .find(|p| p.as_str() == s)
-            .ok_or_else(|| format!("unknown policy {s:?}: use fifo, backfill or fairshare"))
+            .ok_or_else(|| format!("unknown policy {s:?}: use fifo, backfill, fairshare or las"))
     }
 }
 
@@ -279,7 +304,40 @@ pub struct QueueSettings {
     /// before SIGKILL when their holder takes them back (1 s to 1 h).
     #[serde(default = "default_lending_grace_s")]
     pub lending_grace_s: i64,
+    /// The signal of a job's notice before a stop, where its request names none.
+    #[serde(default)]
+    pub notice_signal: crate::notice::NoticeSignal,
+    /// How long before a slot's end or a time limit a job is told (0 to a day); a job may ask
+    /// for more, up to `notice_max_s`. A reclaim's notice comes at once, within the lending
+    /// grace.
+    #[serde(default = "default_notice_lead_s")]
+    pub notice_lead_s: i64,
+    /// The most notice a job may ask for (0 to a day).
+    #[serde(default = "default_notice_max_s")]
+    pub notice_max_s: i64,
+    /// How often a preempted job goes back to the queue; preempted once more, it ends (0 to
+    /// 1000).
+    #[serde(default = "default_max_requeues")]
+    pub max_requeues: u32,
 }
+
+/// Notice before a slot's end or time limit when the admin set none: ten minutes.
+pub fn default_notice_lead_s() -> i64 {
+    600
+}
+
+/// The most notice a job may ask for when the admin set no bound: an hour.
+pub fn default_notice_max_s() -> i64 {
+    3600
+}
+
+/// Requeues allowed when the admin set no bound.
+pub fn default_max_requeues() -> u32 {
+    20
+}
+
+/// The longest notice an admin may set: a day.
+pub const MAX_NOTICE_S: i64 = 86_400;
 
 /// The lending grace when an admin set none: a minute.
 pub fn default_lending_grace_s() -> i64 {
@@ -296,6 +354,10 @@ impl Default for QueueSettings {
             age_weight: 0.1,
             age_full_after_s: 7 * 86_400,
             lending_grace_s: default_lending_grace_s(),
+            notice_signal: Default::default(),
+            notice_lead_s: default_notice_lead_s(),
+            notice_max_s: default_notice_max_s(),
+            max_requeues: default_max_requeues(),
         }
     }
 }
@@ -341,6 +403,19 @@ impl QueueSettings {
         }
         if !(1..=3600).contains(&self.lending_grace_s) {
             return Err("lending_grace_s must be from 1 to 3600".into());
+        }
+        if !(0..=MAX_NOTICE_S).contains(&self.notice_lead_s)
+            || !(0..=MAX_NOTICE_S).contains(&self.notice_max_s)
+        {
+            return Err(format!(
+                "notice_lead_s and notice_max_s must be from 0 to {MAX_NOTICE_S} (a day)"
+            ));
+        }
+        if self.notice_lead_s > self.notice_max_s {
+            return Err("notice_lead_s must be at most notice_max_s".into());
+        }
+        if self.max_requeues > 1000 {
+            return Err("max_requeues must be from 0 to 1000".into());
         }
         Ok(())
     }

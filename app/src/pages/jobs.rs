@@ -107,6 +107,7 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
             environment: None,
             name: Some(field(name)).filter(|n| !n.is_empty()),
             container,
+            notice: None,
         };
         error.set(None);
         submit.run(body);

@@ -80,6 +80,7 @@ fn policy_line(s: &QueueSettings) -> String {
         lanes_types::queue::Policy::Fifo => tr!(queue_policy.fifo),
         lanes_types::queue::Policy::Backfill => tr!(queue_policy.backfill),
         lanes_types::queue::Policy::Fairshare => tr!(queue_policy.fairshare),
+        lanes_types::queue::Policy::Las => tr!(queue_policy.las),
     };
     tr!(
         queue.policy_line,
@@ -150,6 +151,7 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
             min_memory_bytes: min_memory,
             name: Some(field(name)).filter(|n| !n.is_empty()),
             preemptible: checked(preemptible),
+            notice: None,
         };
         error.set(None);
         enqueue.run(body);

@@ -5,6 +5,7 @@ use crate::components::remote::{field, render_remote, Remote};
 use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
+use lanes_types::notice::NoticeSignal;
 use lanes_types::queue::{Policy, QueueSettings, Shares};
 use lanes_types::units::{format_duration, parse_duration};
 use leptos::prelude::*;
@@ -52,11 +53,29 @@ fn seconds(text: &str, what: &str) -> Result<i64, String> {
     }
 }
 
+/// As [`seconds`], where `0` (none) is allowed too.
+fn seconds_or_none(text: &str, what: &str) -> Result<i64, String> {
+    if text.trim() == "0" {
+        return Ok(0);
+    }
+    seconds(text, what)
+}
+
+/// A count field's value (0 to 1000): the form's own words when it is not one.
+fn count(text: &str, what: &str) -> Result<u32, String> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n <= 1000)
+        .ok_or_else(|| tr!(queue_admin.bad_count, what = what.to_string()))
+}
+
 fn policy_name(policy: Policy) -> &'static str {
     match policy {
         Policy::Fifo => tr!(queue_policy.fifo),
         Policy::Backfill => tr!(queue_policy.backfill),
         Policy::Fairshare => tr!(queue_policy.fairshare),
+        Policy::Las => tr!(queue_policy.las),
     }
 }
 
@@ -69,8 +88,16 @@ fn SettingsForm(now: QueueSettings, save: Write<QueueSettings, QueueSettings>) -
         NodeRef::new(),
         NodeRef::new(),
     );
+    let signal = NodeRef::<leptos::html::Select>::new();
+    let (lead, most, requeues) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
     let finding = RwSignal::new(None::<String>);
-    let shown = |s: i64| format_duration(chrono::Duration::seconds(s));
+    let shown = |s: i64| {
+        if s == 0 {
+            "0".to_string()
+        } else {
+            format_duration(chrono::Duration::seconds(s))
+        }
+    };
     let base = now.clone();
     let send = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -93,6 +120,13 @@ fn SettingsForm(now: QueueSettings, save: Write<QueueSettings, QueueSettings>) -
                 max_time_limit_s: seconds(&field(max_limit), tr!(queue_admin.max_limit))?,
                 half_life_s: seconds(&field(half_life), tr!(queue_admin.half_life))?,
                 lending_grace_s: seconds(&field(grace), tr!(queue_admin.lending_grace))?,
+                notice_signal: signal
+                    .get_untracked()
+                    .and_then(|s| s.value().parse::<NoticeSignal>().ok())
+                    .unwrap_or(base.notice_signal),
+                notice_lead_s: seconds_or_none(&field(lead), tr!(queue_admin.notice_lead))?,
+                notice_max_s: seconds_or_none(&field(most), tr!(queue_admin.notice_max))?,
+                max_requeues: count(&field(requeues), tr!(queue_admin.max_requeues))?,
                 ..base.clone()
             })
         };
@@ -107,6 +141,16 @@ fn SettingsForm(now: QueueSettings, save: Write<QueueSettings, QueueSettings>) -
     let options = Policy::ALL
         .into_iter()
         .map(|p| view! { <option value=p.as_str() selected=p == now.policy>{policy_name(p)}</option> })
+        .collect_view();
+    let signals = NoticeSignal::ALL
+        .into_iter()
+        .map(|s| {
+            let label = match s {
+                NoticeSignal::None => tr!(queue_admin.no_signal).to_string(),
+                other => other.as_str().to_string(),
+            };
+            view! { <option value=s.as_str() selected=s == now.notice_signal>{label}</option> }
+        })
         .collect_view();
     view! {
         <form class="policy" on:submit=send>
@@ -125,6 +169,19 @@ fn SettingsForm(now: QueueSettings, save: Write<QueueSettings, QueueSettings>) -
             </label>
             <label>{tr!(queue_admin.lending_grace)}
                 <input name="lending_grace" node_ref=grace required value=shown(now.lending_grace_s) />
+            </label>
+            <p class="hint">{tr!(queue_admin.notice_hint)}</p>
+            <label>{tr!(queue_admin.notice_signal)}
+                <select name="notice_signal" node_ref=signal prop:value=now.notice_signal.as_str()>{signals}</select>
+            </label>
+            <label>{tr!(queue_admin.notice_lead)}
+                <input name="notice_lead" node_ref=lead required value=shown(now.notice_lead_s) />
+            </label>
+            <label>{tr!(queue_admin.notice_max)}
+                <input name="notice_max" node_ref=most required value=shown(now.notice_max_s) />
+            </label>
+            <label>{tr!(queue_admin.max_requeues)}
+                <input name="max_requeues" node_ref=requeues required inputmode="numeric" value=now.max_requeues.to_string() />
             </label>
             <button type="submit">{tr!(queue_admin.save)}</button>
             {save.error_view_with(finding)}

@@ -151,6 +151,9 @@ pub struct ContainerJob<'a> {
     pub env_names: Vec<String>,
     /// The job's cgroup (Docker's container goes in a child of it).
     pub cgroup: Option<&'a str>,
+    /// The directory of its notice file, mounted read-only where it is on the host, so
+    /// `LANES_NOTICE_FILE` names the same file inside.
+    pub notice_dir: Option<String>,
 }
 
 fn find_program(names: &[&str]) -> Option<PathBuf> {
@@ -562,6 +565,9 @@ impl ContainerHost {
                 }
                 argv.push(format!("--pwd={}", job.cwd));
                 argv.push(format!("--bind={}", job.cwd));
+                if let Some(dir) = &job.notice_dir {
+                    argv.push(format!("--bind={dir}:{dir}:ro"));
+                }
                 for v in &volumes {
                     let mode = if v.read_only { ":ro" } else { "" };
                     argv.push(format!("--bind={}:{}{mode}", v.host, v.container));
@@ -633,6 +639,9 @@ impl ContainerHost {
         }
         argv.push(format!("--volume={}:{}", job.cwd, job.cwd));
         argv.push(format!("--workdir={}", job.cwd));
+        if let Some(dir) = &job.notice_dir {
+            argv.push(format!("--volume={dir}:{dir}:ro"));
+        }
         for v in volumes {
             let mode = if v.read_only { ":ro" } else { "" };
             argv.push(format!("--volume={}:{}{mode}", v.host, v.container));
@@ -830,6 +839,7 @@ mod tests {
             cwd: "/tmp",
             env_names: vec!["CUDA_VISIBLE_DEVICES".into(), "LANES_JOB_ID".into()],
             cgroup: Some("/lanes/job-12-ab"),
+            notice_dir: Some("/run/lanes/notices/12-ab".into()),
         }
     }
 
@@ -982,7 +992,8 @@ mod tests {
         let planned = host(false).plan(&job(&s, &who, &cards)).unwrap();
         assert_eq!(
             planned.argv.join(" "),
-            "/usr/bin/apptainer exec --cleanenv --nv --pwd=/tmp --bind=/tmp /srv/images/train.sif"
+            "/usr/bin/apptainer exec --cleanenv --nv --pwd=/tmp --bind=/tmp \
+             --bind=/run/lanes/notices/12-ab:/run/lanes/notices/12-ab:ro /srv/images/train.sif"
         );
         let vars = [("CUDA_VISIBLE_DEVICES".to_string(), "GPU-a".to_string())];
         assert_eq!(

@@ -63,6 +63,15 @@ impl Identity {
         }
     }
 
+    /// The account's uid and gid (none in single-user mode): the owner of files Lanes writes
+    /// for the job.
+    pub fn ids_raw(&self) -> Option<(u32, u32)> {
+        match self {
+            Identity::Account { uid, gid, .. } => Some((*uid, *gid)),
+            Identity::SingleUser { .. } => None,
+        }
+    }
+
     /// The ids a child switches to (none in single-user mode): uid, gid and groups.
     fn ids(&self) -> Option<(Uid, Gid, Vec<Gid>)> {
         match self {

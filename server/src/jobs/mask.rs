@@ -107,6 +107,10 @@ pub fn check_extra_env(extra: &BTreeMap<String, String>) -> Result<(), MaskError
 pub struct JobFacts {
     pub job_id: i64,
     pub booking_end: chrono::DateTime<chrono::Utc>,
+    /// Where its notice before a stop will be written (`LANES_NOTICE_FILE`).
+    pub notice_file: String,
+    /// How often it was preempted and queued again before this run (`LANES_RESTART_COUNT`).
+    pub restart_count: u32,
 }
 
 /// The variables nothing may override: the mask and the job's facts. They go on top of the
@@ -123,6 +127,11 @@ pub fn fixed_environment(mask: &DeviceMask, facts: &JobFacts) -> Vec<(String, St
             facts
                 .booking_end
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        ),
+        ("LANES_NOTICE_FILE".into(), facts.notice_file.clone()),
+        (
+            "LANES_RESTART_COUNT".into(),
+            facts.restart_count.to_string(),
         ),
     ]
 }
@@ -221,6 +230,8 @@ mod tests {
         let facts = JobFacts {
             job_id: 7,
             booking_end: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+            notice_file: "/run/lanes/notices/7-ab12/notice.json".into(),
+            restart_count: 2,
         };
         let env: BTreeMap<_, _> = fixed_environment(&mask, &facts).into_iter().collect();
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], inv[2].uuid);
@@ -228,5 +239,10 @@ mod tests {
         assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
         assert_eq!(env["LANES_JOB_ID"], "7");
         assert_eq!(env["LANES_BOOKING_END"], "2027-01-15T08:00:00Z");
+        assert_eq!(
+            env["LANES_NOTICE_FILE"],
+            "/run/lanes/notices/7-ab12/notice.json"
+        );
+        assert_eq!(env["LANES_RESTART_COUNT"], "2");
     }
 }

@@ -12,6 +12,7 @@ pub mod keeper;
 pub mod launch;
 pub mod log_watch;
 pub mod mask;
+pub mod notice;
 pub mod runner;
 pub mod shipper;
 pub mod wall;

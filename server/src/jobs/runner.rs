@@ -13,6 +13,7 @@
 use super::container::{ContainerHost, ContainerJob};
 use super::launch::{self, Identity, Launch};
 use super::mask::{fixed_environment, DeviceMask, JobFacts};
+use super::notice;
 use super::wall::{JobCgroup, Wall};
 use crate::audit::AuditAction;
 use crate::notify::{Notice, Notifier};
@@ -77,6 +78,9 @@ pub struct RunnerSettings {
     /// Jobs' logs go to `<jobs_dir>/<id>-<random>/{stdout,stderr}`: a directory per job, made
     /// anew, so a job id that comes back (a recreated database) never meets an old log.
     pub jobs_dir: PathBuf,
+    /// Where each run's notice file goes (`LANES_NOTICE_FILE`): `<notice_dir>/<log dir
+    /// name>/notice.json`.
+    pub notice_dir: PathBuf,
     /// Bytes kept of each of a job's streams.
     pub log_limit: u64,
     /// The `lanes` binary that keeps job logs (`lanes keep-log`).
@@ -141,6 +145,8 @@ struct Watched {
     cgroup: Option<JobCgroup>,
     /// Whether its exit wakes the runner (a pidfd); if not, the runner looks now and then.
     exit_watched: bool,
+    /// The notice of its stop it was given in this run.
+    notice: Option<lanes_types::notice::JobNotice>,
 }
 
 impl Watched {
@@ -379,8 +385,10 @@ impl Runner {
         self.record_unrecorded().await?;
         let mut next = NextLook::default();
         let unrecorded: Vec<i64> = self.lock_unrecorded().keys().copied().collect();
-        // Why each running job must stop, if it must: read once per tick with the job itself.
+        // Why each running job must stop, if it must, and when it will if nothing changes:
+        // read once per tick with the job itself.
         let mut stop_reasons: HashMap<i64, StopReason> = HashMap::new();
+        let mut plans: HashMap<i64, Plan> = HashMap::new();
         for mut job in within(self.store.jobs().live()).await? {
             let id = job.job.id;
             let booking = match job.job.booking_id {
@@ -395,9 +403,20 @@ impl Runner {
                 watched.booking_end = Some(b.end);
             }
             if job.job.state == JobState::Running {
-                if let Some(reason) = stop_reason(booking.as_ref(), &job, now) {
+                let must = stop_reason(booking.as_ref(), &job, now);
+                if let Some(reason) = must {
                     stop_reasons.insert(id, reason);
                 }
+                plans.insert(
+                    id,
+                    Plan {
+                        must,
+                        planned: planned_stop(&job, booking.as_ref(), now),
+                        request: job.job.notice_request,
+                        preemptible: job.job.queue.is_some_and(|q| q.preemptible),
+                        requeues: job.job.queue.map_or(0, |q| q.requeues),
+                    },
+                );
             }
             if let Some(at) = next_change(&job, booking.as_ref(), now) {
                 next.at(at);
@@ -487,6 +506,7 @@ impl Runner {
                                     booking_end: Some(b.end),
                                     cgroup,
                                     exit_watched,
+                                    notice: None,
                                 },
                             );
                         }
@@ -520,6 +540,7 @@ impl Runner {
                                 super::exits::notify_on_exit(pid, self.exits.clone());
                             let adopted = Watched {
                                 exit_watched,
+                                notice: job.job.notice.clone(),
                                 handle,
                                 keepers: Vec::new(),
                                 exited_at: None,
@@ -551,25 +572,99 @@ impl Runner {
                 }
             }
         }
-        // A borrower stopped for its lender has the queue's lending grace, not the usual one.
-        let lending_grace = if watched
-            .values()
-            .filter_map(|w| w.stopping.as_ref())
-            .any(|(_, why)| *why == StopReason::Preempted)
-            || stop_reasons.values().any(|r| *r == StopReason::Preempted)
-        {
-            let settings = within(self.store.queue().settings()).await?;
-            Some(Duration::from_secs(settings.lending_grace_s.max(1) as u64))
-        } else {
+        // Notices, and the graces of stops: the queue's settings, read when a job runs.
+        let rules = if plans.is_empty() {
             None
+        } else {
+            let settings = within(self.store.queue().settings()).await?;
+            Some(notice::Rules::new(&settings, self.settings.grace))
         };
+        if let Some(rules) = &rules {
+            for (id, plan) in &plans {
+                let Some(job) = watched.get_mut(id) else {
+                    continue;
+                };
+                next.merge(self.notice(*id, job, plan, rules, now).await?);
+                // SIGTERM waits for the stop its notice promised.
+                if let Some(until) = notice::held_until(job.notice.as_ref(), plan.must, now) {
+                    stop_reasons.remove(id);
+                    next.at(until);
+                }
+            }
+        }
         let ids: Vec<i64> = watched.keys().copied().collect();
         for id in ids {
             let stop = stop_reasons.get(&id).copied();
             next.merge(
-                self.watch(id, watched, leftovers, stop, lending_grace, now)
+                self.watch(id, watched, leftovers, stop, rules.as_ref(), now)
                     .await?,
             );
+        }
+        Ok(next)
+    }
+
+    /// Gives, withdraws or plans a running job's notice of its stop.
+    async fn notice(
+        &self,
+        id: i64,
+        job: &mut Watched,
+        plan: &Plan,
+        rules: &notice::Rules,
+        now: DateTime<Utc>,
+    ) -> Result<NextLook, crate::store::StoreError> {
+        let mut next = NextLook::default();
+        let facts = notice::Facts {
+            job_id: id,
+            request: &plan.request,
+            preemptible_queue_job: plan.preemptible,
+            requeues: plan.requeues,
+            given: job.notice.as_ref(),
+            must: plan.must,
+            planned: plan.planned,
+        };
+        let run = job.record.log_dir.clone().unwrap_or_default();
+        match notice::step(&facts, rules, now) {
+            notice::Step::Nothing => {}
+            notice::Step::At(when) => next.at(when),
+            notice::Step::Withdraw => {
+                notice::withdraw(&self.settings.notice_dir, &run);
+                within(self.store.runs().withdraw_notice(id)).await?;
+                tracing::info!(job = id, "withdrew a job's notice: its stop moved");
+                job.notice = None;
+                // Told again when the new stop's lead begins.
+                next.at(now);
+            }
+            notice::Step::Give(given) => {
+                let owner =
+                    launch::identity(&job.record.job.username, job.record.unix_user.as_deref())
+                        .ok()
+                        .and_then(|who| who.ids_raw());
+                if let Err(e) = notice::write(&self.settings.notice_dir, &run, &given, owner) {
+                    tracing::warn!(job = id, error = %e, "could not write a job's notice file");
+                }
+                let signalled = if given.stop_at > now {
+                    let pids = match &job.cgroup {
+                        Some(cgroup) => cgroup.pids(),
+                        None => notice::session_members(job.pid()),
+                    };
+                    notice::signal_catchers(&pids, given.signal)
+                } else {
+                    0
+                };
+                tracing::info!(
+                    job = id,
+                    reason = given.reason.as_str(),
+                    stop_at = %given.stop_at,
+                    signal = given.signal.as_str(),
+                    signalled,
+                    "gave a job notice of its stop"
+                );
+                within(self.store.runs().noticed(id, &given)).await?;
+                if given.stop_at > now {
+                    next.at(given.stop_at);
+                }
+                job.notice = Some(given);
+            }
         }
         Ok(next)
     }
@@ -612,22 +707,41 @@ impl Runner {
         end: &JobEnd,
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
+        if let Some(run) = job.log_dir.as_deref() {
+            notice::remove(&self.settings.notice_dir, run);
+        }
         let preempted =
             end.note.as_ref().and_then(JobNote::stop_reason) == Some(StopReason::Preempted);
-        if job.job.queue.is_some() && preempted {
+        let requeues = job.job.queue.map_or(0, |q| q.requeues);
+        let limit = if job.job.queue.is_some() && preempted {
+            within(self.store.queue().settings()).await?.max_requeues
+        } else {
+            0
+        };
+        let mut end = end.clone();
+        if job.job.queue.is_some() && preempted && requeues >= limit {
+            // The admin's bound on restarts ends the loop: it ends here, preempted.
+            end.note = Some(JobNote::RequeueLimit { requeues, limit });
+        } else if job.job.queue.is_some() && preempted {
             let audit = AuditEntry::new(None, AuditAction::QueueRequeue, "").detail(format!(
                 "its lent cards were taken back; it ended with {}",
-                how_it_ended(end)
+                how_it_ended(&end)
             ));
             let note = JobNote::Requeued {
                 at: now,
                 exit_code: end.exit_code,
                 signal: end.signal,
             };
+            // What this run received counts towards its attained service.
+            let ran = job
+                .job
+                .started_at
+                .map_or(0, |started| (now - started).num_seconds().max(0));
+            let attained = ran * i64::from(job.job.queue.map_or(0, |q| q.gpus));
             if within(
                 self.store
                     .lending()
-                    .requeue_job(job.job.id, &note, audit, now),
+                    .requeue_job(job.job.id, &note, attained, audit, now),
             )
             .await?
             {
@@ -658,7 +772,7 @@ impl Runner {
                 return Ok(());
             }
         }
-        let end = &queue_end(job, end);
+        let end = &queue_end(job, &end);
         within(self.store.runs().ended(job.job.id, end, now)).await?;
         if let (Some(_), Some(booking)) = (job.job.queue, job.job.booking_id) {
             super::release_booking_of(&self.store, booking, job.job.id, now).await;
@@ -704,7 +818,7 @@ impl Runner {
         watched: &mut HashMap<i64, Watched>,
         leftovers: &mut HashMap<i64, Leftover>,
         stop: Option<StopReason>,
-        lending_grace: Option<Duration>,
+        rules: Option<&notice::Rules>,
         now: DateTime<Utc>,
     ) -> Result<NextLook, crate::store::StoreError> {
         let mut next = NextLook::default();
@@ -754,7 +868,7 @@ impl Runner {
             }
             return Ok(next);
         }
-        let grace = |why: StopReason| self.grace_for(why, lending_grace);
+        let grace = |why: StopReason| self.grace_for(why, rules);
         match stop_step(job.stopping.as_ref(), stop, grace, now) {
             StopStep::Run => {}
             StopStep::Term(reason) => {
@@ -771,12 +885,11 @@ impl Runner {
     }
 
     /// Between SIGTERM and SIGKILL for a job stopped for `why`: a borrower stopped for its
-    /// lender has the queue's lending grace, others the runner's.
-    fn grace_for(&self, why: StopReason, lending_grace: Option<Duration>) -> Duration {
-        match lending_grace {
-            Some(lending) if why == StopReason::Preempted => lending,
-            _ => self.settings.grace,
-        }
+    /// lender has what its lending grace leaves after its notice, others the runner's.
+    fn grace_for(&self, why: StopReason, rules: Option<&notice::Rules>) -> Duration {
+        rules
+            .and_then(|r| r.grace_for(why).to_std().ok())
+            .unwrap_or(self.settings.grace)
     }
 
     /// Whether this node's runner runs jobs of `booking`: its cards are here. (A booking
@@ -865,10 +978,7 @@ impl Runner {
         let inventory: Vec<_> = self.hub.local_gpus().into_iter().map(|g| g.info).collect();
         let mask = DeviceMask::for_cards(&booking.gpus, &self.settings.node, &inventory)
             .map_err(|e| fail(&e))?;
-        let facts = JobFacts {
-            job_id: job.job.id,
-            booking_end: booking.end,
-        };
+        let restart_count = job.job.queue.map_or(0, |q| q.requeues);
         let (base, base_by_admin) = match &job.env_base {
             Some(base) => (base.clone(), false),
             None => {
@@ -885,6 +995,23 @@ impl Runner {
             .await
             .map_err(|e| fail(&e))?;
         job.log_dir = Some(dir_name.clone());
+        let notice_file = notice::file_of(&self.settings.notice_dir, &dir_name);
+        let notice_line = match notice::prepare(&self.settings.notice_dir, &dir_name) {
+            Ok(_) => format!(
+                "notice before a stop: {} (LANES_NOTICE_FILE)",
+                notice_file.display()
+            ),
+            Err(e) => {
+                tracing::warn!(job = job.job.id, error = %e, "could not make a job's notice directory");
+                format!("notice before a stop: no file ({e}); the signal alone")
+            }
+        };
+        let facts = JobFacts {
+            job_id: job.job.id,
+            booking_end: booking.end,
+            notice_file: notice_file.display().to_string(),
+            restart_count,
+        };
         let wall = &self.settings.wall;
         let cgroup = wall
             .create(job.job.id, mask.uuids())
@@ -929,7 +1056,14 @@ impl Runner {
             ),
             format!("cards: {}", cards.join(", ")),
             format!("device wall: {wall_line}"),
+            notice_line,
         ];
+        if restart_count > 0 {
+            header.push(format!(
+                "run {} of this job: it was preempted and queued again {restart_count} time(s) (LANES_RESTART_COUNT)",
+                restart_count + 1
+            ));
+        }
         let mut argv = job.job.argv.clone();
         let (mut base, mut base_by_admin, mut who) = (base, base_by_admin, who);
         if let Some(spec) = job.container() {
@@ -947,6 +1081,9 @@ impl Runner {
                 cwd: &cwd,
                 env_names,
                 cgroup: cgroup.as_ref().map(|c| c.path.as_str()),
+                notice_dir: notice::run_dir(&self.settings.notice_dir, &dir_name)
+                    .to_str()
+                    .map(str::to_string),
             });
             let planned = match planned {
                 Ok(planned) => planned,
@@ -1096,7 +1233,14 @@ fn same_process_alive(process: &JobProcess, boot_id: &str) -> bool {
 
 /// How a watched job ended, if it has.
 fn exited(job: &mut Watched) -> Option<JobEnd> {
-    let reason = job.stopping.as_ref().map(|(_, why)| *why);
+    // A borrower that checkpointed and left on its notice, before SIGTERM, made way for its
+    // holder as much as one that was stopped: it goes back to the queue.
+    let reason = job.stopping.as_ref().map(|(_, why)| *why).or_else(|| {
+        job.notice
+            .as_ref()
+            .filter(|n| n.reason == StopReason::Preempted)
+            .map(|n| n.reason)
+    });
     let stopped = |exit_unknown| {
         reason.map(|reason| JobNote::Stopped {
             reason,
@@ -1130,8 +1274,12 @@ fn exited(job: &mut Watched) -> Option<JobEnd> {
 }
 
 /// "exit code 0", "signal 9": how a job's process ended.
-/// The personal event of a job's end: none for a cancel (its owner asked for it).
+/// The personal event of a job's end: none for a cancel (its owner asked for it); a job
+/// preempted past the admin's bound on requeues made way for a holder, it did not fail.
 fn personal_end(end: &JobEnd) -> Option<EventKind> {
+    if matches!(end.note, Some(JobNote::RequeueLimit { .. })) {
+        return Some(EventKind::LoanReclaimed);
+    }
     match end.state {
         JobState::Exited if end.exit_code == Some(0) => Some(EventKind::JobFinished),
         JobState::TimedOut => Some(EventKind::JobTimedOut),
@@ -1249,6 +1397,9 @@ fn stop_reason(
     let queued = job.job.queue.is_some();
     if job.cancel_requested {
         Some(StopReason::Cancelled)
+    } else if job.preempt_requested && queued {
+        // The queue needs its cards for a job of higher priority (least attained service).
+        Some(StopReason::Preempted)
     } else if booking.is_none_or(|b| b.state != BookingState::Active) {
         let limit_reached = job
             .job
@@ -1264,6 +1415,44 @@ fn stop_reason(
     } else {
         None
     }
+}
+
+/// What one look read about a running job's stop, for its notice.
+struct Plan {
+    /// Why it must stop now, if it must.
+    must: Option<StopReason>,
+    /// When and why it stops if nothing changes.
+    planned: Option<(DateTime<Utc>, StopReason)>,
+    request: lanes_types::notice::NoticeRequest,
+    /// A preemptible queue job (a reclaim sends it back to the queue).
+    preemptible: bool,
+    requeues: u32,
+}
+
+/// When and why a running job will be stopped if nothing changes: its time limit, or its
+/// slot's end (a borrower's loan ending before its limit is a preemption, as
+/// [`stop_reason`] says when it comes).
+fn planned_stop(
+    job: &JobToRun,
+    booking: Option<&Booking>,
+    now: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, StopReason)> {
+    let b = booking.filter(|b| b.state == BookingState::Active)?;
+    if job.job.state != JobState::Running {
+        return None;
+    }
+    let queued = job.job.queue.is_some();
+    let limit = job
+        .job
+        .queue
+        .zip(job.job.started_at)
+        .map(|(q, started)| started + chrono::Duration::seconds(q.time_limit_s));
+    let planned = match limit {
+        Some(limit) if limit <= b.end => (limit, StopReason::TimeLimit),
+        _ if b.loan_of.is_some() && queued => (b.end, StopReason::Preempted),
+        _ => (b.end, slot_ended(queued)),
+    };
+    (planned.0 > now).then_some(planned)
 }
 
 /// Why a job whose slot is over stops: a queue job reached its time limit, a booked job the
@@ -1397,6 +1586,7 @@ mod tests {
             log_dir: None,
             unix_user: None,
             cancel_requested: false,
+            preempt_requested: false,
             pid_start: None,
             boot_id: None,
             stop_requested: None,
@@ -1419,6 +1609,7 @@ mod tests {
             min_memory_bytes: None,
             preemptible: true,
             requeues: 0,
+            attained_gpu_s: 0,
         })
     }
 

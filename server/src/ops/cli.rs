@@ -328,6 +328,11 @@ pub struct ServeArgs {
     /// Time a job gets between SIGTERM and SIGKILL when its slot ends or it is cancelled.
     #[arg(long, env = "LANES_JOB_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub job_grace: Duration,
+    /// Where jobs' notice files are written (`LANES_NOTICE_FILE`): a directory the server
+    /// owns that every job user may pass through (made 0711) [default: /run/lanes/notices as
+    /// root, else notices in the data directory].
+    #[arg(long, env = "LANES_NOTICE_DIR")]
+    pub notice_dir: Option<PathBuf>,
     /// A session unused this long ends (e.g. 8h).
     #[arg(long, env = "LANES_SESSION_IDLE", default_value = "8h", value_parser = humantime::parse_duration)]
     pub session_idle: Duration,

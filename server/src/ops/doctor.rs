@@ -179,6 +179,8 @@ pub struct Report {
     pub containers: ContainersCheck,
     /// Each card's error counters, and whether it reports Xid and ECC events.
     pub health: Vec<CardCounters>,
+    /// Whether the server can read Xid errors from the kernel log (`/dev/kmsg`), or why not.
+    pub xid_log: Result<(), String>,
 }
 
 /// One card's error counters as the health keeper reads them.
@@ -496,6 +498,9 @@ fn gather() -> Result<Report, String> {
     let health = check_health(&nvml, &gpus);
     Ok(Report {
         health,
+        xid_log: crate::telemetry::kmsg::KernelLog::open()
+            .map(drop)
+            .map_err(|e| e.to_string()),
         device_wall,
         containers: check_containers(),
         driver_version: text(nvml.sys_driver_version()),
@@ -531,6 +536,13 @@ pub fn render(r: &Report) -> String {
             g.memory_total_bytes as f64 / (1u64 << 30) as f64
         );
     }
+    let _ = match &r.xid_log {
+        Ok(()) => writeln!(out, "Xid errors:     read from the kernel log (/dev/kmsg)"),
+        Err(e) => writeln!(
+            out,
+            "Xid errors:     the kernel log (/dev/kmsg) cannot be read ({e}): cards are judged by their counters alone"
+        ),
+    };
     let _ = writeln!(out, "Error counters (what Lanes judges card health by):");
     for c in &r.health {
         let events = if c.events.is_empty() {
@@ -737,6 +749,7 @@ mod tests {
         let gpus = cards();
         let report = Report {
             health: Vec::new(),
+            xid_log: Ok(()),
             driver_version: "560.35".into(),
             nvml_version: "12.560".into(),
             cuda_driver_version: "12.6".into(),

@@ -86,6 +86,8 @@ pub struct ServeConfig {
     pub metrics_token: Option<String>,
     /// Between SIGTERM and SIGKILL when a job's slot ends or it is cancelled.
     pub job_grace: std::time::Duration,
+    /// Where jobs' notice files go (see `--notice-dir`).
+    pub notice_dir: PathBuf,
     /// How webhook deliveries are retried.
     pub webhook_retry: Retry,
     pub history: HistorySettings,
@@ -134,6 +136,13 @@ impl ServeConfig {
             };
             Some(format!("{}/auth/oidc/callback", base.trim_end_matches('/')))
         });
+        let notice_dir = args.notice_dir.unwrap_or_else(|| {
+            if nix::unistd::geteuid().is_root() {
+                PathBuf::from("/run/lanes/notices")
+            } else {
+                data_dir.join("notices")
+            }
+        });
         Ok(Self {
             listen: args.listen,
             data_dir,
@@ -169,6 +178,7 @@ impl ServeConfig {
             },
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
             job_grace: args.job_grace,
+            notice_dir,
             webhook_retry: Retry::default(),
             history: HistorySettings {
                 retention: Retention {
@@ -538,6 +548,7 @@ impl Application {
             crate::jobs::runner::RunnerSettings {
                 grace: config.job_grace,
                 jobs_dir: config.data_dir.join("jobs"),
+                notice_dir: config.notice_dir.clone(),
                 log_limit: config.job_log_limit,
                 keeper: config.keeper_exe.clone(),
                 node: config.node_name.clone(),

@@ -168,6 +168,16 @@ pub fn waiting(
             let owner = *owner.get(&job.user_id)?;
             let submitted = job.created_at.timestamp();
             let factor = standings.get(owner).map_or(1.0, |s| s.factor);
+            let fair = fairshare::priority(factor, now - submitted, age);
+            // Least attained service: the level of what it received before, then fair share.
+            let priority = match settings.policy {
+                lanes_types::queue::Policy::Las => lanes_scheduling::las::rank(
+                    &lanes_scheduling::las::LasSettings::default(),
+                    request.attained_gpu_s as f64,
+                    fair,
+                ),
+                _ => fair,
+            };
             Some(Waiting {
                 id: job.id,
                 owner,
@@ -178,7 +188,7 @@ pub fn waiting(
                     .clamp(1, lanes_types::queue::MAX_TIME_LIMIT_S),
                 min_memory: request.min_memory_bytes.unwrap_or(0),
                 submitted,
-                priority: fairshare::priority(factor, now - submitted, age),
+                priority,
             })
         })
         .collect()

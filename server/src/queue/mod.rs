@@ -279,6 +279,10 @@ impl Queue {
         if leading && !started {
             started |= self.lend_idle_cards(&pending, &plan, &pool, now).await?;
         }
+        if leading && !started && policy == lanes_types::queue::Policy::Las {
+            self.preempt_for_first(&pending, &plan, &waiting, &pool, &holds, now)
+                .await?;
+        }
         if started {
             return Ok(None);
         }
@@ -377,6 +381,93 @@ impl Queue {
             crate::jobs::release_booking_of(&self.store, booking.id, job.id, now).await;
             Ok(false)
         }
+    }
+
+    /// Least attained service: when the first waiting job cannot start, running preemptible
+    /// queue jobs of a lower level (more GPU-time received) make way for it, the most served
+    /// first, as few as free enough cards of one node. Each gets notice, stops and waits in the
+    /// queue again; nobody is preempted when even all of them would not let it start.
+    async fn preempt_for_first(
+        &self,
+        pending: &[Job],
+        plan: &Plan,
+        waiting: &[scheduler::Waiting],
+        pool: &[PoolCard],
+        holds: &[crate::store::CardBlock],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let las = lanes_scheduling::las::LasSettings::default();
+        let Some((first, _, _)) = &plan.reservation else {
+            return Ok(());
+        };
+        let (Some(job), Some(want)) = (
+            pending.iter().find(|j| j.id == *first),
+            waiting.iter().find(|w| w.id == *first),
+        ) else {
+            return Ok(());
+        };
+        let level = las.level(job.queue.map_or(0, |q| q.attained_gpu_s) as f64);
+        let mut victims = Vec::new();
+        for run in self.store.jobs().live().await? {
+            let j = &run.job;
+            let (Some(q), Some(booking), Some(started)) = (j.queue, j.booking_id, j.started_at)
+            else {
+                continue;
+            };
+            if j.state != lanes_types::job::JobState::Running
+                || !q.preemptible
+                || run.cancel_requested
+            {
+                continue;
+            }
+            let served = q.attained_gpu_s as f64
+                + (now - started).num_seconds().max(0) as f64 * f64::from(q.gpus);
+            if las.level(served) <= level {
+                continue;
+            }
+            if let Some(booking) = self.store.bookings().get(booking, now).await? {
+                // Those already asked count first (their cards are on their way).
+                victims.push((!run.preempt_requested, -served, j.id, booking));
+            }
+        }
+        victims.sort_by(|a, b| {
+            (a.0, a.1)
+                .partial_cmp(&(b.0, b.1))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let now_s = now.timestamp();
+        let mut freed: Vec<&lanes_types::booking::Booking> = Vec::new();
+        for (i, (_, _, _, booking)) in victims.iter().enumerate() {
+            freed.push(booking);
+            let rest: Vec<crate::store::CardBlock> = holds
+                .iter()
+                .filter(|h| !freed.iter().any(|b| holds_card(h, b)))
+                .cloned()
+                .collect();
+            let cards = inputs::cards(pool, &rest, now_s);
+            if scheduler::earliest(&cards, want, now_s).is_some_and(|(at, _)| at <= now_s) {
+                for (ask, _, id, _) in &victims[..=i] {
+                    if !ask {
+                        continue;
+                    }
+                    let audit =
+                        AuditEntry::new(None, AuditAction::QueuePreempt, format!("job {id}"))
+                            .detail(format!(
+                                "least attained service: it makes way for job {}",
+                                job.id
+                            ));
+                    if self.store.jobs().request_preempt(*id, &audit, now).await? {
+                        tracing::info!(
+                            job = id,
+                            for_job = job.id,
+                            "preempting a queue job for one of less attained service"
+                        );
+                    }
+                }
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// Starts preemptible jobs the pass could not place on cards that idle bookings lend, in
@@ -586,4 +677,14 @@ fn explain_waits(plan: &Plan, waiting: &[scheduler::Waiting]) -> HashMap<i64, Ex
 
 fn truncate(s: &str, chars: usize) -> String {
     s.chars().take(chars).collect()
+}
+
+/// Whether `hold` is `booking`'s hold of one of its cards.
+fn holds_card(hold: &crate::store::CardBlock, booking: &lanes_types::booking::Booking) -> bool {
+    hold.start_ms == booking.start.timestamp_millis()
+        && hold.end_ms == booking.end.timestamp_millis()
+        && booking
+            .gpus
+            .iter()
+            .any(|g| g.uuid == hold.uuid && g.node == hold.node)
 }

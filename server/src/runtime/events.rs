@@ -47,6 +47,10 @@ pub enum Change {
     JobStarted,
     JobCancelled,
     JobEnded,
+    /// A running job was given notice of its stop.
+    JobNoticed,
+    /// The queue asked to preempt a running job for a waiting one.
+    JobPreempted,
     QueueSubmitted,
     QueueSettingsChanged,
     SharesChanged,

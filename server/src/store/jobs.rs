@@ -28,6 +28,8 @@ pub struct JobToRun {
     pub unix_user: Option<String>,
     /// A cancel was asked for while it ran.
     pub cancel_requested: bool,
+    /// The queue asked to preempt it for a waiting job (it goes back to the queue).
+    pub preempt_requested: bool,
     /// Start time of its process (clock ticks since boot) and that boot's id: with the pid they
     /// name the process for good, so a restarted server can re-adopt it.
     pub pid_start: Option<u64>,
@@ -56,6 +58,7 @@ pub struct NewJob<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub env_base: Option<&'a EnvironmentBase>,
     pub container: Option<&'a ContainerSpec>,
+    pub notice: Option<&'a lanes_types::notice::NoticeRequest>,
     pub place: JobPlace,
 }
 
@@ -121,6 +124,10 @@ struct Row {
     peak_host_memory_bytes: Option<i64>,
     container: Option<String>,
     log_dir: Option<String>,
+    notice_request: Option<String>,
+    notice: Option<String>,
+    attained_gpu_s: i64,
+    preempt_requested_ms: Option<i64>,
 }
 
 impl Row {
@@ -139,6 +146,7 @@ impl Row {
             log_dir: self.log_dir,
             unix_user: self.unix_user,
             cancel_requested: self.cancel_requested != 0,
+            preempt_requested: self.preempt_requested_ms.is_some(),
             pid_start: self.pid_start.map(|t| t as u64),
             boot_id: self.boot_id,
             stop_requested: self
@@ -178,6 +186,14 @@ impl Row {
                     .map(|c| serde_json::from_str(&c))
                     .transpose()
                     .map_err(|e| bad(e.to_string()))?,
+                notice_request: self
+                    .notice_request
+                    .map(|n| serde_json::from_str(&n))
+                    .transpose()
+                    .map_err(|e| bad(e.to_string()))?
+                    .unwrap_or_default(),
+                // A notice this Lanes cannot read is no notice: it is given again.
+                notice: self.notice.and_then(|n| serde_json::from_str(&n).ok()),
                 queue: match (self.gpus, self.time_limit_s) {
                     (Some(gpus), Some(time_limit_s)) => Some(QueueRequest {
                         gpus: gpus as u32,
@@ -185,6 +201,7 @@ impl Row {
                         min_memory_bytes: self.min_memory_bytes.map(|b| b as u64),
                         preemptible: self.preemptible != 0,
                         requeues: self.requeues.max(0) as u32,
+                        attained_gpu_s: self.attained_gpu_s.max(0) as u64,
                     }),
                     _ => None,
                 },
@@ -203,7 +220,8 @@ const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, 
         j.env, j.state, j.pid, j.created_at, j.started_at, j.ended_at, j.exit_code, j.signal,
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
         j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes,
-        j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes, j.container, j.log_dir
+        j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes, j.container, j.log_dir,
+        j.notice_request, j.notice, j.attained_gpu_s, j.preempt_requested_ms
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Jobs<'_> {
@@ -222,8 +240,9 @@ impl Jobs<'_> {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
                                time_limit_s, min_memory_bytes, created_at, env_base, preemptible,
-                               container)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+                               container, notice_request)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             RETURNING id",
         )
         .bind(booking_id)
         .bind(new.user_id)
@@ -244,6 +263,11 @@ impl Jobs<'_> {
         .bind(
             new.container
                 .map(|c| serde_json::to_string(c).unwrap_or_default()),
+        )
+        .bind(
+            new.notice
+                .filter(|n| !n.is_empty())
+                .map(|n| serde_json::to_string(n).unwrap_or_default()),
         )
         .fetch_one(&mut *tx)
         .await?;
@@ -386,6 +410,37 @@ impl Jobs<'_> {
             // A waiting queue job leaves the queue; a running one is the runner's to stop.
             self.emit(Event::QueueChanged(Change::JobCancelled));
             self.emit(Event::JobsChanged(Change::JobCancelled));
+        }
+        Ok(changed)
+    }
+
+    /// Asks the runner to preempt a running preemptible queue job for a waiting one of higher
+    /// priority: it gets notice, is stopped and goes back to the queue. `false` when it is not
+    /// running, not preemptible, or already asked.
+    pub async fn request_preempt(
+        &self,
+        id: i64,
+        audit: &AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let changed = sqlx::query(
+            "UPDATE jobs SET preempt_requested_ms = $2
+             WHERE id = $1 AND state = 'running' AND preemptible = 1
+               AND preempt_requested_ms IS NULL AND cancel_requested = 0",
+        )
+        .bind(id)
+        .bind(now.timestamp_millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if changed {
+            insert_audit(&mut tx, audit, now).await?;
+        }
+        tx.commit().await?;
+        if changed {
+            self.emit(Event::JobsChanged(Change::JobPreempted));
         }
         Ok(changed)
     }

@@ -244,6 +244,7 @@ impl Lending<'_> {
         &self,
         id: i64,
         note: &lanes_types::job::JobNote,
+        attained_gpu_s: i64,
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -252,12 +253,14 @@ impl Lending<'_> {
             "UPDATE jobs SET state = 'pending', booking_id = NULL, pid = NULL, pid_start = NULL,
                  boot_id = NULL, stop_requested_ms = NULL, stop_reason = NULL, started_at = NULL,
                  exit_code = NULL, signal = NULL, message = $2, requeues = requeues + 1,
-                 cancel_requested = $3
+                 cancel_requested = $3, notice = NULL, preempt_requested_ms = NULL,
+                 attained_gpu_s = attained_gpu_s + $4
              WHERE id = $1 AND state IN ('running', 'queued') AND cancel_requested = 0",
         )
         .bind(id)
         .bind(note.code())
         .bind(flag(false))
+        .bind(attained_gpu_s.max(0))
         .execute(&mut *tx)
         .await?
         .rows_affected()

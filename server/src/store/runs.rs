@@ -124,6 +124,32 @@ impl Runs<'_> {
         Ok(())
     }
 
+    /// Records the notice a running job was given (its file written, its signal sent), so
+    /// that a restarted server neither tells it twice nor forgets the stop it promised.
+    pub async fn noticed(
+        &self,
+        id: i64,
+        notice: &lanes_types::notice::JobNotice,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET notice = $2 WHERE id = $1 AND state = 'running'")
+            .bind(id)
+            .bind(serde_json::to_string(notice).unwrap_or_default())
+            .execute(&self.pool)
+            .await?;
+        self.emit(Event::JobsChanged(Change::JobNoticed));
+        Ok(())
+    }
+
+    /// Forgets a running job's notice: its stop moved (it is told again for the new one).
+    pub async fn withdraw_notice(&self, id: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET notice = NULL WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        self.emit(Event::JobsChanged(Change::JobNoticed));
+        Ok(())
+    }
+
     /// Raises a job's recorded peak GPU memory to `bytes` if that is more.
     pub async fn peak_memory(&self, id: i64, bytes: u64) -> Result<(), StoreError> {
         sqlx::query(

@@ -4,6 +4,7 @@
 pub mod containers;
 pub mod history_writer;
 pub mod hub;
+pub mod kmsg;
 pub mod metrics;
 pub mod nvml;
 pub mod poller;

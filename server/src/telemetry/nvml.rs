@@ -1,103 +1,44 @@
 //! Real cards through NVML (the library behind nvidia-smi), loaded at run time so that the
 //! binary starts on machines without a driver.
 
+use super::kmsg::KernelLog;
 use super::procinfo::ProcReader;
 use super::{GpuSource, OpenError, SourceError};
 use lanes_types::health::{HealthCounters, XidEvent};
 use lanes_types::{GpuInfo, GpuProcess, GpuSample, SourceKind};
-use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, RetirementCause, TemperatureSensor,
 };
 use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, EventSet, Nvml};
+use nvml_wrapper::{Device, Nvml};
 
 pub struct NvmlSource {
-    /// Kept for the life of the process: the event set borrows it.
+    /// Kept for the life of the process.
     nvml: &'static Nvml,
     inventory: Vec<GpuInfo>,
     procs: ProcReader,
     /// Per card, the newest per-process utilization sample read (the driver's CPU timestamp,
     /// microseconds): the next read asks only for newer ones.
     last_process_sample_us: Vec<u64>,
-    /// Every card that reports them, registered for Xid and ECC events (`None`: none does,
-    /// or events were not asked for).
-    events: Option<EventSet<'static>>,
+    /// Where the driver logs Xid errors (`None`: not readable here, or not asked for).
+    kernel_log: Option<KernelLog>,
+    /// Each card's PCI address, to name the card an Xid line is about.
+    addresses: Vec<Option<(u32, u32, u32)>>,
 }
 
-/// The most events one poll takes (the rest wait for the next): a flood of events must not
-/// stall the readings.
-const EVENTS_PER_POLL: usize = 64;
-
-/// An event set with every card registered for the Xid and ECC events it reports. NVML's
-/// registration frees the whole set when one card refuses, so a card that refuses is left out
-/// and the set is built again with the others.
-///
-/// The set is drained by the poller itself, without waiting (`wait(0)`), on each tick: a
-/// thread blocked in NVML's wait made every other NVML call of the process wait too (on an
-/// H200, a poll took 3.9 ms instead of 9 µs: `docs/benchmarks.md`), and a poll is when an
-/// event is needed anyway.
-fn register_events(nvml: &'static Nvml, inventory: &[GpuInfo]) -> Option<EventSet<'static>> {
-    let wanted = EventTypes::CRITICAL_XID_ERROR
-        | EventTypes::SINGLE_BIT_ECC_ERROR
-        | EventTypes::DOUBLE_BIT_ECC_ERROR;
-    let mut cards: Vec<(u32, EventTypes)> = inventory
-        .iter()
-        .filter_map(|card| {
-            let device = nvml.device_by_index(card.index).ok()?;
-            let types = device.supported_event_types().ok()? & wanted;
-            (!types.is_empty()).then_some((card.index, types))
-        })
-        .collect();
-    loop {
-        if cards.is_empty() {
-            tracing::warn!(
-                "NVML events: no card reports Xid or ECC events; their counters are still read"
-            );
-            return None;
-        }
-        let mut set = Some(nvml.create_event_set().ok()?);
-        let mut refused = None;
-        for (i, (index, types)) in cards.iter().enumerate() {
-            let (Ok(device), Some(current)) = (nvml.device_by_index(*index), set.take()) else {
-                refused = Some(i);
-                break;
-            };
-            match device.register_events(*types, current) {
-                Ok(registered) => set = Some(registered),
-                Err(e) => {
-                    tracing::warn!(card = index, error = %e.error, "NVML events: this card does not report Xid or ECC events");
-                    refused = Some(i);
-                    break;
-                }
-            }
-        }
-        match (refused, set) {
-            (None, Some(set)) => {
-                tracing::info!(
-                    cards = cards.len(),
-                    "NVML events: watching for Xid and ECC events"
-                );
-                return Some(set);
-            }
-            (None, None) => return None,
-            (Some(i), _) => {
-                cards.remove(i);
-            }
-        }
-    }
-}
+/// The most kernel log records one poll reads (the rest wait for the next): a flood of
+/// messages must not stall the readings.
+const RECORDS_PER_POLL: usize = 256;
 
 impl NvmlSource {
     pub fn open(node: &str) -> Result<Self, OpenError> {
         Self::open_with(node, true)
     }
 
-    /// Opens the cards, with or without the Xid and ECC events (without: the benchmark's
-    /// reference). The NVML handle is kept for the life of the process (the event set borrows
-    /// it); a process opens its cards once.
+    /// Opens the cards, with or without reading Xid errors from the kernel log (without: the
+    /// benchmark's reference). The NVML handle is kept for the life of the process; a process
+    /// opens its cards once.
     pub fn open_with(node: &str, events: bool) -> Result<Self, OpenError> {
         let nvml: &'static Nvml = Box::leak(Box::new(
             Nvml::init().map_err(|e| OpenError::NvmlUnavailable(e.to_string()))?,
@@ -107,8 +48,26 @@ impl NvmlSource {
         if inventory.is_empty() {
             return Err(OpenError::NoGpus);
         }
+        let kernel_log = if events {
+            match KernelLog::open() {
+                Ok(log) => {
+                    tracing::info!("Xid errors: read from the kernel log (/dev/kmsg)");
+                    Some(log)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Xid errors: the kernel log (/dev/kmsg) cannot be read here; cards are judged by their error counters alone");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(Self {
-            events: events.then(|| register_events(nvml, &inventory)).flatten(),
+            kernel_log,
+            addresses: inventory
+                .iter()
+                .map(|c| super::kmsg::pci_address(&c.pci_bus_id))
+                .collect(),
             nvml,
             last_process_sample_us: vec![0; inventory.len()],
             inventory,
@@ -330,46 +289,31 @@ impl GpuSource for NvmlSource {
     }
 
     fn take_xids(&mut self) -> Vec<(usize, XidEvent)> {
-        let Some(set) = &self.events else {
+        let Some(log) = &mut self.kernel_log else {
             return Vec::new();
         };
         let mut taken = Vec::new();
-        for _ in 0..EVENTS_PER_POLL {
-            let event = match set.wait(0) {
-                Ok(event) => event,
-                Err(NvmlError::Timeout) => break,
-                Err(e) => {
-                    tracing::debug!(error = %e, "NVML events: nothing read this tick");
-                    break;
-                }
+        for record in log.take(RECORDS_PER_POLL) {
+            let Some(pos) = self.addresses.iter().position(|a| *a == Some(record.pci)) else {
+                continue;
             };
-            let xid = match event.event_data {
-                Some(XidError::Value(xid))
-                    if event.event_type.contains(EventTypes::CRITICAL_XID_ERROR) =>
-                {
-                    u32::try_from(xid).ok()
-                }
-                // An ECC event needs nothing here: the counters read with the processes show it.
-                _ => None,
-            };
-            let pos = (event.device.uuid().ok())
-                .and_then(|uuid| self.inventory.iter().position(|c| c.uuid == uuid));
-            if let (Some(xid), Some(pos)) = (xid, pos) {
-                tracing::warn!(
-                    card = self.inventory[pos].index,
-                    xid,
-                    "Xid {xid}: {}",
-                    lanes_types::health::xid_meaning(xid)
-                );
-                taken.push((
-                    pos,
-                    XidEvent {
-                        xid,
-                        at_ms: chrono::Utc::now().timestamp_millis(),
-                        pid: None,
-                    },
-                ));
-            }
+            tracing::warn!(
+                card = self.inventory[pos].index,
+                xid = record.xid,
+                pid = record.pid,
+                process = record.name,
+                "Xid {}: {}",
+                record.xid,
+                lanes_types::health::xid_meaning(record.xid)
+            );
+            taken.push((
+                pos,
+                XidEvent {
+                    xid: record.xid,
+                    at_ms: chrono::Utc::now().timestamp_millis(),
+                    pid: record.pid,
+                },
+            ));
         }
         taken
     }

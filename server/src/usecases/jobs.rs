@@ -29,6 +29,7 @@ struct Command {
     environment: Option<EnvironmentBase>,
     cwd: Option<String>,
     container: Option<ContainerSpec>,
+    notice: Option<lanes_types::notice::NoticeRequest>,
 }
 
 /// Most variables, and most bytes of them all, a job's environment may be given.
@@ -97,7 +98,23 @@ impl Command {
             environment,
             cwd,
             container,
+            notice: None,
         })
+    }
+
+    /// What the job asks of its notice, within the admin's bound.
+    fn with_notice(
+        mut self,
+        notice: Option<lanes_types::notice::NoticeRequest>,
+        max_s: i64,
+    ) -> Result<Self, UseCaseError> {
+        if let Some(asked) = &notice {
+            asked
+                .check(max_s)
+                .map_err(|e| UseCaseError::Unprocessable(e.into()))?;
+        }
+        self.notice = notice;
+        Ok(self)
     }
 
     async fn create(
@@ -116,6 +133,7 @@ impl Command {
             env: &self.env,
             env_base: self.environment.as_ref(),
             container: self.container.as_ref(),
+            notice: self.notice.as_ref(),
             place,
         };
         Ok(store.jobs().create(&new, audit, now).await?)
@@ -134,6 +152,10 @@ pub async fn submit_to_booking(
     if booking.user_id != user.id {
         return Err(UseCaseError::Forbidden(Said::OnlyHolderSubmits));
     }
+    let notice_max_s = match &request.notice {
+        Some(_) => store.queue().settings().await?.notice_max_s,
+        None => 0,
+    };
     let command = Command::check(
         user,
         request.argv,
@@ -142,7 +164,8 @@ pub async fn submit_to_booking(
         request.environment,
         request.cwd,
         request.container,
-    )?;
+    )?
+    .with_notice(request.notice, notice_max_s)?;
     if !booking.state.holds_cards() {
         return Err(UseCaseError::Unprocessable(Said::BookingOver));
     }
@@ -208,7 +231,8 @@ pub async fn submit_to_queue(
         request.environment,
         request.cwd,
         request.container,
-    )?;
+    )?
+    .with_notice(request.notice, settings.notice_max_s)?;
     let limit = request
         .time_limit_s
         .or(settings.default_time_limit_s)
@@ -235,6 +259,7 @@ pub async fn submit_to_queue(
         min_memory_bytes: request.min_memory_bytes,
         preemptible: request.preemptible,
         requeues: 0,
+        attained_gpu_s: 0,
     };
     let audit = AuditEntry::new(Some(user.id), AuditAction::QueueSubmit, "").detail(format!(
         "{} for up to {}{}: {}",

@@ -35,7 +35,7 @@ pub async fn view(
         }
         let mut v = job_view(job, viewer, snapshot.waits.get(&job.id), &cards);
         v.borrowed_from = borrowed_from;
-        if v.state == QueueState::Pending && v.wait.is_none() {
+        if matches!(v.state, QueueState::Pending | QueueState::Requeued) && v.wait.is_none() {
             v.reason = Some(WaitReason::NextPass.to_string());
             v.wait = Some(WaitReason::NextPass);
         }
@@ -43,7 +43,7 @@ pub async fn view(
     }
     views.sort_by_key(|v| match v.state {
         QueueState::Running => (0, 0, v.id),
-        QueueState::Pending => (1, v.position.unwrap_or(u32::MAX), v.id),
+        QueueState::Pending | QueueState::Requeued => (1, v.position.unwrap_or(u32::MAX), v.id),
         _ => (2, 0, -v.id),
     });
     Ok(QueueView {
@@ -61,6 +61,7 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
         min_memory_bytes: None,
         preemptible: false,
         requeues: 0,
+        attained_gpu_s: 0,
     });
     let state = QueueState::of(job);
     let mine = job.user_id == viewer.id || viewer.is_admin();
@@ -93,5 +94,6 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
             String::new()
         },
         note: job.note.clone().filter(|_| mine),
+        notice: job.notice.clone().filter(|_| mine),
     }
 }
