@@ -42,11 +42,15 @@ impl Rules {
         }
     }
 
-    /// How long before a planned stop a job that asked `request` is told.
-    fn lead_for(&self, request: &NoticeRequest) -> Duration {
-        match request.lead_s {
-            Some(asked) => Duration::seconds(asked).min(self.max),
-            None => self.lead,
+    /// How long before a planned stop for `reason` a job that asked `request` is told. A
+    /// loan's end is told as a reclaim is, the lending grace before: a loan lasts as long as
+    /// its holder leaves it, and a borrower told at its start that its loan ends within the
+    /// lead would only leave and come back.
+    fn lead_for(&self, reason: StopReason, request: &NoticeRequest) -> Duration {
+        match (reason, request.lead_s) {
+            (StopReason::Preempted, _) => self.lending_grace,
+            (_, Some(asked)) => Duration::seconds(asked).min(self.max),
+            (_, None) => self.lead,
         }
     }
 
@@ -110,8 +114,15 @@ pub fn step(facts: &Facts<'_>, rules: &Rules, now: DateTime<Utc>) -> Step {
     match facts.must {
         // Its owner or an admin asked: it stops at once.
         Some(StopReason::Cancelled) => Step::Nothing,
-        // The stop it was told of has come (SIGTERM waits for its `stop_at`).
-        Some(reason) if facts.given.is_some_and(|told| told.reason == reason) => Step::Nothing,
+        // The stop it was told of has come (SIGTERM waits for its `stop_at`), unless it was
+        // told of a later one: a borrower told of its loan's end whose holder came back first.
+        Some(reason)
+            if facts.given.is_some_and(|told| {
+                told.reason == reason && told.stop_at <= latest_stop(reason, rules, now)
+            }) =>
+        {
+            Step::Nothing
+        }
         // A holder took their cards back: the notice at once, SIGTERM near the grace's end.
         Some(StopReason::Preempted) => {
             let kill_at = now + rules.lending_grace;
@@ -133,7 +144,7 @@ pub fn step(facts: &Facts<'_>, rules: &Rules, now: DateTime<Utc>) -> Step {
             // Its stop moved: told again when the new one's lead begins.
             (Some(_), Some(_)) => Step::Withdraw,
             (Some((at, reason)), None) => {
-                let moment = notice_moment(at, rules.lead_for(facts.request), now);
+                let moment = notice_moment(at, rules.lead_for(reason, facts.request), now);
                 if moment <= now {
                     let kill_at = at + rules.grace_for(reason);
                     Step::Give(notice(reason, at, kill_at, at > now))
@@ -142,6 +153,15 @@ pub fn step(facts: &Facts<'_>, rules: &Rules, now: DateTime<Utc>) -> Step {
                 }
             }
         },
+    }
+}
+
+/// The latest moment SIGTERM may come for a stop that is due now for `reason`: a reclaim's
+/// leaves the job grace of the lending grace, others are due at once.
+fn latest_stop(reason: StopReason, rules: &Rules, now: DateTime<Utc>) -> DateTime<Utc> {
+    match reason {
+        StopReason::Preempted => now + rules.lending_grace - rules.grace_for(StopReason::Preempted),
+        _ => now,
     }
 }
 
@@ -404,6 +424,28 @@ mod tests {
         assert!(
             matches!(step(&f, &rules(), at(10)), Step::Give(n) if n.reason == StopReason::Preempted)
         );
+        // A borrower told of its loan's end in ten minutes whose holder comes back now: told
+        // again, of the reclaim's nearer stop.
+        let loan_end = JobNotice {
+            reason: StopReason::Preempted,
+            stop_at: at(600),
+            kill_at: at(630),
+            ..notice.clone()
+        };
+        let reclaimed = Facts {
+            must: Some(StopReason::Preempted),
+            given: Some(&loan_end),
+            ..facts(&asked)
+        };
+        let Step::Give(nearer) = step(&reclaimed, &rules(), at(10)) else {
+            panic!("told again")
+        };
+        assert_eq!((nearer.stop_at, nearer.kill_at), (at(40), at(70)));
+        let told = Facts {
+            given: Some(&nearer),
+            ..reclaimed
+        };
+        assert_eq!(step(&told, &rules(), at(12)), Step::Nothing);
     }
 
     #[test]

@@ -486,6 +486,9 @@ impl Runner {
                                 }
                                 continue;
                             }
+                            // Its record, for its end: running since now.
+                            job.job.state = JobState::Running;
+                            job.job.started_at = Some(now);
                             self.attach(&job, &b, child.id());
                             let exit_watched =
                                 super::exits::notify_on_exit(child.id(), self.exits.clone());
