@@ -2,9 +2,10 @@
 # Card health on a real GPU host (issue 44), through the `device` tool or by hand. Expects DEVRUN
 # with `lanes` and `lanes-bench` from a release build; writes its outputs under OUT (few files:
 # the device tool brings back eight at most). No fault can be provoked on a lent card (never
-# reset it or change its mode): this reads every counter, registers the Xid and ECC event set,
-# shows `lanes doctor` and each card's health in the API and /metrics, and measures what
-# taking the events and reading the counters cost per poll. ROUNDS sets the benchmark's polls.
+# reset it or change its mode): this reads every counter, checks that Xids are read from the
+# kernel log (a test line in the driver's format), shows `lanes doctor` and each card's health
+# in the API and /metrics, and measures what the kernel log and the counters cost per poll.
+# ROUNDS sets the benchmark's polls.
 set -u
 # shellcheck source=bench/lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -28,6 +29,16 @@ AUTH="Authorization: Bearer $TOKEN"
 # Counters are read at the process interval; give it two.
 sleep 8
 curl -s -H "$AUTH" $URL/api/v1/health > "$OUT/health.json"
+# The kernel log path end to end, without touching the card: a line in the driver's Xid format
+# written to /dev/kmsg (root may add lines to the kernel log). Xid 13 is an application's error:
+# the card keeps its level and the change names the process.
+bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1)
+address=$(echo "$bus" | sed -E 's/^0*([0-9A-Fa-f]{4}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2}).*/\1:\2:\3/' | tr 'A-F' 'a-f')
+say "an Xid 13 line written to /dev/kmsg for PCI:$address (a test line, not the driver's)"
+if echo "NVRM: Xid (PCI:$address): 13, pid=$$, name=device-health, Graphics Exception (lanes test line, not from the driver)" > /dev/kmsg 2>> "$REPORT"; then
+  sleep 3
+  curl -s -H "$AUTH" $URL/api/v1/health >> "$REPORT"; echo >> "$REPORT"
+fi
 say "GET /api/v1/health/changes"
 curl -s -H "$AUTH" "$URL/api/v1/health/changes" >> "$REPORT"; echo >> "$REPORT"
 say "/metrics, health series"

@@ -27,6 +27,10 @@ pub struct LasSettings {
     pub starve_factor: f64,
     /// Seconds a preempted job loses when it starts again (loading its checkpoint).
     pub restart_cost: Time,
+    /// Seconds a job runs at least once started before it may be preempted (so that the
+    /// restart cost is paid for a stretch of work, not for a moment: wide jobs cross a
+    /// threshold in minutes).
+    pub min_run: Time,
 }
 
 impl Default for LasSettings {
@@ -35,6 +39,7 @@ impl Default for LasSettings {
             thresholds: vec![3_600.0, 36_000.0],
             starve_factor: 4.0,
             restart_cost: 60,
+            min_run: 1_800,
         }
     }
 }
@@ -63,7 +68,7 @@ struct State {
     /// GPU-seconds received, and how much of it counted before its last promotion.
     attained: f64,
     promoted_at: f64,
-    /// Seconds it has run since it last waited (for the aging bound).
+    /// Seconds it has run in all (the aging bound grows with it).
     ran: f64,
     /// Seconds of work left (its run time, plus a restart cost per resumption).
     left: f64,
@@ -107,8 +112,11 @@ pub fn replay(w: &Workload, gpus: u32, las: &LasSettings, settings: &Settings) -
             let s = &state[j];
             let g = f64::from(w.jobs[j].gpus);
             match s.running_since {
-                Some(_) => {
+                Some(since) => {
                     at = at.min(now + s.left.ceil() as Time);
+                    if since + las.min_run > now {
+                        at = at.min(since + las.min_run);
+                    }
                     let level = las.level(s.attained - s.promoted_at);
                     if let Some(&t) = las.thresholds.get(level) {
                         let until = ((t - (s.attained - s.promoted_at)) / g).ceil().max(1.0);
@@ -169,7 +177,7 @@ pub fn replay(w: &Workload, gpus: u32, las: &LasSettings, settings: &Settings) -
                 && (now - s.waiting_since) as f64 >= las.starve_factor * s.ran
             {
                 s.promoted_at = s.attained;
-                s.ran = 0.0;
+                s.waiting_since = now;
             }
         }
         // Order: level, then running before waiting (in their start order), then waiting by
@@ -196,6 +204,8 @@ pub fn replay(w: &Workload, gpus: u32, las: &LasSettings, settings: &Settings) -
                 let s = &state[j];
                 let level = las.level(s.attained - s.promoted_at);
                 match s.running_since {
+                    // Within its first stretch it is not preempted.
+                    Some(since) if now - since < las.min_run => (0, 0, s.started as f64, 0, j),
                     Some(_) => (level, 0, s.started as f64, 0, j),
                     None => (level, 1, -factors[w.jobs[j].group], w.jobs[j].submit, j),
                 }
@@ -275,6 +285,7 @@ mod tests {
             thresholds: thresholds.to_vec(),
             starve_factor: 4.0,
             restart_cost: 0,
+            min_run: 0,
         }
     }
 
@@ -291,6 +302,20 @@ mod tests {
     }
 
     #[test]
+    fn a_job_runs_its_first_stretch_before_it_can_be_preempted() {
+        let w = workload(&[(0, 4, 86_400, 0), (100, 1, 600, 0)], 1);
+        // Four cards: the wide job crosses 3,600 GPU-seconds in 900 s, but may not be
+        // preempted before it ran its 1,800 s.
+        let settings = LasSettings {
+            min_run: 1_800,
+            ..las(&[3_600.0])
+        };
+        let out = replay(&w, 4, &settings, &Settings::default());
+        assert_eq!(out.runs[0][0], (0, 1_800));
+        assert_eq!(out.runs[1], vec![(1_800, 2_400)]);
+    }
+
+    #[test]
     fn jobs_of_one_level_do_not_preempt_each_other() {
         // Both under the threshold the whole time: FIFO, no preemption.
         let w = workload(&[(0, 1, 1_000, 0), (10, 1, 100, 0)], 1);
@@ -302,15 +327,16 @@ mod tests {
 
     #[test]
     fn a_long_job_does_not_starve_behind_a_stream_of_short_ones() {
-        // One card; a long job, then a 30-minute job every 30 minutes for two days.
+        // One card; a long job, then a 30-minute job every 30 minutes for a week: the card is
+        // never free of short work.
         let mut jobs = vec![(0, 1, 20_000, 0)];
-        jobs.extend((1..96).map(|i| (i * 1_800, 1, 1_800, 0)));
+        jobs.extend((1..336).map(|i| (i * 1_800, 1, 1_800, 0)));
         let w = workload(&jobs, 1);
         let out = replay(&w, 1, &las(&[3_600.0]), &Settings::default());
         let end = out.runs[0].last().unwrap().1;
-        // Without the aging bound it would finish after every short job (two days); with it,
-        // it runs again each time it has waited four times its last run.
-        assert!(end < 1_800 * 96, "the long job ended at {end}");
+        // Without the aging bound it would finish after every short job (a week); with it,
+        // it runs again each time it has waited four times what it has run in all.
+        assert!(end < 1_800 * 200, "the long job ended at {end}");
         assert!(out.runs[0].len() > 1);
         // Every job ran exactly its run time, in total.
         for (job, runs) in w.jobs.iter().zip(&out.runs) {

@@ -3,11 +3,10 @@
 //! poller reads `/dev/kmsg` without blocking at each tick (one `read` per record, until none is
 //! left), so a card is judged within one poll of its Xid, with no thread and no NVML call.
 //!
-//! Why not NVML's event sets: waiting on one, even with a zero timeout, took a scheduler tick
-//! (about 4 ms) and held NVML for every other call of the process meanwhile. On an H100 a poll
-//! went from 5 µs to 3.8 ms per card (`docs/benchmarks.md`); the kernel log costs a failed
-//! `read` when nothing happened. The ECC events that the event set also carried add nothing:
-//! the ECC counters are read at the process interval.
+//! Why not NVML's event sets: the kernel log names the process with the Xid (an event's data
+//! does not), needs no thread blocked in NVML, and costs one failed `read` per tick when nothing
+//! happened (+0.6 % of a poll on an H100, `docs/benchmarks.md`). The ECC events that the event
+//! set also carried add nothing: the ECC counters are read at the process interval.
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
