@@ -65,7 +65,7 @@ fn a_replay_prints_a_row_per_policy_and_load_and_writes_json_and_svg() {
         stdout.starts_with("22 jobs (0 larger than 4 cards left out)"),
         "{stdout}"
     );
-    for policy in ["fifo", "backfill", "fairshare", "static"] {
+    for policy in ["fifo", "backfill", "fairshare", "las", "static"] {
         assert_eq!(
             stdout.matches(&format!("| {policy} |")).count(),
             2,
@@ -73,14 +73,14 @@ fn a_replay_prints_a_row_per_policy_and_load_and_writes_json_and_svg() {
         );
     }
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(report["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 10);
     let fifo = &report["runs"][0];
     assert_eq!(fifo["policy"], "fifo");
     assert!(fifo["utilization"].as_f64().unwrap() > 0.0);
     let backfill = &report["runs"][1];
     assert!(backfill["mean_delay_s"].as_f64() <= fifo["mean_delay_s"].as_f64());
     let picture = std::fs::read_to_string(&svg).unwrap();
-    assert_eq!(picture.matches("<polyline").count(), 8);
+    assert_eq!(picture.matches("<polyline").count(), 10);
     // The same seed gives the same figures.
     let again = simulate(&args);
     let table = |o: &Output| {

@@ -420,9 +420,11 @@ impl Queue {
             {
                 continue;
             }
-            let served = q.attained_gpu_s as f64
-                + (now - started).num_seconds().max(0) as f64 * f64::from(q.gpus);
-            if las.level(served) <= level {
+            let ran = (now - started).num_seconds().max(0);
+            let served = q.attained_gpu_s as f64 + ran as f64 * f64::from(q.gpus);
+            // A job runs its first stretch before it may be preempted (its restart is paid
+            // for a stretch of work), and only a lower level makes way.
+            if ran < las.min_run || las.level(served) <= level {
                 continue;
             }
             if let Some(booking) = self.store.bookings().get(booking, now).await? {
