@@ -84,7 +84,8 @@ test('Reclaim sends the borrower back to the queue and the card is the holder’
       // Its owner sees its message.
       const view = await (await bob.request.get(url + '/api/v1/queue')).json();
       const found = view.jobs.find((j) => j.id === job);
-      if (found.state === 'pending' && found.requeues === 1) return found;
+      // Preempted for its holder and waiting again: requeued, not failed.
+      if (found.state === 'requeued' && found.requeues === 1) return found;
       await new Promise((r) => setTimeout(r, 250));
     }
     throw new Error('the borrower did not go back to the queue');
