@@ -11,7 +11,7 @@
 //! [`rank`] orders jobs for the server's queue (which preempts only preemptible jobs);
 //! [`replay`] replays a trace with every job preemptible, for `lanes simulate`.
 
-use super::fairshare::{self, Account, Usage};
+use super::fairshare::Usage;
 use super::scheduler::Time;
 use super::simulate::Settings;
 use super::trace::Workload;
@@ -182,22 +182,7 @@ pub fn replay(w: &Workload, gpus: u32, las: &LasSettings, settings: &Settings) -
         }
         // Order: level, then running before waiting (in their start order), then waiting by
         // fair share and arrival.
-        let factors: Vec<f64> = {
-            let accounts: Vec<Account> = w
-                .groups
-                .iter()
-                .zip(&usage)
-                .map(|(g, u)| Account {
-                    user: g.clone(),
-                    group: g.clone(),
-                    usage: u.value,
-                })
-                .collect();
-            fairshare::standings(&accounts, &settings.shares)
-                .into_iter()
-                .map(|s| s.factor)
-                .collect()
-        };
+        let factors = super::simulate::group_factors(w, &usage, settings);
         let mut order: Vec<(usize, u8, f64, Time, usize)> = live
             .iter()
             .map(|&j| {

@@ -164,20 +164,7 @@ fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) ->
             next += 1;
         }
         let factors: Vec<f64> = if policy.uses_priority() {
-            let accounts: Vec<Account> = w
-                .groups
-                .iter()
-                .zip(&usage)
-                .map(|(g, u)| Account {
-                    user: g.clone(),
-                    group: g.clone(),
-                    usage: u.value,
-                })
-                .collect();
-            fairshare::standings(&accounts, &settings.shares)
-                .into_iter()
-                .map(|s| s.factor)
-                .collect()
+            group_factors(w, &usage, settings)
         } else {
             Vec::new()
         };
@@ -221,6 +208,25 @@ fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) ->
         pending.retain(|&j| starts[j] == Time::MIN);
     }
     (starts, 0.0)
+}
+
+/// Each trace group's fair-share factor from its decayed usage (the groups act as one user
+/// each): what the priority-ordered replays weigh waiting jobs by.
+pub(crate) fn group_factors(w: &Workload, usage: &[Usage], settings: &Settings) -> Vec<f64> {
+    let accounts: Vec<Account> = w
+        .groups
+        .iter()
+        .zip(usage)
+        .map(|(g, u)| Account {
+            user: g.clone(),
+            group: g.clone(),
+            usage: u.value,
+        })
+        .collect();
+    fairshare::standings(&accounts, &settings.shares)
+        .into_iter()
+        .map(|s| s.factor)
+        .collect()
 }
 
 /// The static model: see [`Model::Static`]. Returns starts and the fraction of held
