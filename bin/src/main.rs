@@ -68,6 +68,7 @@ enum SimulateCommandError {
 enum Replayed {
     Policies(lanes_scheduling::report::Report),
     Mixed(String),
+    Forecast(String),
 }
 
 fn simulate(args: lanes_server::ops::cli::SimulateArgs) -> ExitCode {
@@ -96,6 +97,7 @@ fn simulate(args: lanes_server::ops::cli::SimulateArgs) -> ExitCode {
             let model = lanes_scheduling::lending::MixedModel {
                 booked_gpus: booked,
                 booking_width: args.booking_width,
+                node_gpus: args.node_gpus,
                 idle_fraction: args.idle_fraction,
                 idle_spell_s: args.idle_spell.as_secs() as i64,
                 idle_detect_s: args.idle_detect.as_secs() as i64,
@@ -122,6 +124,15 @@ fn simulate(args: lanes_server::ops::cli::SimulateArgs) -> ExitCode {
                 ..Settings::default()
             },
         };
+        if args.forecast {
+            let table = report::forecast_table(
+                &request,
+                args.forecast_after.as_secs() as i64,
+                args.forecast_every,
+                args.forecast_samples,
+            )?;
+            return Ok(Replayed::Forecast(table));
+        }
         let report = report::run(&request)?;
         let write = |path: &std::path::Path, text: String| {
             std::fs::write(path, text).map_err(|error| SimulateCommandError::File {
@@ -146,6 +157,15 @@ fn simulate(args: lanes_server::ops::cli::SimulateArgs) -> ExitCode {
             println!(
                 "mixed model: {} of {} cards booked; replayed in {:.2} s",
                 args.booked.unwrap_or_default(),
+                args.gpus,
+                started.elapsed().as_secs_f64()
+            );
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+        Ok(Replayed::Forecast(table)) => {
+            println!(
+                "start-time forecasts on {} cards; replayed in {:.2} s",
                 args.gpus,
                 started.elapsed().as_secs_f64()
             );

@@ -11,7 +11,7 @@ use lanes_types::container::ContainerSpec;
 use lanes_types::job::{CreateJob, Job, JobState};
 use lanes_types::notice::{NoticeRequest, NoticeSignal};
 use lanes_types::query::{JobQuery, LogQuery};
-use lanes_types::queue::{QueueState, SubmitJob};
+use lanes_types::queue::{ForecastRequest, QueueState, SubmitJob};
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -54,12 +54,21 @@ pub struct SubmitArgs {
     /// Follow its output until it ends, and exit with its status.
     #[arg(long, short)]
     pub follow: bool,
+    /// Queue nothing: say when it would likely start if queued now (p50 and p90, the queue
+    /// replayed with past jobs' run times), and the earliest slot you could book instead.
+    #[arg(long, conflicts_with_all = ["booking", "follow"])]
+    pub dry_run: bool,
     #[command(flatten)]
     pub container: ContainerArgs,
     #[command(flatten)]
     pub common: Common,
     /// The command and its arguments (after `--`); it runs in this directory on the node.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    #[arg(
+        required_unless_present = "dry_run",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        num_args = 1..
+    )]
     pub command: Vec<String>,
 }
 
@@ -155,7 +164,82 @@ fn notice_of(args: &SubmitArgs) -> Result<Option<NoticeRequest>> {
     Ok((!request.is_empty()).then_some(request))
 }
 
+/// `lanes submit --dry-run`: when it would likely start, and the earliest slot to book.
+async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
+    let min_memory_bytes = args
+        .min_memory
+        .as_deref()
+        .map(lanes_types::units::parse_bytes)
+        .transpose()
+        .map_err(CliError::usage)?;
+    let client = config::client()?;
+    let f = client
+        .forecast_start(&ForecastRequest {
+            gpus: args.gpus.unwrap_or(1),
+            time_limit_s: args.time.map(|t| t.num_seconds()),
+            min_memory_bytes,
+        })
+        .await?;
+    if args.common.json {
+        output::json(&f);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = chrono::Utc::now();
+    let at = |t: Option<chrono::DateTime<chrono::Utc>>| match t {
+        Some(t) if t <= now + Duration::seconds(30) => "now".to_string(),
+        Some(t) => format!(
+            "{} (in {})",
+            output::when(t),
+            lanes_types::units::format_duration(t - now)
+        ),
+        None => format!("not within {} days", f.horizon_days),
+    };
+    let soon = |t: Option<chrono::DateTime<chrono::Utc>>| t.is_some_and(|t| t <= now + Duration::seconds(30));
+    let basis = if f.history == 0 {
+        " (no queue job has ended yet: each is taken to run to its time limit)".to_string()
+    } else {
+        format!(
+            " ({} replays of the queue, with the run times of the last {} jobs)",
+            f.samples, f.history
+        )
+    };
+    if soon(f.p50) && soon(f.p90) {
+        output::print(&format!(
+            "If you queue this now ({} policy), it would start at once.",
+            f.policy.as_str()
+        ));
+    } else {
+        output::print(&format!(
+            "If you queue this now ({} policy), it would likely start {}, and by {} nine times \
+             in ten{basis}.",
+            f.policy.as_str(),
+            at(f.p50),
+            at(f.p90),
+        ));
+    }
+    output::print(&format!(
+        "{DIM}If every job ran to its time limit: {}. Jobs queued later may still go \
+         ahead.{DIM:#}",
+        at(f.by_time_limits)
+    ));
+    match &f.earliest_booking {
+        Some(slot) => output::print(&format!(
+            "The earliest slot you could book instead: {} to {} on {} ({}).",
+            output::when(slot.start),
+            output::when(slot.end),
+            slot.node,
+            lanes_types::units::cards(slot.gpus.len() as u32)
+        )),
+        None => output::print("No slot you could book for it within the booking horizon."),
+    }
+    output::print(&format!("{DIM}Nothing was queued.{DIM:#}"));
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
+    if args.dry_run {
+        return dry_run(&args).await;
+    }
     let container = args.container.spec()?;
     let notice = notice_of(&args)?;
     let client = config::client()?;

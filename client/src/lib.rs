@@ -30,7 +30,9 @@ use lanes_types::query::{
     AuditQuery, BookingQuery, HistoryQuery, InjectProcess, Injected, JobQuery, LogQuery,
     ReportQuery, SlotQuery, ViolationQuery,
 };
-use lanes_types::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
+use lanes_types::queue::{
+    ForecastRequest, QueueForecast, QueueSettings, QueueView, QueuedJob, Shares, SubmitJob,
+};
 use lanes_types::report::UsageReport;
 use lanes_types::{GpuState, HealthReport};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -695,6 +697,11 @@ impl Client {
     /// `GET /api/v1/queue`.
     pub async fn queue(&self) -> Result<QueueView> {
         self.call::<api::Queue>((), &()).await
+    }
+
+    /// `POST /api/v1/queue/forecast`: when a job like this would likely start if queued now.
+    pub async fn forecast_start(&self, request: &ForecastRequest) -> Result<QueueForecast> {
+        self.call::<api::ForecastStart>((), request).await
     }
 
     /// `DELETE /api/v1/queue/{id}`.

@@ -2,9 +2,11 @@
 //! the cards idle between them (at an idle fraction measured in real clusters, a parameter),
 //! the rest run by the queue; replayed with and without lending idle booked cards to
 //! preemptible queue jobs, as Lanes lends them: a booking idle for the detection window lends
-//! its cards to one preemptible job that fits on them; when its holder's next spell begins the
-//! borrower gets the grace period to checkpoint and leave (the holder waits for it), then waits
-//! in the queue again with the rest of its work plus a restart cost.
+//! its cards to one preemptible job that fits on them (or, with loans across bookings, a wider
+//! job gathers the idle cards of several bookings on one node); when a holder's next spell
+//! begins the borrower gets the grace period to checkpoint and leave (the holder waits for it),
+//! giving back every card it borrowed, then waits in the queue again with the rest of its work
+//! plus a restart cost.
 //!
 //! Time advances in fixed steps (a minute by default); the queue runs first-fit in submission
 //! order on its own cards (backfill without reservations), and the same holders' spells are
@@ -20,8 +22,11 @@ use serde::Serialize;
 pub struct MixedModel {
     /// Cards held by bookings (the queue has the rest of the pool).
     pub booked_gpus: u32,
-    /// Cards per booking: a loan takes cards of one booking.
+    /// Cards per booking.
     pub booking_width: u32,
+    /// Cards per node: bookings fill nodes in turn, and a loan across bookings takes cards of
+    /// one node's bookings (a job runs on one node).
+    pub node_gpus: u32,
     /// Share of booked card-time the holders leave idle.
     pub idle_fraction: f64,
     /// Mean length of an idle spell (spell lengths are exponential).
@@ -43,6 +48,7 @@ impl Default for MixedModel {
         Self {
             booked_gpus: 0,
             booking_width: 4,
+            node_gpus: 8,
             idle_fraction: 0.5,
             idle_spell_s: 2 * 3600,
             idle_detect_s: 30 * 60,
@@ -55,10 +61,34 @@ impl Default for MixedModel {
     }
 }
 
+/// How idle booked cards are lent, if at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lending {
+    Off,
+    /// A loan takes cards of one booking: no job wider than a booking borrows.
+    OneBooking,
+    /// A loan takes idle cards of one booking, or of several on one node when one is too
+    /// narrow; any of their holders' return sends the borrower away from all of them.
+    AcrossBookings,
+}
+
+impl Lending {
+    pub const ALL: [Lending; 3] = [Lending::Off, Lending::OneBooking, Lending::AcrossBookings];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Lending::Off => "no",
+            Lending::OneBooking => "one booking",
+            Lending::AcrossBookings => "across bookings",
+        }
+    }
+}
+
 /// The figures of one replay of the mixed model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MixedMetrics {
-    pub lending: bool,
+    pub lending: Lending,
     pub jobs: usize,
     /// Busy card-time (holders' and queue jobs') over all cards × the replay's span.
     pub utilization: f64,
@@ -75,6 +105,8 @@ pub struct MixedMetrics {
     pub reclaims: usize,
     /// Share of booked card-time lent out.
     pub lent_fraction: f64,
+    /// Loans that took cards of more than one booking.
+    pub wide_loans: usize,
     pub span_s: Time,
 }
 
@@ -90,8 +122,6 @@ struct Booking {
 struct Loan {
     job: usize,
     cards: u32,
-    /// Set once the holder wants the cards back: the borrower leaves by then.
-    leaving_at: Option<Time>,
 }
 
 #[derive(Clone)]
@@ -127,8 +157,8 @@ fn spells(rng: &mut ChaCha8Rng, model: &MixedModel, start: Time, until: Time) ->
 }
 
 /// Replays `w` (its jobs the queue's, scaled to the queue's own cards) on a pool of
-/// `queue_gpus + model.booked_gpus` cards, lending or not.
-pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> MixedMetrics {
+/// `queue_gpus + model.booked_gpus` cards, lending as `lending` says.
+pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: Lending) -> MixedMetrics {
     let step = model.step_s.max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(model.seed);
     let mut jobs: Vec<QueueJob> = w
@@ -148,6 +178,7 @@ pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> 
     let horizon = w.jobs.last().map_or(0, |j| j.submit) + total_work + 30 * 86_400;
     let width = model.booking_width.max(1);
     let n_bookings = model.booked_gpus / width;
+    let per_node = (model.node_gpus / width).max(1) as usize;
     let mut bookings: Vec<Booking> = (0..n_bookings)
         .map(|_| Booking {
             spells: spells(&mut rng, model, t0, horizon),
@@ -158,49 +189,61 @@ pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> 
         .collect();
     let booked = n_bookings * width;
     let mut queue_free = queue_gpus;
-    // Borrowers on lent cards, by job: the booking.
-    let mut on_loan: Vec<Option<usize>> = vec![None; jobs.len()];
+    // Borrowers on lent cards, by job: the bookings they borrow from, and once a holder wants
+    // its cards back, when the borrower is gone.
+    let mut on_loan: Vec<Vec<usize>> = vec![Vec::new(); jobs.len()];
+    let mut leaving: Vec<Option<Time>> = vec![None; jobs.len()];
     let mut running: Vec<usize> = Vec::new();
     let mut pending: Vec<usize> = Vec::new();
     let mut next = 0;
     let (mut busy_card_s, mut booked_idle_s, mut lent_s) = (0f64, 0f64, 0f64);
     let mut delays: Vec<Time> = Vec::new();
+    let mut wide_loans = 0;
     let mut t = t0;
     let mut done = 0;
+    let working = |b: &Booking, t: Time| {
+        b.spells
+            .get(b.spell)
+            .is_some_and(|&(from, to)| from <= t && t < to)
+    };
     while done < jobs.len() && t < horizon {
         while next < jobs.len() && w.jobs[next].submit <= t {
             pending.push(next);
             next += 1;
         }
-        // Holders: a spell that begins takes the cards back; one that ends leaves them idle.
+        // Holders: a spell that begins asks for the cards back; one that ends leaves them idle.
         for b in &mut bookings {
             while b.spell < b.spells.len() && b.spells[b.spell].1 <= t {
                 b.spell += 1;
                 b.idle_since = Some(b.spells[b.spell - 1].1);
             }
-            let working = b
-                .spells
-                .get(b.spell)
-                .is_some_and(|&(from, to)| from <= t && t < to);
-            if working {
+            if working(b, t) {
                 b.idle_since = None;
-                if let Some(loan) = &mut b.loan {
-                    let at = *loan.leaving_at.get_or_insert(t + model.grace_s);
-                    if at <= t {
-                        let job = loan.job;
-                        let spell_start = b.spells[b.spell].0;
-                        delays.push((at - spell_start).max(0));
-                        b.loan = None;
-                        on_loan[job] = None;
-                        running.retain(|&r| r != job);
-                        jobs[job].remaining += model.restart_s;
-                        pending.push(job);
-                        pending.sort_unstable();
+                match &b.loan {
+                    Some(loan) => {
+                        leaving[loan.job].get_or_insert(t + model.grace_s);
                     }
-                } else if b.spells[b.spell].0 + step > t {
-                    delays.push(0);
+                    None if b.spells[b.spell].0 + step > t => delays.push(0),
+                    None => {}
                 }
             }
+        }
+        // Borrowers whose grace is over leave every card they borrowed and queue again.
+        for j in 0..jobs.len() {
+            let Some(at) = leaving[j].filter(|&at| at <= t) else {
+                continue;
+            };
+            for b in std::mem::take(&mut on_loan[j]) {
+                if working(&bookings[b], t) {
+                    delays.push((at - bookings[b].spells[bookings[b].spell].0).max(0));
+                }
+                bookings[b].loan = None;
+            }
+            leaving[j] = None;
+            running.retain(|&r| r != j);
+            jobs[j].remaining += model.restart_s;
+            pending.push(j);
+            pending.sort_unstable();
         }
         // Start what fits: the queue's own cards, first fit in submission order.
         let mut still = Vec::with_capacity(pending.len());
@@ -214,41 +257,53 @@ pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> 
             }
         }
         pending = still;
-        if lending {
+        if lending != Lending::Off {
             let mut still = Vec::with_capacity(pending.len());
             for &j in &pending {
-                let lender = (jobs[j].preemptible && jobs[j].gpus <= width)
-                    .then(|| {
-                        bookings.iter().position(|b| {
-                            b.loan.is_none()
-                                && b.idle_since.is_some_and(|s| t - s >= model.idle_detect_s)
+                let free = |b: &Booking| {
+                    b.loan.is_none() && b.idle_since.is_some_and(|s| t - s >= model.idle_detect_s)
+                };
+                let lenders = if !jobs[j].preemptible {
+                    Vec::new()
+                } else if jobs[j].gpus <= width {
+                    bookings.iter().position(free).into_iter().collect()
+                } else if lending == Lending::AcrossBookings {
+                    // The first node whose free bookings together are wide enough.
+                    let need = jobs[j].gpus.div_ceil(width) as usize;
+                    (0..bookings.len())
+                        .step_by(per_node)
+                        .map(|first| {
+                            (first..(first + per_node).min(bookings.len()))
+                                .filter(|&b| free(&bookings[b]))
+                                .take(need)
+                                .collect::<Vec<_>>()
                         })
-                    })
-                    .flatten();
-                match lender {
-                    Some(b) => {
-                        bookings[b].loan = Some(Loan {
-                            job: j,
-                            cards: jobs[j].gpus,
-                            leaving_at: None,
-                        });
-                        on_loan[j] = Some(b);
-                        jobs[j].first_start.get_or_insert(t);
-                        running.push(j);
-                    }
-                    None => still.push(j),
+                        .find(|on_node| on_node.len() == need)
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                if lenders.is_empty() {
+                    still.push(j);
+                    continue;
                 }
+                let mut left = jobs[j].gpus;
+                for &b in &lenders {
+                    let cards = left.min(width);
+                    left -= cards;
+                    bookings[b].loan = Some(Loan { job: j, cards });
+                }
+                wide_loans += usize::from(lenders.len() > 1);
+                on_loan[j] = lenders;
+                jobs[j].first_start.get_or_insert(t);
+                running.push(j);
             }
             pending = still;
         }
         // One step of work: holders' cards, borrowers (none progress while leaving), the queue.
         for b in &bookings {
-            let working = b
-                .spells
-                .get(b.spell)
-                .is_some_and(|&(from, to)| from <= t && t < to);
             let lent = b.loan.as_ref().map_or(0, |l| l.cards);
-            let holder_cards = if working && b.loan.is_none() {
+            let holder_cards = if working(b, t) && b.loan.is_none() {
                 width
             } else {
                 0
@@ -259,13 +314,10 @@ pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> 
         }
         let mut finished = Vec::new();
         for &j in &running {
-            let leaving = on_loan[j]
-                .and_then(|b| bookings[b].loan.as_ref())
-                .is_some_and(|l| l.leaving_at.is_some());
-            if on_loan[j].is_none() {
+            if on_loan[j].is_empty() {
                 busy_card_s += (jobs[j].gpus * step as u32) as f64;
             }
-            if !leaving {
+            if leaving[j].is_none() {
                 jobs[j].remaining -= step;
             }
             if jobs[j].remaining <= 0 {
@@ -275,9 +327,12 @@ pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> 
         }
         for j in finished {
             running.retain(|&r| r != j);
-            match on_loan[j].take() {
-                Some(b) => bookings[b].loan = None,
-                None => queue_free += jobs[j].gpus,
+            let lenders = std::mem::take(&mut on_loan[j]);
+            if lenders.is_empty() {
+                queue_free += jobs[j].gpus;
+            }
+            for b in lenders {
+                bookings[b].loan = None;
             }
             done += 1;
         }
@@ -320,6 +375,7 @@ pub fn run(w: &Workload, queue_gpus: u32, model: &MixedModel, lending: bool) -> 
         holder_max_delay_s: delays.iter().copied().max().unwrap_or(0),
         reclaims: delays.iter().filter(|&&d| d > 0).count(),
         lent_fraction: lent_s / booked_s,
+        wide_loans,
         span_s: span,
     }
 }
@@ -375,8 +431,8 @@ mod tests {
             grace_s: 120,
             ..Default::default()
         };
-        let without = run(&w, 1, &model, false);
-        let with = run(&w, 1, &model, true);
+        let without = run(&w, 1, &model, Lending::Off);
+        let with = run(&w, 1, &model, Lending::OneBooking);
         assert_eq!(without.lent_fraction, 0.0);
         assert_eq!((without.reclaims, without.holder_max_delay_s), (0, 0));
         assert!(
@@ -396,9 +452,48 @@ mod tests {
                 preemptible_fraction: 0.0,
                 ..model.clone()
             },
-            true,
+            Lending::OneBooking,
         );
         assert_eq!(none.lent_fraction, 0.0);
         assert_eq!(none.utilization, without.utilization);
+        // Jobs no wider than a booking: loans across bookings are one-booking loans.
+        let across = run(&w, 1, &model, Lending::AcrossBookings);
+        assert_eq!(
+            MixedMetrics {
+                lending: Lending::OneBooking,
+                ..across
+            },
+            with
+        );
+    }
+
+    #[test]
+    fn wide_jobs_borrow_across_the_bookings_of_one_node_and_any_holder_takes_all_back() {
+        // Eight-card jobs, a queue of 8 cards, and four 4-card bookings on two 8-card nodes.
+        let jobs: Vec<(Time, u32, Time)> = (0..150).map(|i| (i * 1800, 8, 4 * 3600)).collect();
+        let w = workload(&jobs);
+        let model = MixedModel {
+            booked_gpus: 16,
+            booking_width: 4,
+            node_gpus: 8,
+            grace_s: 120,
+            ..Default::default()
+        };
+        let one = run(&w, 8, &model, Lending::OneBooking);
+        let across = run(&w, 8, &model, Lending::AcrossBookings);
+        assert_eq!((one.lent_fraction, one.wide_loans), (0.0, 0));
+        assert!(across.wide_loans > 0 && across.lent_fraction > 0.05, "{across:?}");
+        assert!(across.queue_mean_wait_s < one.queue_mean_wait_s, "{across:?} {one:?}");
+        // Either holder's return ends the loan; neither waits past the grace (and a step).
+        assert!(across.reclaims > 0 && across.holder_max_delay_s <= 120 + model.step_s);
+        // A job never spans nodes: with 4-card nodes nothing is wide enough.
+        let narrow_nodes = MixedModel {
+            node_gpus: 4,
+            ..model.clone()
+        };
+        assert_eq!(
+            run(&w, 8, &narrow_nodes, Lending::AcrossBookings).lent_fraction,
+            0.0
+        );
     }
 }

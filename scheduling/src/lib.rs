@@ -4,6 +4,7 @@
 //! pass from the database.
 
 pub mod fairshare;
+pub mod forecast;
 pub mod las;
 pub mod lending;
 pub mod plot;

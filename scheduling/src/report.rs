@@ -230,6 +230,67 @@ pub fn shares(pairs: &[String]) -> Result<ShareTable, SimulateError> {
     Ok(table)
 }
 
+/// How often start-time forecasts came true (see [`simulate::accuracy`]): for each load and
+/// each queue policy of `request`, jobs submitted `after` seconds past the first are forecast
+/// (every `every`-th), and the forecast compared with the replay. A Markdown table.
+pub fn forecast_table(
+    request: &Request,
+    after: Time,
+    every: usize,
+    samples: u32,
+) -> Result<String, SimulateError> {
+    let policies: Vec<Policy> = request
+        .models
+        .iter()
+        .filter_map(|m| match m {
+            Model::Queue(p) if *p != Policy::Las => Some(*p),
+            _ => None,
+        })
+        .collect();
+    if policies.is_empty() {
+        return Err(SimulateError::Invalid(
+            "--forecast measures the queue policies fifo, backfill and fairshare (least \
+             attained service preempts, which the forecast does not model)"
+                .into(),
+        ));
+    }
+    if request.gpus == 0 || every == 0 || samples == 0 {
+        return Err(SimulateError::Invalid(
+            "--gpus, --forecast-every and --forecast-samples must be at least 1".into(),
+        ));
+    }
+    let mut jobs = Vec::new();
+    for trace in &request.traces {
+        jobs.extend(trace::parse(&trace.text, &trace.name)?);
+    }
+    let mut out = String::from(
+        "| load | policy | jobs forecast | started by p50 | started by p90 | median error of p50 | their mean wait |\n|---|---|---|---|---|---|---|\n",
+    );
+    let loads = if request.loads.is_empty() {
+        &[None][..]
+    } else {
+        &request.loads[..]
+    };
+    for &load in loads {
+        let w = trace::workload(jobs.clone(), request.gpus, load, request.estimate, request.seed);
+        let from = w.jobs.first().map_or(0, |j| j.submit) + after;
+        for &policy in &policies {
+            let a = simulate::accuracy(&w, request.gpus, policy, &request.settings, from, every, samples);
+            out.push_str(&format!(
+                "| {:.2} | {} | {} | {:.0} % | {:.0} % | {} | {} |\n",
+                w.load,
+                a.policy,
+                a.jobs,
+                a.by_p50 * 100.0,
+                a.by_p90 * 100.0,
+                span(a.median_error_s),
+                span(a.mean_wait_s),
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// The mixed model (see [`crate::lending`]) over `traces` on `gpus` cards of which
 /// `model.booked_gpus` are booked, at each load (of the queue's own cards), without and with
 /// lending: a Markdown table.
@@ -253,23 +314,32 @@ pub fn lending_table(
             "--idle-fraction must be from 0.01 to 0.99, --preemptible from 0 to 1".into(),
         ));
     }
+    if model.booking_width == 0
+        || model.booking_width > model.booked_gpus
+        || model.node_gpus < model.booking_width
+    {
+        return Err(SimulateError::Invalid(format!(
+            "--booking-width must be from 1 to --booked ({}), and --node-gpus at least it",
+            model.booked_gpus
+        )));
+    }
     let mut jobs = Vec::new();
     for trace in traces {
         jobs.extend(trace::parse(&trace.text, &trace.name)?);
     }
     let queue_gpus = gpus - model.booked_gpus;
     let mut out = String::from(
-        "| load | lending | utilization | booked idle | lent | queue mean wait | queue p95 wait | queue mean completion | holder mean delay | holder max delay | reclaims |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| load | lending | utilization | booked idle | lent | queue mean wait | queue p95 wait | queue mean completion | holder mean delay | holder max delay | reclaims | wide loans |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let loads = if loads.is_empty() { &[None][..] } else { loads };
     for &load in loads {
         let w = trace::workload(jobs.clone(), queue_gpus, load, estimate, model.seed);
-        for lending in [false, true] {
+        for lending in crate::lending::Lending::ALL {
             let m = crate::lending::run(&w, queue_gpus, model, lending);
             out.push_str(&format!(
-                "| {:.2} | {} | {:.1} % | {:.1} % | {:.1} % | {} | {} | {} | {} | {} | {} |\n",
+                "| {:.2} | {} | {:.1} % | {:.1} % | {:.1} % | {} | {} | {} | {} | {} | {} | {} |\n",
                 w.load,
-                if lending { "yes" } else { "no" },
+                lending.label(),
                 m.utilization * 100.0,
                 m.booked_idle_fraction * 100.0,
                 m.lent_fraction * 100.0,
@@ -279,6 +349,7 @@ pub fn lending_table(
                 span(m.holder_mean_delay_s),
                 span(m.holder_max_delay_s as f64),
                 m.reclaims,
+                m.wide_loans,
             ));
         }
     }

@@ -125,7 +125,33 @@ fn whole_runs(w: &Workload, starts: &[Time]) -> Vec<Vec<(Time, Time)>> {
 }
 
 fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) -> (Vec<Time>, f64) {
+    replay_queue_observed(w, gpus, policy, settings, &mut |_| {})
+}
+
+/// The queue at one moment of a replay, before its pass: what a forecast made then sees.
+pub(crate) struct Moment<'a> {
+    pub now: Time,
+    /// Jobs (indices into the workload) that arrived now, and that ended since the last moment.
+    pub arrived: &'a [usize],
+    pub ended: &'a [usize],
+    /// Waiting jobs (ids are workload indices), with this moment's priorities.
+    pub waiting: &'a [Waiting],
+    /// Running jobs: index, start, cards.
+    pub running: &'a [(usize, Time, Vec<usize>)],
+}
+
+/// [`replay_queue`], showing `observe` every moment before its pass.
+pub(crate) fn replay_queue_observed(
+    w: &Workload,
+    gpus: u32,
+    policy: Policy,
+    settings: &Settings,
+    observe: &mut dyn FnMut(&Moment),
+) -> (Vec<Time>, f64) {
     let n = w.jobs.len();
+    let mut arrived: Vec<usize> = Vec::new();
+    let mut ended: Vec<usize> = Vec::new();
+    let mut running_now: Vec<(usize, Time, Vec<usize>)> = Vec::new();
     let mut cards: Vec<Card> = (0..gpus).map(|_| Card::idle(Time::MIN, 1)).collect();
     let owners = vec![Owner::default(); w.groups.len()];
     let mut starts: Vec<Time> = vec![Time::MIN; n];
@@ -158,9 +184,12 @@ fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) ->
                 cards[c].free_from = now;
             }
             busy_by_group[w.jobs[j].group] -= w.jobs[j].gpus;
+            running_now.retain(|r| r.0 != j);
+            ended.push(j);
         }
         while next < n && w.jobs[next].submit <= now {
             pending.push(next);
+            arrived.push(next);
             next += 1;
         }
         let factors: Vec<f64> = if policy.uses_priority() {
@@ -183,6 +212,15 @@ fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) ->
                 }),
             }
         }));
+        observe(&Moment {
+            now,
+            arrived: &arrived,
+            ended: &ended,
+            waiting: &waiting,
+            running: &running_now,
+        });
+        arrived.clear();
+        ended.clear();
         let plan = schedule(&Pass {
             now,
             policy,
@@ -200,6 +238,7 @@ fn replay_queue(w: &Workload, gpus: u32, policy: Policy, settings: &Settings) ->
             for &c in &start.cards {
                 cards[c].free_from = now + job.limit;
             }
+            running_now.push((j, now, start.cards.clone()));
             starts[j] = now;
             running.push(Reverse((now + job.duration, j)));
             busy_by_group[job.group] += job.gpus;
@@ -705,5 +744,98 @@ mod tests {
         // Group a takes both cards first: x = (2, 0) → ½ while b waits.
         let j = jain(&fair, 2, &[0, 0, 100, 100], &ShareTable::default());
         assert!((j - 0.5).abs() < 1e-9, "{j}");
+    }
+}
+
+/// How often start-time forecasts ([`crate::forecast`]) made in a replay came true.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Accuracy {
+    pub policy: String,
+    /// Jobs forecast (every `every`-th one submitted from the held-out start on).
+    pub jobs: usize,
+    /// Share of them that started by their p50, and by their p90 (ideally 0.5 and 0.9).
+    pub by_p50: f64,
+    pub by_p90: f64,
+    /// Median of |start − p50|, and the same jobs' mean wait, for scale.
+    pub median_error_s: f64,
+    pub mean_wait_s: f64,
+}
+
+/// Replays `w` under `policy` and, for every `every`-th job submitted at `from` or later (the
+/// held-out part; the replay before it gives the history), forecasts its start as Lanes
+/// would the moment it is submitted, from the run times of the last 1,000 jobs that ended
+/// before then, and compares with when it really started in the replay.
+pub fn accuracy(
+    w: &Workload,
+    gpus: u32,
+    policy: Policy,
+    settings: &Settings,
+    from: Time,
+    every: usize,
+    samples: u32,
+) -> Accuracy {
+    use super::forecast::{forecast, Running, Runtimes, State};
+    const HISTORY: usize = 1_000;
+    let every = every.max(1);
+    let mut history: std::collections::VecDeque<(Time, Time)> = Default::default();
+    let mut made: Vec<(usize, crate::forecast::Forecast)> = Vec::new();
+    let cards: Vec<Card> = (0..gpus).map(|_| Card::idle(Time::MIN, 1)).collect();
+    let owners = vec![Owner::default(); w.groups.len()];
+    let (starts, _) = replay_queue_observed(w, gpus, policy, settings, &mut |m| {
+        for &j in m.ended {
+            if history.len() == HISTORY {
+                history.pop_front();
+            }
+            history.push_back((w.jobs[j].duration, w.jobs[j].limit));
+        }
+        for &j in m.arrived {
+            if w.jobs[j].submit < from || j % every != 0 {
+                continue;
+            }
+            let Some(candidate) = m.waiting.iter().find(|x| x.id == j as i64) else {
+                continue;
+            };
+            let others: Vec<Waiting> =
+                m.waiting.iter().filter(|x| x.id != j as i64).cloned().collect();
+            let running: Vec<Running> = m
+                .running
+                .iter()
+                .map(|(r, start, on)| Running {
+                    cards: on.clone(),
+                    started: *start,
+                    limit_end: start + w.jobs[*r].limit,
+                })
+                .collect();
+            let state = State {
+                now: m.now,
+                policy,
+                cards: &cards,
+                running: &running,
+                waiting: &others,
+                owners: &owners,
+            };
+            let runtimes = Runtimes::new(history.iter().copied());
+            let f = forecast(&state, candidate, &runtimes, samples, j as u64, 365 * 86_400);
+            made.push((j, f));
+        }
+    });
+    let mut errors: Vec<f64> = Vec::new();
+    let (mut by_p50, mut by_p90, mut waits) = (0usize, 0usize, 0f64);
+    for (j, f) in &made {
+        let start = starts[*j];
+        by_p50 += usize::from(f.p50.is_none_or(|p| start <= p));
+        by_p90 += usize::from(f.p90.is_none_or(|p| start <= p));
+        errors.push(f.p50.map_or(f64::INFINITY, |p| (start - p).abs() as f64));
+        waits += (start - w.jobs[*j].submit) as f64;
+    }
+    errors.sort_by(f64::total_cmp);
+    let n = made.len().max(1) as f64;
+    Accuracy {
+        policy: policy.as_str().into(),
+        jobs: made.len(),
+        by_p50: by_p50 as f64 / n,
+        by_p90: by_p90 as f64 / n,
+        median_error_s: errors.get(errors.len() / 2).copied().unwrap_or(0.0),
+        mean_wait_s: waits / n,
     }
 }

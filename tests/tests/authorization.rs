@@ -251,6 +251,12 @@ fn matrix() -> Vec<Row> {
             [401, 400, 400, 400],
         ),
         row(
+            post.clone(),
+            "/api/v1/queue/forecast",
+            EmptyJson,
+            [401, 400, 400, 400],
+        ),
+        row(
             Method::DELETE,
             "/api/v1/queue/{id}",
             None,

@@ -479,3 +479,69 @@ async fn a_borrower_preempted_past_the_admins_bound_ends_preempted_not_failed() 
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_wide_job_borrows_two_idle_bookings_and_either_holders_reclaim_takes_back_only_theirs() {
+    // Two cards, each booked on its own, both lending: a two-card preemptible job fits on
+    // neither alone, so it borrows both.
+    let app = TestApp::spawn_configured(2, |config| config.sim.background = false).await;
+    let w = world(&app).await;
+    let first = w.idle_booking(&w.cards[0], true).await;
+    let second = w.idle_booking(&w.cards[1], true).await;
+    let job = w
+        .borrower
+        .client()
+        .enqueue(&SubmitJob {
+            preemptible: true,
+            ..lanes_tests::queue_job(2, 600, &["/bin/sleep", "600"])
+        })
+        .await
+        .unwrap();
+    for (round, reclaimer, other) in [(1, &first, &second), (2, &second, &first)] {
+        let running = w
+            .until(job.id, 20, "the wide job to borrow both bookings", |j| {
+                j.state == QueueState::Running
+            })
+            .await;
+        let mut lenders = running.lenders.clone();
+        lenders.sort_unstable();
+        assert_eq!(lenders, [first.id, second.id], "round {round}");
+        assert!(running
+            .borrowed_from
+            .is_some_and(|b| lenders.contains(&b)));
+        assert_eq!(running.cards.len(), 2);
+        for host in [first.id, second.id] {
+            let b = w.holder.client().booking(host).await.unwrap();
+            assert_eq!(b.lent_to, Some(job.id), "round {round}: booking {host}");
+        }
+        let loan = w
+            .borrower
+            .client()
+            .job(job.id)
+            .await
+            .unwrap()
+            .booking_id
+            .unwrap();
+        let loan = w.borrower.client().booking(loan).await.unwrap();
+        assert_eq!(loan.lenders.len(), 2, "{loan:?}");
+        let holder = w.holder.client();
+        let other_in_use = holder.booking(other.id).await.unwrap().in_use_at;
+        let reclaimer_in_use = holder.booking(reclaimer.id).await.unwrap().in_use_at;
+        // One holder takes their card back: the job leaves both (it runs on both) and waits.
+        w.holder.client().reclaim_booking(reclaimer.id).await.unwrap();
+        let back = w
+            .until(job.id, 20, "the wide job back in the queue", |j| {
+                j.state == QueueState::Requeued && j.requeues == round
+            })
+            .await;
+        assert!(back.lenders.is_empty() && back.cards.is_empty());
+        // Only the reclaiming holder's booking is marked in use; the other's card is free to
+        // lend again once it sits idle (its own watch, as after any loan).
+        let b = w.holder.client().booking(other.id).await.unwrap();
+        assert_eq!(b.in_use_at, other_in_use, "round {round}: {b:?}");
+        assert_eq!(b.lent_to, None);
+        let b = w.holder.client().booking(reclaimer.id).await.unwrap();
+        assert!(b.in_use_at > reclaimer_in_use, "round {round}: {b:?}");
+    }
+    app.stop().await;
+}

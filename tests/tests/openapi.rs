@@ -274,6 +274,10 @@ async fn call_client(
             .await
             .map(drop),
         ("GET", "/api/v1/queue") => client.queue().await.map(drop),
+        ("POST", "/api/v1/queue/forecast") => client
+            .forecast_start(&body(json!({"gpus": 1, "time_limit_s": 60})))
+            .await
+            .map(drop),
         ("DELETE", "/api/v1/queue/{id}") => client.dequeue(1).await.map(drop),
         ("GET", "/api/v1/queue/settings") => client.queue_settings().await.map(drop),
         ("PUT", "/api/v1/queue/settings") => client

@@ -570,3 +570,48 @@ async fn under_least_attained_service_a_long_preemptible_job_makes_way_for_a_new
     cancel(&owner, long.id).await.unwrap();
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_forecast_says_when_a_job_would_start_beside_the_earliest_slot_and_queues_nothing() {
+    use lanes_types::queue::ForecastRequest;
+    let app = TestApp::spawn(1).await;
+    let owner = member(&app).await;
+    let client = owner.client();
+    let ask = |gpus: u32, limit: i64| ForecastRequest {
+        gpus,
+        time_limit_s: Some(limit),
+        min_memory_bytes: None,
+    };
+    // A free card and an empty queue: now, and a slot to book now.
+    let f = client.forecast_start(&ask(1, 600)).await.unwrap();
+    let now = chrono::Utc::now();
+    let soon = now + chrono::Duration::seconds(5);
+    assert!(f.p50.is_some_and(|t| t <= soon) && f.p90.is_some_and(|t| t <= soon), "{f:?}");
+    assert_eq!(f.history, 0);
+    assert!(f.samples > 1, "{f:?}");
+    assert!(f.earliest_booking.as_ref().is_some_and(|s| s.start <= soon), "{f:?}");
+    // The card runs a job for up to ten minutes; no job has ended, so each is taken to run to
+    // its limit: the likely start, the late one and the queue's own estimate are its end.
+    let running = submit(&owner, work(1, 600, &["sleep", "600"])).await;
+    let running = until(&owner, running.id, 10, |j| j.started_at.is_some()).await;
+    let limit_end = running.started_at.unwrap() + chrono::Duration::seconds(600);
+    let f = client.forecast_start(&ask(1, 60)).await.unwrap();
+    let near = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.is_some_and(|t| (t - limit_end).num_seconds().abs() <= 2)
+    };
+    assert!(near(f.p50) && near(f.p90) && near(f.by_time_limits), "{f:?} {limit_end}");
+    // Booking instead: the queue job's booking holds the card until then too.
+    let slot = f.earliest_booking.expect("a slot to book");
+    assert!((slot.start - limit_end).num_seconds() >= -2, "{slot:?}");
+    // Nothing was queued by asking.
+    assert_eq!(queue(&owner).await.jobs.len(), 1);
+    // Asked as a submission is checked: more cards than the pool has, a limit past the
+    // admin's maximum.
+    let (status, body) = refusal(client.forecast_start(&ask(2, 60)).await);
+    assert_eq!(status, 422);
+    assert!(body.message.contains("GPUs: the pool has 1"), "{body:?}");
+    let (status, body) = refusal(client.forecast_start(&ask(1, 400 * 86_400)).await);
+    assert_eq!(status, 422);
+    assert!(body.message.contains("time limit"), "{body:?}");
+    app.stop().await;
+}

@@ -889,3 +889,33 @@ async fn a_chinese_terminal_gets_the_servers_refusals_in_chinese_only() {
     }
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_dry_run_says_when_it_would_start_and_queues_nothing() {
+    let app = TestApp::spawn(2).await;
+    let cookie = app.sign_up("alice", Role::User).await;
+    let shell = Shell::with_token(&app, &cookie).await;
+    // As a member types it, without a command: nothing is needed to ask.
+    let said = shell
+        .ok(&["submit", "--dry-run", "--gpus", "2", "--time", "1h"])
+        .await;
+    assert!(
+        said.contains("If you queue this now (fairshare policy), it would start at once."),
+        "{said}"
+    );
+    assert!(said.contains("The earliest slot you could book instead:"), "{said}");
+    assert!(said.contains("Nothing was queued."), "{said}");
+    let f: lanes_types::queue::QueueForecast = shell
+        .json(&["submit", "--dry-run", "--gpus", "1", "--time", "10m", "--", "python3", "train.py"])
+        .await;
+    assert!(f.p50.is_some() && f.earliest_booking.is_some(), "{f:?}");
+    let queue = app.client_with(&cookie).queue().await.unwrap();
+    assert!(queue.jobs.is_empty(), "nothing was queued: {:?}", queue.jobs);
+    // Too many cards: refused as a submission would be, with the server's reason (status 1).
+    let out = shell
+        .lanes(&["submit", "--dry-run", "--gpus", "3", "--time", "1h"])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("the pool has 2"), "{}", stderr(&out));
+    app.stop().await;
+}

@@ -31,7 +31,9 @@ use crate::query::{
     AuditQuery, BookingQuery, HistoryQuery, InjectProcess, Injected, JobQuery, LogQuery,
     OutboxQuery, ReportQuery, SlotQuery, TelemetryQuery, ViolationQuery,
 };
-use crate::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
+use crate::queue::{
+    ForecastRequest, QueueForecast, QueueSettings, QueueView, QueuedJob, Shares, SubmitJob,
+};
 use crate::report::{BookingEnergyNow, UsageReport};
 pub use crate::rule::Rule;
 use crate::{GpuState, HealthReport, NodeState};
@@ -347,6 +349,9 @@ endpoints! {
     // ---- queue ----
     Enqueue: Post "/api/v1/queue" (()) json SubmitJob => json QueuedJob;
     Queue: Get "/api/v1/queue" (()) nothing () => json QueueView;
+    /// When a job like this would likely start if queued now (p50, p90), and the earliest
+    /// slot the caller could book instead.
+    ForecastStart: Post "/api/v1/queue/forecast" (()) json ForecastRequest => json QueueForecast;
     Dequeue: Delete "/api/v1/queue/{id}" (i64) nothing () => json QueuedJob;
     QueueSettingsNow: Get "/api/v1/queue/settings" (()) nothing () => json QueueSettings;
     SaveQueueSettings: Put "/api/v1/queue/settings" (()) json QueueSettings => json QueueSettings;

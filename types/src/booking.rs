@@ -76,6 +76,10 @@ pub struct Booking {
     /// booking's holder takes them back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loan_of: Option<i64>,
+    /// A loan: every booking whose idle cards it borrows, `loan_of` first (several, all on one
+    /// node, for a job wider than one booking; any of their holders' return ends the loan).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lenders: Vec<i64>,
     /// The queue job that borrows its cards now, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lent_to: Option<i64>,

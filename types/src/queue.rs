@@ -161,9 +161,13 @@ pub struct QueuedJob {
     /// Times it was sent back to the queue when lent cards were taken back.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub requeues: u32,
-    /// The booking whose lent cards it runs on now.
+    /// The booking whose lent cards it runs on now (the first, if several lend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrowed_from: Option<i64>,
+    /// Every booking whose lent cards it runs on now (several, on one node, when it is wider
+    /// than one booking).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lenders: Vec<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,6 +205,46 @@ pub struct QueueView {
     /// ended ones.
     pub jobs: Vec<QueuedJob>,
     pub standings: Vec<Standing>,
+}
+
+/// Body of `POST /api/v1/queue/forecast`: a job as it would be queued (what its start
+/// depends on).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForecastRequest {
+    pub gpus: u32,
+    /// Seconds; absent: the queue's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_memory_bytes: Option<u64>,
+}
+
+/// When a job would likely start if queued now: the current queue, running jobs and bookings
+/// replayed with the policy in force, each job running for a time drawn from past jobs' run
+/// times (as shares of their limits); beside it, the earliest slot the caller could book.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueForecast {
+    pub policy: Policy,
+    /// Half of the replays started it by then; absent when it would not start within
+    /// `horizon_days`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50: Option<DateTime<Utc>>,
+    /// Nine replays in ten started it by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90: Option<DateTime<Utc>>,
+    /// If every job ran to its time limit (the queue's own estimate: late, but sure unless
+    /// something new goes ahead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_time_limits: Option<DateTime<Utc>>,
+    pub samples: u32,
+    /// Past jobs whose run times the replays drew from (none: each job runs to its limit).
+    pub history: u32,
+    pub horizon_days: u32,
+    /// The earliest slot the caller could book for the same cards and time, if any within
+    /// the booking horizon (and their quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_booking: Option<super::booking::FreeSlot>,
 }
 
 /// Body of `POST /api/v1/queue`.

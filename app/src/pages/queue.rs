@@ -10,7 +10,10 @@ use crate::components::write::Write;
 use crate::rest;
 use lanes_types::account::User;
 use lanes_types::api::{self, Endpoint};
-use lanes_types::queue::{QueueSettings, QueueState, QueueView, QueuedJob, Standing, SubmitJob};
+use lanes_types::queue::{
+    ForecastRequest, QueueForecast, QueueSettings, QueueState, QueueView, QueuedJob, Standing,
+    SubmitJob,
+};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -75,6 +78,34 @@ fn QueueSections(me: User) -> impl IntoView {
     .into_any()
 }
 
+/// "If you queue this now: likely start …, and by … nine times in ten." and the earliest slot.
+fn forecast_line(f: &QueueForecast) -> String {
+    let at = |t: Option<chrono::DateTime<chrono::Utc>>| match t {
+        Some(t) if t <= chrono::Utc::now() + chrono::Duration::seconds(30) => {
+            tr!(queue.forecast_now).to_string()
+        }
+        Some(t) => date_time(t),
+        None => tr!(queue.forecast_never, days = f.horizon_days),
+    };
+    let slot = match &f.earliest_booking {
+        Some(slot) => tr!(
+            queue.forecast_slot,
+            start = date_time(slot.start),
+            node = slot.node.clone()
+        ),
+        None => tr!(queue.forecast_no_slot).to_string(),
+    };
+    let soon = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.is_some_and(|t| t <= chrono::Utc::now() + chrono::Duration::seconds(30))
+    };
+    let start = if soon(f.p50) && soon(f.p90) {
+        tr!(queue.forecast_at_once).to_string()
+    } else {
+        tr!(queue.forecast, p50 = at(f.p50), p90 = at(f.p90))
+    };
+    format!("{start} {slot}")
+}
+
 fn policy_line(s: &QueueSettings) -> String {
     let policy = match s.policy {
         lanes_types::queue::Policy::Fifo => tr!(queue_policy.fifo),
@@ -112,24 +143,47 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
         .default_time_limit_s
         .map(|s| lanes_types::units::format_duration(chrono::Duration::seconds(s)))
         .unwrap_or_default();
-    let submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
+    // The fields a start depends on: cards, time limit, memory per card.
+    let sizing = move || -> Result<(u32, Option<i64>, Option<u64>), String> {
         let Ok(count) = field(gpus).trim().parse::<u32>() else {
-            return error.set(Some(tr!(queue.gpus_whole).into()));
+            return Err(tr!(queue.gpus_whole).into());
         };
         let limit = match field(hours).trim() {
             "" => None,
             text => match lanes_types::units::parse_duration(text) {
                 Ok(d) if d > chrono::Duration::zero() => Some(d.num_seconds()),
-                _ => return error.set(Some(tr!(queue.limit_duration).into())),
+                _ => return Err(tr!(queue.limit_duration).into()),
             },
         };
         let min_memory = match field(memory).trim() {
             "" => None,
             text => match text.parse::<f64>() {
                 Ok(g) if g >= 0.0 && g.is_finite() => Some((g * (1u64 << 30) as f64) as u64),
-                _ => return error.set(Some(tr!(queue.memory_gib).into())),
+                _ => return Err(tr!(queue.memory_gib).into()),
             },
+        };
+        Ok((count, limit, min_memory))
+    };
+    let forecast = Write::new(|request: &ForecastRequest| {
+        let request = request.clone();
+        async move { rest::call::<api::ForecastStart>((), &request).await }
+    });
+    let ask = move |_| match sizing() {
+        Ok((gpus, time_limit_s, min_memory_bytes)) => {
+            error.set(None);
+            forecast.run(ForecastRequest {
+                gpus,
+                time_limit_s,
+                min_memory_bytes,
+            });
+        }
+        Err(message) => error.set(Some(message)),
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let (count, limit, min_memory) = match sizing() {
+            Ok(sized) => sized,
+            Err(message) => return error.set(Some(message)),
         };
         let argv = match crate::pages::jobs::command_words(&field(command)) {
             Ok(argv) => argv,
@@ -174,9 +228,12 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
                 {tr!(queue.preemptible_may_borrow_idle_booked_cards)}
             </label>
             <button type="submit">{tr!(queue.queue)}</button>
+            <button type="button" class="secondary" on:click=ask data-testid="forecast">{tr!(queue.when_would_it_start)}</button>
             <p class="hint">
                 {tr!(queue.it_starts_as_soon_as_enough)}
             </p>
+            {move || forecast.answer().map(|f| view! { <p class="hint" role="status" data-testid="forecast-answer">{forecast_line(&f)}</p> })}
+            {forecast.error_view()}
             {enqueue.error_view_with(error)}
         </form>
     }
@@ -237,9 +294,18 @@ fn JobRow(job: QueuedJob, mine: bool, dequeue: Write<i64, QueuedJob>) -> impl In
             let cards = Cards::get()
                 .map(|c| c.names(&job.cards))
                 .unwrap_or_default();
-            match job.borrowed_from {
-                Some(booking) => tr!(queue.lent_by, cards = cards.clone(), booking),
-                None => cards,
+            match (job.borrowed_from, job.lenders.len()) {
+                (_, 2..) => {
+                    let bookings = job
+                        .lenders
+                        .iter()
+                        .map(|b| format!("#{b}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    tr!(queue.lent_by_several, cards = cards.clone(), bookings)
+                }
+                (Some(booking), _) => tr!(queue.lent_by, cards = cards.clone(), booking),
+                (None, _) => cards,
             }
         }
         _ => {

@@ -1,4 +1,5 @@
 //! The job queue over HTTP: `POST|GET /api/v1/queue`, `DELETE /api/v1/queue/{id}`,
+//! `POST /api/v1/queue/forecast` (when would it start?),
 //! `GET|PUT /api/v1/queue/settings` and `GET|PUT /api/v1/shares` (changes: admins only).
 //! Everyone logged in sees the queue (who waits, for what, why); commands only their owners
 //! and admins.
@@ -10,12 +11,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use lanes_types::api;
-use lanes_types::queue::{QueueSettings, QueueView, QueuedJob, Shares, SubmitJob};
+use lanes_types::queue::{
+    ForecastRequest, QueueForecast, QueueSettings, QueueView, QueuedJob, Shares, SubmitJob,
+};
 
 pub fn routes() -> Routes {
     Routes::default()
         .endpoint::<api::Queue, _, _>(list)
         .endpoint::<api::Enqueue, _, _>(submit)
+        .endpoint::<api::ForecastStart, _, _>(forecast)
         .endpoint::<api::Dequeue, _, _>(cancel)
         .endpoint::<api::QueueSettingsNow, _, _>(settings)
         .endpoint::<api::SaveQueueSettings, _, _>(save_settings)
@@ -43,6 +47,24 @@ async fn submit(
         StatusCode::CREATED,
         Json(usecases::queue::job_view(&job, &user, None, &[])),
     ))
+}
+
+async fn forecast(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiJson(request): ApiJson<ForecastRequest>,
+) -> Result<Json<QueueForecast>, ApiError> {
+    let answer = usecases::queue::forecast(
+        &state.store,
+        &state.queue,
+        &user,
+        request,
+        &state.hub.gpus(),
+        state.portal_settings().booking_horizon_days,
+        state.clock.now(),
+    )
+    .await?;
+    Ok(Json(answer))
 }
 
 async fn list(

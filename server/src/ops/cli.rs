@@ -87,12 +87,32 @@ pub struct SimulateArgs {
     /// Mixed model: how long a booking sits idle before it lends (the watchdog's idle window).
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub idle_detect: Duration,
-    /// Mixed model: cards per booking (a loan takes cards of one booking).
+    /// Mixed model: cards per booking.
     #[arg(long, default_value_t = 4)]
     pub booking_width: u32,
+    /// Mixed model: cards per node (bookings fill nodes in turn; a loan across bookings takes
+    /// cards of one node's).
+    #[arg(long, default_value_t = 8)]
+    pub node_gpus: u32,
     /// Mixed model: SIGTERM to SIGKILL when a holder takes cards back.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub grace: Duration,
+    /// Instead of the policies' figures: how often start-time forecasts came true. Jobs
+    /// submitted after --forecast-after are forecast the moment they arrive, as the server
+    /// forecasts (the current queue replayed with run times drawn from the last 1,000 jobs'),
+    /// and compared with when they started.
+    #[arg(long)]
+    pub forecast: bool,
+    /// Forecast only jobs submitted this long after the trace's first (the earlier weeks are
+    /// the history).
+    #[arg(long, default_value = "14d", value_parser = humantime::parse_duration)]
+    pub forecast_after: Duration,
+    /// Forecast every Nth job of the held-out part.
+    #[arg(long, default_value_t = 25)]
+    pub forecast_every: usize,
+    /// Replays per forecast.
+    #[arg(long, default_value_t = lanes_scheduling::forecast::SAMPLES)]
+    pub forecast_samples: u32,
     /// Mixed model: share of queue jobs submitted as preemptible.
     #[arg(long, default_value_t = 1.0)]
     pub preemptible: f64,

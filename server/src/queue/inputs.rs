@@ -147,6 +147,55 @@ pub fn standings(
         .collect()
 }
 
+/// A waiting job's priority: its owner's fair-share factor aged by its wait; under least
+/// attained service, the level of what it received before comes first.
+pub fn priority(
+    settings: &QueueSettings,
+    standing: Option<&Standing>,
+    waited_s: Time,
+    attained_gpu_s: u64,
+) -> f64 {
+    let age = AgeWeight {
+        weight: settings.age_weight,
+        full_after: settings.age_full_after_s,
+    };
+    let fair = fairshare::priority(standing.map_or(1.0, |s| s.factor), waited_s, age);
+    match settings.policy {
+        lanes_types::queue::Policy::Las => lanes_scheduling::las::rank(
+            &lanes_scheduling::las::LasSettings::default(),
+            attained_gpu_s as f64,
+            fair,
+        ),
+        _ => fair,
+    }
+}
+
+/// The running queue jobs (and borrowers) from their holds: their cards (indices into `pool`),
+/// start and time-limit end. A job on cards outside the pool is left out.
+pub fn running(pool: &[PoolCard], holds: &[CardBlock]) -> Vec<lanes_scheduling::forecast::Running> {
+    let mut by_job: BTreeMap<i64, lanes_scheduling::forecast::Running> = BTreeMap::new();
+    for hold in holds {
+        let Some(job) = hold.queue_job else { continue };
+        let Some(card) = pool
+            .iter()
+            .position(|c| c.gpu.node == hold.node && c.gpu.uuid == hold.uuid)
+        else {
+            continue;
+        };
+        let r = by_job
+            .entry(job)
+            .or_insert_with(|| lanes_scheduling::forecast::Running {
+                cards: Vec::new(),
+                started: secs_floor(hold.start_ms),
+                limit_end: secs_ceil(hold.end_ms),
+            });
+        r.cards.push(card);
+        r.started = r.started.min(secs_floor(hold.start_ms));
+        r.limit_end = r.limit_end.max(secs_ceil(hold.end_ms));
+    }
+    by_job.into_values().collect()
+}
+
 /// The waiting jobs, each with its owner's index in `members` (jobs of unknown or disabled
 /// members are left out) and its priority.
 pub fn waiting(
@@ -157,27 +206,18 @@ pub fn waiting(
     now: Time,
 ) -> Vec<Waiting> {
     let owner: BTreeMap<i64, usize> = members.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
-    let age = AgeWeight {
-        weight: settings.age_weight,
-        full_after: settings.age_full_after_s,
-    };
     pending
         .iter()
         .filter_map(|job| {
             let request = job.queue?;
             let owner = *owner.get(&job.user_id)?;
             let submitted = job.created_at.timestamp();
-            let factor = standings.get(owner).map_or(1.0, |s| s.factor);
-            let fair = fairshare::priority(factor, now - submitted, age);
-            // Least attained service: the level of what it received before, then fair share.
-            let priority = match settings.policy {
-                lanes_types::queue::Policy::Las => lanes_scheduling::las::rank(
-                    &lanes_scheduling::las::LasSettings::default(),
-                    request.attained_gpu_s as f64,
-                    fair,
-                ),
-                _ => fair,
-            };
+            let priority = priority(
+                settings,
+                standings.get(owner),
+                now - submitted,
+                request.attained_gpu_s,
+            );
             Some(Waiting {
                 id: job.id,
                 owner,
@@ -216,6 +256,7 @@ mod tests {
             start_ms,
             end_ms,
             user_id: user,
+            queue_job: None,
         }
     }
 

@@ -473,8 +473,8 @@ impl Queue {
     }
 
     /// Starts preemptible jobs the pass could not place on cards that idle bookings lend, in
-    /// the order the scheduler ranked them, each on cards of one booking on one node. `true`
-    /// when one started.
+    /// the order the scheduler ranked them, each on one node: on cards of one booking where one
+    /// is wide enough, else of several (see [`loan_parts`]). `true` when one started.
     async fn lend_idle_cards(
         &self,
         pending: &[Job],
@@ -496,29 +496,14 @@ impl Queue {
         for job in waiting {
             let Some(request) = job.queue else { continue };
             let min_memory = request.min_memory_bytes.unwrap_or(0);
-            // Healthy cards of the booking, on its first card's node (the runner there runs
-            // it), with enough memory.
-            let usable = |b: &lanes_types::booking::Booking| -> Vec<GpuRef> {
-                let node = b.gpus.first().map(|g| g.node.clone()).unwrap_or_default();
-                b.gpus
-                    .iter()
-                    .filter(|g| g.node == node)
-                    .filter(|g| {
-                        pool.iter()
-                            .any(|c| &c.gpu == *g && c.memory_total >= min_memory)
-                    })
-                    .take(request.gpus as usize)
-                    .cloned()
-                    .collect()
+            let usable = |g: &GpuRef| {
+                pool.iter()
+                    .any(|c| &c.gpu == g && c.memory_total >= min_memory)
             };
-            let Some(pos) = lenders
-                .iter()
-                .position(|b| usable(b).len() == request.gpus as usize)
-            else {
+            let Some(parts) = loan_parts(&lenders, request.gpus as usize, usable) else {
                 continue;
             };
-            let host = lenders.remove(pos);
-            let cards = usable(&host);
+            lenders.retain(|b| !parts.iter().any(|(host, _)| *host == b.id));
             let Some(owner) = self
                 .store
                 .accounts()
@@ -530,26 +515,28 @@ impl Queue {
             };
             let limit = request.time_limit_s.clamp(1, MAX_TIME_LIMIT_S);
             let end = now + chrono::Duration::seconds(limit);
+            let hosts: Vec<String> = parts.iter().map(|(h, _)| format!("#{h}")).collect();
             let note = format!(
-                "{} (on cards booking #{} lends)",
+                "{} (on cards {} {} lend{})",
                 booking_note(job.id, &truncate(&job.title(), 200)),
-                host.id
+                if hosts.len() == 1 { "booking" } else { "bookings" },
+                hosts.join(", "),
+                if hosts.len() == 1 { "s" } else { "" },
             );
             let audit = AuditEntry::new(None, AuditAction::QueueLend, "").detail(format!(
                 "{} lent to job {} of {} until {}",
-                lanes_types::units::cards(cards.len() as u64),
+                lanes_types::units::cards(request.gpus as u64),
                 job.id,
                 owner.username,
-                end.min(host.end).to_rfc3339()
+                end.to_rfc3339()
             ));
             let loan = match self
                 .store
                 .lending()
                 .create_loan(
                     &crate::store::NewLoan {
-                        host: host.id,
+                        parts: &parts,
                         borrower: &owner,
-                        cards: &cards,
                         end,
                         note: &note,
                     },
@@ -560,7 +547,7 @@ impl Queue {
             {
                 Ok(loan) => loan,
                 Err(StoreError::Refused(e)) => {
-                    tracing::debug!(job = job.id, booking = host.id, error = %e, "could not lend a booking's cards");
+                    tracing::debug!(job = job.id, hosts = ?hosts, error = %e, "could not lend idle booked cards");
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -568,7 +555,7 @@ impl Queue {
             if self.store.jobs().start_queued(job.id, loan.id).await? {
                 tracing::info!(
                     job = job.id,
-                    booking = host.id,
+                    hosts = ?hosts,
                     loan = loan.id,
                     "started a preemptible job on lent cards"
                 );
@@ -578,6 +565,97 @@ impl Queue {
             }
         }
         Ok(started)
+    }
+
+    /// When a job of `gpus` cards for `limit` seconds (each with `min_memory` bytes) that user
+    /// `owner` queued now would likely start: the queue, running jobs and bookings replayed
+    /// with the policy in force (see [`lanes_scheduling::forecast`]). The replays run off the
+    /// async workers.
+    pub async fn forecast(
+        &self,
+        owner: i64,
+        gpus: u32,
+        limit: i64,
+        min_memory: u64,
+        now: DateTime<Utc>,
+    ) -> Result<StartForecast, StoreError> {
+        use lanes_scheduling::forecast::{self, Runtimes, State};
+        let settings = self.settings();
+        let pending = self.store.jobs().waiting_for_cards().await?;
+        let holds = self.store.queue().card_blocks(now).await?;
+        let members = self.members().await?;
+        let standings = self.standings_of(&members, &settings, now).await?;
+        let runtimes = Runtimes::new(self.store.jobs().run_times(FORECAST_HISTORY).await?);
+        let pool = self.pool();
+        let now_s = now.timestamp();
+        let mut owners = inputs::owners(&members, &holds);
+        let waiting = inputs::waiting(&pending, &members, &standings, &settings, now_s);
+        let running = inputs::running(&pool, &holds);
+        // Running queue jobs are the replays' to end; bookings and maintenance stay.
+        let fixed: Vec<crate::store::CardBlock> = holds
+            .into_iter()
+            .filter(|h| h.queue_job.is_none())
+            .collect();
+        let cards = inputs::cards(&pool, &fixed, now_s);
+        let index = members.iter().position(|m| m.id == owner);
+        let candidate = scheduler::Waiting {
+            // No job has this id.
+            id: i64::MIN,
+            owner: index.unwrap_or_else(|| {
+                owners.push(Default::default());
+                owners.len() - 1
+            }),
+            gpus,
+            time_limit: limit,
+            min_memory,
+            submitted: now_s,
+            priority: inputs::priority(&settings, index.and_then(|i| standings.get(i)), 0, 0),
+        };
+        let policy = settings.policy;
+        let history = runtimes.len() as u32;
+        let replayed = tokio::task::spawn_blocking(move || {
+            let state = State {
+                now: now_s,
+                policy,
+                cards: &cards,
+                running: &running,
+                waiting: &waiting,
+                owners: &owners,
+            };
+            let seed = now_s as u64;
+            let likely = forecast::forecast(
+                &state,
+                &candidate,
+                &runtimes,
+                forecast::SAMPLES,
+                seed,
+                FORECAST_HORIZON_S,
+            );
+            let by_limits = forecast::forecast(
+                &state,
+                &candidate,
+                &Runtimes::default(),
+                1,
+                seed,
+                FORECAST_HORIZON_S,
+            );
+            (likely, by_limits.p50)
+        })
+        .await;
+        let replayed = match replayed {
+            Ok(replayed) => replayed,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => return Err(StoreError::Unavailable("the server is stopping".into())),
+        };
+        let at = |t: Option<Time>| t.and_then(|t| DateTime::from_timestamp(t, 0));
+        Ok(StartForecast {
+            policy,
+            p50: at(replayed.0.p50),
+            p90: at(replayed.0.p90),
+            by_time_limits: at(replayed.1),
+            samples: replayed.0.samples,
+            history,
+        })
     }
 
     /// Every member's fair-share standing now.
@@ -689,4 +767,135 @@ fn holds_card(hold: &crate::store::CardBlock, booking: &lanes_types::booking::Bo
             .gpus
             .iter()
             .any(|g| g.uuid == hold.uuid && g.node == hold.node)
+}
+
+/// Past jobs' run times a forecast draws from.
+const FORECAST_HISTORY: i64 = 1_000;
+/// How far ahead a forecast looks.
+pub const FORECAST_HORIZON_S: Time = 30 * 86_400;
+
+/// What [`Queue::forecast`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartForecast {
+    pub policy: lanes_types::queue::Policy,
+    pub p50: Option<DateTime<Utc>>,
+    pub p90: Option<DateTime<Utc>>,
+    pub by_time_limits: Option<DateTime<Utc>>,
+    pub samples: u32,
+    pub history: u32,
+}
+
+/// A host booking and the cards it lends to one loan.
+type LoanPart = (i64, Vec<GpuRef>);
+
+/// Where a preemptible job of `width` cards borrows, from idle lending bookings' `usable`
+/// cards, all on one node (a job runs under one node's runner): the narrowest booking that
+/// alone has enough, which leaves wider ones to wider jobs; else several bookings of one node,
+/// widest first, on the node that needs the fewest (each holder can take the cards back, and
+/// any one's return ends the loan). `None` when no node has enough.
+fn loan_parts(
+    lenders: &[lanes_types::booking::Booking],
+    width: usize,
+    usable: impl Fn(&GpuRef) -> bool,
+) -> Option<Vec<LoanPart>> {
+    if width == 0 {
+        return None;
+    }
+    // Each node's lenders, in the lenders' order, with their usable cards there.
+    let mut by_node: std::collections::BTreeMap<&str, Vec<LoanPart>> = Default::default();
+    for b in lenders {
+        let mut on: std::collections::BTreeMap<&str, Vec<GpuRef>> = Default::default();
+        for g in b.gpus.iter().filter(|g| usable(g)) {
+            on.entry(g.node.as_str()).or_default().push(g.clone());
+        }
+        for (node, cards) in on {
+            by_node.entry(node).or_default().push((b.id, cards));
+        }
+    }
+    let alone = by_node
+        .values()
+        .flatten()
+        .filter(|(_, cards)| cards.len() >= width)
+        .min_by_key(|(_, cards)| cards.len());
+    if let Some((host, cards)) = alone {
+        return Some(vec![(*host, cards[..width].to_vec())]);
+    }
+    let mut best: Option<Vec<LoanPart>> = None;
+    for mut hosts in by_node.into_values() {
+        hosts.sort_by_key(|(_, cards)| std::cmp::Reverse(cards.len()));
+        let mut left = width;
+        let mut parts = Vec::new();
+        for (host, cards) in hosts {
+            let take = left.min(cards.len());
+            parts.push((host, cards[..take].to_vec()));
+            left -= take;
+            if left == 0 {
+                break;
+            }
+        }
+        if left == 0 && best.as_ref().is_none_or(|b| parts.len() < b.len()) {
+            best = Some(parts);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanes_types::booking::Booking;
+
+    fn lender(id: i64, cards: &[(&str, &str)]) -> Booking {
+        Booking {
+            id,
+            gpus: cards
+                .iter()
+                .map(|(node, uuid)| GpuRef {
+                    node: node.to_string(),
+                    uuid: uuid.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn hosts(parts: &Option<Vec<LoanPart>>) -> Vec<(i64, usize)> {
+        parts
+            .iter()
+            .flatten()
+            .map(|(h, cards)| (*h, cards.len()))
+            .collect()
+    }
+
+    #[test]
+    fn a_loan_takes_the_narrowest_booking_that_is_enough_else_several_of_one_node() {
+        let lenders = [
+            lender(1, &[("a", "a0"), ("a", "a1"), ("a", "a2"), ("a", "a3")]),
+            lender(2, &[("a", "a4"), ("a", "a5")]),
+            lender(3, &[("b", "b0"), ("b", "b1"), ("b", "b2")]),
+            lender(4, &[("b", "b3"), ("b", "b4"), ("b", "b5")]),
+            lender(5, &[("a", "a6")]),
+        ];
+        let all = |_: &GpuRef| true;
+        assert_eq!(hosts(&loan_parts(&lenders, 2, all)), [(2, 2)]);
+        assert_eq!(hosts(&loan_parts(&lenders, 3, all)), [(3, 3)]);
+        assert_eq!(hosts(&loan_parts(&lenders, 4, all)), [(1, 4)]);
+        // Five cards: node b's two bookings, or node a's 4 + 2: both two bookings, widest first.
+        assert_eq!(hosts(&loan_parts(&lenders, 5, all)), [(1, 4), (2, 1)]);
+        assert_eq!(hosts(&loan_parts(&lenders, 6, all)), [(1, 4), (2, 2)]);
+        assert_eq!(hosts(&loan_parts(&lenders, 7, all)), [(1, 4), (2, 2), (5, 1)]);
+        // Never across nodes.
+        assert_eq!(loan_parts(&lenders, 8, all), None);
+        assert_eq!(loan_parts(&lenders, 0, all), None);
+        // Only usable cards count (memory, health): without a0..a2, node a has four cards in
+        // three bookings, node b six in two: b needs fewer holders.
+        let some = |g: &GpuRef| !["a0", "a1", "a2"].contains(&g.uuid.as_str());
+        assert_eq!(hosts(&loan_parts(&lenders, 4, some)), [(3, 3), (4, 1)]);
+        let only_a = |g: &GpuRef| g.node == "a" && some(g);
+        assert_eq!(hosts(&loan_parts(&lenders, 4, only_a)), [(2, 2), (1, 1), (5, 1)]);
+        // A booking over two nodes lends on each separately.
+        let split = [lender(9, &[("a", "a0"), ("b", "b0"), ("a", "a1")])];
+        let parts = loan_parts(&split, 2, all).unwrap();
+        assert!(parts[0].1.iter().all(|g| g.node == "a"));
+    }
 }

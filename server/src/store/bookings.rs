@@ -179,6 +179,7 @@ impl Bookings<'_> {
             queue_job: None,
             lend: new.lend,
             loan_of: None,
+            lenders: Vec::new(),
             lent_to: None,
         })
     }
@@ -275,11 +276,11 @@ impl Bookings<'_> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let mut cards: Vec<(i64, String, String)> = Vec::new();
+        let mut cards: Vec<(i64, String, String, Option<i64>)> = Vec::new();
         // A bounded list per statement (PostgreSQL takes at most 65,535 parameters).
         for ids in rows.chunks(10_000) {
             let sql = format!(
-                "SELECT bg.booking_id, n.name, g.uuid
+                "SELECT bg.booking_id, n.name, g.uuid, bg.lent_by
                  FROM booking_gpus bg JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
                  WHERE bg.booking_id IN ({})
                  ORDER BY n.name, g.idx",
@@ -296,9 +297,10 @@ impl Bookings<'_> {
         let lenders: Vec<i64> = rows.iter().filter(|r| r.lend != 0).map(|r| r.id).collect();
         for ids in lenders.chunks(10_000) {
             let sql = format!(
-                "SELECT l.loan_of, j.id FROM bookings l JOIN jobs j ON j.booking_id = l.id
-                 WHERE l.status = 'live' AND l.start_ms <= $1 AND l.end_ms > $1
-                   AND l.loan_of IN ({})",
+                "SELECT DISTINCT bg.lent_by, j.id FROM booking_gpus bg
+                 JOIN bookings l ON l.id = bg.booking_id JOIN jobs j ON j.booking_id = l.id
+                 WHERE bg.lane = 1 AND l.status = 'live' AND l.start_ms <= $1 AND l.end_ms > $1
+                   AND bg.lent_by IN ({})",
                 placeholders(2, ids.len())
             );
             let mut query = sqlx::query_as::<_, (i64, i64)>(&sql).bind(ms(now));
@@ -308,11 +310,18 @@ impl Bookings<'_> {
             lent_to.extend(query.fetch_all(&self.pool).await?);
         }
         let mut by_booking: BTreeMap<i64, Vec<GpuRef>> = BTreeMap::new();
-        for (booking, node, uuid) in cards {
+        let mut lenders_of: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for (booking, node, uuid, lent_by) in cards {
             by_booking
                 .entry(booking)
                 .or_default()
                 .push(GpuRef { node, uuid });
+            if let Some(host) = lent_by {
+                let hosts = lenders_of.entry(booking).or_default();
+                if !hosts.contains(&host) {
+                    hosts.push(host);
+                }
+            }
         }
         Ok(rows
             .into_iter()
@@ -339,6 +348,14 @@ impl Bookings<'_> {
                     in_use_at: r.in_use_ms.map(at),
                     queue_job: r.queue_job,
                     lend: r.lend != 0,
+                    lenders: lenders_of
+                        .remove(&r.id)
+                        .map(|mut hosts| {
+                            // The first host first.
+                            hosts.sort_by_key(|h| (Some(*h) != r.loan_of, *h));
+                            hosts
+                        })
+                        .unwrap_or_default(),
                     loan_of: r.loan_of,
                     lent_to: lent_to.get(&r.id).copied(),
                 }
@@ -598,8 +615,14 @@ impl Bookings<'_> {
     }
 }
 
-/// Ends the live loans of booking `host` at `end` (or at once, for one that started later):
-/// their borrowers' runners then stop them and the queue takes them back.
+/// The loans that borrow cards of the booking bound as `$1`.
+pub(super) const LOANS_OF_HOST: &str =
+    "SELECT DISTINCT booking_id FROM booking_gpus WHERE lane = 1 AND lent_by = $1";
+
+/// Ends the live loans of booking `host`'s cards at `end` (or at once, for one that started
+/// later): their borrowers' runners then stop them and the queue takes them back. A loan that
+/// also borrows other bookings' cards ends whole (its job runs on all of them), and those cards
+/// are free to lend again.
 pub(super) async fn end_loans(
     tx: &mut Tx<'_>,
     host: i64,
@@ -608,7 +631,7 @@ pub(super) async fn end_loans(
     let (greatest, end_ms) = (super::Backend::of(tx).greatest(), ms(end));
     let ended = sqlx::query(&format!(
         "UPDATE bookings SET status = 'released', end_ms = {greatest}(start_ms + 1, $2)
-         WHERE loan_of = $1 AND status = 'live' AND end_ms > $2"
+         WHERE id IN ({LOANS_OF_HOST}) AND status = 'live' AND end_ms > $2"
     ))
     .bind(host)
     .bind(end_ms)
@@ -617,7 +640,7 @@ pub(super) async fn end_loans(
     .rows_affected();
     sqlx::query(&format!(
         "UPDATE booking_gpus SET end_ms = {greatest}(start_ms + 1, $2)
-         WHERE booking_id IN (SELECT id FROM bookings WHERE loan_of = $1) AND end_ms > $2"
+         WHERE booking_id IN ({LOANS_OF_HOST}) AND end_ms > $2"
     ))
     .bind(host)
     .bind(end_ms)

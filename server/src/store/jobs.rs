@@ -314,6 +314,26 @@ impl Jobs<'_> {
         jobs_of(rows)
     }
 
+    /// How long the last `limit` queue jobs that ran and ended ran, with their time limits, in
+    /// seconds: what start-time forecasts draw run times from.
+    pub async fn run_times(&self, limit: i64) -> Result<Vec<(i64, i64)>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "{SELECT} WHERE j.gpus IS NOT NULL AND j.started_at IS NOT NULL
+                 AND j.ended_at IS NOT NULL
+             ORDER BY j.id DESC LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(jobs_of(rows)?
+            .into_iter()
+            .filter_map(|j| {
+                let ran = (j.ended_at? - j.started_at?).num_seconds();
+                Some((ran, j.queue?.time_limit_s))
+            })
+            .collect())
+    }
+
     /// Gives a pending queue job the booking the scheduler made for it; `false` if the job is
     /// no longer pending (cancelled meanwhile).
     pub async fn start_queued(&self, id: i64, booking_id: i64) -> Result<bool, StoreError> {

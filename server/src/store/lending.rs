@@ -16,12 +16,11 @@ repository!(
     Lending, lending
 );
 
-/// A loan to make: `cards` of booking `host` for `borrower`'s queue job, up to `end` (never past
-/// the host's end).
+/// A loan to make: for `borrower`'s queue job, cards of one or more bookings (`parts`: each
+/// host and the cards it lends, all on one node), up to `end` (never past a host's end).
 pub struct NewLoan<'a> {
-    pub host: i64,
+    pub parts: &'a [(i64, Vec<GpuRef>)],
     pub borrower: &'a User,
-    pub cards: &'a [GpuRef],
     pub end: DateTime<Utc>,
     pub note: &'a str,
 }
@@ -76,9 +75,8 @@ impl Lending<'_> {
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
         let NewLoan {
-            host,
+            parts,
             borrower,
-            cards,
             end,
             note,
         } = *loan;
@@ -88,6 +86,9 @@ impl Lending<'_> {
                 why,
             ))
         };
+        let Some(&(first_host, _)) = parts.first() else {
+            return Err(refused("nothing to lend"));
+        };
         let _turn = self.write_turn().await;
         let mut tx = self
             .begin_serial(&[
@@ -96,47 +97,64 @@ impl Lending<'_> {
             ])
             .await?;
         let now_ms = ms(now);
-        let row: Option<HostRow> = sqlx::query_as(
-            "SELECT start_ms, end_ms, lend, idle_since_ms, loan_of FROM bookings
-             WHERE id = $1 AND status = 'live'",
-        )
-        .bind(host)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((start_ms, host_end_ms, lend, idle, None)) = row else {
-            return Err(refused("the booking is gone or is itself a loan"));
-        };
-        if lend == 0 || idle.is_none() || start_ms > now_ms || host_end_ms <= now_ms {
-            return Err(refused("the booking does not lend its cards now"));
+        let mut end_ms = ms(end);
+        // Each host's own card rows for the cards asked of it: (host, card row).
+        let mut rows: Vec<(i64, i64)> = Vec::new();
+        for (host, cards) in parts {
+            let row: Option<HostRow> = sqlx::query_as(
+                "SELECT start_ms, end_ms, lend, idle_since_ms, loan_of FROM bookings
+                 WHERE id = $1 AND status = 'live'",
+            )
+            .bind(*host)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((start_ms, host_end_ms, lend, idle, None)) = row else {
+                return Err(refused("the booking is gone or is itself a loan"));
+            };
+            if lend == 0 || idle.is_none() || start_ms > now_ms || host_end_ms <= now_ms {
+                return Err(refused("the booking does not lend its cards now"));
+            }
+            end_ms = end_ms.min(host_end_ms);
+            if cards.is_empty() || rows.iter().any(|(h, _)| h == host) {
+                return Err(refused("nothing to lend"));
+            }
+            let sql = format!(
+                "SELECT bg.gpu_id FROM booking_gpus bg
+                 JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
+                 WHERE bg.booking_id = $1 AND bg.lane = 0 AND bg.live = 1
+                   AND (n.name || ' ' || g.uuid) IN ({})",
+                placeholders(2, cards.len())
+            );
+            let mut query = sqlx::query_scalar::<_, i64>(&sql).bind(*host);
+            for card in cards {
+                query = query.bind(format!("{} {}", card.node, card.uuid));
+            }
+            let ids: Vec<i64> = query.fetch_all(&mut *tx).await?;
+            if ids.len() != cards.len() {
+                return Err(refused("those are not all cards of the booking"));
+            }
+            rows.extend(ids.into_iter().map(|id| (*host, id)));
         }
-        let end_ms = ms(end).min(host_end_ms);
-        if end_ms <= now_ms || cards.is_empty() {
+        if end_ms <= now_ms {
             return Err(refused("nothing to lend"));
         }
-        // The host's own card rows for the cards asked for.
-        let sql = format!(
-            "SELECT bg.gpu_id FROM booking_gpus bg
-             JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
-             WHERE bg.booking_id = $1 AND bg.lane = 0 AND bg.live = 1
-               AND (n.name || ' ' || g.uuid) IN ({})",
-            placeholders(2, cards.len())
-        );
-        let mut query = sqlx::query_scalar::<_, i64>(&sql).bind(host);
-        for card in cards {
-            query = query.bind(format!("{} {}", card.node, card.uuid));
-        }
-        let ids: Vec<i64> = query.fetch_all(&mut *tx).await?;
-        if ids.len() != cards.len() {
-            return Err(refused("those are not all cards of the booking"));
+        let mut nodes: Vec<&str> = parts
+            .iter()
+            .flat_map(|(_, cards)| cards.iter().map(|c| c.node.as_str()))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.len() > 1 {
+            return Err(refused("a loan takes cards of one node"));
         }
         // One loan of a card at a time (PostgreSQL's constraint says so too).
         let sql = format!(
             "SELECT COUNT(*) FROM booking_gpus WHERE lane = 1 AND live = 1
                AND end_ms > $1 AND gpu_id IN ({})",
-            placeholders(2, ids.len())
+            placeholders(2, rows.len())
         );
         let mut query = sqlx::query_scalar::<_, i64>(&sql).bind(now_ms);
-        for id in &ids {
+        for (_, id) in &rows {
             query = query.bind(*id);
         }
         if query.fetch_one(&mut *tx).await? > 0 {
@@ -151,24 +169,26 @@ impl Lending<'_> {
         .bind(end_ms)
         .bind(note)
         .bind(Stamp(now))
-        .bind(host)
+        .bind(first_host)
         .fetch_one(&mut *tx)
         .await?;
-        for gpu in &ids {
+        for (host, gpu) in &rows {
             sqlx::query(
-                "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms, lane)
-                 VALUES ($1, $2, $3, $4, 1)",
+                "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms, lane, lent_by)
+                 VALUES ($1, $2, $3, $4, 1, $5)",
             )
             .bind(id)
             .bind(*gpu)
             .bind(now_ms)
             .bind(end_ms)
+            .bind(*host)
             .execute(&mut *tx)
             .await
             .map_err(super::slots::overlap_or)?;
         }
+        let hosts: Vec<String> = parts.iter().map(|(h, _)| format!("booking {h}")).collect();
         let audit = AuditEntry {
-            target: format!("booking {host}"),
+            target: hosts.join(", "),
             ..audit
         };
         insert_audit(&mut tx, &audit, now).await?;
@@ -179,13 +199,14 @@ impl Lending<'_> {
             user_id: borrower.id,
             username: borrower.username.clone(),
             display_name: borrower.display_name.clone(),
-            gpus: cards.to_vec(),
+            gpus: parts.iter().flat_map(|(_, cards)| cards.clone()).collect(),
             start: at(now_ms),
             end: at(end_ms),
             note: note.to_string(),
             state: BookingState::Active,
             created_at: now,
-            loan_of: Some(host),
+            loan_of: Some(first_host),
+            lenders: parts.iter().map(|(h, _)| *h).collect(),
             ..Default::default()
         })
     }
@@ -225,12 +246,13 @@ impl Lending<'_> {
     /// Whether a borrower of booking `id`'s cards has yet to go: its loan is live, or its job
     /// still runs (stopping after its loan was taken back).
     pub async fn borrowers_present(&self, id: i64, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        let n: i64 = sqlx::query_scalar(
+        let n: i64 = sqlx::query_scalar(&format!(
             "SELECT COUNT(*) FROM bookings l LEFT JOIN jobs j ON j.booking_id = l.id
-             WHERE l.loan_of = $1 AND l.status != 'cancelled'
+             WHERE l.id IN ({LOANS_OF_HOST}) AND l.status != 'cancelled'
                AND ((l.status = 'live' AND l.start_ms <= $2 AND l.end_ms > $2)
                     OR j.state IN ('queued', 'running'))",
-        )
+            LOANS_OF_HOST = super::bookings::LOANS_OF_HOST
+        ))
         .bind(id)
         .bind(ms(now))
         .fetch_one(&self.pool)

@@ -21,6 +21,8 @@ pub struct CardBlock {
     pub end_ms: i64,
     /// The booking's owner (`None` for maintenance).
     pub user_id: Option<i64>,
+    /// The queue job the booking holds the card for, if it is one's (or a loan).
+    pub queue_job: Option<i64>,
 }
 
 /// A span of time a user held some cards (what fair share counts as use).
@@ -39,13 +41,15 @@ impl Queue<'_> {
     /// Live bookings and maintenance blocks on any card that end after `from`.
     pub async fn card_blocks(&self, from: DateTime<Utc>) -> Result<Vec<CardBlock>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT n.name AS node, g.uuid, bg.start_ms, bg.end_ms, b.user_id
+            "SELECT n.name AS node, g.uuid, bg.start_ms, bg.end_ms, b.user_id,
+                    (SELECT j.id FROM jobs j WHERE j.booking_id = b.id AND j.gpus IS NOT NULL
+                     ORDER BY j.id LIMIT 1) AS queue_job
              FROM booking_gpus bg
              JOIN bookings b ON b.id = bg.booking_id
              JOIN gpus g ON g.id = bg.gpu_id JOIN nodes n ON n.id = g.node_id
              WHERE bg.live = 1 AND bg.end_ms > $1
              UNION ALL
-             SELECT n.name, g.uuid, mg.start_ms, mg.end_ms, NULL
+             SELECT n.name, g.uuid, mg.start_ms, mg.end_ms, NULL, NULL
              FROM maintenance_gpus mg
              JOIN gpus g ON g.id = mg.gpu_id JOIN nodes n ON n.id = g.node_id
              WHERE mg.end_ms > $1",

@@ -213,6 +213,37 @@ pub async fn submit_to_booking(
     Ok(job)
 }
 
+/// The time limit of a queue job of `gpus` cards (each with `min_memory` bytes) asking for
+/// `time_limit_s`, if the queue's `settings` and the pool (`cards`) allow it.
+pub fn queue_limit(
+    settings: &QueueSettings,
+    gpus: u32,
+    time_limit_s: Option<i64>,
+    min_memory: Option<u64>,
+    cards: &[GpuState],
+) -> Result<i64, UseCaseError> {
+    let limit = time_limit_s
+        .or(settings.default_time_limit_s)
+        .ok_or_else(|| UseCaseError::Unprocessable("time_limit_s is required".into()))?;
+    if limit <= 0 || limit > settings.max_time_limit_s {
+        return Err(UseCaseError::Unprocessable(Said::TimeLimit {
+            max_s: settings.max_time_limit_s,
+        }));
+    }
+    let min_memory = min_memory.unwrap_or(0);
+    let eligible = cards
+        .iter()
+        .filter(|g| g.info.memory_total_bytes >= min_memory)
+        .count();
+    if gpus == 0 || gpus as usize > eligible {
+        return Err(UseCaseError::Unprocessable(Said::QueueGpus {
+            eligible,
+            with_memory: min_memory > 0,
+        }));
+    }
+    Ok(limit)
+}
+
 /// Queues a command for `gpus` cards of the pool (`cards`, as the hub sees them) for up to its
 /// time limit, within the queue's `settings`.
 pub async fn submit_to_queue(
@@ -233,26 +264,13 @@ pub async fn submit_to_queue(
         request.container,
     )?
     .with_notice(request.notice, settings.notice_max_s)?;
-    let limit = request
-        .time_limit_s
-        .or(settings.default_time_limit_s)
-        .ok_or_else(|| UseCaseError::Unprocessable("time_limit_s is required".into()))?;
-    if limit <= 0 || limit > settings.max_time_limit_s {
-        return Err(UseCaseError::Unprocessable(Said::TimeLimit {
-            max_s: settings.max_time_limit_s,
-        }));
-    }
-    let min_memory = request.min_memory_bytes.unwrap_or(0);
-    let eligible = cards
-        .iter()
-        .filter(|g| g.info.memory_total_bytes >= min_memory)
-        .count();
-    if request.gpus == 0 || request.gpus as usize > eligible {
-        return Err(UseCaseError::Unprocessable(Said::QueueGpus {
-            eligible,
-            with_memory: min_memory > 0,
-        }));
-    }
+    let limit = queue_limit(
+        settings,
+        request.gpus,
+        request.time_limit_s,
+        request.min_memory_bytes,
+        cards,
+    )?;
     let queued = QueueRequest {
         gpus: request.gpus,
         time_limit_s: limit,

@@ -8,7 +8,67 @@ use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::booking::GpuRef;
 use lanes_types::job::{Job, QueueRequest};
-use lanes_types::queue::{QueueState, QueueView, QueuedJob, WaitReason};
+use lanes_types::queue::{
+    ForecastRequest, QueueForecast, QueueState, QueueView, QueuedJob, WaitReason,
+};
+
+/// When a job like `request` would likely start if `user` queued it now (checked as a
+/// submission is), beside the earliest slot they could book for the same cards and time.
+pub async fn forecast(
+    store: &Store,
+    queue: &Queue,
+    user: &User,
+    request: ForecastRequest,
+    cards: &[lanes_types::GpuState],
+    horizon_days: u32,
+    now: DateTime<Utc>,
+) -> Result<QueueForecast, UseCaseError> {
+    let limit = super::jobs::queue_limit(
+        &queue.settings(),
+        request.gpus,
+        request.time_limit_s,
+        request.min_memory_bytes,
+        cards,
+    )?;
+    let min_memory = request.min_memory_bytes.unwrap_or(0);
+    let f = queue
+        .forecast(user.id, request.gpus, limit, min_memory, now)
+        .await?;
+    // The earliest slot, if the caller could book one (the search's refusals, a quota too
+    // small for instance, leave it out).
+    let slot = super::bookings::find_slots(
+        store,
+        user,
+        lanes_types::query::SlotQuery {
+            gpus: request.gpus,
+            duration: format!("{limit}s"),
+            from: None,
+            to: Some(now + chrono::Duration::days(i64::from(horizon_days))),
+            node: None,
+            min_memory: request.min_memory_bytes.map(|b| b.to_string()),
+            limit: Some(1),
+        },
+        horizon_days,
+        now,
+    )
+    .await;
+    let earliest_booking = match slot {
+        Ok(slots) => slots.into_iter().next(),
+        Err(UseCaseError::Store(crate::store::StoreError::Refused(_))) => None,
+        Err(UseCaseError::Store(e)) => return Err(UseCaseError::Store(e)),
+        Err(_) => None,
+    };
+    Ok(QueueForecast {
+        policy: f.policy,
+        p50: f.p50,
+        p90: f.p90,
+        by_time_limits: f.by_time_limits,
+        samples: f.samples,
+        history: f.history,
+        horizon_days: (crate::queue::FORECAST_HORIZON_S / 86_400) as u32,
+        earliest_booking,
+    })
+}
 
 /// Ended jobs listed after the live ones.
 const RECENT_ENDED: i64 = 50;
@@ -26,15 +86,17 @@ pub async fn view(
     let mut views = Vec::with_capacity(jobs.len());
     for job in &jobs {
         let mut cards = Vec::new();
-        let mut borrowed_from = None;
+        let (mut borrowed_from, mut lenders) = (None, Vec::new());
         if let (Some(booking), false) = (job.booking_id, job.state.is_over()) {
             if let Some(b) = store.bookings().get(booking, now).await? {
                 cards = b.gpus;
                 borrowed_from = b.loan_of;
+                lenders = b.lenders;
             }
         }
         let mut v = job_view(job, viewer, snapshot.waits.get(&job.id), &cards);
         v.borrowed_from = borrowed_from;
+        v.lenders = lenders;
         if matches!(v.state, QueueState::Pending | QueueState::Requeued) && v.wait.is_none() {
             v.reason = Some(WaitReason::NextPass.to_string());
             v.wait = Some(WaitReason::NextPass);
@@ -86,6 +148,7 @@ pub fn job_view(job: &Job, viewer: &User, wait: Option<&Explained>, cards: &[Gpu
         preemptible: request.preemptible,
         requeues: request.requeues,
         borrowed_from: None,
+        lenders: Vec::new(),
         priority: wait.map(|w| w.priority),
         exit_code: job.exit_code,
         message: if mine {
