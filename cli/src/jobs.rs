@@ -194,7 +194,9 @@ async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
         ),
         None => format!("not within {} days", f.horizon_days),
     };
-    let soon = |t: Option<chrono::DateTime<chrono::Utc>>| t.is_some_and(|t| t <= now + Duration::seconds(30));
+    let soon = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.is_some_and(|t| t <= now + Duration::seconds(30))
+    };
     let basis = if f.history == 0 {
         " (no queue job has ended yet: each is taken to run to its time limit)".to_string()
     } else {

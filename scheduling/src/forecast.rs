@@ -241,7 +241,14 @@ mod tests {
             waiting: &waiting,
             owners: &[Owner::default()],
         };
-        let f = forecast(&state, &job(2, 1, 600, 100), &Runtimes::default(), 16, 1, 86_400);
+        let f = forecast(
+            &state,
+            &job(2, 1, 600, 100),
+            &Runtimes::default(),
+            16,
+            1,
+            86_400,
+        );
         // After the running job (to 3600) and the one ahead (to 5400).
         assert_eq!((f.p50, f.p90), (Some(5_400), Some(5_400)));
         // An empty queue on a free card: now.
@@ -250,7 +257,14 @@ mod tests {
             waiting: &[],
             ..state.clone()
         };
-        let f = forecast(&free, &job(2, 1, 600, 100), &Runtimes::default(), 4, 1, 86_400);
+        let f = forecast(
+            &free,
+            &job(2, 1, 600, 100),
+            &Runtimes::default(),
+            4,
+            1,
+            86_400,
+        );
         assert_eq!(f.p50, Some(100));
     }
 
@@ -271,7 +285,8 @@ mod tests {
             owners: &[Owner::default()],
         };
         // Seven in ten past jobs ran a fifth of their limit, the rest all of it.
-        let runtimes = Runtimes::new((0..100).map(|i| (if i % 10 < 7 { 200 } else { 1_000 }, 1_000)));
+        let runtimes =
+            Runtimes::new((0..100).map(|i| (if i % 10 < 7 { 200 } else { 1_000 }, 1_000)));
         let f = forecast(&state, &job(9, 1, 600, 1_000), &runtimes, 200, 7, 86_400);
         // It has run a tenth of its limit: likely it ends at a fifth, late at its limit.
         assert_eq!((f.p50, f.p90), (Some(2_000), Some(10_000)), "{f:?}");
@@ -297,12 +312,33 @@ mod tests {
             waiting: &[],
             owners: &[Owner::default()],
         };
-        let f = forecast(&state, &job(1, 1, 7_200, 0), &Runtimes::default(), 4, 1, 86_400 * 2);
+        let f = forecast(
+            &state,
+            &job(1, 1, 7_200, 0),
+            &Runtimes::default(),
+            4,
+            1,
+            86_400 * 2,
+        );
         assert_eq!(f.p50, Some(90_000));
-        let f = forecast(&state, &job(1, 1, 7_200, 0), &Runtimes::default(), 4, 1, 3_600);
+        let f = forecast(
+            &state,
+            &job(1, 1, 7_200, 0),
+            &Runtimes::default(),
+            4,
+            1,
+            3_600,
+        );
         assert_eq!(f.p50, None);
         // A short one fits before the booking.
-        let f = forecast(&state, &job(1, 1, 900, 0), &Runtimes::default(), 4, 1, 3_600);
+        let f = forecast(
+            &state,
+            &job(1, 1, 900, 0),
+            &Runtimes::default(),
+            4,
+            1,
+            3_600,
+        );
         assert_eq!(f.p50, Some(0));
     }
 

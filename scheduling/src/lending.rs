@@ -482,8 +482,14 @@ mod tests {
         let one = run(&w, 8, &model, Lending::OneBooking);
         let across = run(&w, 8, &model, Lending::AcrossBookings);
         assert_eq!((one.lent_fraction, one.wide_loans), (0.0, 0));
-        assert!(across.wide_loans > 0 && across.lent_fraction > 0.05, "{across:?}");
-        assert!(across.queue_mean_wait_s < one.queue_mean_wait_s, "{across:?} {one:?}");
+        assert!(
+            across.wide_loans > 0 && across.lent_fraction > 0.05,
+            "{across:?}"
+        );
+        assert!(
+            across.queue_mean_wait_s < one.queue_mean_wait_s,
+            "{across:?} {one:?}"
+        );
         // Either holder's return ends the loan; neither waits past the grace (and a step).
         assert!(across.reclaims > 0 && across.holder_max_delay_s <= 120 + model.step_s);
         // A job never spans nodes: with 4-card nodes nothing is wide enough.

@@ -272,10 +272,24 @@ pub fn forecast_table(
         &request.loads[..]
     };
     for &load in loads {
-        let w = trace::workload(jobs.clone(), request.gpus, load, request.estimate, request.seed);
+        let w = trace::workload(
+            jobs.clone(),
+            request.gpus,
+            load,
+            request.estimate,
+            request.seed,
+        );
         let from = w.jobs.first().map_or(0, |j| j.submit) + after;
         for &policy in &policies {
-            let a = simulate::accuracy(&w, request.gpus, policy, &request.settings, from, every, samples);
+            let a = simulate::accuracy(
+                &w,
+                request.gpus,
+                policy,
+                &request.settings,
+                from,
+                every,
+                samples,
+            );
             out.push_str(&format!(
                 "| {:.2} | {} | {} | {:.0} % | {:.0} % | {} | {} |\n",
                 w.load,

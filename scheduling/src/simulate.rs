@@ -795,8 +795,12 @@ pub fn accuracy(
             let Some(candidate) = m.waiting.iter().find(|x| x.id == j as i64) else {
                 continue;
             };
-            let others: Vec<Waiting> =
-                m.waiting.iter().filter(|x| x.id != j as i64).cloned().collect();
+            let others: Vec<Waiting> = m
+                .waiting
+                .iter()
+                .filter(|x| x.id != j as i64)
+                .cloned()
+                .collect();
             let running: Vec<Running> = m
                 .running
                 .iter()
@@ -815,7 +819,14 @@ pub fn accuracy(
                 owners: &owners,
             };
             let runtimes = Runtimes::new(history.iter().copied());
-            let f = forecast(&state, candidate, &runtimes, samples, j as u64, 365 * 86_400);
+            let f = forecast(
+                &state,
+                candidate,
+                &runtimes,
+                samples,
+                j as u64,
+                365 * 86_400,
+            );
             made.push((j, f));
         }
     });

@@ -506,9 +506,7 @@ async fn a_wide_job_borrows_two_idle_bookings_and_either_holders_reclaim_takes_b
         let mut lenders = running.lenders.clone();
         lenders.sort_unstable();
         assert_eq!(lenders, [first.id, second.id], "round {round}");
-        assert!(running
-            .borrowed_from
-            .is_some_and(|b| lenders.contains(&b)));
+        assert!(running.borrowed_from.is_some_and(|b| lenders.contains(&b)));
         assert_eq!(running.cards.len(), 2);
         for host in [first.id, second.id] {
             let b = w.holder.client().booking(host).await.unwrap();
@@ -528,7 +526,11 @@ async fn a_wide_job_borrows_two_idle_bookings_and_either_holders_reclaim_takes_b
         let other_in_use = holder.booking(other.id).await.unwrap().in_use_at;
         let reclaimer_in_use = holder.booking(reclaimer.id).await.unwrap().in_use_at;
         // One holder takes their card back: the job leaves both (it runs on both) and waits.
-        w.holder.client().reclaim_booking(reclaimer.id).await.unwrap();
+        w.holder
+            .client()
+            .reclaim_booking(reclaimer.id)
+            .await
+            .unwrap();
         let back = w
             .until(job.id, 20, "the wide job back in the queue", |j| {
                 j.state == QueueState::Requeued && j.requeues == round

@@ -586,10 +586,16 @@ async fn a_forecast_says_when_a_job_would_start_beside_the_earliest_slot_and_que
     let f = client.forecast_start(&ask(1, 600)).await.unwrap();
     let now = chrono::Utc::now();
     let soon = now + chrono::Duration::seconds(5);
-    assert!(f.p50.is_some_and(|t| t <= soon) && f.p90.is_some_and(|t| t <= soon), "{f:?}");
+    assert!(
+        f.p50.is_some_and(|t| t <= soon) && f.p90.is_some_and(|t| t <= soon),
+        "{f:?}"
+    );
     assert_eq!(f.history, 0);
     assert!(f.samples > 1, "{f:?}");
-    assert!(f.earliest_booking.as_ref().is_some_and(|s| s.start <= soon), "{f:?}");
+    assert!(
+        f.earliest_booking.as_ref().is_some_and(|s| s.start <= soon),
+        "{f:?}"
+    );
     // The card runs a job for up to ten minutes; no job has ended, so each is taken to run to
     // its limit: the likely start, the late one and the queue's own estimate are its end.
     let running = submit(&owner, work(1, 600, &["sleep", "600"])).await;
@@ -599,7 +605,10 @@ async fn a_forecast_says_when_a_job_would_start_beside_the_earliest_slot_and_que
     let near = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.is_some_and(|t| (t - limit_end).num_seconds().abs() <= 2)
     };
-    assert!(near(f.p50) && near(f.p90) && near(f.by_time_limits), "{f:?} {limit_end}");
+    assert!(
+        near(f.p50) && near(f.p90) && near(f.by_time_limits),
+        "{f:?} {limit_end}"
+    );
     // Booking instead: the queue job's booking holds the card until then too.
     let slot = f.earliest_booking.expect("a slot to book");
     assert!((slot.start - limit_end).num_seconds() >= -2, "{slot:?}");

@@ -903,14 +903,31 @@ async fn submit_dry_run_says_when_it_would_start_and_queues_nothing() {
         said.contains("If you queue this now (fairshare policy), it would start at once."),
         "{said}"
     );
-    assert!(said.contains("The earliest slot you could book instead:"), "{said}");
+    assert!(
+        said.contains("The earliest slot you could book instead:"),
+        "{said}"
+    );
     assert!(said.contains("Nothing was queued."), "{said}");
     let f: lanes_types::queue::QueueForecast = shell
-        .json(&["submit", "--dry-run", "--gpus", "1", "--time", "10m", "--", "python3", "train.py"])
+        .json(&[
+            "submit",
+            "--dry-run",
+            "--gpus",
+            "1",
+            "--time",
+            "10m",
+            "--",
+            "python3",
+            "train.py",
+        ])
         .await;
     assert!(f.p50.is_some() && f.earliest_booking.is_some(), "{f:?}");
     let queue = app.client_with(&cookie).queue().await.unwrap();
-    assert!(queue.jobs.is_empty(), "nothing was queued: {:?}", queue.jobs);
+    assert!(
+        queue.jobs.is_empty(),
+        "nothing was queued: {:?}",
+        queue.jobs
+    );
     // Too many cards: refused as a submission would be, with the server's reason (status 1).
     let out = shell
         .lanes(&["submit", "--dry-run", "--gpus", "3", "--time", "1h"])

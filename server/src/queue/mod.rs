@@ -519,7 +519,11 @@ impl Queue {
             let note = format!(
                 "{} (on cards {} {} lend{})",
                 booking_note(job.id, &truncate(&job.title(), 200)),
-                if hosts.len() == 1 { "booking" } else { "bookings" },
+                if hosts.len() == 1 {
+                    "booking"
+                } else {
+                    "bookings"
+                },
                 hosts.join(", "),
                 if hosts.len() == 1 { "s" } else { "" },
             );
@@ -883,7 +887,10 @@ mod tests {
         // Five cards: node b's two bookings, or node a's 4 + 2: both two bookings, widest first.
         assert_eq!(hosts(&loan_parts(&lenders, 5, all)), [(1, 4), (2, 1)]);
         assert_eq!(hosts(&loan_parts(&lenders, 6, all)), [(1, 4), (2, 2)]);
-        assert_eq!(hosts(&loan_parts(&lenders, 7, all)), [(1, 4), (2, 2), (5, 1)]);
+        assert_eq!(
+            hosts(&loan_parts(&lenders, 7, all)),
+            [(1, 4), (2, 2), (5, 1)]
+        );
         // Never across nodes.
         assert_eq!(loan_parts(&lenders, 8, all), None);
         assert_eq!(loan_parts(&lenders, 0, all), None);
@@ -892,7 +899,10 @@ mod tests {
         let some = |g: &GpuRef| !["a0", "a1", "a2"].contains(&g.uuid.as_str());
         assert_eq!(hosts(&loan_parts(&lenders, 4, some)), [(3, 3), (4, 1)]);
         let only_a = |g: &GpuRef| g.node == "a" && some(g);
-        assert_eq!(hosts(&loan_parts(&lenders, 4, only_a)), [(2, 2), (1, 1), (5, 1)]);
+        assert_eq!(
+            hosts(&loan_parts(&lenders, 4, only_a)),
+            [(2, 2), (1, 1), (5, 1)]
+        );
         // A booking over two nodes lends on each separately.
         let split = [lender(9, &[("a", "a0"), ("b", "b0"), ("a", "a1")])];
         let parts = loan_parts(&split, 2, all).unwrap();
