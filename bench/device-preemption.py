@@ -201,8 +201,9 @@ try:
     typed = "cd ~/train && lanes submit -g 1 --time 30m --preemptible -- python3 train.py"
     submitted = as_member("bob", typed)
     save("submit.txt", submitted.stdout + submitted.stderr)
-    say(f"- bob typed `{typed.split('&& ')[1]}`: {submitted.stdout.strip()} (status {submitted.returncode})")
-    job_id = int(submitted.stdout.split()[1])
+    said = (submitted.stdout + submitted.stderr).strip()
+    say(f"- bob typed `{typed.split('&& ')[1]}`: {said} (status {submitted.returncode})")
+    job_id = int(said.split()[1])
     queued = lambda: next(j for j in bo.ok("GET", "/api/v1/queue")["jobs"] if j["id"] == job_id)
     running = wait("the job to borrow the card", 60, lambda: (lambda j: j if j["state"] == "running" else None)(queued()))
     say(f"- job #{job_id} borrowed booking #{running.get('borrowed_from')}'s card")

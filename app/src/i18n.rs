@@ -135,20 +135,33 @@ pub fn job_note_in(
         JobNote::KilledBySignal => td_string!(locale, job_note.killed_by_signal).into(),
         JobNote::Requeued {
             at,
-            exit_code: Some(code),
-            ..
-        } => td_string!(locale, job_note.requeued_exit, at = when(*at), code = *code),
-        JobNote::Requeued {
-            at,
-            signal: Some(signal),
-            ..
-        } => td_string!(
-            locale,
-            job_note.requeued_signal,
-            at = when(*at),
-            signal = *signal
-        ),
-        JobNote::Requeued { at, .. } => td_string!(locale, job_note.requeued, at = when(*at)),
+            exit_code,
+            signal,
+            made_way,
+        } => {
+            let why = if *made_way {
+                td_string!(locale, job_note.why_made_way)
+            } else {
+                td_string!(locale, job_note.why_reclaimed)
+            };
+            match (exit_code, signal) {
+                (Some(code), _) => td_string!(
+                    locale,
+                    job_note.requeued_exit,
+                    at = when(*at),
+                    code = *code,
+                    why
+                ),
+                (None, Some(signal)) => td_string!(
+                    locale,
+                    job_note.requeued_signal,
+                    at = when(*at),
+                    signal = *signal,
+                    why
+                ),
+                (None, None) => td_string!(locale, job_note.requeued, at = when(*at), why),
+            }
+        }
         JobNote::RequeueLimit { requeues, limit } => td_string!(
             locale,
             job_note.requeue_limit,

@@ -185,6 +185,7 @@ async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let now = chrono::Utc::now();
+    let line = |text: &str| output::print(&format!("{text}\n"));
     let at = |t: Option<chrono::DateTime<chrono::Utc>>| match t {
         Some(t) if t <= now + Duration::seconds(30) => "now".to_string(),
         Some(t) => format!(
@@ -206,12 +207,12 @@ async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
         )
     };
     if soon(f.p50) && soon(f.p90) {
-        output::print(&format!(
+        line(&format!(
             "If you queue this now ({} policy), it would start at once.",
             f.policy.as_str()
         ));
     } else {
-        output::print(&format!(
+        line(&format!(
             "If you queue this now ({} policy), it would likely start {}, and by {} nine times \
              in ten{basis}.",
             f.policy.as_str(),
@@ -219,22 +220,22 @@ async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
             at(f.p90),
         ));
     }
-    output::print(&format!(
+    line(&format!(
         "{DIM}If every job ran to its time limit: {}. Jobs queued later may still go \
          ahead.{DIM:#}",
         at(f.by_time_limits)
     ));
     match &f.earliest_booking {
-        Some(slot) => output::print(&format!(
+        Some(slot) => line(&format!(
             "The earliest slot you could book instead: {} to {} on {} ({}).",
             output::when(slot.start),
             output::when(slot.end),
             slot.node,
             lanes_types::units::cards(slot.gpus.len() as u32)
         )),
-        None => output::print("No slot you could book for it within the booking horizon."),
+        None => line("No slot you could book for it within the booking horizon."),
     }
-    output::print(&format!("{DIM}Nothing was queued.{DIM:#}"));
+    line(&format!("{DIM}Nothing was queued.{DIM:#}"));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,7 +4,7 @@
 // A member queues a job needing both cards while another member holds one in a booking: the
 // queue page says why it waits and when it should start. The booking is given back: the job
 // runs, the dashboard shows the queue job on its cards, and it ends as completed. The member
-// sees their use in the fair-share table.
+// sees their use in the fair-share table. "When would it start?" answers without queueing.
 
 import assert from 'node:assert/strict';
 import {
@@ -76,6 +76,19 @@ test('a bad submission shows the reason and queues nothing', async () => {
   await form.getByRole('alert').filter({ hasText: '"--privileged" is not an image' }).waitFor();
   assert.equal(await live.locator('tbody tr').count(), 1);
   await form.locator('[data-testid=queue-image]').fill('');
+});
+
+test('"When would it start?" answers beside the form and queues nothing', async () => {
+  // One card for 30 minutes: the free card is kept for the two-card job's reservation at the
+  // booking's end, so it would start after that job; booking instead gives the same hour.
+  await form.locator('input').nth(0).fill('1');
+  await form.locator('input').nth(1).fill('30m');
+  await form.locator('[data-testid=forecast]').click();
+  const answer = form.locator('[data-testid=forecast-answer]');
+  await answer.filter({ hasText: 'If you queue this now: likely start' }).waitFor();
+  assert.match(await answer.textContent(), /nine times in ten\. The earliest slot you could book instead: .+ on /);
+  assert.equal(await live.locator('tbody tr').count(), 1);
+  await form.locator('input').nth(0).fill('2');
 });
 
 test('the job starts once the booking is given back, on both cards', async () => {

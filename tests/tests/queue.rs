@@ -544,6 +544,21 @@ async fn under_least_attained_service_a_long_preemptible_job_makes_way_for_a_new
     let short = submit(&other, work(1, 600, &["/bin/sh", "-c", "echo short"])).await;
     let back = until(&owner, long.id, 20, |j| j.state == QueueState::Requeued).await;
     assert_eq!(back.requeues, 1);
+    // It says why: it made way, it was not on lent cards.
+    assert!(
+        matches!(
+            back.note,
+            Some(lanes_types::job::JobNote::Requeued { made_way: true, .. })
+        ),
+        "{:?}",
+        back.note
+    );
+    assert!(
+        back.message
+            .contains("it made way for a job that had received less GPU time"),
+        "{}",
+        back.message
+    );
     let log = owner.log(long.id).await;
     assert!(log.contains("notice") && log.contains("term"), "{log}");
     let done = until(&other, short.id, 20, |j| j.state == QueueState::Completed).await;

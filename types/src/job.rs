@@ -151,12 +151,15 @@ pub enum JobNote {
     ExitUnknown,
     /// Ended by a signal Lanes did not send.
     KilledBySignal,
-    /// Its lent cards were taken back at `at` (its process ended with `exit_code` or
-    /// `signal`); it waits in the queue again.
+    /// Its lent cards were taken back at `at`, or it made way for a job that had received less
+    /// GPU time (`made_way`, least attained service); its process ended with `exit_code` or
+    /// `signal`, and it waits in the queue again.
     Requeued {
         at: DateTime<Utc>,
         exit_code: Option<i64>,
         signal: Option<i64>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        made_way: bool,
     },
     /// Its lent cards were taken back again, but it had been sent back to the queue the
     /// most times the admin allows: it ended there.
@@ -304,16 +307,21 @@ impl std::fmt::Display for JobNote {
                 at,
                 exit_code,
                 signal,
+                made_way,
             } => {
                 let how = match (exit_code, signal) {
                     (Some(code), _) => format!("exit code {code}"),
                     (None, Some(signal)) => format!("signal {signal}"),
                     (None, None) => "stopped".to_string(),
                 };
+                let why = if *made_way {
+                    "preempted: it made way for a job that had received less GPU time"
+                } else {
+                    StopReason::Preempted.english()
+                };
                 write!(
                     f,
-                    "{} at {} ({how}); waiting again",
-                    StopReason::Preempted.english(),
+                    "{why} at {} ({how}); waiting again",
                     at.format("%Y-%m-%d %H:%M:%S UTC")
                 )
             }

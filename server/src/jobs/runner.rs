@@ -402,6 +402,10 @@ impl Runner {
             if let (Some(watched), Some(b)) = (watched.get_mut(&id), &booking) {
                 watched.booking_end = Some(b.end);
             }
+            // The queue asked it to make way since it started: its end says so.
+            if let Some(watched) = watched.get_mut(&id) {
+                watched.record.preempt_requested |= job.preempt_requested;
+            }
             if job.job.state == JobState::Running {
                 let must = stop_reason(booking.as_ref(), &job, now);
                 if let Some(reason) = must {
@@ -726,14 +730,20 @@ impl Runner {
             // The admin's bound on restarts ends the loop: it ends here, preempted.
             end.note = Some(JobNote::RequeueLimit { requeues, limit });
         } else if job.job.queue.is_some() && preempted {
+            let why = if job.preempt_requested {
+                "it made way for a job that had received less GPU time"
+            } else {
+                "its lent cards were taken back"
+            };
             let audit = AuditEntry::new(None, AuditAction::QueueRequeue, "").detail(format!(
-                "its lent cards were taken back; it ended with {}",
+                "{why}; it ended with {}",
                 how_it_ended(&end)
             ));
             let note = JobNote::Requeued {
                 at: now,
                 exit_code: end.exit_code,
                 signal: end.signal,
+                made_way: job.preempt_requested,
             };
             // What this run received counts towards its attained service.
             let ran = job
@@ -756,7 +766,7 @@ impl Runner {
                         "job.requeued",
                         now,
                         format!(
-                            "job {} ({}) of {} was stopped for the holder of its borrowed cards and waits in the queue again",
+                            "job {} ({}) of {} was stopped ({why}) and waits in the queue again",
                             job.job.id,
                             job.job.title(),
                             job.job.username
