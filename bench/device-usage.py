@@ -21,71 +21,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime, timedelta, timezone
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from device_lib import OUT, Session as Portal, iso, save, say, summary, wait  # noqa: E402
+
 LANES = os.path.realpath(sys.argv[1])
-OUT = os.environ.get("OUT", tempfile.mkdtemp())
 PY = sys.executable  # PyTorch's python, as root has it
 PORT = 3300
 URL = f"http://127.0.0.1:{PORT}"
 work = tempfile.mkdtemp()
 os.chmod(work, 0o1777)
 data = os.path.join(work, "data")
-summary = []
-
-
-def say(line=""):
-    print(line, flush=True)
-    summary.append(line)
-
-
-def save(name, value):
-    with open(os.path.join(OUT, name), "w") as f:
-        f.write(value if isinstance(value, str) else json.dumps(value, indent=1, default=str))
-
-
-class Session:
-    def __init__(self, user, password):
-        self.cookie = None
-        status, body, headers = self.call("POST", "/api/v1/auth/login", {"username": user, "password": password})
-        self.cookie = headers["set-cookie"].split(";")[0]
-
-    def call(self, method, path, body=None):
-        req = urllib.request.Request(URL + path, method=method)
-        req.add_header("origin", URL)
-        if self.cookie:
-            req.add_header("cookie", self.cookie)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            req.add_header("content-type", "application/json")
-        try:
-            with urllib.request.urlopen(req, data, timeout=10) as r:
-                text = r.read().decode()
-                return r.status, (json.loads(text) if text and text[0] in "[{" else text), r.headers
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode(), e.headers
-
-    def ok(self, method, path, body=None):
-        status, answer, _ = self.call(method, path, body)
-        if status >= 300:
-            raise SystemExit(f"{method} {path}: {status} {answer}")
-        return answer
-
-
-def iso(t):
-    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def wait(what, seconds, probe, every=0.5):
-    end = time.time() + seconds
-    while time.time() < end:
-        found = probe()
-        if found:
-            return found
-        time.sleep(every)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 for name in ["ada", "bob"]:
@@ -142,7 +89,7 @@ server = subprocess.Popen(
 )
 try:
     wait("the server", 30, lambda: subprocess.run(["curl", "-sf", URL + "/healthz"], capture_output=True).returncode == 0)
-    boss, ada, bo = (Session(u, f"{u} passphrase") for u in ["boss", "ada", "bo"])
+    boss, ada, bo = (Portal(URL, u, f"{u} passphrase") for u in ["boss", "ada", "bo"])
     policy = boss.ok("GET", "/api/v1/policy")
     policy.update(idle_threshold_pct=5, idle_window_s=20)
     boss.ok("PUT", "/api/v1/policy", policy)

@@ -164,14 +164,18 @@ fn notice_of(args: &SubmitArgs) -> Result<Option<NoticeRequest>> {
     Ok((!request.is_empty()).then_some(request))
 }
 
-/// `lanes submit --dry-run`: when it would likely start, and the earliest slot to book.
-async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
-    let min_memory_bytes = args
-        .min_memory
+/// `--min-memory` in bytes.
+fn min_memory_of(args: &SubmitArgs) -> Result<Option<u64>> {
+    args.min_memory
         .as_deref()
         .map(lanes_types::units::parse_bytes)
         .transpose()
-        .map_err(CliError::usage)?;
+        .map_err(CliError::usage)
+}
+
+/// `lanes submit --dry-run`: when it would likely start, and the earliest slot to book.
+async fn dry_run(args: &SubmitArgs) -> Result<ExitCode> {
+    let min_memory_bytes = min_memory_of(args)?;
     let client = config::client()?;
     let f = client
         .forecast_start(&ForecastRequest {
@@ -271,12 +275,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
             job.id
         }
         None => {
-            let min_memory_bytes = args
-                .min_memory
-                .as_deref()
-                .map(lanes_types::units::parse_bytes)
-                .transpose()
-                .map_err(CliError::usage)?;
+            let min_memory_bytes = min_memory_of(&args)?;
             let queued = client
                 .enqueue(&SubmitJob {
                     gpus: args.gpus.unwrap_or(1),
