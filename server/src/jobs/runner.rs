@@ -735,10 +735,8 @@ impl Runner {
             } else {
                 "its lent cards were taken back"
             };
-            let audit = AuditEntry::new(None, AuditAction::QueueRequeue, "").detail(format!(
-                "{why}; it ended with {}",
-                how_it_ended(&end)
-            ));
+            let audit = AuditEntry::new(None, AuditAction::QueueRequeue, "")
+                .detail(format!("{why}; it ended with {}", how_it_ended(&end)));
             let note = JobNote::Requeued {
                 at: now,
                 exit_code: end.exit_code,
