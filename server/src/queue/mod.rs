@@ -62,6 +62,8 @@ pub struct Queue {
     shares: RwLock<Shares>,
     snapshot: RwLock<Snapshot>,
     clock: crate::runtime::clock::Clock,
+    /// One forecast at a time: its replays take a core while they run, and any member may ask.
+    forecasting: tokio::sync::Semaphore,
 }
 
 fn read<T: Clone>(lock: &RwLock<T>) -> T {
@@ -100,6 +102,7 @@ impl Queue {
             requests: crate::runtime::tasks::Passes::default(),
             snapshot: RwLock::default(),
             clock,
+            forecasting: tokio::sync::Semaphore::new(1),
         });
         let task = queue.clone();
         crate::runtime::tasks::supervise("queue", shutdown.clone(), move || {
@@ -617,6 +620,11 @@ impl Queue {
         };
         let policy = settings.policy;
         let history = runtimes.len() as u32;
+        let _turn = self
+            .forecasting
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("the server is stopping".into()))?;
         let replayed = tokio::task::spawn_blocking(move || {
             let state = State {
                 now: now_s,
