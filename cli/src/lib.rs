@@ -12,6 +12,7 @@ mod jobs;
 mod looks;
 pub mod output;
 mod run;
+mod shell;
 mod status;
 pub mod time;
 
@@ -71,6 +72,12 @@ pub enum ClientCommand {
     /// Print the `export` lines that put this shell on your booked cards.
     #[command(after_help = "Example:\n  eval \"$(lanes env)\"")]
     Env(run::EnvArgs),
+    /// Your login shell on this node, inside your booking: its cards only, accounted to it,
+    /// stopped with it (also the remote command of an editor's SSH session).
+    #[command(
+        after_help = "Examples:\n  lanes shell\n  lanes shell --booking 42\n  lanes shell -- python3 train.py"
+    )]
+    Shell(shell::ShellArgs),
     /// Submit a job: to the queue (it starts when cards free up) or into a booking.
     #[command(
         after_help = "Examples:\n  lanes submit --gpus 2 --time 6h -- python3 train.py --epochs 90\n  lanes submit --booking 42 --follow -- ./eval.sh"
@@ -185,6 +192,7 @@ async fn dispatch(command: ClientCommand) -> Result<ExitCode> {
         ClientCommand::Reclaim(args) => bookings::reclaim(args).await.map(done),
         ClientCommand::Run(args) => run::run(args).await,
         ClientCommand::Env(args) => run::env(args).await.map(done),
+        ClientCommand::Shell(args) => shell::shell(args),
         ClientCommand::Submit(args) => jobs::submit(args).await,
         ClientCommand::Queue(common) => jobs::queue(common).await.map(done),
         ClientCommand::Jobs(args) => jobs::list(args).await.map(done),

@@ -28,6 +28,8 @@ pub enum AuditAction {
     MaintenanceDelete,
     JobSubmit,
     JobCancel,
+    /// A member's shell joined one of their bookings on its node (`lanes shell`).
+    ShellOpen,
     QueueSubmit,
     QueueCancel,
     /// The scheduler started a queue job on cards it booked for it.
@@ -79,7 +81,7 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 46] = [
+    pub const ALL: [AuditAction; 47] = [
         AuditAction::AuthLogin,
         AuditAction::AuthLoginFailed,
         AuditAction::UserCreate,
@@ -101,6 +103,7 @@ impl AuditAction {
         AuditAction::MaintenanceDelete,
         AuditAction::JobSubmit,
         AuditAction::JobCancel,
+        AuditAction::ShellOpen,
         AuditAction::QueueSubmit,
         AuditAction::QueueCancel,
         AuditAction::QueueStart,
@@ -152,6 +155,7 @@ impl AuditAction {
             AuditAction::MaintenanceDelete => "maintenance.delete",
             AuditAction::JobSubmit => "job.submit",
             AuditAction::JobCancel => "job.cancel",
+            AuditAction::ShellOpen => "job.shell",
             AuditAction::QueueSubmit => "queue.submit",
             AuditAction::QueueCancel => "queue.cancel",
             AuditAction::QueueStart => "queue.start",

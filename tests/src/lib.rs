@@ -278,6 +278,8 @@ impl TestApp {
             metrics_token: None,
             job_grace: Duration::from_secs(1),
             notice_dir: notice_dir.path().to_path_buf(),
+            // A test that knocks names a socket of its own.
+            shell_socket: None,
             history: lanes_server::history::HistorySettings {
                 flush_every: Duration::from_millis(200),
                 ..Default::default()

@@ -31,6 +31,7 @@ mod queue;
 mod restart;
 mod security;
 mod settings;
+mod shell;
 mod simulate;
 mod telemetry_ws;
 mod terminal;

@@ -22,6 +22,7 @@ pub mod query;
 pub mod queue;
 pub mod report;
 pub mod rule;
+pub mod shell;
 pub mod units;
 
 use serde::{Deserialize, Serialize};

@@ -353,6 +353,12 @@ pub struct ServeArgs {
     /// root, else notices in the data directory].
     #[arg(long, env = "LANES_NOTICE_DIR")]
     pub notice_dir: Option<PathBuf>,
+    /// The local socket `lanes shell` asks at: it puts a member's shell inside their booking
+    /// on this node, knowing them by the connecting process's uid [default:
+    /// /run/lanes/shell.sock as root, else shell.sock in the data directory; an empty value
+    /// turns shells off].
+    #[arg(long, env = "LANES_SHELL_SOCKET")]
+    pub shell_socket: Option<PathBuf>,
     /// A session unused this long ends (e.g. 8h).
     #[arg(long, env = "LANES_SESSION_IDLE", default_value = "8h", value_parser = humantime::parse_duration)]
     pub session_idle: Duration,

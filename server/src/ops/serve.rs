@@ -88,6 +88,8 @@ pub struct ServeConfig {
     pub job_grace: std::time::Duration,
     /// Where jobs' notice files go (see `--notice-dir`).
     pub notice_dir: PathBuf,
+    /// Where `lanes shell` knocks (see `--shell-socket`); `None`: no shells.
+    pub shell_socket: Option<PathBuf>,
     /// How webhook deliveries are retried.
     pub webhook_retry: Retry,
     pub history: HistorySettings,
@@ -143,6 +145,14 @@ impl ServeConfig {
                 data_dir.join("notices")
             }
         });
+        let shell_socket = match args.shell_socket {
+            Some(path) if path.as_os_str().is_empty() => None,
+            Some(path) => Some(path),
+            None if nix::unistd::geteuid().is_root() => {
+                Some(PathBuf::from(lanes_types::shell::DEFAULT_SOCKET))
+            }
+            None => Some(data_dir.join("shell.sock")),
+        };
         Ok(Self {
             listen: args.listen,
             data_dir,
@@ -179,6 +189,7 @@ impl ServeConfig {
             metrics_token: args.metrics_token.filter(|t| !t.is_empty()),
             job_grace: args.job_grace,
             notice_dir,
+            shell_socket,
             webhook_retry: Retry::default(),
             history: HistorySettings {
                 retention: Retention {
@@ -563,6 +574,21 @@ impl Application {
             },
             shutdown.clone(),
         );
+        if let Some(path) = config.shell_socket.clone() {
+            let door = crate::jobs::shell::ShellDoor {
+                store: store.clone(),
+                hub: hub.clone(),
+                node: config.node_name.clone(),
+                wall: wall.clone(),
+                jobs_dir: config.data_dir.join("jobs"),
+                notice_dir: config.notice_dir.clone(),
+                clock: config.clock.clone(),
+            };
+            // Shells are a convenience: a node that cannot offer them still serves.
+            if let Err(e) = door.start(path.clone(), shutdown.clone()) {
+                tracing::warn!(socket = %path.display(), error = %e, "lanes shell is off: cannot listen");
+            }
+        }
         if let Some(directory) = config.auth.directory.clone() {
             sync_directory(
                 store.clone(),

@@ -62,6 +62,22 @@ pub struct NewJob<'a> {
     pub place: JobPlace,
 }
 
+/// A member's shell joining their booking: what [`Jobs::open_shell`] records.
+#[derive(Clone, Copy, Debug)]
+pub struct NewShell<'a> {
+    pub booking_id: i64,
+    pub user_id: i64,
+    /// The login shell it becomes.
+    pub shell: &'a str,
+    pub cwd: &'a str,
+    pub process: &'a JobProcess,
+    /// "an interactive shell of ada (lanes shell, bash -l)".
+    pub environment: &'a str,
+    pub device_wall: &'a str,
+    pub cgroup: Option<&'a str>,
+    pub log_dir: &'a str,
+}
+
 /// Where a new job waits: for its booking to start, or in the queue for cards.
 #[derive(Clone, Copy, Debug)]
 pub enum JobPlace {
@@ -288,6 +304,51 @@ impl Jobs<'_> {
             None => Event::JobsChanged(Change::JobSubmitted),
         });
         Ok(job)
+    }
+
+    /// Records a member's shell that joined their booking (`lanes shell`) as a job already
+    /// running: its process, cgroup and log directory are there before the record is, so the
+    /// runner first sees it running and adopts it as it adopts a job that outlived a restart.
+    pub async fn open_shell(
+        &self,
+        shell: &NewShell<'_>,
+        audit: AuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.begin().await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, created_at,
+                               started_at, pid, pid_start, boot_id, env_base, environment,
+                               device_wall, cgroup, log_dir, preemptible)
+             VALUES ($1, $2, 'shell', $3, $4, '{}', 'running', $5, $5, $6, $7, $8, $9, $10,
+                     $11, $12, $13, $14)
+             RETURNING id",
+        )
+        .bind(shell.booking_id)
+        .bind(shell.user_id)
+        .bind(serde_json::to_string(&[shell.shell]).unwrap_or_default())
+        .bind(shell.cwd)
+        .bind(Stamp(now))
+        .bind(i64::from(shell.process.pid))
+        .bind(shell.process.start_ticks as i64)
+        .bind(&shell.process.boot_id)
+        .bind(serde_json::to_string(&EnvironmentBase::Login).unwrap_or_default())
+        .bind(shell.environment)
+        .bind(shell.device_wall)
+        .bind(shell.cgroup)
+        .bind(shell.log_dir)
+        .bind(super::sql::flag(false))
+        .fetch_one(&mut *tx)
+        .await?;
+        let audit = AuditEntry {
+            target: format!("job {id}"),
+            ..audit
+        };
+        insert_audit(&mut tx, &audit, now).await?;
+        tx.commit().await?;
+        self.emit(Event::JobsChanged(Change::JobSubmitted));
+        self.emit(Event::WatchChanged(Change::JobRunning));
+        Ok(id)
     }
 
     /// Queue jobs that wait for cards, oldest first.

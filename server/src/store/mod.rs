@@ -74,7 +74,7 @@ pub use free::CardFilter;
 pub use health::NewHealthChange;
 pub use history::Bucket;
 pub use inventory::{KnownGpu, NodeHolder, NodeRegistration, NodeRow};
-pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob};
+pub use jobs::{JobEnd, JobPlace, JobProcess, JobToRun, NewJob, NewShell};
 pub use lending::NewLoan;
 pub use links::{Link, NewLink};
 pub use logs::Stream;

@@ -342,6 +342,17 @@ impl Wall {
     /// `job-<id>-<random>`, so that a job id that comes back (a recreated database) or another
     /// server under the same parent never meets it. `None` when the wall is off.
     pub fn create(&self, id: i64, cards: &[String]) -> Result<Option<JobCgroup>, WallError> {
+        self.create_labelled(&id.to_string(), cards)
+    }
+
+    /// As [`Wall::create`], for a run whose job id is not known yet (`lanes shell` joins its
+    /// cgroup before its record exists): `job-<label>-<random>`.
+    pub fn create_labelled(
+        &self,
+        label: &str,
+        cards: &[String],
+    ) -> Result<Option<JobCgroup>, WallError> {
+        let id = label;
         if !self.is_on() {
             return Ok(None);
         }
@@ -452,6 +463,14 @@ impl JobCgroup {
                     .map(OwnedFd::from)
             })
             .collect()
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup, in each hierarchy.
+    pub fn admit(&self, pid: u32) -> std::io::Result<()> {
+        for dir in &self.dirs {
+            write_file(&dir.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
     }
 
     /// Every process in the cgroup now.

@@ -1,0 +1,307 @@
+//! `lanes shell`: a member's login shell in a terminal of its own (tmux), inside their booking
+//! on the node: the booked card's mask, the booking's cgroup behind the device wall, recorded
+//! as a job of the booking; what it starts dies when the booking ends. And the refusals: root,
+//! an account no member has, someone else's booking. Root only (it moves processes between
+//! cgroups and switches users); CI runs as root.
+
+use lanes_server::accounts::Role;
+use lanes_server::jobs::wall::Isolation;
+use lanes_tests::{cards, ensure_unix_account, lanes_bin, wait_until, Session, TestApp};
+use lanes_types::job::JobState;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A member with a real login shell and a home (the job tests' account has neither).
+const MEMBER: &str = "lanes-test-shell";
+/// Another member, whose shell asks for the first one's booking.
+const OTHER: &str = "lanes-test-job";
+/// The simulated cards' device files: card 0's is `/dev/null`, which every shell opens.
+const DEVICES: [&str; 2] = ["/dev/null", "/dev/zero"];
+
+fn ensure_login_account(name: &str) {
+    if nix::unistd::User::from_name(name).unwrap().is_none() {
+        let made = std::process::Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/sh", name])
+            .status()
+            .expect("useradd runs");
+        assert!(made.success(), "useradd {name}");
+    }
+}
+
+/// Whether `pid` still runs (a zombie has ended).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+/// The lanes binary and the socket's directory, where every account can reach them.
+struct Place {
+    dir: tempfile::TempDir,
+}
+
+impl Place {
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("lanes-shell-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(lanes_bin(), dir.path().join("lanes")).unwrap();
+        Self { dir }
+    }
+
+    fn lanes(&self) -> PathBuf {
+        self.dir.path().join("lanes")
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("shell.sock")
+    }
+
+    /// `lanes shell ARGS` as Unix user `user` (root when `None`), to its end (awaited: the
+    /// server answering it runs on this test's thread).
+    async fn shell_as(&self, user: Option<&str>, args: &[&str]) -> std::process::Output {
+        let mut command = match user {
+            Some(user) => {
+                let mut c = tokio::process::Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(self.lanes());
+                c
+            }
+            None => tokio::process::Command::new(self.lanes()),
+        };
+        command
+            .arg("shell")
+            .arg("--socket")
+            .arg(self.socket())
+            .args(args)
+            .output()
+            .await
+            .expect("lanes shell runs")
+    }
+}
+
+/// tmux on a socket of its own.
+fn tmux(socket: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("tmux runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: lanes shell moves processes between cgroups, which needs root");
+        return;
+    }
+    ensure_login_account(MEMBER);
+    ensure_unix_account(OTHER);
+    let place = Place::new();
+    let socket = place.socket();
+    let app = TestApp::spawn_configured(2, |config| {
+        config.isolation = Isolation::Cgroup;
+        config.sim.device_files = DEVICES.iter().map(Into::into).collect();
+        config.shell_socket = Some(socket.clone());
+    })
+    .await;
+    let ada = Session {
+        app: &app,
+        cookie: app.sign_up(MEMBER, Role::User).await,
+    };
+    let gpus = cards(&app).await;
+    let booking = ada.book(&[gpus[0].info.uuid.clone()], 600).await;
+
+    // Typed in a terminal of the member's own: the shell says where it is, starts a sleeper
+    // in the background and lives on.
+    let tmux_socket = place.dir.path().join("tmux");
+    let line = format!(
+        "runuser -u {MEMBER} -- {} shell --socket {}",
+        place.lanes().display(),
+        place.socket().display()
+    );
+    tmux(
+        &tmux_socket,
+        &["new-session", "-d", "-x", "200", "-y", "30", &line],
+    );
+    let _kill = scopeguard(tmux_socket.clone());
+    let screen = || tmux(&tmux_socket, &["capture-pane", "-p", "-J"]);
+    wait_until(Duration::from_secs(15), "the shell's banner", || async {
+        screen().contains("lanes: in booking").then_some(())
+    })
+    .await;
+    tmux(
+        &tmux_socket,
+        &[
+            "send-keys",
+            "echo \"mask=$CUDA_VISIBLE_DEVICES uid=$(id -u) job=$LANES_JOB_ID\"; sleep 1000 & echo \"child=$!\"",
+            "Enter",
+        ],
+    );
+    let shown = wait_until(Duration::from_secs(10), "the shell's answers", || async {
+        // The typed line shows "child=$!" at once; the answer is a line of its own.
+        let text = screen();
+        let answered = text.lines().any(|l| {
+            l.strip_prefix("child=")
+                .is_some_and(|pid| pid.trim().parse::<u32>().is_ok())
+        });
+        answered.then_some(text)
+    })
+    .await;
+    assert!(
+        shown.contains(&format!("in booking #{}", booking.id)),
+        "{shown}"
+    );
+    let expected_uid = nix::unistd::User::from_name(MEMBER)
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw();
+    let mask_line = shown
+        .lines()
+        .find(|l| l.starts_with("mask="))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        mask_line.starts_with(&format!(
+            "mask={} uid={expected_uid} job=",
+            gpus[0].info.uuid
+        )),
+        "{shown}"
+    );
+    let child: u32 = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("child="))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the sleeper's pid");
+    assert!(alive(child));
+
+    // A running job of the booking, named shell, behind the wall, with the sleeper in its
+    // cgroup; the audit log says who opened it.
+    let job_id: i64 = mask_line
+        .rsplit("job=")
+        .next()
+        .and_then(|j| j.trim().parse().ok())
+        .expect("LANES_JOB_ID");
+    let job = ada.job(job_id).await;
+    assert_eq!(job.booking_id, Some(booking.id));
+    assert_eq!(job.name, "shell");
+    assert_eq!(job.state, JobState::Running);
+    let wall = job.device_wall.clone().unwrap_or_default();
+    assert!(wall.contains("its cgroup: "), "{wall}");
+    let cgroup = wall
+        .rsplit("its cgroup: ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')');
+    let of_child = std::fs::read_to_string(format!("/proc/{child}/cgroup")).unwrap();
+    assert!(of_child.contains(cgroup), "{of_child} lacks {cgroup}");
+    let admin = app.sign_up("admin", Role::Admin).await;
+    let audit = app
+        .client_with(&admin)
+        .audit(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.action == "job.shell" && a.actor.as_deref() == Some(MEMBER)),
+        "{audit:?}"
+    );
+
+    // The booking is given back: the shell and its sleeper end with it.
+    ada.client().withdraw_booking(booking.id).await.unwrap();
+    wait_until(Duration::from_secs(15), "the sleeper dies", || async {
+        (!alive(child)).then_some(())
+    })
+    .await;
+    let ended = ada.finished(job_id, 15).await;
+    assert!(ended.state.is_over(), "{ended:?}");
+}
+
+#[tokio::test]
+async fn a_shell_is_refused_to_root_to_strangers_and_in_someone_elses_booking() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: lanes shell checks accounts by uid, which needs root to switch");
+        return;
+    }
+    ensure_login_account(MEMBER);
+    ensure_unix_account(OTHER);
+    let place = Place::new();
+    let socket = place.socket();
+    let app = TestApp::spawn_configured(2, |config| {
+        config.shell_socket = Some(socket.clone());
+    })
+    .await;
+    let ada = Session {
+        app: &app,
+        cookie: app.sign_up(MEMBER, Role::User).await,
+    };
+    app.sign_up(OTHER, Role::User).await;
+    let gpus = cards(&app).await;
+    let booking = ada.book(&[gpus[0].info.uuid.clone()], 600).await;
+    let text = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).into_owned();
+
+    // Root: never, whatever it asks.
+    let out = place
+        .shell_as(None, &["--booking", &booking.id.to_string()])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("never as root"), "{}", text(&out));
+    // An account no member has.
+    let out = place.shell_as(Some("nobody"), &[]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("no Lanes member has the Unix account nobody"),
+        "{}",
+        text(&out)
+    );
+    // Another member asking for Ada's booking learns nothing of it.
+    let out = place
+        .shell_as(Some(OTHER), &["--booking", &booking.id.to_string()])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("you have no booking #{}", booking.id)),
+        "{}",
+        text(&out)
+    );
+    // ... and without one of their own on this node, is told to book.
+    let out = place.shell_as(Some(OTHER), &[]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("no active booking on testnode"),
+        "{}",
+        text(&out)
+    );
+    // No Lanes at the socket: unreachable (3), saying where it looked.
+    let out = std::process::Command::new(place.lanes())
+        .args(["shell", "--socket", "/nonexistent/shell.sock"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("/nonexistent/shell.sock"),
+        "{}",
+        text(&out)
+    );
+    // Nothing was recorded for any of them.
+    let jobs = ada.client().jobs(&Default::default()).await.unwrap();
+    assert!(jobs.is_empty(), "{jobs:?}");
+}
+
+/// Kills the tmux server when the test ends, however it ends.
+fn scopeguard(socket: PathBuf) -> impl Drop {
+    struct Kill(PathBuf);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            tmux(&self.0, &["kill-server"]);
+        }
+    }
+    Kill(socket)
+}
