@@ -275,6 +275,12 @@ pub fn started_in_in(started: &lanes_types::job::StartedIn, locale: Locale) -> S
             user = user.clone(),
             shell = shell.clone()
         ),
+        StartedIn::Shell { user, shell } => td_string!(
+            locale,
+            started_in.shell_session,
+            user = user.clone(),
+            shell = shell.clone()
+        ),
         StartedIn::Clean { by_admin: true } => td_string!(locale, started_in.clean_by_admin).into(),
         StartedIn::Clean { by_admin: false } => td_string!(locale, started_in.clean_asked).into(),
         StartedIn::Given { variables } => {

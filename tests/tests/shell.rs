@@ -146,10 +146,7 @@ async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
     let shown = wait_until(Duration::from_secs(10), "the shell's answers", || async {
         // The typed line shows "child=$!" at once; the answer is a line of its own.
         let text = screen();
-        let answered = text.lines().any(|l| {
-            l.strip_prefix("child=")
-                .is_some_and(|pid| pid.trim().parse::<u32>().is_ok())
-        });
+        let answered = answer(&text, "child=").is_some_and(|pid| pid.parse::<u32>().is_ok());
         answered.then_some(text)
     })
     .await;
@@ -162,22 +159,13 @@ async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
         .unwrap()
         .uid
         .as_raw();
-    let mask_line = shown
-        .lines()
-        .find(|l| l.starts_with("mask="))
-        .unwrap_or_default()
-        .to_string();
+    let mask_line = answer(&shown, "mask=").unwrap_or_default();
     assert!(
-        mask_line.starts_with(&format!(
-            "mask={} uid={expected_uid} job=",
-            gpus[0].info.uuid
-        )),
+        mask_line.starts_with(&format!("{} uid={expected_uid} job=", gpus[0].info.uuid)),
         "{shown}"
     );
-    let child: u32 = shown
-        .lines()
-        .find_map(|l| l.strip_prefix("child="))
-        .and_then(|p| p.trim().parse().ok())
+    let child: u32 = answer(&shown, "child=")
+        .and_then(|p| p.parse().ok())
         .expect("the sleeper's pid");
     assert!(alive(child));
 
@@ -213,6 +201,33 @@ async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
             .any(|a| a.action == "job.shell" && a.actor.as_deref() == Some(MEMBER)),
         "{audit:?}"
     );
+
+    assert!(job.is_shell(), "{:?}", job.started_in);
+
+    // A second shell in the same booking, left with `exit`: it ends as exited (Lanes did not
+    // start it, so it has no status of it), not as a failure.
+    let second_socket = place.dir.path().join("tmux2");
+    tmux(
+        &second_socket,
+        &["new-session", "-d", "-x", "200", "-y", "30", &line],
+    );
+    let _kill_second = scopeguard(second_socket.clone());
+    wait_until(Duration::from_secs(15), "the second shell", || async {
+        tmux(&second_socket, &["capture-pane", "-p", "-J"])
+            .contains("lanes: in booking")
+            .then_some(())
+    })
+    .await;
+    tmux(&second_socket, &["send-keys", "exit", "Enter"]);
+    let second = wait_until(Duration::from_secs(15), "the second shell ends", || async {
+        let jobs = ada.client().jobs(&Default::default()).await.ok()?;
+        jobs.into_iter()
+            .find(|j| j.id != job_id && j.state.is_over())
+    })
+    .await;
+    assert_eq!(second.state, JobState::Exited, "{second:?}");
+    assert!(second.is_shell());
+    assert!(alive(child), "the first shell's sleeper lives on");
 
     // The booking is given back: the shell and its sleeper end with it.
     ada.client().withdraw_booking(booking.id).await.unwrap();
@@ -293,6 +308,15 @@ async fn a_shell_is_refused_to_root_to_strangers_and_in_someone_elses_booking() 
     // Nothing was recorded for any of them.
     let jobs = ada.client().jobs(&Default::default()).await.unwrap();
     assert!(jobs.is_empty(), "{jobs:?}");
+}
+
+/// What the shell printed after `name` (the answer, not the typed line that shows `name$`),
+/// wherever the prompt left it on its line.
+fn answer(screen: &str, name: &str) -> Option<String> {
+    screen.lines().find_map(|l| {
+        let rest = &l[l.find(name)? + name.len()..];
+        (!rest.starts_with('$') && !rest.starts_with('"')).then(|| rest.trim().to_string())
+    })
 }
 
 /// Kills the tmux server when the test ends, however it ends.

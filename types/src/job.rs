@@ -190,6 +190,8 @@ pub enum StartedIn {
     Clean { by_admin: bool },
     /// The variables the client gave.
     Given { variables: usize },
+    /// `user`'s own login shell (`shell`), moved into the booking by `lanes shell`.
+    Shell { user: String, shell: String },
     /// Words of an older Lanes.
     Said { text: String },
 }
@@ -199,6 +201,12 @@ impl std::fmt::Display for StartedIn {
         match self {
             StartedIn::Login { user, shell } => {
                 write!(f, "the login environment of {user} ({shell} -l)")
+            }
+            StartedIn::Shell { user, shell } => {
+                write!(
+                    f,
+                    "an interactive shell of {user} (lanes shell, {shell} -l)"
+                )
             }
             StartedIn::CleanShellRefuses { user, shell } => write!(
                 f,
@@ -414,6 +422,12 @@ impl Standing {
 }
 
 impl Job {
+    /// Whether it is a member's own shell that `lanes shell` put in its booking (it ends when
+    /// they leave it; Lanes did not start it and has no exit status of it).
+    pub fn is_shell(&self) -> bool {
+        matches!(self.started_in, Some(StartedIn::Shell { .. }))
+    }
+
     /// How it stands, as people read it.
     pub fn standing(&self) -> Standing {
         let preempted = self.note.as_ref().and_then(JobNote::stop_reason)

@@ -815,7 +815,9 @@ impl Runner {
                 "how": how,
             }),
         );
-        if let Some(kind) = personal_end(end) {
+        // A member who leaves their own shell was there: nothing to tell them.
+        let left_own_shell = job.job.is_shell() && end.note == Some(JobNote::ExitUnknown);
+        if let Some(kind) = personal_end(end).filter(|_| !left_own_shell) {
             notice = notice.to(job.job.user_id, kind);
         }
         self.notifier.send(notice);

@@ -26,6 +26,8 @@ use crate::telemetry::hub::Hub;
 use crate::telemetry::procinfo;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
+use lanes_types::coded::Coded;
+use lanes_types::job::StartedIn;
 use lanes_types::shell::{ShellAnswer, ShellJoined, ShellRequest};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::PathBuf;
@@ -193,11 +195,11 @@ impl ShellDoor {
             start_ticks: stat.start_ticks,
             boot_id: procinfo::boot_id(),
         };
-        let environment = format!(
-            "an interactive shell of {} (lanes shell, {} -l)",
-            who.name(),
-            who.shell()
-        );
+        let environment = StartedIn::Shell {
+            user: who.name().into(),
+            shell: who.shell().into(),
+        }
+        .code();
         let audit = AuditEntry::new(Some(member.id), AuditAction::ShellOpen, "").detail(format!(
             "booking {} on {}, pid {pid}",
             booking.id, self.node

@@ -71,7 +71,7 @@ pub struct NewShell<'a> {
     pub shell: &'a str,
     pub cwd: &'a str,
     pub process: &'a JobProcess,
-    /// "an interactive shell of ada (lanes shell, bash -l)".
+    /// [`StartedIn::Shell`], coded.
     pub environment: &'a str,
     pub device_wall: &'a str,
     pub cgroup: Option<&'a str>,
