@@ -6,8 +6,12 @@
 
 use lanes_server::accounts::Role;
 use lanes_server::jobs::wall::Isolation;
-use lanes_tests::{cards, ensure_unix_account, lanes_bin, wait_until, Session, TestApp};
+use lanes_tests::{
+    booking_of, cards, ensure_unix_account, lanes_bin, wait_until, Session, TestApp,
+};
+use lanes_types::enforcement::Policy;
 use lanes_types::job::JobState;
+use lanes_types::queue::{QueueSettings, QueueState, SubmitJob};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -308,6 +312,91 @@ async fn a_shell_is_refused_to_root_to_strangers_and_in_someone_elses_booking() 
     // Nothing was recorded for any of them.
     let jobs = ada.client().jobs(&Default::default()).await.unwrap();
     assert!(jobs.is_empty(), "{jobs:?}");
+}
+
+#[tokio::test]
+async fn a_shell_in_a_lending_booking_takes_its_cards_back() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: lanes shell switches users, which needs root");
+        return;
+    }
+    ensure_login_account(MEMBER);
+    ensure_unix_account(OTHER);
+    let place = Place::new();
+    let socket = place.socket();
+    let app = TestApp::spawn_configured(1, |config| {
+        config.sim.background = false;
+        config.shell_socket = Some(socket.clone());
+    })
+    .await;
+    let admin = app.client_with(&app.sign_up("admin", Role::Admin).await);
+    admin
+        .save_policy(&Policy {
+            idle_threshold_pct: 5,
+            idle_window_s: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    admin
+        .save_queue_settings(&QueueSettings {
+            lending_grace_s: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ada = Session {
+        app: &app,
+        cookie: app.sign_up(MEMBER, Role::User).await,
+    };
+    let bob = app.client_with(&app.sign_up(OTHER, Role::User).await);
+    let gpus = cards(&app).await;
+    let start = chrono::Utc::now();
+    let mut request = booking_of(
+        &[gpus[0].info.uuid.clone()],
+        start,
+        start + chrono::Duration::minutes(10),
+    );
+    request.lend = Some(true);
+    let booking = ada.client().book(&request).await.unwrap();
+    let borrower = bob
+        .enqueue(&SubmitJob {
+            preemptible: true,
+            ..lanes_tests::queue_job(1, 600, &["sleep", "600"])
+        })
+        .await
+        .unwrap();
+    let state_of = |id: i64| {
+        let bob = &bob;
+        async move {
+            let view = bob.queue().await.ok()?;
+            view.jobs.into_iter().find(|j| j.id == id)
+        }
+    };
+    wait_until(Duration::from_secs(20), "the job to borrow", || async {
+        state_of(borrower.id)
+            .await
+            .filter(|j| j.state == QueueState::Running && j.borrowed_from == Some(booking.id))
+    })
+    .await;
+    // Ada opens a shell in her booking: the borrower is told and goes back to the queue.
+    let out = place
+        .shell_as(
+            Some(MEMBER),
+            &["--booking", &booking.id.to_string(), "--", "true"],
+        )
+        .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(Duration::from_secs(20), "the borrower requeued", || async {
+        state_of(borrower.id)
+            .await
+            .filter(|j| j.state == QueueState::Requeued)
+    })
+    .await;
 }
 
 /// What the shell printed after `name` (the answer, not the typed line that shows `name$`),

@@ -233,6 +233,20 @@ impl ShellDoor {
                 return Err(e.into());
             }
         };
+        if booking.lent_to.is_some() {
+            // The holder is back: what borrows the cards goes, with notice, as when their own
+            // process appears there (the shell's processes are the shell job's, not "theirs").
+            let audit = AuditEntry::new(Some(member.id), AuditAction::LoanReclaim, "")
+                .detail("its holder opened a shell in it");
+            if let Err(e) = self
+                .store
+                .lending()
+                .reclaim_loans(booking.id, audit, now)
+                .await
+            {
+                tracing::warn!(booking = booking.id, error = %e, "lanes shell: could not take back lent cards");
+            }
+        }
         let facts = JobFacts {
             job_id: job,
             booking_end: booking.end,
