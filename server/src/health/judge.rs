@@ -3,7 +3,11 @@
 //! Failing findings are held until an admin clears the card or a reset shows its counters
 //! clean; a reading that no longer shows them does not clear them (an Xid is an event: no
 //! counter says it went away). Degraded findings count for [`DEGRADED_HOLD_MS`] after they were
-//! last seen, so a card that throttles now and then does not flap between levels.
+//! last seen, so a card that throttles now and then does not flap between levels. Throttling
+//! degrades a card only once it has lasted [`THROTTLE_ENTER_MS`] (gaps shorter than that do not
+//! break a spell), and counts for [`THROTTLE_HOLD_MS`] after it was last seen: under load a card
+//! near its thermal limit throttles for a few seconds at a time, and on a real H200 the verdict
+//! then flipped every few seconds (`docs/device/preemption/health-flapping-first-run.txt`).
 
 use lanes_types::health::{
     xid_class, Condition, Finding, HealthCounters, HealthLevel, XidClass, XidEvent,
@@ -13,6 +17,12 @@ use lanes_types::health::{
 /// How long a sign of a degraded card (ECC growth, PCIe replays, an Xid of unknown meaning)
 /// keeps the card degraded after it was last seen.
 pub const DEGRADED_HOLD_MS: i64 = 60 * 60 * 1000;
+
+/// How long trouble throttling must last (readings showing it, with gaps shorter than this)
+/// before it degrades a card.
+pub const THROTTLE_ENTER_MS: i64 = 30 * 1000;
+/// How long throttling keeps a card degraded after it was last seen.
+pub const THROTTLE_HOLD_MS: i64 = 10 * 60 * 1000;
 
 /// What the judge remembers of one card between readings.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,6 +39,8 @@ pub struct CardMemory {
     pub last: Option<HealthCounters>,
     /// The card was lost and has not yet been read back with its counters.
     pub lost: bool,
+    /// The current spell of trouble throttling: when it was first and last seen.
+    pub throttling: Option<(i64, i64)>,
 }
 
 /// One tick's reading of a card.
@@ -223,11 +235,22 @@ pub fn judge(memory: &mut CardMemory, reading: Reading<'_>) -> Judged {
             .filter(|r| TROUBLE_THROTTLE.contains(&r.as_str()))
             .cloned()
             .collect();
-        memory
-            .current
-            .retain(|f| !matches!(f, Finding::Throttled { .. }));
-        if !trouble.is_empty() {
-            memory.current.push(Finding::Throttled { reasons: trouble });
+        // A spell goes on through gaps shorter than the time it takes to count.
+        let spell = memory
+            .throttling
+            .filter(|&(_, last)| at - last < THROTTLE_ENTER_MS);
+        if trouble.is_empty() {
+            memory.throttling = spell;
+        } else {
+            let first = spell.map_or(at, |(first, _)| first);
+            memory.throttling = Some((first, at));
+            if at - first >= THROTTLE_ENTER_MS {
+                remember(
+                    &mut memory.recent,
+                    Finding::Throttled { reasons: trouble },
+                    at + THROTTLE_HOLD_MS,
+                );
+            }
         }
         memory.last = Some(now.clone());
     }
@@ -369,28 +392,76 @@ mod tests {
     }
 
     #[test]
-    fn only_trouble_throttling_degrades_and_only_while_seen() {
+    fn only_lasting_trouble_throttling_degrades_and_it_holds_after_it_stops() {
+        let s = 1000;
         let mut m = CardMemory::default();
         let mut c = clean_counters();
+        let level = |m: &mut CardMemory, at: i64, c: &HealthCounters| {
+            judge(m, read(at, Some(c), &[])).condition.level
+        };
+        // The power cap is a card doing as told.
         c.throttle = vec!["sw_power_cap".into(), "gpu_idle".into()];
-        assert_eq!(
-            judge(&mut m, read(0, Some(&c), &[])).condition.level,
-            HealthLevel::Healthy
-        );
-        c.throttle = vec!["hw_thermal_slowdown".into()];
-        assert_eq!(
-            judge(&mut m, read(1, Some(&c), &[])).condition.level,
-            HealthLevel::Degraded
-        );
-        // Between counter readings the last one stands.
-        assert_eq!(
-            judge(&mut m, read(2, None, &[])).condition.level,
-            HealthLevel::Degraded
-        );
+        assert_eq!(level(&mut m, 0, &c), HealthLevel::Healthy);
+        // Thermal slowdown for a few seconds at a time, as under load: no verdict yet.
+        let hot = vec!["sw_thermal_slowdown".to_string()];
+        c.throttle = hot.clone();
+        assert_eq!(level(&mut m, 2 * s, &c), HealthLevel::Healthy);
         c.throttle.clear();
+        assert_eq!(level(&mut m, 10 * s, &c), HealthLevel::Healthy);
+        // ... and again 20 s later: the same spell, 30 s long now.
+        c.throttle = hot.clone();
+        assert_eq!(level(&mut m, 20 * s, &c), HealthLevel::Healthy);
+        assert_eq!(level(&mut m, 32 * s, &c), HealthLevel::Degraded);
+        // Between counter readings the verdict stands.
         assert_eq!(
-            judge(&mut m, read(3, Some(&c), &[])).condition.level,
+            judge(&mut m, read(33 * s, None, &[])).condition.level,
+            HealthLevel::Degraded
+        );
+        // It stops: the card stays degraded for the hold, then is healthy.
+        c.throttle.clear();
+        assert_eq!(level(&mut m, 40 * s, &c), HealthLevel::Degraded);
+        assert_eq!(
+            level(&mut m, 32 * s + THROTTLE_HOLD_MS - 1, &c),
+            HealthLevel::Degraded
+        );
+        assert_eq!(
+            level(&mut m, 32 * s + THROTTLE_HOLD_MS, &c),
             HealthLevel::Healthy
         );
+        // A spell broken by a gap as long as the entry time starts counting again.
+        let t = 32 * s + THROTTLE_HOLD_MS + 60 * s;
+        c.throttle = hot.clone();
+        assert_eq!(level(&mut m, t, &c), HealthLevel::Healthy);
+        c.throttle.clear();
+        assert_eq!(level(&mut m, t + 20 * s, &c), HealthLevel::Healthy);
+        c.throttle = hot;
+        assert_eq!(level(&mut m, t + 50 * s, &c), HealthLevel::Healthy);
+        assert_eq!(level(&mut m, t + 79 * s, &c), HealthLevel::Healthy);
+        assert_eq!(level(&mut m, t + 80 * s, &c), HealthLevel::Degraded);
+    }
+
+    #[test]
+    fn the_flapping_seen_on_a_real_card_gives_one_change_each_way() {
+        // Seconds at which the first device run's H200 showed sw_thermal_slowdown (readings
+        // every 2 s; the verdict then flipped six times in two minutes).
+        let mut m = CardMemory::default();
+        let mut c = clean_counters();
+        let hot =
+            |t: i64| (0..38).contains(&t) || (106..114).contains(&t) || (116..118).contains(&t);
+        let mut changes = 0;
+        for t in (0..900).step_by(2) {
+            c.throttle = if hot(t) {
+                vec!["sw_thermal_slowdown".into()]
+            } else {
+                Vec::new()
+            };
+            if judge(&mut m, read(t * 1000, Some(&c), &[]))
+                .changed_from
+                .is_some()
+            {
+                changes += 1;
+            }
+        }
+        assert_eq!(changes, 2, "degraded once, healthy once");
     }
 }
