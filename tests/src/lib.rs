@@ -597,6 +597,17 @@ pub async fn add_user(url: &str, username: &str, password: &str, role: Role) -> 
     user
 }
 
+/// Runs tmux on a socket of its own (never the user's server); its standard output.
+pub fn tmux(socket: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("tmux runs (apt install tmux)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Makes the Unix account `name` (a system account without a home) if this test runs as root
 /// and it does not exist yet; jobs of the Lanes user of that name then run as it. Returns the
 /// uid jobs will run as: the account's as root, else the test's own (single-user mode).

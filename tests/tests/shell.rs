@@ -6,14 +6,16 @@
 
 use lanes_server::accounts::Role;
 use lanes_server::jobs::wall::Isolation;
+use lanes_server::ops::serve::ServeConfig;
 use lanes_tests::{
-    booking_of, cards, ensure_unix_account, lanes_bin, wait_until, Session, TestApp,
+    booking_of, cards, ensure_login_account, ensure_unix_account, lanes_bin, tmux, wait_until,
+    Session, TestApp,
 };
 use lanes_types::enforcement::Policy;
 use lanes_types::job::JobState;
 use lanes_types::queue::{QueueSettings, QueueState, SubmitJob};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A member with a real login shell and a home (the job tests' account has neither).
@@ -22,16 +24,6 @@ const MEMBER: &str = "lanes-test-shell";
 const OTHER: &str = "lanes-test-job";
 /// The simulated cards' device files: card 0's is `/dev/null`, which every shell opens.
 const DEVICES: [&str; 2] = ["/dev/null", "/dev/zero"];
-
-fn ensure_login_account(name: &str) {
-    if nix::unistd::User::from_name(name).unwrap().is_none() {
-        let made = std::process::Command::new("useradd")
-            .args(["--create-home", "--shell", "/bin/sh", name])
-            .status()
-            .expect("useradd runs");
-        assert!(made.success(), "useradd {name}");
-    }
-}
 
 /// Whether `pid` still runs (a zombie has ended).
 fn alive(pid: u32) -> bool {
@@ -47,6 +39,28 @@ struct Place {
 }
 
 impl Place {
+    /// The accounts and the place, as root; `None` (the test is skipped) otherwise: shells
+    /// move processes between cgroups and switch users.
+    fn ready() -> Option<Self> {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("skipped: lanes shell moves processes and switches users, which needs root");
+            return None;
+        }
+        ensure_login_account(MEMBER, "/bin/sh", &[]);
+        ensure_unix_account(OTHER);
+        Some(Self::new())
+    }
+
+    /// A server of `gpus` simulated cards whose shell socket is here.
+    async fn app(&self, gpus: u32, adjust: impl FnOnce(&mut ServeConfig)) -> TestApp {
+        let socket = self.socket();
+        TestApp::spawn_configured(gpus, |config| {
+            config.shell_socket = Some(socket);
+            adjust(config);
+        })
+        .await
+    }
+
     fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lanes-shell-")
@@ -87,33 +101,17 @@ impl Place {
     }
 }
 
-/// tmux on a socket of its own.
-fn tmux(socket: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(socket)
-        .args(args)
-        .output()
-        .expect("tmux runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[tokio::test]
 async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("skipped: lanes shell moves processes between cgroups, which needs root");
+    let Some(place) = Place::ready() else {
         return;
-    }
-    ensure_login_account(MEMBER);
-    ensure_unix_account(OTHER);
-    let place = Place::new();
-    let socket = place.socket();
-    let app = TestApp::spawn_configured(2, |config| {
-        config.isolation = Isolation::Cgroup;
-        config.sim.device_files = DEVICES.iter().map(Into::into).collect();
-        config.shell_socket = Some(socket.clone());
-    })
-    .await;
+    };
+    let app = place
+        .app(2, |config| {
+            config.isolation = Isolation::Cgroup;
+            config.sim.device_files = DEVICES.iter().map(Into::into).collect();
+        })
+        .await;
     let ada = Session {
         app: &app,
         cookie: app.sign_up(MEMBER, Role::User).await,
@@ -245,18 +243,10 @@ async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
 
 #[tokio::test]
 async fn a_shell_is_refused_to_root_to_strangers_and_in_someone_elses_booking() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("skipped: lanes shell checks accounts by uid, which needs root to switch");
+    let Some(place) = Place::ready() else {
         return;
-    }
-    ensure_login_account(MEMBER);
-    ensure_unix_account(OTHER);
-    let place = Place::new();
-    let socket = place.socket();
-    let app = TestApp::spawn_configured(2, |config| {
-        config.shell_socket = Some(socket.clone());
-    })
-    .await;
+    };
+    let app = place.app(2, |_| {}).await;
     let ada = Session {
         app: &app,
         cookie: app.sign_up(MEMBER, Role::User).await,
@@ -316,19 +306,14 @@ async fn a_shell_is_refused_to_root_to_strangers_and_in_someone_elses_booking() 
 
 #[tokio::test]
 async fn a_shell_in_a_lending_booking_takes_its_cards_back() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("skipped: lanes shell switches users, which needs root");
+    let Some(place) = Place::ready() else {
         return;
-    }
-    ensure_login_account(MEMBER);
-    ensure_unix_account(OTHER);
-    let place = Place::new();
-    let socket = place.socket();
-    let app = TestApp::spawn_configured(1, |config| {
-        config.sim.background = false;
-        config.shell_socket = Some(socket.clone());
-    })
-    .await;
+    };
+    let app = place
+        .app(1, |config| {
+            config.sim.background = false;
+        })
+        .await;
     let admin = app.client_with(&app.sign_up("admin", Role::Admin).await);
     admin
         .save_policy(&Policy {

@@ -4,7 +4,7 @@
 //! SIGINT; exit statuses 2 (usage), 1 (refused), 3 (unreachable).
 
 use lanes_server::accounts::Role;
-use lanes_tests::{cards, ensure_unix_account, lanes_bin, wait_until, Session, TestApp};
+use lanes_tests::{cards, ensure_unix_account, lanes_bin, tmux, wait_until, Session, TestApp};
 use lanes_types::booking::{Booking, BookingState};
 use std::path::Path;
 use std::process::Output;
@@ -83,17 +83,6 @@ impl Shell {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Runs tmux on a socket of its own (never the user's server).
-fn tmux(socket: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(socket)
-        .args(args)
-        .output()
-        .expect("tmux runs (apt install tmux)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A command running in a terminal of its own (tmux on a socket of its own), `width` wide:

@@ -569,7 +569,13 @@ impl Runner {
                                 left.cleanup = self.cleanup_of(&job);
                                 leftovers.insert(id, left);
                             }
-                            let end = ended(JobState::Lost, None, None, Some(JobNote::Vanished));
+                            // A member's shell that ended before it was first looked at was
+                            // left (`exit`), not lost: Lanes never had its status.
+                            let end = if job.job.is_shell() {
+                                ended(JobState::Exited, None, None, Some(JobNote::ExitUnknown))
+                            } else {
+                                ended(JobState::Lost, None, None, Some(JobNote::Vanished))
+                            };
                             self.finish(&job, &end, now).await?;
                         }
                     }
