@@ -168,6 +168,10 @@ pub fn schedule(pass: &Pass) -> Plan {
     let mut plan = Plan::default();
     let mut held_up = false; // fifo: a job ahead could not start
     let mut pending_waits: Vec<(usize, WaitReason)> = Vec::new();
+    // Shapes (cards, time limit, memory) that did not fit now in this pass: a job at least as
+    // wide, as long and as demanding cannot fit either (cards only get busier as jobs start),
+    // so a queue of thousands is not tried card by card for each (replays and forecasts).
+    let mut unfit: Vec<(u32, Time, u64)> = Vec::new();
 
     for i in order(pass.policy, pass.waiting) {
         let job = &pass.waiting[i];
@@ -192,10 +196,19 @@ pub fn schedule(pass: &Pass) -> Plan {
             pending_waits.push((i, WaitReason::BehindHigherPriority));
             continue;
         }
-        let fit = if job.gpus <= free_now {
-            fit_now(&cards, job, now)
-        } else {
+        let shape = (job.gpus, job.time_limit, job.min_memory);
+        let fit = if job.gpus > free_now
+            || unfit
+                .iter()
+                .any(|&(g, l, m)| shape.0 >= g && shape.1 >= l && shape.2 >= m)
+        {
             None
+        } else {
+            let fit = fit_now(&cards, job, now);
+            if fit.is_none() {
+                unfit.push(shape);
+            }
+            fit
         };
         if let Some(chosen) = fit {
             for &c in &chosen {
@@ -212,6 +225,9 @@ pub fn schedule(pass: &Pass) -> Plan {
             continue;
         }
         if plan.reservation.is_some() {
+            if !pass.explain {
+                continue;
+            }
             // Cards may be free, but not around the reservation: it waits its turn.
             let reason = if job.gpus <= free_now && eligible(&cards, job) >= job.gpus {
                 WaitReason::BehindHigherPriority
