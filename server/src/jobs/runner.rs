@@ -782,6 +782,7 @@ impl Runner {
                             "user": job.job.username,
                             "exit_code": end.exit_code,
                             "signal": end.signal,
+                            "note": note,
                         }),
                     )
                     .to(job.job.user_id, EventKind::LoanReclaimed),

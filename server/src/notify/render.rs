@@ -363,6 +363,19 @@ fn job_booking_ending(job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said
 
 fn reclaimed(job: &JobFacts, at: DateTime<Utc>, r: &Reader<'_>) -> Said {
     let (id, name) = (job.job_id, job_name(job, r));
+    // Preempted by the least-attained-service policy, not by a holder taking cards back.
+    if matches!(
+        job.note,
+        Some(lanes_types::job::JobNote::Requeued { made_way: true, .. })
+    ) {
+        return (
+            say!(r, mail.made_way_subject, job = id, name = name.clone()),
+            vec![
+                say!(r, mail.made_way_line, job = id, name, at = when(at, r)),
+                say!(r, mail.reclaimed_wait),
+            ],
+        );
+    }
     (
         say!(r, mail.reclaimed_subject, job = id, name = name.clone()),
         vec![
@@ -556,6 +569,43 @@ mod tests {
         );
         assert_eq!(utc.subject, "[Vision Lab] Booking #12 starts at 16:00 UTC");
         assert!(!utc.text.contains("one click"));
+    }
+
+    #[test]
+    fn a_job_that_made_way_is_told_so_and_not_that_a_holder_took_cards_back() {
+        let cards = lanes_types::CardIndex::default();
+        let at = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let requeued = |made_way: bool| {
+            let note = lanes_types::job::JobNote::Requeued {
+                at,
+                exit_code: Some(0),
+                signal: None,
+                made_way,
+            };
+            let details = json!({ "job_id": 7, "name": "train", "note": note });
+            render(
+                &Event::read("loan_reclaimed", &details),
+                at,
+                &reader(&cards, chrono_tz::UTC),
+                &[],
+            )
+        };
+        let made_way = requeued(true);
+        assert!(
+            made_way.subject.contains("made way"),
+            "{}",
+            made_way.subject
+        );
+        assert!(made_way.text.contains("less GPU time"), "{}", made_way.text);
+        assert!(!made_way.text.contains("holder"), "{}", made_way.text);
+        let reclaimed = requeued(false);
+        assert!(
+            reclaimed.text.contains("holder took them back"),
+            "{}",
+            reclaimed.text
+        );
     }
 
     #[test]
