@@ -70,6 +70,15 @@ impl DeviceMask {
     pub fn value(&self) -> String {
         self.uuids.join(",")
     }
+
+    /// Its cards as people read them, "GPU 0 (GPU-…)", in `inventory`'s order.
+    pub fn cards_named(&self, inventory: &[GpuInfo]) -> Vec<String> {
+        inventory
+            .iter()
+            .filter(|i| self.uuids.contains(&i.uuid))
+            .map(|i| format!("GPU {} ({})", i.index, i.uuid))
+            .collect()
+    }
 }
 
 /// Variables only Lanes sets: each selects or reorders devices, or names the job, so a value

@@ -26,6 +26,21 @@ pub fn random_hex(bytes: usize) -> std::io::Result<String> {
     Ok(random.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Makes the directory `<jobs_dir>/<prefix>-<random>` (0700, the server's) for one run's files
+/// and returns its name: made anew, so a job id that comes back never meets an old run's.
+pub fn new_run_dir(jobs_dir: &std::path::Path, prefix: &str) -> std::io::Result<String> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(jobs_dir)?;
+    let name = format!("{prefix}-{}", random_hex(6)?);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(jobs_dir.join(&name))?;
+    Ok(name)
+}
+
 /// Gives back the rest of a queue job's booking (it ended before its time limit, or never
 /// ran), so its cards are free at once.
 pub async fn release_booking_of(

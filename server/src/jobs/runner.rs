@@ -30,7 +30,6 @@ use lanes_types::notify::EventKind;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Child;
@@ -1036,10 +1035,7 @@ impl Runner {
         let cgroup = wall
             .create(job.job.id, mask.uuids())
             .map_err(|e| fail(&e))?;
-        let wall_line = match &cgroup {
-            Some(c) => format!("{} (its cgroup: {})", wall.describe(), c.path),
-            None => wall.describe(),
-        };
+        let wall_line = wall.describe_for(cgroup.as_ref());
         let recorded = self
             .store
             .runs()
@@ -1055,11 +1051,7 @@ impl Runner {
             }
             return Err(fail(&e));
         }
-        let cards: Vec<String> = inventory
-            .iter()
-            .filter(|i| mask.uuids().contains(&i.uuid))
-            .map(|i| format!("GPU {} ({})", i.index, i.uuid))
-            .collect();
+        let cards = mask.cards_named(&inventory);
         // No directory asked for: the home, or "/" when it has none (as login does).
         let (mut cwd, mut required) = match &job.job.cwd {
             Some(dir) => (dir.clone(), true),
@@ -1169,15 +1161,7 @@ impl Runner {
     /// Makes `<jobs_dir>/<id>-<random>`, which must not exist yet (never reused, never a link
     /// someone placed), readable by the server only. Returns its name.
     fn new_log_dir(&self, job_id: i64) -> std::io::Result<String> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.settings.jobs_dir)?;
-        let name = format!("{job_id}-{}", super::random_hex(6)?);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(self.settings.jobs_dir.join(&name))?;
-        Ok(name)
+        super::new_run_dir(&self.settings.jobs_dir, &job_id.to_string())
     }
 }
 

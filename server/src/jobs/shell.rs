@@ -164,12 +164,7 @@ impl ShellDoor {
         let inventory: Vec<_> = self.hub.local_gpus().into_iter().map(|g| g.info).collect();
         let mask = DeviceMask::for_cards(&booking.gpus, &self.node, &inventory)
             .map_err(|e| Refusal(e.to_string()))?;
-        let run = format!("shell-{}", super::random_hex(6).map_err(io_refusal)?);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(self.jobs_dir.join(&run))
-            .map_err(io_refusal)?;
+        let run = super::new_run_dir(&self.jobs_dir, "shell").map_err(io_refusal)?;
         let notice_file = notice::file_of(&self.notice_dir, &run);
         if let Err(e) = notice::prepare(&self.notice_dir, &run) {
             tracing::warn!(error = %e, "lanes shell: no notice directory; the signal alone");
@@ -178,10 +173,7 @@ impl ShellDoor {
             .wall
             .create_labelled(&run, mask.uuids())
             .map_err(|e| Refusal(e.to_string()))?;
-        let wall_line = match &cgroup {
-            Some(c) => format!("{} (its cgroup: {})", self.wall.describe(), c.path),
-            None => self.wall.describe(),
-        };
+        let wall_line = self.wall.describe_for(cgroup.as_ref());
         if let Some(c) = &cgroup {
             if let Err(e) = c.admit(pid) {
                 let _ = c.remove();
@@ -253,11 +245,7 @@ impl ShellDoor {
             notice_file: notice_file.display().to_string(),
             restart_count: 0,
         };
-        let cards = inventory
-            .iter()
-            .filter(|i| mask.uuids().contains(&i.uuid))
-            .map(|i| format!("GPU {} ({})", i.index, i.uuid))
-            .collect();
+        let cards = mask.cards_named(&inventory);
         tracing::info!(job, booking = booking.id, user = %member.username, pid, "lanes shell: a member's shell joined their booking");
         Ok(ShellJoined {
             job,

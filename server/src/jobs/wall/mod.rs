@@ -297,6 +297,15 @@ impl Wall {
     }
 
     /// One line for the log, `lanes doctor` and job headers.
+    /// The wall a run is behind, in words, with its cgroup when it has one (what a job
+    /// records as its `device_wall`).
+    pub fn describe_for(&self, cgroup: Option<&JobCgroup>) -> String {
+        match cgroup {
+            Some(c) => format!("{} (its cgroup: {})", self.describe(), c.path),
+            None => self.describe(),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match &self.kind {
             Kind::Off(why) => format!("off, device mask only ({why})"),
