@@ -13,6 +13,11 @@ SCHEMATHESIS         := $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/st
 # The real SMTP server the notification tests start (tests/notify/smtp_sink.py).
 AIOSMTPD_VERSION     := 1.4.6
 export LANES_TEST_PYTHON := $(TOOLS_DIR)/aiosmtpd-$(AIOSMTPD_VERSION)/bin/python
+# The Jupyter a test member installs in their own login environment (tests/tests/notebook.rs):
+# wheels downloaded once, for the system's Python (the member's), installed without the network.
+JUPYTER_SERVER_VERSION := 2.21.1
+IPYKERNEL_VERSION    := 7.4.0
+export LANES_TEST_JUPYTER_WHEELS := $(TOOLS_DIR)/jupyter-wheels-$(JUPYTER_SERVER_VERSION)
 # Seconds schemathesis may fuzz the API in `make test`.
 API_FUZZ_SECONDS     ?= 120
 export PATH          := $(BINARYEN_BIN):$(HOME)/.cargo/bin:$(PATH)
@@ -109,6 +114,10 @@ tools-test:
 	@test -x $(SCHEMATHESIS) \
 		|| (python3 -m venv $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION) \
 			&& $(TOOLS_DIR)/schemathesis-$(SCHEMATHESIS_VERSION)/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))
+	@test -f $(LANES_TEST_JUPYTER_WHEELS)/.complete \
+		|| (/usr/bin/python3 -m pip download -q --disable-pip-version-check -d $(LANES_TEST_JUPYTER_WHEELS) \
+			jupyter-server==$(JUPYTER_SERVER_VERSION) ipykernel==$(IPYKERNEL_VERSION) \
+			&& touch $(LANES_TEST_JUPYTER_WHEELS)/.complete)
 
 # Formatting, the server's module graph without cycles, and the server without the terminal
 # client (docs/architecture.md).

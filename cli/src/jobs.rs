@@ -265,6 +265,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
                     name: args.name.clone(),
                     container: container.clone(),
                     notice,
+                    session: None,
                 })
                 .await?;
             report(
@@ -520,7 +521,15 @@ pub async fn list(args: JobsArgs) -> Result<()> {
                 _ => "-".into(),
             })
             .right(),
-            cell(job.title()),
+            // A notebook open now: where to open it.
+            cell(match job.session_path() {
+                Some(path) if job.state == JobState::Running => format!(
+                    "{} {}{path}",
+                    job.title(),
+                    client.base().trim_end_matches('/')
+                ),
+                _ => job.title(),
+            }),
         ]);
     }
     if table.is_empty() {

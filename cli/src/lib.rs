@@ -9,6 +9,7 @@ mod bookings;
 pub mod config;
 pub mod error;
 mod jobs;
+mod jupyter;
 mod looks;
 pub mod output;
 mod run;
@@ -78,6 +79,12 @@ pub enum ClientCommand {
         after_help = "Examples:\n  lanes shell\n  lanes shell --booking 42\n  lanes shell -- python3 train.py"
     )]
     Shell(shell::ShellArgs),
+    /// Your own Jupyter on your booked cards, through the portal: started as you, from your
+    /// login environment, inside the booking (its cards only), ended with it or when idle.
+    #[command(
+        after_help = "Examples:\n  lanes jupyter --gpus 2 --for 4h\n  lanes jupyter --booking 42"
+    )]
+    Jupyter(jupyter::JupyterArgs),
     /// Submit a job: to the queue (it starts when cards free up) or into a booking.
     #[command(
         after_help = "Examples:\n  lanes submit --gpus 2 --time 6h -- python3 train.py --epochs 90\n  lanes submit --booking 42 --follow -- ./eval.sh"
@@ -193,6 +200,7 @@ async fn dispatch(command: ClientCommand) -> Result<ExitCode> {
         ClientCommand::Run(args) => run::run(args).await,
         ClientCommand::Env(args) => run::env(args).await.map(done),
         ClientCommand::Shell(args) => shell::shell(args),
+        ClientCommand::Jupyter(args) => jupyter::jupyter(args).await,
         ClientCommand::Submit(args) => jobs::submit(args).await,
         ClientCommand::Queue(common) => jobs::queue(common).await.map(done),
         ClientCommand::Jobs(args) => jobs::list(args).await.map(done),

@@ -177,9 +177,9 @@ fn check_usable(booking: &Booking, me: &lanes_types::account::User, node: &str) 
 /// Books `count` cards of `node` from now for `length`: cards free now, named, so that they
 /// are this node's. Another booking may take them between the search and the booking (two
 /// `lanes run` at once): then it searches again.
-async fn book_here(
+pub(crate) async fn book_here(
     client: &Client,
-    node: &str,
+    node: Option<&str>,
     count: u32,
     length: Duration,
     note: String,
@@ -192,7 +192,8 @@ async fn book_here(
         }
     }
     Err(CliError::refused(format!(
-        "{count} cards of {node} were taken by others each time they were found free; try again"
+        "{count} cards of {} were taken by others each time they were found free; try again",
+        node.unwrap_or("the pool")
     )))
 }
 
@@ -215,7 +216,7 @@ impl From<lanes_client::ClientError> for Taken {
 
 async fn try_book_here(
     client: &Client,
-    node: &str,
+    node: Option<&str>,
     count: u32,
     length: Duration,
     note: String,
@@ -226,19 +227,23 @@ async fn try_book_here(
         duration: format!("{}s", length.num_seconds()),
         from: Some(now),
         to: None,
-        node: Some(node.to_string()),
+        node: node.map(str::to_string),
         min_memory: None,
         limit: Some(1),
+    };
+    let (place, node_flag) = match node {
+        Some(node) => (node.to_string(), format!(" --node {node}")),
+        None => ("the pool".to_string(), String::new()),
     };
     let slot = client.slots(&query).await?.into_iter().next();
     let slot = match slot {
         Some(slot) if slot.start <= now + Duration::minutes(1) => slot,
         later => return Err(Taken::Other(CliError::refused(format!(
-            "{count} cards of {node} are not free for the next {}; {}",
+            "{count} cards of {place} are not free for the next {}; {}",
             lanes_types::units::format_duration(length),
             match later {
                 Some(slot) => format!(
-                    "the earliest window is {}–{} (`lanes book --gpus {count} --node {node} --earliest` books it)",
+                    "the earliest window is {}–{} (`lanes book --gpus {count}{node_flag} --earliest` books it)",
                     output::when(slot.start),
                     output::when(slot.end)
                 ),
@@ -355,7 +360,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             let note = format!("lanes run: {}", args.command.join(" "));
             let note: String = note.chars().take(200).collect();
             (
-                book_here(&client, &node, count, args.length, note).await?,
+                book_here(&client, Some(&node), count, args.length, note).await?,
                 true,
             )
         }
@@ -420,6 +425,7 @@ async fn run_container(
             name: None,
             container: Some(container),
             notice: None,
+            session: None,
         })
         .await?;
     say(args, &format!("job {}", job.id));

@@ -586,6 +586,17 @@ impl Client {
         })
     }
 
+    /// Whether session `id` answers through the portal (`GET /sessions/{id}/api/status`, a
+    /// Jupyter's own status): `false` while it starts (503), an error once it is over.
+    pub async fn session_ready(&self, id: i64) -> Result<bool> {
+        let path = format!("{}api/status", lanes_types::job::session_path(id));
+        match Self::send(self.request(Method::GET, &path)).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.status() == Some(StatusCode::SERVICE_UNAVAILABLE) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `GET /api/v1/jobs/{id}/log/ws`: the log as it is written, until the job is over.
     pub async fn follow_log(&self, id: i64, query: &LogQuery) -> Result<LogTail> {
         LogTail::connect(self, &api::JobLogWs::url(&id, query)).await

@@ -793,6 +793,7 @@ impl Session<'_> {
             environment: None,
             name: None,
             notice: None,
+            session: None,
         }
     }
 

@@ -240,6 +240,26 @@ fn matrix() -> Vec<Row> {
             None,
             [401, 200, 403, 422],
         ),
+        // A notebook through the portal, any method: {id} is the user's job, a command, not a
+        // session: its owner learns so (404); anyone else may not look (403), admins included
+        // (a notebook runs its owner's code as them). Pages send the anonymous to log in.
+    ]
+    .into_iter()
+    .chain(
+        ["/sessions/{id}/", "/sessions/{id}/{*rest}"]
+            .into_iter()
+            .flat_map(|route| {
+                ANY_METHODS.into_iter().map(move |method| {
+                    let body = if method == Method::GET {
+                        None
+                    } else {
+                        EmptyJson
+                    };
+                    row(method, route, body, [303, 404, 403, 403])
+                })
+            }),
+    )
+    .chain(vec![
         // The queue: everyone logged in sees it and submits ({} lacks gpus: 400); {id} is the
         // user's booked job, not a queue job, so its owner and admins learn it is no queue job
         // and others may not see it; settings and shares are read by all, set by admins.
@@ -472,7 +492,8 @@ fn matrix() -> Vec<Row> {
             EmptyJson,
             [401, 403, 403, 400],
         ),
-    ]
+    ])
+    .collect()
 }
 
 struct World {
@@ -492,7 +513,10 @@ impl World {
             self.user_token_id
         } else if route.starts_with("/api/v1/bookings/") {
             self.user_booking_id
-        } else if route.starts_with("/api/v1/jobs/") || route.starts_with("/api/v1/queue/") {
+        } else if route.starts_with("/api/v1/jobs/")
+            || route.starts_with("/api/v1/queue/")
+            || route.starts_with("/sessions/")
+        {
             self.user_job_id
         } else if route.starts_with("/api/v1/maintenance/") {
             999

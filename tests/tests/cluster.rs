@@ -278,6 +278,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             environment: None,
             name: Some("on-c".into()),
             notice: None,
+            session: None,
         })
         .await
         .unwrap();
@@ -356,6 +357,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             environment: None,
             name: Some("on-b".into()),
             notice: None,
+            session: None,
         })
         .await
         .unwrap();
@@ -424,6 +426,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
             environment: None,
             name: None,
             notice: None,
+            session: None,
         })
         .await
         .unwrap_err();

@@ -23,6 +23,7 @@ mod jobs;
 mod language;
 mod lending;
 mod logging;
+mod notebook;
 mod notice;
 mod notify;
 mod openapi;

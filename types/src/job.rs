@@ -125,6 +125,42 @@ pub struct Job {
     /// The notice it was given in this run, once given (what its `LANES_NOTICE_FILE` holds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<crate::notice::JobNotice>,
+    /// An interactive session the portal opens (a notebook), not a command run to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionKind>,
+}
+
+/// What kind of interactive session a job is: the portal serves it at [`Job::session_path`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    /// The member's own Jupyter (JupyterLab where installed, else Jupyter Server), from their
+    /// login environment, on a Unix socket only the portal reaches.
+    Jupyter,
+}
+
+impl SessionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Jupyter => "jupyter",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        (text == "jupyter").then_some(SessionKind::Jupyter)
+    }
+}
+
+impl Job {
+    /// Where the portal serves the job's session (`/sessions/ID/`), if it is one.
+    pub fn session_path(&self) -> Option<String> {
+        self.session.map(|_| session_path(self.id))
+    }
+}
+
+/// The portal's path of session `job`.
+pub fn session_path(job: i64) -> String {
+    format!("/sessions/{job}/")
 }
 
 /// Why Lanes stopped a job, or why it did not start: typed, so that pages say it in their
@@ -530,7 +566,9 @@ fn is_zero(n: &u32) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct CreateJob {
     pub booking_id: i64,
-    /// The command and its arguments; no shell unless you name one.
+    /// The command and its arguments; no shell unless you name one. Empty for a session (the
+    /// portal builds its command).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -549,6 +587,9 @@ pub struct CreateJob {
     /// Notice before its booking's end: how long, and with which signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<crate::notice::NoticeRequest>,
+    /// Opens an interactive session instead of running `argv` (a notebook in the portal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionKind>,
 }
 
 #[cfg(test)]

@@ -108,9 +108,39 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
             name: Some(field(name)).filter(|n| !n.is_empty()),
             container,
             notice: None,
+            session: None,
         };
         error.set(None);
         submit.run(body);
+    };
+    // One click: the member's own Jupyter in the chosen booking; the tab goes to it, and the
+    // portal shows "starting" until it answers.
+    let notebook = Write::new(|job: &CreateJob| {
+        let job = job.clone();
+        async move { rest::call::<api::SubmitToBooking>((), &job).await }
+    });
+    notebook.on_success(move || {
+        if let Some(path) = notebook.answer().and_then(|job| job.session_path()) {
+            let _ = window().location().set_href(&path);
+        }
+    });
+    let open_notebook = move |_| {
+        let Some(booking_id) = booking.get().and_then(|s| s.value().parse::<i64>().ok()) else {
+            error.set(Some(tr!(jobs.pick_booking).into()));
+            return;
+        };
+        error.set(None);
+        notebook.run(CreateJob {
+            booking_id,
+            argv: Vec::new(),
+            cwd: None,
+            env: None,
+            environment: None,
+            name: None,
+            container: None,
+            notice: None,
+            session: Some(lanes_types::job::SessionKind::Jupyter),
+        });
     };
     view! {
         <form class="inline-form" on:submit=send data-testid="submit-job">
@@ -146,12 +176,14 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
                 <RuntimeChoice select=runtime default_label=tr!(jobs.runtime_default) />
             </label>
             <button type="submit">{tr!(jobs.run)}</button>
+            <button type="button" class="secondary" data-testid="open-jupyter" title=tr!(jobs.jupyter_hint) on:click=open_notebook>{tr!(jobs.jupyterlab)}</button>
             <p class="hint">
                 {tr!(jobs.the_command_runs_as_you_in)}
                 <code>"PATH"</code>{tr!(jobs.venv_or_conda_without_a_shell)} <code>"sh -c '…'"</code>
                 {tr!(jobs.for_one_with_only_the_booking)}
             </p>
             {submit.error_view_with(error)}
+            {move || notebook.error().map(|e| view! { <p class="form-error">{e}</p> })}
         </form>
     }
     .into_any()
@@ -252,6 +284,7 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
         (None, line) => line,
     };
     let wall = job.device_wall.clone().unwrap_or_default();
+    let session = job.session_path();
     view! {
         <tr data-job=id.to_string()>
             <td title=job.argv.join(" ")>
@@ -272,6 +305,7 @@ fn JobRow(job: Job, watching: RwSignal<Option<i64>>, cancel: Write<i64, Job>) ->
             <td>{job.ended_at.map(date_time).unwrap_or_default()}</td>
             <td class="num">{job.peak_memory_bytes.map(bytes).unwrap_or_else(|| "—".into())}</td>
             <td>
+                {session.filter(|_| job.state == lanes_types::job::JobState::Running).map(|path| view! { <a class="button" href=path target="_blank" rel="noopener" data-testid="open-session">{tr!(jobs.open_session)}</a> })}
                 <button class="secondary" on:click=move |_| watching.set(Some(id))>{tr!(jobs.log)}</button>
                 {live.then(|| view! { <button class="danger" on:click=move |_| cancel.run(id)>{tr!(jobs.cancel)}</button> })}
                 {move || cancel.error_of(&id).map(|e| view! { <span class="form-error">{e}</span> })}

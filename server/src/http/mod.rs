@@ -19,6 +19,7 @@ mod page_data;
 mod queue;
 mod reports;
 pub mod serve;
+mod sessions;
 mod settings;
 pub mod site;
 mod text;
@@ -145,7 +146,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 15] {
+fn areas() -> [Routes; 16] {
     [
         api::routes(),
         auth::routes(),
@@ -162,6 +163,7 @@ fn areas() -> [Routes; 15] {
         reports::routes(),
         notify::routes(),
         ws::routes(),
+        sessions::routes(),
     ]
 }
 

@@ -14,6 +14,7 @@ pub mod log_watch;
 pub mod mask;
 pub mod notice;
 pub mod runner;
+pub mod session;
 pub mod shell;
 pub mod shipper;
 pub mod wall;

@@ -243,6 +243,8 @@ pub fn withdraw(notice_dir: &Path, run: &str) {
 /// Removes a run's notice directory (the run is over).
 pub fn remove(notice_dir: &Path, run: &str) {
     let dir = run_dir(notice_dir, run);
+    // A notebook's socket directory, the member's (what they put in it is never followed).
+    let _ = std::fs::remove_dir_all(super::session::dir(notice_dir, run));
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for entry in entries.flatten() {
             let _ = std::fs::remove_file(entry.path());

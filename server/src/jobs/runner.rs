@@ -14,6 +14,7 @@ use super::container::{ContainerHost, ContainerJob};
 use super::launch::{self, Identity, Launch};
 use super::mask::{fixed_environment, DeviceMask, JobFacts};
 use super::notice;
+use super::session;
 use super::wall::{JobCgroup, Wall};
 use crate::audit::AuditAction;
 use crate::notify::{Notice, Notifier};
@@ -1077,6 +1078,30 @@ impl Runner {
             ));
         }
         let mut argv = job.job.argv.clone();
+        if let Some(kind) = job.job.session {
+            let idle = match self.store.enforcement().policy().await {
+                Ok(policy) => Duration::from_secs(policy.idle_window_s),
+                Err(e) => return Err((said(&e), cgroup)),
+            };
+            let prepared = session::prepare(
+                kind,
+                &self.settings.jobs_dir,
+                &self.settings.notice_dir,
+                &dir_name,
+                job.job.id,
+                who.ids_raw(),
+                idle,
+            )
+            .map_err(|e| {
+                (
+                    said(&format!("cannot prepare the session: {e}")),
+                    cgroup.clone(),
+                )
+            })?;
+            argv = prepared.argv;
+            fixed.extend(prepared.env);
+            header.push(prepared.line);
+        }
         let (mut base, mut base_by_admin, mut who) = (base, base_by_admin, who);
         if let Some(spec) = job.container() {
             let env_names = (job.env.keys().cloned())
@@ -1156,6 +1181,12 @@ impl Runner {
             Ok(spawned) => Ok((spawned, cgroup)),
             Err(note) => Err((note, cgroup)),
         }
+    }
+
+    /// Where session `run` listens, and the token it expects (`None` once the run is gone).
+    pub fn session_endpoint(&self, run: &str) -> Option<(PathBuf, String)> {
+        let token = session::token(&self.settings.jobs_dir, run).ok()?;
+        Some((session::socket(&self.settings.notice_dir, run), token))
     }
 
     /// Makes `<jobs_dir>/<id>-<random>`, which must not exist yet (never reused, never a link

@@ -12,7 +12,7 @@ use crate::store::{AuditEntry, JobPlace, NewJob, Store};
 use chrono::{DateTime, Utc};
 use lanes_types::account::User;
 use lanes_types::container::ContainerSpec;
-use lanes_types::job::{CreateJob, EnvironmentBase, Job, QueueRequest};
+use lanes_types::job::{CreateJob, EnvironmentBase, Job, QueueRequest, SessionKind};
 use lanes_types::queue::{QueueSettings, SubmitJob};
 use lanes_types::GpuState;
 use std::collections::BTreeMap;
@@ -30,6 +30,7 @@ struct Command {
     cwd: Option<String>,
     container: Option<ContainerSpec>,
     notice: Option<lanes_types::notice::NoticeRequest>,
+    session: Option<SessionKind>,
 }
 
 /// Most variables, and most bytes of them all, a job's environment may be given.
@@ -99,6 +100,7 @@ impl Command {
             cwd,
             container,
             notice: None,
+            session: None,
         })
     }
 
@@ -134,6 +136,7 @@ impl Command {
             env_base: self.environment.as_ref(),
             container: self.container.as_ref(),
             notice: self.notice.as_ref(),
+            session: self.session,
             place,
         };
         Ok(store.jobs().create(&new, audit, now).await?)
@@ -156,16 +159,21 @@ pub async fn submit_to_booking(
         Some(_) => store.queue().settings().await?.notice_max_s,
         None => 0,
     };
-    let command = Command::check(
+    let (argv, name) = match request.session {
+        None => (request.argv, request.name),
+        Some(kind) => session_command(kind, &request)?,
+    };
+    let mut command = Command::check(
         user,
-        request.argv,
-        request.name,
+        argv,
+        name,
         request.env,
         request.environment,
         request.cwd,
         request.container,
     )?
     .with_notice(request.notice, notice_max_s)?;
+    command.session = request.session;
     if !booking.state.holds_cards() {
         return Err(UseCaseError::Unprocessable(Said::BookingOver));
     }
@@ -211,6 +219,31 @@ pub async fn submit_to_booking(
             .await?;
     }
     Ok(job)
+}
+
+/// What a session runs as, in words, and its name: its command line is the runner's to build
+/// (where it listens, its base path and token are known only when it starts).
+fn session_command(
+    kind: SessionKind,
+    request: &CreateJob,
+) -> Result<(Vec<String>, Option<String>), UseCaseError> {
+    if !request.argv.is_empty() {
+        return Err(UseCaseError::Unprocessable(
+            "a session's command is the portal's to build: leave argv empty".into(),
+        ));
+    }
+    if request.container.is_some() {
+        return Err(UseCaseError::Unprocessable(
+            "a session runs in the member's login environment, not in a container".into(),
+        ));
+    }
+    let (argv, name) = match kind {
+        SessionKind::Jupyter => (vec!["jupyter".to_string()], "JupyterLab"),
+    };
+    Ok((
+        argv,
+        Some(request.name.clone().unwrap_or_else(|| name.into())),
+    ))
 }
 
 /// The time limit of a queue job of `gpus` cards (each with `min_memory` bytes) asking for
