@@ -10,12 +10,16 @@
 //! - `history`: 30 days × 8 cards of readings through the store's write, rollup and pruning
 //!   path; database size and query latency per range.
 //! - `schedule`: one scheduling pass over a deep queue against sorting it.
+//! - `notebook`: a kernel message's round trip through the portal's `/sessions/ID/` proxy
+//!   against the same Jupyter on its own socket, and what an open, idle session costs the
+//!   server (bench/notebook.sh starts it).
 //! - `attribution`: reading the owners of a poll's processes with container attribution
 //!   against without it (bench/containers.sh starts the processes).
 
 mod attribution;
 mod bookings;
 mod history;
+mod notebook;
 mod schedule;
 
 use clap::{Parser, Subcommand};
@@ -96,6 +100,31 @@ enum Command {
         #[arg(long, default_value_t = 2000)]
         rounds: u32,
     },
+    /// A kernel message through the portal's proxy against Jupyter's own socket.
+    Notebook {
+        /// The portal (a running `lanes serve`).
+        #[arg(long)]
+        portal: String,
+        /// The session owner's API token.
+        #[arg(long, env = "LANES_TOKEN")]
+        token: String,
+        #[arg(long)]
+        session: i64,
+        /// The session's socket, and the token Jupyter expects there (from the run's files).
+        #[arg(long)]
+        socket: String,
+        #[arg(long)]
+        jupyter_token: String,
+        #[arg(long, default_value_t = 2000)]
+        rounds: usize,
+        /// The server's pid, for its CPU and RSS.
+        #[arg(long)]
+        pid: u32,
+        #[arg(long, default_value_t = 30)]
+        idle_seconds: u64,
+        #[arg(long, default_value_t = 50)]
+        idle_sockets: usize,
+    },
     /// History storage size and query latency (all 8 cards, 1,000 points).
     History {
         #[arg(long, default_value_t = 30)]
@@ -152,6 +181,29 @@ fn main() {
             gpus,
             runs,
         } => schedule::run(pending, gpus, runs),
+        Command::Notebook {
+            portal,
+            token,
+            session,
+            socket,
+            jupyter_token,
+            rounds,
+            pid,
+            idle_seconds,
+            idle_sockets,
+        } => tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(notebook::run(notebook::Args {
+                portal,
+                token,
+                session,
+                socket,
+                jupyter_token,
+                rounds,
+                pid,
+                idle_seconds,
+                idle_sockets,
+            })),
         Command::History {
             days,
             queries,
