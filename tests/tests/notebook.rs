@@ -17,55 +17,21 @@ const MEMBER: &str = "lanes-test-nb";
 /// A member whose login profile has none.
 const BARE: &str = "lanes-test-shell";
 
-/// The member with Jupyter in `~/jvenv`, made from the downloaded wheels (kept between runs:
-/// remade only when missing). `None` (skipped) without root.
+/// The member with Jupyter in `~/jvenv` (tests/notebook-member.sh, which CI's wheels feed);
+/// `None` (skipped) without root.
 fn jupyter_member() -> Option<PathBuf> {
     if !nix::unistd::Uid::effective().is_root() {
         eprintln!("skipped: notebooks run as their member's Unix account, which needs root");
         return None;
     }
-    let (_, home) = ensure_login_account(
-        MEMBER,
-        "/bin/bash",
-        &[(
-            ".profile",
-            "# as a member sets up their own Python\n. \"$HOME/jvenv/bin/activate\"\n",
-            false,
-        )],
-    )?;
-    let venv = home.join("jvenv");
-    // One maker at a time (the tests here, and the two backends' suites side by side): a venv
-    // cannot be made aside and moved, its scripts name its path.
-    let lock = std::fs::File::create("/tmp/lanes-test-jvenv.lock").expect("the lock file");
-    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| e)
-        .expect("the lock");
-    if !venv.join("bin/jupyter-server").exists() {
-        let wheels = std::env::var("LANES_TEST_JUPYTER_WHEELS")
-            .expect("LANES_TEST_JUPYTER_WHEELS: run through `make test` (it downloads the wheels)");
-        let _ = std::fs::remove_dir_all(&venv);
-        let run = |argv: &[&str]| {
-            let status = std::process::Command::new(argv[0])
-                .args(&argv[1..])
-                .status()
-                .expect("runs");
-            assert!(status.success(), "{argv:?}");
-        };
-        let venv_s = venv.to_str().unwrap();
-        run(&["/usr/bin/python3", "-m", "venv", venv_s]);
-        run(&[
-            &format!("{venv_s}/bin/pip"),
-            "install",
-            "-q",
-            "--no-index",
-            "--find-links",
-            &wheels,
-            "jupyter-server",
-            "ipykernel",
-        ]);
-        run(&["chown", "-R", &format!("{MEMBER}:"), venv_s]);
-    }
-    Some(home)
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("notebook-member.sh");
+    let made = std::process::Command::new("bash")
+        .arg(script)
+        .arg(MEMBER)
+        .output()
+        .expect("the member is made");
+    assert!(made.status.success(), "{made:?}");
+    Some(PathBuf::from(String::from_utf8_lossy(&made.stdout).trim()))
 }
 
 /// `lanes ARGS` as the member types it, with their token, to its end.

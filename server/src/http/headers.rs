@@ -11,13 +11,16 @@ use axum::response::Response;
 
 pub async fn protect(request: Request, next: Next) -> Response {
     let api = request.uri().path().starts_with("/api/");
+    // A notebook frames its own pages (outputs, widgets): its own origin may, no other site.
+    let session = request.uri().path().starts_with("/sessions/");
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    let framing = if session { "SAMEORIGIN" } else { "DENY" };
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static(framing));
     headers
         .entry(header::CONTENT_SECURITY_POLICY)
         .or_insert(HeaderValue::from_static("frame-ancestors 'none'"));

@@ -209,6 +209,7 @@ async fn forward(state: AppState, id: &str, mut request: Request) -> Result<Resp
     for name in HOP_BY_HOP {
         parts.headers.remove(name);
     }
+    keep_portal_cookie(&mut parts.headers);
     let textual = parts
         .headers
         .get(header::CONTENT_TYPE)
@@ -282,6 +283,26 @@ fn scrub_request(headers: &mut HeaderMap, token: &str, upgrade: bool) {
     headers.insert(header::HOST, HeaderValue::from_static("localhost"));
     if let Ok(value) = HeaderValue::from_str(&format!("token {token}")) {
         headers.insert(header::AUTHORIZATION, value);
+    }
+}
+
+/// Drops any cookie Jupyter (the member's code) would set under the portal's own cookie's name:
+/// the portal's login is not the session's to replace.
+fn keep_portal_cookie(headers: &mut HeaderMap) {
+    let kept: Vec<HeaderValue> = headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|c| c.split('=').next())
+                .is_none_or(|name| name.trim() != COOKIE_NAME)
+        })
+        .cloned()
+        .collect();
+    headers.remove(header::SET_COOKIE);
+    for value in kept {
+        headers.append(header::SET_COOKIE, value);
     }
 }
 
@@ -368,6 +389,22 @@ mod tests {
         assert_eq!(h[header::CONNECTION], "Upgrade");
         scrub_request(&mut h, "t0k", false);
         assert!(!h.contains_key(header::CONNECTION));
+    }
+
+    #[test]
+    fn jupyter_cannot_replace_the_portals_login_cookie() {
+        let mut h = HeaderMap::new();
+        h.append(
+            header::SET_COOKIE,
+            HeaderValue::from_str(&format!("{COOKIE_NAME}=evil; Path=/")).unwrap(),
+        );
+        h.append(
+            header::SET_COOKIE,
+            HeaderValue::from_static("_xsrf=abc; Path=/sessions/5/"),
+        );
+        keep_portal_cookie(&mut h);
+        let left: Vec<_> = h.get_all(header::SET_COOKIE).iter().collect();
+        assert_eq!(left, ["_xsrf=abc; Path=/sessions/5/"]);
     }
 
     #[test]
