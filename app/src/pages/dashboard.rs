@@ -245,6 +245,7 @@ fn GpuCard(
                 .map(|e| tr!(dashboard.this_booking_energy, energy = kwh(e.energy_kwh)))
         })
     };
+    let me = crate::components::page_data::viewer().map(|u| u.id);
     let holder = {
         let card = GpuRef {
             node: node.clone(),
@@ -292,6 +293,12 @@ fn GpuCard(
                 };
                 let color = holder.map(|b| user_color(&b.username));
                 let lent = holder.and_then(|b| b.lent_to.map(|job| (b.id, job)));
+                // The viewer's own booking (not a queue job's, not a loan): a notebook on it.
+                let mine = holder
+                    .filter(|b| {
+                        Some(b.user_id) == me && b.queue_job.is_none() && b.loan_of.is_none()
+                    })
+                    .map(|b| b.id);
                 Some(view! {
                     <p class="holder" class:held=holder.is_some() data-testid="holder">
                         <span
@@ -300,6 +307,7 @@ fn GpuCard(
                         ></span>
                         {text}
                         {lent.map(|(booking, job)| view! { <Lent booking job /> })}
+                        {mine.map(|booking| view! { <crate::pages::jobs::OpenNotebook booking /> })}
                     </p>
                 })
             })

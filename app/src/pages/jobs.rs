@@ -113,34 +113,14 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
         error.set(None);
         submit.run(body);
     };
-    // One click: the member's own Jupyter in the chosen booking; the tab goes to it, and the
-    // portal shows "starting" until it answers.
-    let notebook = Write::new(|job: &CreateJob| {
-        let job = job.clone();
-        async move { rest::call::<api::SubmitToBooking>((), &job).await }
-    });
-    notebook.on_success(move || {
-        if let Some(path) = notebook.answer().and_then(|job| job.session_path()) {
-            let _ = window().location().set_href(&path);
-        }
-    });
+    let notebook = notebook_opener();
     let open_notebook = move |_| {
         let Some(booking_id) = booking.get().and_then(|s| s.value().parse::<i64>().ok()) else {
             error.set(Some(tr!(jobs.pick_booking).into()));
             return;
         };
         error.set(None);
-        notebook.run(CreateJob {
-            booking_id,
-            argv: Vec::new(),
-            cwd: None,
-            env: None,
-            environment: None,
-            name: None,
-            container: None,
-            notice: None,
-            session: Some(lanes_types::job::SessionKind::Jupyter),
-        });
+        notebook.run(booking_id);
     };
     view! {
         <form class="inline-form" on:submit=send data-testid="submit-job">
@@ -185,6 +165,44 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
             {submit.error_view_with(error)}
             {move || notebook.error().map(|e| view! { <p class="form-error">{e}</p> })}
         </form>
+    }
+    .into_any()
+}
+
+/// One click: the member's own Jupyter in booking `id`; the tab goes to it, and the portal
+/// shows "starting" until it answers.
+pub fn notebook_opener() -> Write<i64, Job> {
+    let notebook = Write::new(|booking_id: &i64| {
+        let job = CreateJob {
+            booking_id: *booking_id,
+            argv: Vec::new(),
+            cwd: None,
+            env: None,
+            environment: None,
+            name: None,
+            container: None,
+            notice: None,
+            session: Some(lanes_types::job::SessionKind::Jupyter),
+        };
+        async move { rest::call::<api::SubmitToBooking>((), &job).await }
+    });
+    notebook.on_success(move || {
+        if let Some(path) = notebook.answer().and_then(|job| job.session_path()) {
+            let _ = window().location().set_href(&path);
+        }
+    });
+    notebook
+}
+
+/// A "JupyterLab" button for the viewer's own active booking `booking`.
+#[component]
+pub fn OpenNotebook(booking: i64) -> impl IntoView {
+    let notebook = notebook_opener();
+    view! {
+        <button type="button" class="small" data-testid="open-jupyter" title=tr!(jobs.jupyter_hint) on:click=move |_| notebook.run(booking)>
+            {tr!(jobs.jupyterlab)}
+        </button>
+        {move || notebook.error().map(|m| view! { <span class="form-error" role="alert">{m}</span> })}
     }
     .into_any()
 }
