@@ -230,6 +230,16 @@ async fn a_member_works_in_their_notebook_through_the_portal_and_only_they_can()
     assert_eq!(status(ada.cookie.clone(), api.clone()).await, 200);
     assert_eq!(status(eve.cookie.clone(), api.clone()).await, 403);
     assert_eq!(status(admin.clone(), api.clone()).await, 403);
+    // Unless the admins chose to open members' notebooks.
+    let boss = app.client_with(&admin);
+    let mut settings = boss.settings().await.unwrap();
+    settings.admins_open_sessions = true;
+    boss.save_settings(&settings).await.expect("saved");
+    assert_eq!(status(admin.clone(), api.clone()).await, 200);
+    assert_eq!(status(eve.cookie.clone(), api.clone()).await, 403);
+    settings.admins_open_sessions = false;
+    boss.save_settings(&settings).await.expect("saved");
+    assert_eq!(status(admin.clone(), api.clone()).await, 403);
     assert_eq!(
         status(ada.cookie.clone(), "/sessions/987654/api/status".into()).await,
         404

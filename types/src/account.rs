@@ -380,6 +380,10 @@ pub struct PortalSettings {
     /// are refused, while admins keep theirs for when the directory is down.
     #[serde(default)]
     pub members_use_directory: bool,
+    /// Admins may open members' notebooks (`/sessions/ID/`); off by default: a notebook runs
+    /// its owner's code as them.
+    #[serde(default)]
+    pub admins_open_sessions: bool,
 }
 
 /// What a first sign-in through the directory does.
@@ -412,6 +416,7 @@ impl Default for PortalSettings {
             lend_idle_by_default: false,
             new_directory_accounts: NewDirectoryAccounts::default(),
             members_use_directory: false,
+            admins_open_sessions: false,
         }
     }
 }

@@ -737,6 +737,7 @@ fn SettingsPanel() -> impl IntoView {
     let lend = NodeRef::new();
     let approve = NodeRef::new();
     let directory_only = NodeRef::new();
+    let admins_sessions = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     // One way to save, as every admin panel does: the form's button, then "Saved".
     let save = move |ev: leptos::ev::SubmitEvent| {
@@ -783,6 +784,7 @@ fn SettingsPanel() -> impl IntoView {
                 NewDirectoryAccounts::Create
             },
             members_use_directory: checked(directory_only),
+            admins_open_sessions: checked(admins_sessions),
         };
         error.set(None);
         save_settings.run(wanted);
@@ -848,6 +850,15 @@ fn SettingsPanel() -> impl IntoView {
                                 node_ref=directory_only
                             />
                             {tr!(admin.members_sign_in_through_the_directory)}
+                        </label>
+                        <label class="check">
+                            <input
+                                type="checkbox"
+                                name="admins_open_sessions"
+                                checked=s.admins_open_sessions
+                                node_ref=admins_sessions
+                            />
+                            {tr!(admin.admins_open_members_notebooks)}
                         </label>
                         <label>
                             {tr!(admin.energy_price_per_kwh_for_reports)}

@@ -742,6 +742,9 @@ fn MyBookings(
                         let cards = gpus.with(|list| {
                             card_list(&b.gpus, list.and_then(|l| l.as_ref().ok()))
                         });
+                        // A notebook on an active booking of one's own making.
+                        let notebook = (b.state == BookingState::Active && b.queue_job.is_none() && b.loan_of.is_none())
+                            .then(|| view! { <crate::pages::jobs::OpenNotebook booking=id /> });
                         let (label, withdraw_label) = match (b.state, b.idle_since) {
                             (BookingState::Active, Some(_)) => (tr!(calendar.state_active_idle), tr!(calendar.release)),
                             (BookingState::Active, None) => (tr!(calendar.state_active), tr!(calendar.release)),
@@ -757,6 +760,7 @@ fn MyBookings(
                                 <td class="actions">
                                     <button on:click=move |_| { withdraw.clear(); extend.run((id, ExtendBooking { end: end + Duration::hours(1) })) }>"+1 h"</button>
                                     <button class="danger" on:click=move |_| { extend.clear(); withdraw.run(id) }>{withdraw_label}</button>
+                                    {notebook}
                                 </td>
                             </tr>
                         }
