@@ -16,7 +16,16 @@ work=$(mktemp -d /tmp/lanes-notebook-bench.XXXXXX)
 chmod 711 "$work"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+# Jobs outlive their server (it adopts them again when it comes back): the notebook's booking is
+# released first, which ends the notebook, then the server stops.
+cleanup() {
+  [ -n "${booking:-}" ] && curl -s -X DELETE -H "authorization: Bearer $token" \
+    "http://127.0.0.1:$port/api/v1/bookings/$booking" > /dev/null && sleep 3
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 "$LANES" serve --gpus sim:2 --listen "127.0.0.1:$port" --data-dir "$work/data" \
   --notice-dir "$work/notice" > "$work/out" 2> "$work/err" &
 pid=$!
@@ -29,6 +38,8 @@ token=$(curl -s -b "$work/cookies" -H 'content-type: application/json' -d '{"nam
 export LANES_URL=http://127.0.0.1:$port LANES_TOKEN=$token
 url=$(HOME=/nonexistent "$LANES" jupyter --gpus 1 --for 1h)
 session=$(basename "$url")
+booking=$(curl -s -H "authorization: Bearer $token" "$LANES_URL/api/v1/jobs/$session" \
+  | sed -n 's/.*"booking_id":\([0-9]*\).*/\1/p')
 socket=$(find "$work/notice" -name jupyter.sock | head -n 1)
 jupyter_token=$(cat "$work"/data/jobs/*/session-token)
 echo "lanes: $("$LANES" --version 2>/dev/null || echo "$LANES"), session $session, $(nproc) cores"

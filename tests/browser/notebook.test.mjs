@@ -99,4 +99,15 @@ test('one click on the Jobs page opens the member\'s notebook on the booked card
   // Provoked: the starting page's 503s, and the favicon Jupyter Server's bare landing page
   // asks for (it ships none without a frontend).
   assert.deepEqual(failures.filter((f) => !/status of (503|404)/.test(f)), []);
+
+  // Jobs outlive their server (it adopts them again when it comes back): end the booking, and
+  // with it the notebook, before the server stops.
+  assert.equal((await ada.request.delete(`${url}/api/v1/bookings/${booking.id}`)).status(), 200);
+  for (let i = 0; i < 100; i++) {
+    const job = await (await ada.request.get(`${url}/api/v1/jobs/${id}`)).json();
+    if (!['running', 'queued'].includes(job.state)) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const after = await ada.request.get(`${url}/sessions/${id}/api/status`);
+  assert.equal(after.status(), 409);
 });
