@@ -46,17 +46,23 @@ pub async fn run(args: Args) {
     let kernel = kernel["id"].as_str().expect("a kernel id").to_string();
     let channels = format!("/sessions/{}/api/kernels/{kernel}/channels", args.session);
 
-    let ws_base = base.replacen("http", "ws", 1);
-    let mut request = format!("{ws_base}/api/kernels/{kernel}/channels")
+    let through_portal = || async {
+        let mut request = format!(
+            "{}/api/kernels/{kernel}/channels",
+            base.replacen("http", "ws", 1)
+        )
         .into_client_request()
         .unwrap();
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {}", args.token).parse().unwrap(),
-    );
-    let (mut proxied, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .expect("the kernel's websocket through the portal");
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", args.token).parse().unwrap(),
+        );
+        tokio_tungstenite::connect_async(request)
+            .await
+            .expect("the kernel's websocket through the portal")
+            .0
+    };
+    let mut proxied = through_portal().await;
 
     let stream = tokio::net::UnixStream::connect(&args.socket)
         .await
@@ -130,17 +136,7 @@ pub async fn run(args: Args) {
     let rss0 = rss_kib(args.pid);
     let mut idle = Vec::new();
     for _ in 0..args.idle_sockets {
-        let mut request = format!("{ws_base}/api/kernels/{kernel}/channels")
-            .into_client_request()
-            .unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", args.token).parse().unwrap(),
-        );
-        let (socket, _) = tokio_tungstenite::connect_async(request)
-            .await
-            .expect("another websocket through the portal");
-        idle.push(socket);
+        idle.push(through_portal().await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss1 = rss_kib(args.pid);

@@ -58,17 +58,7 @@ pub async fn jupyter(args: JupyterArgs) -> Result<ExitCode> {
         None => chosen(&client, &me, args.booking).await?,
     };
     let job = client
-        .submit_job(&CreateJob {
-            booking_id: booking.id,
-            argv: Vec::new(),
-            cwd: None,
-            env: None,
-            environment: None,
-            name: None,
-            container: None,
-            notice: None,
-            session: Some(SessionKind::Jupyter),
-        })
+        .submit_job(&CreateJob::session(booking.id, SessionKind::Jupyter))
         .await?;
     say(
         &args,

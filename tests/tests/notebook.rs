@@ -47,6 +47,32 @@ async fn lanes(app: &TestApp, token: &str, args: &[&str]) -> std::process::Outpu
         .expect("lanes runs")
 }
 
+/// An API token of session `cookie`'s member, for the terminal client.
+async fn token_of(app: &TestApp, cookie: &str) -> String {
+    app.create_token(cookie, "terminal").await["secret"]
+        .as_str()
+        .expect("a token")
+        .to_string()
+}
+
+/// `lanes jupyter --booking BOOKING`, typed by the member: its link, and the session's id.
+async fn open_notebook(app: &TestApp, token: &str, booking: i64) -> (String, i64) {
+    let out = lanes(app, token, &["jupyter", "--booking", &booking.to_string()]).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let url = stdout.trim().to_string();
+    let id = url
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a session's link: {url}"));
+    (url, id)
+}
+
 /// A raw request line to the portal (no client library tidies its path), and the status.
 async fn raw_status(app: &TestApp, path: &str, cookie: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -168,30 +194,10 @@ async fn a_member_works_in_their_notebook_through_the_portal_and_only_they_can()
     let admin = app.sign_up("root-admin", Role::Admin).await;
     let gpus = cards(&app).await;
     let booking = ada.book(&[gpus[1].info.uuid.clone()], 600).await;
-    let token = app.create_token(&ada.cookie, "laptop").await["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = token_of(&app, &ada.cookie).await;
 
     // Typed as a member types it: one command, and a link to open.
-    let out = lanes(
-        &app,
-        &token,
-        &["jupyter", "--booking", &booking.id.to_string()],
-    )
-    .await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let url = stdout.trim();
-    let id: i64 = url
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a session's link: {url}"));
+    let (url, id) = open_notebook(&app, &token, booking.id).await;
     assert_eq!(url, app.url(&format!("/sessions/{id}/")));
     let job = ada.job(id).await;
     assert_eq!(job.state, JobState::Running);
@@ -329,10 +335,7 @@ async fn a_member_without_jupyter_is_told_what_to_install() {
         app: &app,
         cookie: app.sign_up(BARE, Role::User).await,
     };
-    let token = app.create_token(&bob.cookie, "t").await["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = token_of(&app, &bob.cookie).await;
     // No booking yet: told how to get one.
     let none = lanes(&app, &token, &["jupyter"]).await;
     assert_eq!(none.status.code(), Some(1), "{none:?}");
@@ -369,25 +372,8 @@ async fn an_idle_notebook_ends_by_itself() {
     };
     let gpus = cards(&app).await;
     let booking = ada.book(&[gpus[0].info.uuid.clone()], 900).await;
-    let token = app.create_token(&ada.cookie, "t").await["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let out = lanes(
-        &app,
-        &token,
-        &["jupyter", "--booking", &booking.id.to_string()],
-    )
-    .await;
-    assert!(out.status.success(), "{out:?}");
-    let id: i64 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let token = token_of(&app, &ada.cookie).await;
+    let (_, id) = open_notebook(&app, &token, booking.id).await;
     // A kernel used once, then left alone (its tab open): it is culled, then Jupyter, which
     // looks once a minute, finds nothing running and ends the session.
     assert_eq!(run_cell(&app, &ada, id, "print(6 * 7)").await.trim(), "42");

@@ -130,6 +130,23 @@ pub struct Job {
     pub session: Option<SessionKind>,
 }
 
+impl CreateJob {
+    /// A session of `kind` in booking `booking_id` (its command is the portal's to build).
+    pub fn session(booking_id: i64, kind: SessionKind) -> Self {
+        Self {
+            booking_id,
+            argv: Vec::new(),
+            cwd: None,
+            env: None,
+            environment: None,
+            name: None,
+            container: None,
+            notice: None,
+            session: Some(kind),
+        }
+    }
+}
+
 /// What kind of interactive session a job is: the portal serves it at [`Job::session_path`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

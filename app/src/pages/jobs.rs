@@ -173,17 +173,7 @@ fn SubmitForm(me: User, submit: Write<CreateJob, Job>) -> impl IntoView {
 /// shows "starting" until it answers.
 pub fn notebook_opener() -> Write<i64, Job> {
     let notebook = Write::new(|booking_id: &i64| {
-        let job = CreateJob {
-            booking_id: *booking_id,
-            argv: Vec::new(),
-            cwd: None,
-            env: None,
-            environment: None,
-            name: None,
-            container: None,
-            notice: None,
-            session: Some(lanes_types::job::SessionKind::Jupyter),
-        };
+        let job = CreateJob::session(*booking_id, lanes_types::job::SessionKind::Jupyter);
         async move { rest::call::<api::SubmitToBooking>((), &job).await }
     });
     notebook.on_success(move || {
