@@ -146,6 +146,28 @@ async fn forward(state: AppState, id: &str, mut request: Request) -> Result<Resp
             ))
         }
     }
+    // A notebook runs on its booking's node, and only that node's portal reaches its socket.
+    if let Some(booking) = job.booking_id {
+        let booking = state
+            .store
+            .bookings()
+            .get(booking, state.clock.now())
+            .await?;
+        if let Some(node) = booking
+            .as_ref()
+            .and_then(|b| b.gpus.first())
+            .map(|g| g.node.as_str())
+            .filter(|node| *node != &*state.node)
+        {
+            return Err(ApiError::Conflict(
+                format!(
+                    "session {id} runs on node {node}; open it through {node}'s portal (this is {})",
+                    state.node
+                )
+                .into(),
+            ));
+        }
+    }
     let run = state.store.runs().log_dir(id).await?;
     let (socket, token) = run
         .and_then(|run| state.runner.session_endpoint(&run))
@@ -162,12 +184,9 @@ async fn forward(state: AppState, id: &str, mut request: Request) -> Result<Resp
             return Err(starting(id, "Jupyter is starting"));
         }
         Err(e) => {
-            tracing::debug!(session = id, error = %e, "a session's socket is not reachable here");
+            tracing::debug!(session = id, error = %e, "a session's socket is not reachable");
             return Err(ApiError::Unavailable {
-                message: format!(
-                    "session {id} cannot be reached from this portal ({e}): it runs on another \
-                     node, or it has just ended; open it through that node's portal"
-                ),
+                message: format!("session {id} cannot be reached ({e}): it may have just ended"),
                 retry_after_secs: 5,
             });
         }
