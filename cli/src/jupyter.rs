@@ -161,7 +161,17 @@ async fn chosen(
                 booking.username
             )));
         }
-        return Ok(booking);
+        return match booking.state {
+            BookingState::Active => Ok(booking),
+            BookingState::Upcoming => Err(CliError::refused(format!(
+                "booking {id} starts {}; open the notebook then",
+                output::when(booking.start)
+            ))),
+            other => Err(CliError::refused(format!(
+                "booking {id} is {} and holds no cards",
+                other.as_str()
+            ))),
+        };
     }
     let now = Utc::now();
     let active: Vec<Booking> = client
