@@ -243,11 +243,16 @@ pub fn withdraw(notice_dir: &Path, run: &str) {
 /// Removes a run's notice directory (the run is over).
 pub fn remove(notice_dir: &Path, run: &str) {
     let dir = run_dir(notice_dir, run);
-    // A notebook's socket directory, the member's (what they put in it is never followed).
-    let _ = std::fs::remove_dir_all(super::session::dir(notice_dir, run));
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for entry in entries.flatten() {
-            let _ = std::fs::remove_file(entry.path());
+            // A directory in it is a notebook's socket directory, the member's: removed whole
+            // (a link they put in it is removed, never followed).
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let _ = if is_dir {
+                std::fs::remove_dir_all(entry.path())
+            } else {
+                std::fs::remove_file(entry.path())
+            };
         }
     }
     let _ = std::fs::remove_dir(&dir);
