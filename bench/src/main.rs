@@ -101,30 +101,7 @@ enum Command {
         rounds: u32,
     },
     /// A kernel message through the portal's proxy against Jupyter's own socket.
-    Notebook {
-        /// The portal (a running `lanes serve`).
-        #[arg(long)]
-        portal: String,
-        /// The session owner's API token.
-        #[arg(long, env = "LANES_TOKEN")]
-        token: String,
-        #[arg(long)]
-        session: i64,
-        /// The session's socket, and the token Jupyter expects there (from the run's files).
-        #[arg(long)]
-        socket: String,
-        #[arg(long)]
-        jupyter_token: String,
-        #[arg(long, default_value_t = 2000)]
-        rounds: usize,
-        /// The server's pid, for its CPU and RSS.
-        #[arg(long)]
-        pid: u32,
-        #[arg(long, default_value_t = 30)]
-        idle_seconds: u64,
-        #[arg(long, default_value_t = 50)]
-        idle_sockets: usize,
-    },
+    Notebook(notebook::Args),
     /// History storage size and query latency (all 8 cards, 1,000 points).
     History {
         #[arg(long, default_value_t = 30)]
@@ -181,29 +158,9 @@ fn main() {
             gpus,
             runs,
         } => schedule::run(pending, gpus, runs),
-        Command::Notebook {
-            portal,
-            token,
-            session,
-            socket,
-            jupyter_token,
-            rounds,
-            pid,
-            idle_seconds,
-            idle_sockets,
-        } => tokio::runtime::Runtime::new()
+        Command::Notebook(args) => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(notebook::run(notebook::Args {
-                portal,
-                token,
-                session,
-                socket,
-                jupyter_token,
-                rounds,
-                pid,
-                idle_seconds,
-                idle_sockets,
-            })),
+            .block_on(notebook::run(args)),
         Command::History {
             days,
             queries,

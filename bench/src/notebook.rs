@@ -12,15 +12,29 @@ use tokio_tungstenite::tungstenite::Message;
 
 type Socket<S> = tokio_tungstenite::WebSocketStream<S>;
 
+#[derive(clap::Args)]
 pub struct Args {
+    /// The portal (a running `lanes serve`).
+    #[arg(long)]
     pub portal: String,
+    /// The session owner's API token.
+    #[arg(long, env = "LANES_TOKEN")]
     pub token: String,
+    #[arg(long)]
     pub session: i64,
+    /// The session's socket, and the token Jupyter expects there (from the run's files).
+    #[arg(long)]
     pub socket: String,
+    #[arg(long)]
     pub jupyter_token: String,
+    #[arg(long, default_value_t = 2000)]
     pub rounds: usize,
+    /// The server's pid, for its CPU and RSS.
+    #[arg(long)]
     pub pid: u32,
+    #[arg(long, default_value_t = 30)]
     pub idle_seconds: u64,
+    #[arg(long, default_value_t = 50)]
     pub idle_sockets: usize,
 }
 
@@ -133,13 +147,13 @@ pub async fn run(args: Args) {
     };
     quiet.await;
     let cpu = (cpu_ticks(args.pid) - cpu0) as f64 / clock_ticks() / t0.elapsed().as_secs_f64();
-    let rss0 = rss_kib(args.pid);
+    let rss0 = crate::rss_kib(args.pid);
     let mut idle = Vec::new();
     for _ in 0..args.idle_sockets {
         idle.push(through_portal().await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss1 = rss_kib(args.pid);
+    let rss1 = crate::rss_kib(args.pid);
     println!("## What an open, idle session costs the server");
     println!();
     println!("| measure | value |");
@@ -207,13 +221,4 @@ fn clock_ticks() -> f64 {
         .ok()
         .flatten()
         .unwrap_or(100) as f64
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
