@@ -76,6 +76,7 @@ pub fn App() -> impl IntoView {
                 <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
                 <Route path=StaticSegment("queue") view=pages::queue::QueuePage />
                 <Route path=StaticSegment("history") view=pages::history::HistoryPage />
+                <Route path=StaticSegment("usage") view=pages::statements::UsagePage />
             </Routes>
         </Router>
     }

@@ -178,6 +178,7 @@ async fn load(
                     }
                     let start = base + chrono::Duration::hours((i / cards.len()) as i64);
                     let body = CreateBooking {
+                        project: None,
                         gpus: Some(vec![cards[i % cards.len()].clone()]),
                         count: None,
                         start,

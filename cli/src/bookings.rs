@@ -184,6 +184,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
             return Ok(());
         }
         CreateBooking {
+            project: None,
             lend: lend_choice(&args),
             ..named(&slot, args.note.clone())
         }
@@ -205,6 +206,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
         // it is this slot.
         match slot.filter(|s| s.start <= start + Duration::minutes(1)) {
             Some(slot) => CreateBooking {
+                project: None,
                 start,
                 end,
                 lend: lend_choice(&args),
@@ -225,6 +227,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
     } else {
         let start = start.unwrap_or(now);
         CreateBooking {
+            project: None,
             gpus: None,
             count: Some(args.gpus),
             start,
@@ -296,6 +299,7 @@ fn lend_choice(args: &BookArgs) -> Option<bool> {
 /// A booking of a window's cards, by name.
 fn named(slot: &FreeSlot, note: String) -> CreateBooking {
     CreateBooking {
+        project: None,
         gpus: Some(slot.gpus.iter().map(|g| g.uuid.clone()).collect()),
         count: None,
         start: slot.start.max(Utc::now()),

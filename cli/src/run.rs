@@ -253,6 +253,7 @@ async fn try_book_here(
     };
     Ok(client
         .book(&CreateBooking {
+            project: None,
             gpus: Some(slot.gpus.iter().map(|g| g.uuid.clone()).collect()),
             count: None,
             start: Utc::now(),

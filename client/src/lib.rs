@@ -632,6 +632,23 @@ impl Client {
         self.call::<api::TestMyNotifications>((), &()).await
     }
 
+    /// `POST /api/v1/me/notifications/channel-test`: a test to the caller's own webhook now,
+    /// and the service's answer.
+    pub async fn test_my_channel(
+        &self,
+        test: &lanes_types::notify::ChannelTest,
+    ) -> Result<lanes_types::notify::ChannelAnswer> {
+        self.call::<api::TestMyChannel>((), test).await
+    }
+
+    /// `POST /api/v1/policy/channel-test` (admins): a test to the lab's channel now.
+    pub async fn test_lab_channel(
+        &self,
+        test: &lanes_types::notify::ChannelTest,
+    ) -> Result<lanes_types::notify::ChannelAnswer> {
+        self.call::<api::TestLabChannel>((), test).await
+    }
+
     /// `GET /api/v1/notifications/settings` (admins).
     pub async fn notify_settings(&self) -> Result<lanes_types::notify::NotifySettings> {
         self.call::<api::NotifySettingsNow>((), &()).await
@@ -696,6 +713,30 @@ impl Client {
     /// `GET /api/v1/reports/usage.csv`.
     pub async fn usage_csv(&self, query: &ReportQuery) -> Result<String> {
         self.call::<api::UsageCsv>((), query).await
+    }
+
+    /// `GET /api/v1/statements` (admins): a month's statement.
+    pub async fn statement(
+        &self,
+        query: &lanes_types::statement::StatementQuery,
+    ) -> Result<lanes_types::statement::Statement> {
+        self.call::<api::Statements>((), query).await
+    }
+
+    /// `GET /api/v1/statements.csv` (admins): one table of a month's statement.
+    pub async fn statement_csv(
+        &self,
+        query: &lanes_types::statement::StatementQuery,
+    ) -> Result<String> {
+        self.call::<api::StatementsCsv>((), query).await
+    }
+
+    /// `GET /api/v1/me/usage`: the caller's month.
+    pub async fn my_usage(
+        &self,
+        query: &lanes_types::statement::StatementQuery,
+    ) -> Result<lanes_types::statement::MyUsage> {
+        self.call::<api::MyUsageOfMonth>((), query).await
     }
 
     // ---- queue ----

@@ -27,6 +27,7 @@ pub mod ops;
 pub mod queue;
 pub mod reports;
 pub mod runtime;
+pub mod statements;
 pub mod store;
 pub mod telemetry;
 pub mod usecases;

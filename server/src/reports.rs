@@ -194,6 +194,7 @@ pub fn build(inputs: &Inputs<'_>) -> UsageReport {
         let (cost, co2e_kg) = priced(kwh, inputs);
         bookings.push(BookingUsage {
             booking_id: b.id,
+            project: b.project.clone(),
             username: b.username.clone(),
             gpus: b.gpus.len(),
             cards: inputs.cards.names(&b.gpus),
@@ -358,7 +359,7 @@ impl std::str::FromStr for Table {
 
 /// A CSV field: quoted when it holds a comma, a quote or a line break; a leading `=`, `+`, `-`
 /// or `@` is defused so that spreadsheets do not run it as a formula.
-fn field(text: &str) -> String {
+pub fn csv_field(text: &str) -> String {
     let text = if text.starts_with(['=', '+', '-', '@']) {
         format!("'{text}")
     } else {
@@ -405,7 +406,7 @@ pub fn csv(report: &UsageReport, table: Table) -> String {
             for r in rows {
                 lines.push(format!(
                     "{},{},{},{},{},{},{},{}",
-                    field(&r.name),
+                    csv_field(&r.name),
                     num(r.gpu_hours_booked),
                     num(r.gpu_hours_used),
                     num(r.gpu_hours_used_card_level),
@@ -424,9 +425,9 @@ pub fn csv(report: &UsageReport, table: Table) -> String {
                 lines.push(format!(
                     "{},{},{},{},{},{},{},{},{},{},{}",
                     b.booking_id,
-                    field(&b.username),
+                    csv_field(&b.username),
                     b.gpus,
-                    field(&b.cards.join("; ")),
+                    csv_field(&b.cards.join("; ")),
                     b.start.to_rfc3339(),
                     b.end.to_rfc3339(),
                     num(b.gpu_hours_booked),
@@ -445,7 +446,7 @@ pub fn csv(report: &UsageReport, table: Table) -> String {
                 lines.push(format!(
                     "{},{},{},{},{}",
                     j.job_id,
-                    field(&j.username),
+                    csv_field(&j.username),
                     num(j.gpu_hours_used),
                     opt(j.mean_sm_pct),
                     energy(j.energy_kwh, j.cost, j.co2e_kg),
@@ -457,8 +458,8 @@ pub fn csv(report: &UsageReport, table: Table) -> String {
             for u in &report.unix_users {
                 lines.push(format!(
                     "{},{},{},{},{},{}",
-                    field(&u.unix_user),
-                    field(u.username.as_deref().unwrap_or("")),
+                    csv_field(&u.unix_user),
+                    csv_field(u.username.as_deref().unwrap_or("")),
                     num(u.gpu_hours_used),
                     num(u.hours_on_card),
                     opt(u.mean_sm_pct),

@@ -832,6 +832,7 @@ pub fn booking_of(
     end: chrono::DateTime<Utc>,
 ) -> CreateBooking {
     CreateBooking {
+        project: None,
         gpus: Some(cards.to_vec()),
         count: None,
         start,

@@ -114,6 +114,7 @@ fn matrix() -> Vec<Row> {
         row(get.clone(), "/calendar", None, [303, 200, 200, 200]),
         row(get.clone(), "/jobs", None, [303, 200, 200, 200]),
         row(get.clone(), "/history", None, [303, 200, 200, 200]),
+        row(get.clone(), "/usage", None, [303, 200, 200, 200]),
         row(get.clone(), "/queue", None, [303, 200, 200, 200]),
         row(post.clone(), "/api/fn/fleet", None, [401, 200, 200, 200]),
         row(get.clone(), "/api/v1/gpus", None, [401, 200, 200, 200]),
@@ -154,6 +155,13 @@ fn matrix() -> Vec<Row> {
             post.clone(),
             "/api/v1/me/notifications/test",
             None,
+            [401, 422, 422, 422],
+        ),
+        // Nor a saved webhook to try.
+        row(
+            post.clone(),
+            "/api/v1/me/notifications/channel-test",
+            EmptyJson,
             [401, 422, 422, 422],
         ),
         row(
@@ -310,6 +318,13 @@ fn matrix() -> Vec<Row> {
             EmptyJson,
             [401, 403, 403, 200],
         ),
+        // The lab's channel is tried by admins only (none saved here: 422).
+        row(
+            post.clone(),
+            "/api/v1/policy/channel-test",
+            EmptyJson,
+            [401, 403, 403, 422],
+        ),
         row(
             get.clone(),
             "/api/v1/violations",
@@ -330,6 +345,20 @@ fn matrix() -> Vec<Row> {
             None,
             [401, 200, 200, 200],
         ),
+        // Statements are the admins'; each member reads their own month.
+        row(
+            get.clone(),
+            "/api/v1/statements",
+            None,
+            [401, 403, 403, 200],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/statements.csv",
+            None,
+            [401, 403, 403, 200],
+        ),
+        row(get.clone(), "/api/v1/me/usage", None, [401, 200, 200, 200]),
         row(
             get.clone(),
             "/api/v1/bookings/energy",

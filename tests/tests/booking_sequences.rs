@@ -174,6 +174,7 @@ async fn run(ops: Vec<Op>) -> Result<usize, String> {
                     .map(|i| uuids[i].clone())
                     .collect();
                 let new = NewBooking {
+                    project: None,
                     owner: users[user].clone(),
                     cards: if any {
                         CardChoice::Any(named.len() as u32)

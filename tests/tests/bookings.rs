@@ -33,6 +33,7 @@ fn on(gpus: &[&String], (start, end): Slot) -> CreateBooking {
 /// Any `count` cards for a slot.
 fn any(count: u32, (start, end): Slot) -> CreateBooking {
     CreateBooking {
+        project: None,
         gpus: None,
         count: Some(count),
         ..lanes_tests::booking_of(&[], start, end)
@@ -65,6 +66,7 @@ async fn cards_are_booked_once_per_moment_and_back_to_back_is_fine() {
 
     let (s, e) = hours(base, 0, 4);
     let training = CreateBooking {
+        project: None,
         note: "training".into(),
         ..on(&[&gpus[0]], (s, e))
     };
@@ -104,10 +106,12 @@ async fn bad_requests_are_refused_by_rule_and_store_nothing() {
     let hour = (base, base + Duration::hours(1));
     let nope = "GPU-nope".to_string();
     let both = CreateBooking {
+        project: None,
         count: Some(1),
         ..on(&[&gpus[0]], hour)
     };
     let long_note = CreateBooking {
+        project: None,
         note: "x".repeat(1001),
         ..on(&[&gpus[0]], hour)
     };
@@ -270,6 +274,7 @@ async fn quotas_refuse_with_the_rule_and_admins_may_go_beyond_with_an_audit_line
 
     // An admin books beyond ada's quota for her: allowed, and the audit log says so.
     let for_ada = CreateBooking {
+        project: None,
         user: Some("ada".into()),
         lend: None,
         ..any(3, later)
@@ -288,6 +293,7 @@ async fn quotas_refuse_with_the_rule_and_admins_may_go_beyond_with_an_audit_line
     );
     // Users may not book for others.
     let for_root = CreateBooking {
+        project: None,
         user: Some("root".into()),
         lend: None,
         ..on(&[&gpus[3]], hours(base, 50, 51))

@@ -252,6 +252,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     let on_c = cards_of(&gpus, "c");
     let booking = via_portal
         .book(&CreateBooking {
+            project: None,
             gpus: Some(on_c[..2].to_vec()),
             count: None,
             start: now,
@@ -334,6 +335,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     let slot_end = Utc::now() + Span::seconds(10);
     let on_b_booking = via_portal
         .book(&CreateBooking {
+            project: None,
             gpus: Some(vec![on_b[0].clone()]),
             count: None,
             start: Utc::now(),
@@ -386,6 +388,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     for _ in 0..2 {
         let any = via_portal
             .book(&CreateBooking {
+                project: None,
                 gpus: None,
                 count: Some(2),
                 start: Utc::now() + Span::hours(1),
@@ -406,6 +409,7 @@ async fn three_nodes_and_a_portal_in_their_own_namespaces_make_one_pool_that_sur
     let on_a = cards_of(&gpus, "a");
     let across = via_portal
         .book(&CreateBooking {
+            project: None,
             gpus: Some(vec![on_a[3].clone(), on_c[3].clone()]),
             count: None,
             start: Utc::now() + Span::hours(3),

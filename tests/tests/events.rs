@@ -104,6 +104,7 @@ async fn every_write_that_frees_or_takes_a_card_makes_the_queue_run_a_pass() {
     let (gpus1, start, end) = slot(2, card(1));
     let later = member
         .book(&CreateBooking {
+            project: None,
             gpus: Some(gpus1),
             count: None,
             start,

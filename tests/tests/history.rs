@@ -472,6 +472,7 @@ async fn a_reports_gpu_hours_match_a_constructed_scenario() {
         .bookings()
         .create(
             &NewBooking {
+                project: None,
                 owner,
                 cards: CardChoice::Named(vec!["GPU-A".into(), "GPU-B".into()]),
                 start: at(t0),

@@ -22,6 +22,7 @@ fn four_hours_of(count: u32) -> CreateBooking {
         .duration_trunc(Duration::hours(1))
         .unwrap();
     CreateBooking {
+        project: None,
         gpus: None,
         count: Some(count),
         ..lanes_tests::booking_of(&[], start, start + Duration::hours(4))

@@ -8,6 +8,7 @@ mod authorization;
 mod backup;
 mod booking_sequences;
 mod bookings;
+mod chat;
 mod cli;
 mod cluster;
 mod containers;

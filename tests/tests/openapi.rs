@@ -257,6 +257,12 @@ async fn call_client(
             .await
             .map(drop),
         ("POST", "/api/v1/me/notifications/test") => client.test_my_notifications().await.map(drop),
+        ("POST", "/api/v1/me/notifications/channel-test") => {
+            client.test_my_channel(&Default::default()).await.map(drop)
+        }
+        ("POST", "/api/v1/policy/channel-test") => {
+            client.test_lab_channel(&Default::default()).await.map(drop)
+        }
         ("GET", "/api/v1/notifications/settings") => client.notify_settings().await.map(drop),
         ("PUT", "/api/v1/notifications/settings") => client
             .save_notify_settings(&Default::default())
@@ -269,6 +275,11 @@ async fn call_client(
         ("GET", "/api/v1/reports/usage.csv") => {
             client.usage_csv(&Default::default()).await.map(drop)
         }
+        ("GET", "/api/v1/statements") => client.statement(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/statements.csv") => {
+            client.statement_csv(&Default::default()).await.map(drop)
+        }
+        ("GET", "/api/v1/me/usage") => client.my_usage(&Default::default()).await.map(drop),
         ("POST", "/api/v1/queue") => client
             .enqueue(&body(json!({"gpus": 1, "time_limit_s": 60, "argv": argv})))
             .await

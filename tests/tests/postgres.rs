@@ -156,6 +156,7 @@ async fn any_n_requests_on_two_servers_hand_out_each_free_card_once() {
         pool.clients[0].book(&six).await.unwrap();
         let count = if round % 2 == 0 { 1 } else { 2 };
         let request = CreateBooking {
+            project: None,
             gpus: None,
             count: Some(count),
             ..lanes_tests::booking_of(&[], start, end)

@@ -53,6 +53,7 @@ async fn book_at(
 ) -> Booking {
     let end = start + chrono::Duration::seconds(seconds);
     let request = CreateBooking {
+        project: None,
         note: note.into(),
         ..lanes_tests::booking_of(cards, start, end)
     };

@@ -169,6 +169,7 @@ async fn a_changes_channel_says_which_lists_changed_and_needs_a_login() {
     let start = chrono::Utc::now() + chrono::Duration::minutes(5);
     member
         .book(&CreateBooking {
+            project: None,
             count: Some(1),
             start,
             end: start + chrono::Duration::hours(1),

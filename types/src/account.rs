@@ -384,6 +384,18 @@ pub struct PortalSettings {
     /// its owner's code as them.
     #[serde(default)]
     pub admins_open_sessions: bool,
+    /// Projects bookings may carry, for the monthly statements.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<crate::statement::Project>,
+    /// Each group's default project: what a member's booking carries when it names none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub group_projects: std::collections::BTreeMap<String, String>,
+    /// What a booked GPU-hour costs, for statements (in the lab's currency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_price: Option<f64>,
+    /// What members see of others' usage (their own only, unless admins choose more).
+    #[serde(default)]
+    pub usage_visibility: crate::statement::UsageVisibility,
 }
 
 /// What a first sign-in through the directory does.
@@ -417,6 +429,10 @@ impl Default for PortalSettings {
             new_directory_accounts: NewDirectoryAccounts::default(),
             members_use_directory: false,
             admins_open_sessions: false,
+            projects: Vec::new(),
+            group_projects: Default::default(),
+            gpu_hour_price: None,
+            usage_visibility: Default::default(),
         }
     }
 }
@@ -436,6 +452,34 @@ impl PortalSettings {
         }
         if !within(self.carbon_g_per_kwh, 5000.0) {
             return Err("carbon_g_per_kwh must be from 0 to 5000 (g CO2e per kWh)".into());
+        }
+        if !within(self.gpu_hour_price, 100_000.0) {
+            return Err("gpu_hour_price must be from 0 to 100000".into());
+        }
+        if self.projects.len() > 500 {
+            return Err("at most 500 projects".into());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for project in &self.projects {
+            if let Some(problem) = crate::statement::Project::name_problem(&project.name) {
+                return Err(problem);
+            }
+            if project.description.chars().count() > 500 {
+                return Err(format!(
+                    "the description of {:?} is over 500 characters",
+                    project.name
+                ));
+            }
+            if !seen.insert(project.name.as_str()) {
+                return Err(format!("project {:?} is named twice", project.name));
+            }
+        }
+        for (group, project) in &self.group_projects {
+            if !seen.contains(project.as_str()) {
+                return Err(format!(
+                    "group {group:?}'s default project {project:?} is not one of the projects"
+                ));
+            }
         }
         Ok(())
     }

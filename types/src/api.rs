@@ -25,7 +25,8 @@ use crate::health::{
 use crate::history::HistoryAnswer;
 use crate::job::{CreateJob, Job};
 use crate::notify::{
-    NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry, TestSend, TestSent,
+    ChannelAnswer, ChannelTest, NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry,
+    TestSend, TestSent,
 };
 use crate::query::{
     AuditQuery, BookingQuery, HistoryQuery, InjectProcess, Injected, JobQuery, LogQuery,
@@ -36,6 +37,7 @@ use crate::queue::{
 };
 use crate::report::{BookingEnergyNow, UsageReport};
 pub use crate::rule::Rule;
+use crate::statement::{MyUsage, Statement, StatementQuery};
 use crate::{GpuState, HealthReport, NodeState};
 use serde::{Deserialize, Serialize};
 
@@ -326,6 +328,9 @@ endpoints! {
     // ---- enforcement ----
     PolicyNow: Get "/api/v1/policy" (()) nothing () => json Policy;
     SavePolicy: Put "/api/v1/policy" (()) json Policy => json Policy;
+    /// A test message to the lab's channel now (the form's values, or the saved ones), and
+    /// what the service answered.
+    TestLabChannel: Post "/api/v1/policy/channel-test" (()) json ChannelTest => json ChannelAnswer;
     Violations: Get "/api/v1/violations" (()) query ViolationQuery => json Vec<Violation>;
     /// A process on a simulated card (simulated fleets only).
     InjectSimProcess: Post "/api/v1/sim/processes" (()) json InjectProcess => json Injected;
@@ -345,6 +350,12 @@ endpoints! {
     History: Get "/api/v1/history" (()) query HistoryQuery => json HistoryAnswer;
     Usage: Get "/api/v1/reports/usage" (()) query ReportQuery => json UsageReport;
     UsageCsv: Get "/api/v1/reports/usage.csv" (()) query ReportQuery => text String;
+    /// A month's statement per project, group and member (admins).
+    Statements: Get "/api/v1/statements" (()) query StatementQuery => json Statement;
+    /// One table of a month's statement as CSV: `projects`, `groups`, `users` or `jobs` (admins).
+    StatementsCsv: Get "/api/v1/statements.csv" (()) query StatementQuery => text String;
+    /// The caller's month against their quota, and as much of others' as the admins show.
+    MyUsageOfMonth: Get "/api/v1/me/usage" (()) query StatementQuery => json MyUsage;
 
     // ---- queue ----
     Enqueue: Post "/api/v1/queue" (()) json SubmitJob => json QueuedJob;
@@ -364,6 +375,9 @@ endpoints! {
     SaveMyNotifications: Put "/api/v1/me/notifications" (()) json NotifyPrefs => json NotifyPrefsView;
     /// A test message to the caller's channels.
     TestMyNotifications: Post "/api/v1/me/notifications/test" (()) nothing () => json TestSent;
+    /// A test message to the caller's own webhook now (the form's values, or the saved ones),
+    /// and what the service answered.
+    TestMyChannel: Post "/api/v1/me/notifications/channel-test" (()) json ChannelTest => json ChannelAnswer;
     NotifySettingsNow: Get "/api/v1/notifications/settings" (()) nothing () => json NotifySettings;
     SaveNotifySettings: Put "/api/v1/notifications/settings" (()) json NotifySettings => json NotifySettings;
     /// The newest messages, optionally of one status.

@@ -83,6 +83,9 @@ pub struct Booking {
     /// The queue job that borrows its cards now, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lent_to: Option<i64>,
+    /// The project it is for (statements count its GPU-hours there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 /// Body of `POST /api/v1/bookings`: either `gpus` (UUIDs) or `count`.
@@ -104,6 +107,9 @@ pub struct CreateBooking {
     /// holder starts work); absent: as the portal's default says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lend: Option<bool>,
+    /// The project it is for, one the admins defined; absent: the holder's group's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 /// Body of `PATCH /api/v1/bookings/{id}`: a later end.

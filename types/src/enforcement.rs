@@ -27,15 +27,125 @@ impl WatchdogMode {
     }
 }
 
-/// Body format of the outgoing webhook.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Body format of the outgoing webhook: a plain JSON POST, or a chat service's own message
+/// format (its cards or markdown, its signature where it signs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
     /// `{"event", "at", "text", ...details}`.
     #[default]
     Json,
-    /// `{"text"}`, as Slack's (and Mattermost's) incoming webhooks take it.
+    /// Slack's incoming webhooks (and Mattermost's): text with blocks and link buttons.
     Slack,
+    /// A Feishu or Lark group's custom bot: an interactive card, signed when the bot has a
+    /// signing secret.
+    Feishu,
+    /// A DingTalk group's custom robot: an action card, signed (HMAC-SHA256 of the timestamp)
+    /// when the robot has a signing secret.
+    Dingtalk,
+    /// A WeCom (企业微信) group robot: markdown.
+    Wecom,
+    /// A Microsoft Teams channel's workflow webhook: an Adaptive Card.
+    Teams,
+    /// A Matrix room: the URL is the room's `…/send/m.room.message` endpoint on the homeserver,
+    /// the secret the bot account's access token.
+    Matrix,
+    /// An ntfy topic (`https://ntfy.sh/lab-gpus`); the secret an access token where the topic
+    /// is protected.
+    Ntfy,
+}
+
+impl WebhookFormat {
+    pub const ALL: [WebhookFormat; 8] = [
+        WebhookFormat::Json,
+        WebhookFormat::Slack,
+        WebhookFormat::Feishu,
+        WebhookFormat::Dingtalk,
+        WebhookFormat::Wecom,
+        WebhookFormat::Teams,
+        WebhookFormat::Matrix,
+        WebhookFormat::Ntfy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookFormat::Json => "json",
+            WebhookFormat::Slack => "slack",
+            WebhookFormat::Feishu => "feishu",
+            WebhookFormat::Dingtalk => "dingtalk",
+            WebhookFormat::Wecom => "wecom",
+            WebhookFormat::Teams => "teams",
+            WebhookFormat::Matrix => "matrix",
+            WebhookFormat::Ntfy => "ntfy",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WebhookFormat> {
+        WebhookFormat::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// The service's name, as its users know it.
+    pub fn service(self) -> &'static str {
+        match self {
+            WebhookFormat::Json => "JSON",
+            WebhookFormat::Slack => "Slack / Mattermost",
+            WebhookFormat::Feishu => "Feishu / Lark (飞书)",
+            WebhookFormat::Dingtalk => "DingTalk (钉钉)",
+            WebhookFormat::Wecom => "WeCom (企业微信)",
+            WebhookFormat::Teams => "Microsoft Teams",
+            WebhookFormat::Matrix => "Matrix",
+            WebhookFormat::Ntfy => "ntfy",
+        }
+    }
+
+    /// What the secret is for this service; `None` where it takes none.
+    pub fn secret_use(self) -> Option<&'static str> {
+        match self {
+            WebhookFormat::Feishu | WebhookFormat::Dingtalk => Some("signing secret"),
+            WebhookFormat::Matrix | WebhookFormat::Ntfy => Some("access token"),
+            _ => None,
+        }
+    }
+
+    /// The first thing wrong with `url` (and `secret`, when one is kept or given) for this
+    /// format, in words.
+    pub fn problem(self, url: &str, secret: bool) -> Option<String> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2000 {
+            return Some("webhook_url must be an http:// or https:// URL".into());
+        }
+        let path = url
+            .splitn(4, '/')
+            .nth(3)
+            .map(|p| p.split(['?', '#']).next().unwrap_or(""))
+            .unwrap_or("");
+        match self {
+            WebhookFormat::Matrix if !(path.contains("_matrix/client/") && path.contains("/rooms/") && path.ends_with("/send/m.room.message")) => Some(
+                "a Matrix webhook_url is the room's send endpoint: https://HOMESERVER/_matrix/client/v3/rooms/ROOM_ID/send/m.room.message".into(),
+            ),
+            WebhookFormat::Matrix if !secret => Some(
+                "Matrix needs the bot account's access token as the webhook secret".into(),
+            ),
+            WebhookFormat::Ntfy if path.trim_end_matches('/').rsplit('/').next().unwrap_or("").is_empty() => Some(
+                "an ntfy webhook_url names the topic: https://ntfy.sh/YOUR_TOPIC".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// A secret kept with a webhook: written, never read back. A save without one keeps the one
+/// stored while the URL stays the same (a new URL must not be handed the old URL's token); an
+/// empty one removes it.
+pub fn keep_secret(
+    given: Option<String>,
+    stored: Option<String>,
+    same_url: bool,
+) -> Option<String> {
+    match given {
+        None => stored.filter(|_| same_url),
+        Some(s) if s.is_empty() => None,
+        Some(s) => Some(s),
+    }
 }
 
 /// Enforcement policy, set by admins at run time.
@@ -61,6 +171,12 @@ pub struct Policy {
     /// Where notifications go (JSON POST); none when unset. Treated as a secret: never logged.
     pub webhook_url: Option<String>,
     pub webhook_format: WebhookFormat,
+    /// The webhook's signing secret or access token (see [`WebhookFormat::secret_use`]).
+    /// Write-only: a read answers it as `None` and `webhook_secret_set` says whether one is
+    /// kept; a save without it keeps the one stored, an empty one removes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
+    pub webhook_secret_set: bool,
     /// What happens to failing and degraded cards.
     pub health: crate::health::HealthPolicy,
 }
@@ -78,6 +194,8 @@ impl Default for Policy {
             idle_release_grace_s: 15 * 60,
             webhook_url: None,
             webhook_format: WebhookFormat::Json,
+            webhook_secret: None,
+            webhook_secret_set: false,
             health: Default::default(),
         }
     }
@@ -87,6 +205,13 @@ impl Default for Policy {
 pub const MAX_POLICY_SECONDS: u64 = 7 * 24 * 3600;
 
 impl Policy {
+    /// As it is shown: the webhook's secret left out, `webhook_secret_set` saying whether
+    /// one is kept.
+    pub fn redacted(mut self) -> Self {
+        self.webhook_secret_set = self.webhook_secret.take().is_some();
+        self
+    }
+
     /// The first thing wrong with this policy, in words.
     pub fn problem(&self) -> Option<String> {
         if self.idle_threshold_pct > 100 {
@@ -104,9 +229,13 @@ impl Policy {
             }
         }
         if let Some(url) = &self.webhook_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2000 {
-                return Some("webhook_url must be an http:// or https:// URL".into());
+            let secret = self.webhook_secret.is_some() || self.webhook_secret_set;
+            if let Some(problem) = self.webhook_format.problem(url, secret) {
+                return Some(problem);
             }
+        }
+        if self.webhook_secret.as_ref().is_some_and(|s| s.len() > 500) {
+            return Some("webhook_secret must be at most 500 characters".into());
         }
         let blank = |v: &Vec<String>| v.iter().any(|s| s.trim().is_empty() || s.len() > 64);
         if blank(&self.exempt_users) {

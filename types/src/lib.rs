@@ -23,6 +23,7 @@ pub mod queue;
 pub mod report;
 pub mod rule;
 pub mod shell;
+pub mod statement;
 pub mod units;
 
 use serde::{Deserialize, Serialize};

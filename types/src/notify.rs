@@ -293,6 +293,11 @@ pub struct NotifyPrefs {
     /// only to its owner.
     pub webhook_url: Option<String>,
     pub webhook_format: crate::enforcement::WebhookFormat,
+    /// The webhook's signing secret or access token; write-only, as the lab's
+    /// ([`crate::enforcement::Policy::webhook_secret`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
+    pub webhook_secret_set: bool,
     /// Per event: the channels chosen; an event not named here takes the lab's default.
     pub events: BTreeMap<EventKind, Channels>,
 }
@@ -323,11 +328,21 @@ impl NotifyPrefs {
         self.events.get(&kind).copied().unwrap_or(rule.channels)
     }
 
+    /// As it is shown: the secret left out, `webhook_secret_set` saying whether one is kept.
+    pub fn redacted(mut self) -> Self {
+        self.webhook_secret_set = self.webhook_secret.take().is_some();
+        self
+    }
+
     pub fn problem(&self) -> Option<String> {
         if let Some(url) = &self.webhook_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() > 2000 {
-                return Some("webhook_url must be an http:// or https:// URL".into());
+            let secret = self.webhook_secret.is_some() || self.webhook_secret_set;
+            if let Some(problem) = self.webhook_format.problem(url, secret) {
+                return Some(problem);
             }
+        }
+        if self.webhook_secret.as_ref().is_some_and(|s| s.len() > 500) {
+            return Some("webhook_secret must be at most 500 characters".into());
         }
         if self.time_zone.as_ref().is_some_and(|z| z.len() > 64) {
             return Some("time_zone must be an IANA name such as Europe/Berlin".into());
@@ -422,6 +437,33 @@ pub struct TestSend {
 pub struct TestSent {
     /// The outbox messages it made (watch them in the outbox).
     pub queued: Vec<i64>,
+}
+
+/// Body of a channel test (`POST /api/v1/me/notifications/channel-test`, and the lab's
+/// `POST /api/v1/policy/channel-test`): a test message sent now to these values, or to the
+/// saved ones where a field is left out (so a form can be tried before it is saved).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelTest {
+    pub webhook_url: Option<String>,
+    pub webhook_format: Option<crate::enforcement::WebhookFormat>,
+    /// None: the saved secret (when the URL is the saved one too).
+    pub webhook_secret: Option<String>,
+}
+
+/// What the service answered a channel test.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelAnswer {
+    /// The service took the message (its status and, where it says so in its body, its code).
+    pub delivered: bool,
+    /// The HTTP status it answered; none when it could not be reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The start of its answer's body, as it sent it.
+    pub answer: String,
+    /// Why it was not delivered, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// What a one-click link in a message does.

@@ -39,6 +39,9 @@ pub struct UsageRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BookingUsage {
     pub booking_id: i64,
+    /// The project it is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     pub username: String,
     pub gpus: usize,
     /// Its cards by name ("GPU 3 · node-a"), node then index.

@@ -4,6 +4,7 @@
 //! use, so the page can do nothing the API would not allow. A section opened by its address
 //! arrives with its data ([`AdminSection::reads`], [`crate::components::page_data`]).
 
+use super::statements;
 use crate::components::format::date_time;
 use crate::components::page_data;
 use crate::components::remote::{checked, field, render_remote, Remote};
@@ -17,6 +18,7 @@ use lanes_types::account::{
 };
 use lanes_types::api::{self, Endpoint};
 use lanes_types::job::DefaultEnvironment;
+use lanes_types::statement::UsageVisibility;
 use leptos::prelude::*;
 
 /// The admin area's sections, each at `/admin/{slug}`.
@@ -30,11 +32,12 @@ pub enum AdminSection {
     Notifications,
     Violations,
     Audit,
+    Statements,
 }
 
 impl AdminSection {
     /// In the side navigation's order; `/admin` alone opens the first.
-    pub const ALL: [AdminSection; 8] = [
+    pub const ALL: [AdminSection; 9] = [
         AdminSection::Users,
         AdminSection::Groups,
         AdminSection::Quotas,
@@ -43,6 +46,7 @@ impl AdminSection {
         AdminSection::Notifications,
         AdminSection::Violations,
         AdminSection::Audit,
+        AdminSection::Statements,
     ];
 
     /// Its path segment.
@@ -56,6 +60,7 @@ impl AdminSection {
             AdminSection::Notifications => "notifications",
             AdminSection::Violations => "violations",
             AdminSection::Audit => "audit",
+            AdminSection::Statements => "statements",
         }
     }
 
@@ -74,6 +79,7 @@ impl AdminSection {
             AdminSection::Notifications => tr!(admin_section.notifications),
             AdminSection::Violations => tr!(admin_section.violations),
             AdminSection::Audit => tr!(admin_section.audit),
+            AdminSection::Statements => tr!(admin_section.statements),
         }
     }
 
@@ -97,6 +103,7 @@ impl AdminSection {
                 vec![enforcement::VIOLATIONS.into(), enforcement::GPUS.into()]
             }
             AdminSection::Audit => vec![audit_first_page()],
+            AdminSection::Statements => vec![statements::statement_first()],
         }
     }
 }
@@ -213,6 +220,7 @@ fn Section(name: String) -> impl IntoView {
             view! { <crate::pages::enforcement::ViolationsPanel /> }.into_any()
         }
         AdminSection::Audit => view! { <AuditSection /> }.into_any(),
+        AdminSection::Statements => view! { <statements::StatementSection /> }.into_any(),
     }
 }
 
@@ -738,6 +746,10 @@ fn SettingsPanel() -> impl IntoView {
     let approve = NodeRef::new();
     let directory_only = NodeRef::new();
     let admins_sessions = NodeRef::new();
+    let gpu_price = NodeRef::new();
+    let visibility = NodeRef::<leptos::html::Select>::new();
+    let projects = NodeRef::<leptos::html::Textarea>::new();
+    let defaults = NodeRef::<leptos::html::Textarea>::new();
     let error = RwSignal::new(None::<String>);
     // One way to save, as every admin panel does: the form's button, then "Saved".
     let save = move |ev: leptos::ev::SubmitEvent| {
@@ -756,11 +768,26 @@ fn SettingsPanel() -> impl IntoView {
             }
             text.parse::<f64>().map(Some).map_err(|_| what.to_string())
         };
-        let (energy_price_per_kwh, carbon_g_per_kwh) = match (
+        let (energy_price_per_kwh, carbon_g_per_kwh, gpu_hour_price) = match (
             optional(price, tr!(admin.price_not_number)),
             optional(carbon, tr!(admin.carbon_not_number)),
+            optional(gpu_price, tr!(admin.price_not_number)),
         ) {
-            (Ok(p), Ok(c)) => (p, c),
+            (Ok(p), Ok(c), Ok(g)) => (p, c, g),
+            (Err(m), _, _) | (_, Err(m), _) | (_, _, Err(m)) => {
+                save_settings.clear();
+                error.set(Some(m));
+                return;
+            }
+        };
+        let text = |node: NodeRef<leptos::html::Textarea>| {
+            node.get().map(|t| t.value()).unwrap_or_default()
+        };
+        let (project_list, group_projects) = match (
+            statements::parse_projects(&text(projects)),
+            statements::parse_group_projects(&text(defaults)),
+        ) {
+            (Ok(p), Ok(g)) => (p, g),
             (Err(m), _) | (_, Err(m)) => {
                 save_settings.clear();
                 error.set(Some(m));
@@ -785,6 +812,14 @@ fn SettingsPanel() -> impl IntoView {
             },
             members_use_directory: checked(directory_only),
             admins_open_sessions: checked(admins_sessions),
+            projects: project_list,
+            group_projects,
+            gpu_hour_price,
+            usage_visibility: match visibility.get().map(|s| s.value()).as_deref() {
+                Some("group") => UsageVisibility::Group,
+                Some("lab") => UsageVisibility::Lab,
+                _ => UsageVisibility::Own,
+            },
         };
         error.set(None);
         save_settings.run(wanted);
@@ -881,6 +916,37 @@ fn SettingsPanel() -> impl IntoView {
                                 value=s.carbon_g_per_kwh.map(|c| c.to_string()).unwrap_or_default()
                                 node_ref=carbon
                             />
+                        </label>
+                        <label>
+                            {tr!(statements.gpu_hour_price)}
+                            <input
+                                type="number"
+                                name="gpu_hour_price"
+                                min="0"
+                                step="any"
+                                value=s.gpu_hour_price.map(|p| p.to_string()).unwrap_or_default()
+                                node_ref=gpu_price
+                            />
+                        </label>
+                        <label>
+                            {tr!(statements.members_see)}
+                            <select name="usage_visibility" node_ref=visibility>
+                                <option value="own" selected=s.usage_visibility == UsageVisibility::Own>{tr!(statements.see_own)}</option>
+                                <option value="group" selected=s.usage_visibility == UsageVisibility::Group>{tr!(statements.see_group)}</option>
+                                <option value="lab" selected=s.usage_visibility == UsageVisibility::Lab>{tr!(statements.see_lab)}</option>
+                            </select>
+                        </label>
+                        <label>
+                            {tr!(statements.projects_label)}
+                            <textarea name="projects" rows="4" node_ref=projects
+                                placeholder=tr!(statements.projects_placeholder)
+                                prop:value=statements::projects_text(&s.projects)></textarea>
+                        </label>
+                        <label>
+                            {tr!(statements.group_projects_label)}
+                            <textarea name="group_projects" rows="3" node_ref=defaults
+                                placeholder=tr!(statements.group_projects_placeholder)
+                                prop:value=statements::group_projects_text(&s.group_projects)></textarea>
                         </label>
                         <button type="submit">{tr!(admin.save_settings)}</button>
                     </form>

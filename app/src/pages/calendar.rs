@@ -620,6 +620,7 @@ fn Confirm(
             return;
         };
         let body = CreateBooking {
+            project: None,
             gpus: Some(cards.into_iter().map(|(uuid, _)| uuid).collect()),
             count: None,
             start,

@@ -7,7 +7,7 @@ use crate::components::table::{Col, ListHead};
 use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
-use lanes_types::enforcement::{Policy, Violation, WatchdogMode, WebhookFormat};
+use lanes_types::enforcement::{Policy, Violation, WatchdogMode};
 use lanes_types::health::HealthPolicy;
 use lanes_types::{CardIndex, GpuState};
 use leptos::prelude::*;
@@ -37,10 +37,9 @@ pub fn PolicyPanel() -> impl IntoView {
     // What the form itself finds wrong; the server's refusal is the write's.
     let error = RwSignal::new(None::<String>);
     let mode = NodeRef::<leptos::html::Select>::new();
-    let format = NodeRef::<leptos::html::Select>::new();
+    let hook = super::chat_hook::HookRefs::default();
     let (grace, exempt_users, exempt_commands) = (NodeRef::new(), NodeRef::new(), NodeRef::new());
-    let (threshold, window, release, release_grace, webhook) = (
-        NodeRef::new(),
+    let (threshold, window, release, release_grace) = (
         NodeRef::new(),
         NodeRef::new(),
         NodeRef::new(),
@@ -71,12 +70,10 @@ pub fn PolicyPanel() -> impl IntoView {
                 idle_window_s: number(window, tr!(enforcement.idle_window))? * 60,
                 idle_release: checked(release),
                 idle_release_grace_s: number(release_grace, tr!(enforcement.release_grace))? * 60,
-                webhook_url: Some(field(webhook).trim().to_string()).filter(|u| !u.is_empty()),
-                webhook_format: if select(format) == "slack" {
-                    WebhookFormat::Slack
-                } else {
-                    WebhookFormat::Json
-                },
+                webhook_url: hook.url(),
+                webhook_format: hook.format(),
+                webhook_secret: hook.secret(),
+                webhook_secret_set: false,
                 health: HealthPolicy {
                     drain_failing: checked(drain),
                     stop_jobs_on_failing: checked(stop_jobs),
@@ -120,14 +117,10 @@ pub fn PolicyPanel() -> impl IntoView {
                             {tr!(enforcement.release_idle_bookings_after_min)}
                             <input node_ref=release_grace name="idle_release_grace_min" type="number" min="0" value=p.idle_release_grace_s / 60 />
                         </label>
-                        <label>{tr!(enforcement.webhook_url)} <input node_ref=webhook name="webhook_url" type="url" value=p.webhook_url.clone().unwrap_or_default() placeholder="https://hooks.slack.com/…" /></label>
-                        <label>
-                            {tr!(enforcement.body)}
-                            <select node_ref=format name="webhook_format">
-                                <option value="json" selected=p.webhook_format == WebhookFormat::Json>"JSON"</option>
-                                <option value="slack" selected=p.webhook_format == WebhookFormat::Slack>{tr!(enforcement.slack_compatible)}</option>
-                            </select>
-                        </label>
+                        <super::chat_hook::HookFields refs=hook url=p.webhook_url.clone()
+                            format=p.webhook_format secret_set=p.webhook_secret_set
+                            whose=super::chat_hook::Whose::Lab
+                            label=tr!(enforcement.webhook_url).to_string() />
                         <fieldset class="card-health">
                             <legend>{tr!(enforcement.card_health)}</legend>
                             <label class="check"><input node_ref=drain name="drain_failing" type="checkbox" checked=p.health.drain_failing />{tr!(enforcement.drain_failing)}</label>

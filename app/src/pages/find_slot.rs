@@ -127,6 +127,7 @@ pub fn FindSlot(
         search.clear();
         any_asked.set(Some(query_of(n, d)));
         book.run(CreateBooking {
+            project: None,
             gpus: None,
             count: Some(n),
             start,
@@ -155,6 +156,7 @@ pub fn FindSlot(
                         long_time(slot.end, offset)
                     );
                     let body = CreateBooking {
+                        project: None,
                         gpus: Some(slot.gpus.iter().map(|g| g.uuid.clone()).collect()),
                         count: None,
                         start: slot.start,

@@ -2,6 +2,7 @@
 pub mod account;
 pub mod admin;
 pub mod calendar;
+pub mod chat_hook;
 pub mod dashboard;
 pub mod enforcement;
 pub mod find_slot;
@@ -13,6 +14,7 @@ pub mod notifications;
 pub mod queue;
 pub mod queue_admin;
 pub mod quotas;
+pub mod statements;
 
 /// The API answers the page at `path` reads as it opens, for the server to ask for before it
 /// renders the page ([`crate::components::page_data`]); empty for pages that load in the

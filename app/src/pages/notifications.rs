@@ -8,7 +8,6 @@ use crate::components::table::{Col, ListHead};
 use crate::components::write::Write;
 use crate::rest;
 use lanes_types::api::{self, Endpoint};
-use lanes_types::enforcement::WebhookFormat;
 use lanes_types::notify::{
     Channels, EventKind, EventRule, NotifyPrefs, NotifyPrefsView, NotifySettings, OutboxEntry,
     SmtpSecurity, SmtpSettings, TestSend, TestSent,
@@ -65,8 +64,7 @@ fn PrefsForm(
     test: Write<(), TestSent>,
 ) -> impl IntoView {
     let zone = NodeRef::<leptos::html::Input>::new();
-    let hook = NodeRef::<leptos::html::Input>::new();
-    let slack = NodeRef::<leptos::html::Input>::new();
+    let hook = super::chat_hook::HookRefs::default();
     let rules = view.rules.clone();
     // What each event goes to now: the member's choice, else the lab's default.
     let chosen: RwSignal<BTreeMap<EventKind, Channels>> = RwSignal::new(
@@ -85,12 +83,10 @@ fn PrefsForm(
             .collect();
         let prefs = NotifyPrefs {
             time_zone: optional(field(zone)),
-            webhook_url: optional(field(hook)),
-            webhook_format: if checked(slack) {
-                WebhookFormat::Slack
-            } else {
-                WebhookFormat::Json
-            },
+            webhook_url: hook.url(),
+            webhook_format: hook.format(),
+            webhook_secret: hook.secret(),
+            webhook_secret_set: false,
             events,
         };
         test.clear();
@@ -167,15 +163,10 @@ fn PrefsForm(
                     <button type="button" class="secondary" on:click=use_browser_zone>{tr!(notifications.use_this_browser_s)}</button>
                 </span>
             </label>
-            <label>
-                {tr!(notifications.your_own_webhook_optional_json_post)}
-                <input name="webhook_url" type="url" placeholder="https://hooks.example/…" maxlength="2000"
-                    prop:value=view.prefs.webhook_url.clone().unwrap_or_default() node_ref=hook />
-            </label>
-            <label class="check">
-                <input type="checkbox" name="webhook_slack" prop:checked=view.prefs.webhook_format == WebhookFormat::Slack node_ref=slack />
-                {tr!(notifications.send_it_as_slack_s_and)}
-            </label>
+            <super::chat_hook::HookFields refs=hook url=view.prefs.webhook_url.clone()
+                format=view.prefs.webhook_format secret_set=view.prefs.webhook_secret_set
+                whose=super::chat_hook::Whose::Mine
+                label=tr!(notifications.your_own_webhook_optional_json_post).to_string() />
             <table class="list" data-testid="notify-events">
                 <ListHead cols=vec![Col::Text(tr!(notifications.col_when_event)), Col::Text(tr!(notifications.col_email)), Col::Text(tr!(notifications.col_webhook))] />
                 <tbody>{rows}</tbody>

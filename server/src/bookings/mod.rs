@@ -82,6 +82,8 @@ pub struct NewBooking {
     pub enforce_quota: bool,
     /// Lend the cards to preemptible queue jobs while they sit idle.
     pub lend: bool,
+    /// The project it is for.
+    pub project: Option<String>,
 }
 
 /// Longest note accepted.

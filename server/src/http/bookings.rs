@@ -43,14 +43,9 @@ async fn create(
     ApiJson(request): ApiJson<CreateBooking>,
 ) -> Result<(StatusCode, Json<Booking>), ApiError> {
     let settings = state.portal_settings();
-    let booking = usecases::bookings::book(
-        &state.store,
-        &actor,
-        request,
-        (settings.booking_horizon_days, settings.lend_idle_by_default),
-        state.clock.now(),
-    )
-    .await?;
+    let booking =
+        usecases::bookings::book(&state.store, &actor, request, &settings, state.clock.now())
+            .await?;
     Ok((StatusCode::CREATED, Json(booking)))
 }
 

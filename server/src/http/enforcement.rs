@@ -17,12 +17,13 @@ pub fn routes() -> Routes {
     Routes::default()
         .endpoint::<api::PolicyNow, _, _>(read_policy)
         .endpoint::<api::SavePolicy, _, _>(replace_policy)
+        .endpoint::<api::TestLabChannel, _, _>(test_lab_channel)
         .endpoint::<api::Violations, _, _>(violations)
         .endpoint::<api::InjectSimProcess, _, _>(inject)
 }
 
 async fn read_policy(State(state): State<AppState>, _: AdminUser) -> Json<Policy> {
-    Json(state.policy())
+    Json(state.policy().redacted())
 }
 
 async fn replace_policy(
@@ -38,7 +39,33 @@ async fn replace_policy(
         state.clock.now(),
     )
     .await?;
-    Ok(Json(saved))
+    Ok(Json(saved.redacted()))
+}
+
+/// `POST /api/v1/policy/channel-test`: a test to the lab's channel now, and the answer.
+async fn test_lab_channel(
+    State(state): State<AppState>,
+    AdminUser(admin): AdminUser,
+    ApiJson(test): ApiJson<lanes_types::notify::ChannelTest>,
+) -> Result<Json<lanes_types::notify::ChannelAnswer>, ApiError> {
+    let saved = state.policy();
+    let saved = usecases::notify::SavedHook {
+        url: saved.webhook_url,
+        format: saved.webhook_format,
+        secret: saved.webhook_secret,
+    };
+    Ok(Json(
+        usecases::notify::channel_test(
+            &state.store,
+            &admin,
+            None,
+            saved,
+            test,
+            state.own_url(),
+            state.clock.now(),
+        )
+        .await?,
+    ))
 }
 
 async fn violations(

@@ -22,6 +22,7 @@ pub mod serve;
 mod sessions;
 mod settings;
 pub mod site;
+mod statements;
 mod text;
 mod tokens;
 mod ws;
@@ -78,9 +79,15 @@ pub struct AppState {
     /// Set once any account is seen to exist; until then an anonymous visitor is told how the
     /// first admin is made (asked of the store only while it is unset).
     pub has_accounts: Arc<std::sync::atomic::AtomicBool>,
+    /// This node's own address, for links when the admins set no portal URL.
+    pub own_url: Arc<String>,
 }
 
 impl AppState {
+    pub fn own_url(&self) -> String {
+        self.own_url.to_string()
+    }
+
     pub fn portal_settings(&self) -> PortalSettings {
         self.portal
             .read()
@@ -146,7 +153,7 @@ impl Routes {
     }
 }
 
-fn areas() -> [Routes; 16] {
+fn areas() -> [Routes; 17] {
     [
         api::routes(),
         auth::routes(),
@@ -161,6 +168,7 @@ fn areas() -> [Routes; 16] {
         health::routes(),
         history::routes(),
         reports::routes(),
+        statements::routes(),
         notify::routes(),
         ws::routes(),
         sessions::routes(),

@@ -24,6 +24,7 @@ pub fn routes() -> Routes {
         .endpoint::<api::MyNotifications, _, _>(my_prefs)
         .endpoint::<api::SaveMyNotifications, _, _>(save_my_prefs)
         .endpoint::<api::TestMyNotifications, _, _>(test_me)
+        .endpoint::<api::TestMyChannel, _, _>(test_my_channel)
         .endpoint::<api::ChangeEmail, _, _>(change_email)
         .endpoint::<api::NotifySettingsNow, _, _>(settings)
         .endpoint::<api::SaveNotifySettings, _, _>(save_settings)
@@ -55,6 +56,32 @@ async fn test_me(
 ) -> Result<Json<TestSent>, ApiError> {
     Ok(Json(
         notify::test_send(&state.store, &user, TestSend::default(), state.clock.now()).await?,
+    ))
+}
+
+/// `POST /api/v1/me/notifications/channel-test`: a test to the caller's own webhook now.
+async fn test_my_channel(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+    ApiJson(test): ApiJson<lanes_types::notify::ChannelTest>,
+) -> Result<Json<lanes_types::notify::ChannelAnswer>, ApiError> {
+    let prefs = state.store.notifications().prefs(user.id).await?;
+    let saved = notify::SavedHook {
+        url: prefs.webhook_url,
+        format: prefs.webhook_format,
+        secret: prefs.webhook_secret,
+    };
+    Ok(Json(
+        notify::channel_test(
+            &state.store,
+            &user,
+            Some(&user),
+            saved,
+            test,
+            state.own_url(),
+            state.clock.now(),
+        )
+        .await?,
     ))
 }
 

@@ -8,11 +8,11 @@
 
 use super::event::Event;
 use super::render::{self, Reader};
-use super::{lab_body, links, NotifyContext};
+use super::{chat, lab_body, links, NotifyContext};
 use crate::store::Claimed;
 use chrono::{DateTime, Utc};
 use lanes_types::enforcement::WebhookFormat;
-use lanes_types::notify::{Channel, OutboxStatus, SmtpSecurity, SmtpSettings};
+use lanes_types::notify::{Channel, ChannelAnswer, OutboxStatus, SmtpSecurity, SmtpSettings};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -42,6 +42,123 @@ pub enum Undelivered {
     Retry(String),
     /// Nothing to send it to, or not allowed: it is suppressed at once.
     Drop(String),
+    /// The service refused it for what was sent or where (a wrong signature or key): it
+    /// failed, and another attempt would fail the same way.
+    Refused(String),
+}
+
+impl Clients {
+    /// Clients whose requests give up after `timeout` and never follow a redirect.
+    pub fn new(timeout: Duration) -> Self {
+        let builder = || {
+            reqwest::Client::builder()
+                .timeout(timeout)
+                .redirect(reqwest::redirect::Policy::none())
+        };
+        Clients {
+            any: builder().build().unwrap_or_default(),
+            public: builder()
+                .dns_resolver(Arc::new(PublicOnly))
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The client for a member's webhook: any address where the lab allows private ones, else
+    /// public ones only (a literal private address refused at once, in words).
+    pub async fn for_member(
+        &self,
+        url: &str,
+        allow_private: bool,
+    ) -> Result<&reqwest::Client, Undelivered> {
+        if allow_private {
+            return Ok(&self.any);
+        }
+        // The literal addresses the resolver never sees, and a clear refusal at once.
+        refuse_private(url).await?;
+        Ok(&self.public)
+    }
+
+    /// The client for the lab's channel (an admin's URL).
+    pub fn for_lab(&self) -> &reqwest::Client {
+        &self.any
+    }
+}
+
+/// Where a webhook message goes, as its owner saved it.
+pub struct Hook<'a> {
+    pub url: &'a str,
+    pub format: WebhookFormat,
+    pub secret: Option<&'a str>,
+}
+
+/// Most of a service's answer read.
+const ANSWER_BYTES: usize = 16 * 1024;
+
+/// Sends one webhook message: `json` as it is for the JSON format, `chat` as its service takes
+/// it for the others. What the service answered, and the attempt's outcome.
+pub async fn send_hook(
+    client: &reqwest::Client,
+    hook: &Hook<'_>,
+    chat: &chat::Chat,
+    json: &serde_json::Value,
+    now: DateTime<Utc>,
+    txn: &str,
+) -> (ChannelAnswer, Result<(), Undelivered>) {
+    let out =
+        chat::request(hook.format, hook.url, hook.secret, chat, now, txn).unwrap_or_else(|| {
+            chat::Outgoing {
+                method: reqwest::Method::POST,
+                url: hook.url.to_string(),
+                bearer: None,
+                body: json.clone(),
+            }
+        });
+    let mut request = client.request(out.method, &out.url).json(&out.body);
+    if let Some(token) = &out.bearer {
+        request = request.bearer_auth(token);
+    }
+    let mut response = match request.send().await {
+        Ok(response) => response,
+        // The URL is a secret (Slack's, WeCom's and DingTalk's carry a key): the error without it.
+        Err(e) => {
+            let why = format!("{}", e.without_url());
+            let answer = ChannelAnswer {
+                delivered: false,
+                status: None,
+                answer: String::new(),
+                problem: Some(why.clone()),
+            };
+            return (answer, Err(Undelivered::Retry(why)));
+        }
+    };
+    let status = response.status().as_u16();
+    let mut bytes = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() >= ANSWER_BYTES {
+            bytes.truncate(ANSWER_BYTES);
+            break;
+        }
+    }
+    let body = String::from_utf8_lossy(&bytes).into_owned();
+    let verdict = chat::verdict(hook.format, status, &body);
+    let outcome = match verdict {
+        chat::Verdict::Delivered => Ok(()),
+        chat::Verdict::Later(why) => Err(Undelivered::Retry(why)),
+        chat::Verdict::Refused(why) => Err(Undelivered::Refused(why)),
+    };
+    let answer = ChannelAnswer {
+        delivered: outcome.is_ok(),
+        status: Some(status),
+        answer: chat::clip(&body, 2000),
+        problem: outcome.as_ref().err().map(|e| match e {
+            Undelivered::Retry(why) | Undelivered::Drop(why) | Undelivered::Refused(why) => {
+                why.clone()
+            }
+        }),
+    };
+    (answer, outcome)
 }
 
 pub fn start(
@@ -71,18 +188,7 @@ async fn run(
 ) {
     {
         let slots = Arc::new(Semaphore::new(CONCURRENT));
-        let builder = || {
-            reqwest::Client::builder()
-                .timeout(context.retry.timeout)
-                .redirect(reqwest::redirect::Policy::none())
-        };
-        let client = Clients {
-            any: builder().build().unwrap_or_default(),
-            public: builder()
-                .dns_resolver(Arc::new(PublicOnly))
-                .build()
-                .unwrap_or_default(),
-        };
+        let client = Clients::new(context.retry.timeout);
         let in_flight = InFlight::default();
         // Messages queued by this process (not relayed: each node delivers what it queued).
         let mut events = context.store.events().subscribe();
@@ -209,6 +315,7 @@ async fn deliver(context: &NotifyContext, client: &Clients, message: Claimed) {
     let (status, retry_at, error) = match &outcome {
         Ok(()) => (OutboxStatus::Sent, None, None),
         Err(Undelivered::Drop(why)) => (OutboxStatus::Suppressed, None, Some(why.as_str())),
+        Err(Undelivered::Refused(why)) => (OutboxStatus::Failed, None, Some(why.as_str())),
         Err(Undelivered::Retry(why)) if message.attempt < retry.attempts => {
             let wait = chrono::Duration::from_std(retry.backoff(message.attempt))
                 .unwrap_or(chrono::Duration::hours(1));
@@ -248,10 +355,27 @@ async fn attempt(
     now: DateTime<Utc>,
 ) -> Result<(), Undelivered> {
     let store_error = |e: crate::store::StoreError| Undelivered::Retry(e.to_string());
+    let settings = context
+        .store
+        .notifications()
+        .settings()
+        .await
+        .map_err(store_error)?;
+    let portal = settings
+        .portal_url
+        .clone()
+        .unwrap_or_else(|| context.own_url.clone());
+    let portal = portal.trim_end_matches('/').to_string();
+    let txn = format!("lanes-{}", message.id);
     if message.channel == Channel::Lab {
-        let (url, format) = {
+        let (url, format, secret) = {
             let policy = context.policy.read().unwrap_or_else(|p| p.into_inner());
-            (policy.webhook_url.clone(), policy.webhook_format)
+            let p = &*policy;
+            (
+                p.webhook_url.clone(),
+                p.webhook_format,
+                p.webhook_secret.clone(),
+            )
         };
         let Some(url) = url else {
             return Err(Undelivered::Drop(
@@ -263,9 +387,16 @@ async fn attempt(
             message.created_at,
             &message.text,
             &message.details,
-            format,
         );
-        return post(&clients.any, &url, &body).await;
+        let chat = lab_chat(&settings.lab_name, &message.text, &portal);
+        let hook = Hook {
+            url: &url,
+            format,
+            secret: secret.as_deref(),
+        };
+        return send_hook(clients.for_lab(), &hook, &chat, &body, now, &txn)
+            .await
+            .1;
     }
     let settings = context
         .store
@@ -336,11 +467,6 @@ async fn attempt(
         .await
         .map_err(store_error)?;
     let tz = zone(prefs.time_zone.as_deref(), &settings.time_zone);
-    let portal = settings
-        .portal_url
-        .clone()
-        .unwrap_or_else(|| context.own_url.clone());
-    let portal = portal.trim_end_matches('/').to_string();
     let cards = context
         .store
         .inventory()
@@ -393,47 +519,57 @@ async fn attempt(
                     user.username
                 )));
             };
-            let client = if settings.allow_private_webhooks {
-                &clients.any
-            } else {
-                // The literal addresses the resolver never sees, and a clear refusal at once.
-                refuse_private(&url).await?;
-                &clients.public
-            };
-            let body = match prefs.webhook_format {
-                WebhookFormat::Slack => serde_json::json!({
-                    "text": personal_slack_text(&rendered, &offered, &reader),
-                }),
-                WebhookFormat::Json => serde_json::json!({
-                    "event": message.event,
-                    "at": message.created_at,
-                    "subject": rendered.subject,
-                    "text": rendered.text,
-                    "links": offered.iter().map(|(a, url)| (a.as_str().to_string(), serde_json::json!(url))).collect::<serde_json::Map<_, _>>(),
-                    "details": message.details,
-                }),
+            let client = clients
+                .for_member(&url, settings.allow_private_webhooks)
+                .await?;
+            let body = serde_json::json!({
+                "event": message.event,
+                "at": message.created_at,
+                "subject": rendered.subject,
+                "text": rendered.text,
+                "links": offered.iter().map(|(a, url)| (a.as_str().to_string(), serde_json::json!(url))).collect::<serde_json::Map<_, _>>(),
+                "details": message.details,
+            });
+            let chat = personal_chat(&rendered, &offered, &reader);
+            let hook = Hook {
+                url: &url,
+                format: prefs.webhook_format,
+                secret: prefs.webhook_secret.as_deref(),
             };
             claim().await?;
-            post(client, &url, &body).await
+            send_hook(client, &hook, &chat, &body, now, &txn).await.1
         }
         Channel::Lab => unreachable!("handled above"),
     }
 }
 
-fn personal_slack_text(
+/// A personal message as a chat shows it: its subject, its lines, its one-click answers and
+/// the portal as buttons. The subject and lines carry what members control (job names, notes);
+/// each format keeps them literal. The links are ours.
+pub fn personal_chat(
     rendered: &render::Message,
     links: &[(lanes_types::notify::LinkAction, String)],
     reader: &Reader<'_>,
-) -> String {
-    // The subject carries what members control (job names, notes); the links are ours.
-    let mut text = format!("*{}*", super::slack_escape(&rendered.subject));
-    for (action, url) in links {
-        text.push_str(&format!(
-            "\n<{url}|{}>",
-            super::slack_escape(&render::action_label(*action, reader))
-        ));
+) -> chat::Chat {
+    let mut buttons: Vec<(String, String)> = (links.iter())
+        .map(|(action, url)| (render::action_label(*action, reader), url.clone()))
+        .collect();
+    buttons.push((render::open_label(reader), reader.portal.to_string()));
+    chat::Chat {
+        title: rendered.subject.clone(),
+        lines: rendered.lines.clone(),
+        links: buttons,
     }
-    text
+}
+
+/// A lab channel's message as a chat shows it: its one line under the lab's name, and the
+/// portal as a button.
+pub fn lab_chat(lab: &str, text: &str, portal: &str) -> chat::Chat {
+    chat::Chat {
+        title: format!("{lab}: {text}"),
+        lines: Vec::new(),
+        links: vec![(format!("Open {lab}"), portal.to_string())],
+    }
 }
 
 /// The member's zone, else the lab's, else UTC.
@@ -441,23 +577,6 @@ pub fn zone(mine: Option<&str>, lab: &str) -> chrono_tz::Tz {
     mine.and_then(|z| z.parse().ok())
         .or_else(|| lab.parse().ok())
         .unwrap_or(chrono_tz::UTC)
-}
-
-/// POSTs `body` once; 2xx is delivered.
-async fn post(
-    client: &reqwest::Client,
-    url: &str,
-    body: &serde_json::Value,
-) -> Result<(), Undelivered> {
-    match client.post(url).json(body).send().await {
-        Ok(response) if response.status().is_success() => Ok(()),
-        Ok(response) => Err(Undelivered::Retry(format!(
-            "the endpoint answered {}",
-            response.status()
-        ))),
-        // The URL is a secret (Slack's carry a token): the error without it.
-        Err(e) => Err(Undelivered::Retry(format!("{}", e.without_url()))),
-    }
 }
 
 /// Refuses a member's webhook whose host is this machine or a private network: from the server

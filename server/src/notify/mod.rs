@@ -11,6 +11,7 @@
 //! key, so two nodes or two passes never send one twice. A message's one-click answers are
 //! `links`; its words are `render`'s.
 
+pub mod chat;
 pub mod deliver;
 pub mod event;
 pub mod links;
@@ -19,7 +20,7 @@ pub mod render;
 
 use crate::store::{NewMessage, Store, StoreError};
 use chrono::{DateTime, Utc};
-use lanes_types::enforcement::{Policy, WebhookFormat};
+use lanes_types::enforcement::Policy;
 use lanes_types::notify::{Channel, EventKind, NotifySettings};
 use serde_json::{json, Value};
 use std::sync::{Arc, RwLock};
@@ -78,35 +79,15 @@ impl Notice {
     }
 }
 
-/// `text` as Slack's (and Mattermost's) message format shows it literally: `&`, `<` and `>`
-/// are its control characters (`<!channel>` pings everyone, `<URL|words>` disguises a link), so
-/// whatever a member controls (a job's name, a note) is escaped before it goes out.
-pub fn slack_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// The lab channel's request body in `format`.
-pub fn lab_body(
-    event: &str,
-    at: DateTime<Utc>,
-    text: &str,
-    details: &Value,
-    format: WebhookFormat,
-) -> Value {
-    match format {
-        WebhookFormat::Slack => json!({ "text": format!("Lanes: {}", slack_escape(text)) }),
-        WebhookFormat::Json => {
-            let mut body = json!({ "event": event, "at": at, "text": text });
-            if let (Some(body), Value::Object(details)) = (body.as_object_mut(), details) {
-                for (k, v) in details {
-                    body.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
-            body
+/// The lab channel's JSON request body: the event, when, its line and its facts.
+pub fn lab_body(event: &str, at: DateTime<Utc>, text: &str, details: &Value) -> Value {
+    let mut body = json!({ "event": event, "at": at, "text": text });
+    if let (Some(body), Value::Object(details)) = (body.as_object_mut(), details) {
+        for (k, v) in details {
+            body.entry(k.clone()).or_insert_with(|| v.clone());
         }
     }
+    body
 }
 
 /// How deliveries are retried.
@@ -339,17 +320,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_bodies_carry_the_event_and_its_facts_and_slack_bodies_only_text() {
+    fn json_bodies_carry_the_event_and_its_facts() {
         let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let text = "bob runs python on GPU 3 without a booking";
         let details = json!({"pid": 42, "event": "not overwritten"});
-        let body = lab_body("violation", at, text, &details, WebhookFormat::Json);
+        let body = lab_body("violation", at, text, &details);
         assert_eq!(body["event"], "violation");
         assert_eq!(body["pid"], 42);
         assert_eq!(body["text"], text);
         assert_eq!(body["at"], "2023-11-14T22:13:20Z");
-        let slack = lab_body("violation", at, text, &details, WebhookFormat::Slack);
-        assert_eq!(slack, json!({"text": format!("Lanes: {text}")}));
     }
 
     /// A job named to ping the channel and disguise a link shows as the words it is.
@@ -358,7 +337,17 @@ mod tests {
         let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let text =
             "job 7 (<!channel> <https://evil.example/login|your session expired> & co) ended";
-        let slack = lab_body("job.end", at, text, &json!({}), WebhookFormat::Slack);
+        let chat = deliver::lab_chat("Lanes", text, "https://lanes.example");
+        let slack = chat::request(
+            lanes_types::enforcement::WebhookFormat::Slack,
+            "https://hooks.slack.example/x",
+            None,
+            &chat,
+            at,
+            "1",
+        )
+        .unwrap()
+        .body;
         let sent = slack["text"].as_str().unwrap();
         assert!(!sent.contains('<') && !sent.contains('>'), "{sent}");
         assert_eq!(

@@ -33,6 +33,8 @@ pub struct Message {
     pub subject: String,
     pub text: String,
     pub html: String,
+    /// The body's own lines (no greeting, links or signature), for chats.
+    pub lines: Vec<String>,
 }
 
 /// A message's text in the reader's language: `say!(reader, mail.key, name = value)`.
@@ -87,6 +89,11 @@ pub fn action_label(action: LinkAction, reader: &Reader<'_>) -> String {
         LinkAction::ConfirmEmail => say!(reader, mail.confirm_email),
         LinkAction::MoveCard => say!(reader, mail.move_card),
     }
+}
+
+/// The portal link's words: "Open Lanes".
+pub fn open_label(reader: &Reader<'_>) -> String {
+    say!(reader, mail.open_link, lab = reader.lab)
 }
 
 /// A message's subject (without the lab's name) and its lines.
@@ -180,6 +187,7 @@ pub fn render(
         subject,
         text,
         html,
+        lines,
     }
 }
 

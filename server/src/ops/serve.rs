@@ -499,18 +499,19 @@ impl Application {
         )
         .await?;
         let leader = crate::cluster::leader::start(store.clone(), shutdown.clone());
+        let own_url = format!(
+            "http://{}",
+            config
+                .advertise
+                .clone()
+                .unwrap_or_else(|| listener_address(&listener, config.listen))
+        );
         let notifier = Notifier::start(
             crate::notify::NotifyContext {
                 store: store.clone(),
                 policy: policy.clone(),
                 retry: config.webhook_retry,
-                own_url: format!(
-                    "http://{}",
-                    config
-                        .advertise
-                        .clone()
-                        .unwrap_or_else(|| listener_address(&listener, config.listen))
-                ),
+                own_url: own_url.clone(),
                 keep_minutes: chrono::Duration::from_std(config.history.retention.minute)
                     .unwrap_or_default(),
                 interval_s: config.poll.interval.as_secs_f64().max(1.0),
@@ -645,6 +646,7 @@ impl Application {
             history: config.history,
             clock: config.clock.clone(),
             has_accounts: Arc::default(),
+            own_url: Arc::new(own_url),
         };
         Ok(Self {
             listener,

@@ -352,6 +352,10 @@ impl Queue {
         else {
             return Ok(false);
         };
+        // Its owner's group's default project, as a booking of theirs would carry.
+        let portal = self.store.settings().portal().await?;
+        let project =
+            crate::usecases::bookings::group_project(&self.store, &portal, owner.id).await?;
         let new = NewBooking {
             owner,
             cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),
@@ -360,6 +364,7 @@ impl Queue {
             note: booking_note(job.id, &truncate(&name, 200)),
             enforce_quota: false,
             lend: false,
+            project,
         };
         let audit = AuditEntry::new(None, AuditAction::QueueStart, format!("job {}", job.id))
             .detail(format!(

@@ -216,6 +216,17 @@ impl Accounts<'_> {
         .await?)
     }
 
+    /// The names of one user's groups, by name.
+    pub async fn groups_of(&self, user_id: i64) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id
+             WHERE m.user_id = $1 ORDER BY g.name",
+        )
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Applies an admin's change to an account in one transaction: fields, password (already
     /// hashed), groups, ending sessions when due, and the audit line. Refuses to leave the
     /// portal without an enabled admin.

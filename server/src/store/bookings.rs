@@ -139,8 +139,9 @@ impl Bookings<'_> {
         let detail = plan::within_quota(verdict, new.enforce_quota, audit.detail.clone())?;
         let audit = audit.detail(detail);
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by, lend)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by, lend,
+                                   project)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         )
         .bind(new.owner.id)
         .bind(ms(new.start))
@@ -149,6 +150,7 @@ impl Bookings<'_> {
         .bind(Stamp(now))
         .bind(audit.actor_user_id)
         .bind(flag(new.lend))
+        .bind(&new.project)
         .fetch_one(&mut *tx)
         .await?;
         hold_cards(
@@ -181,6 +183,7 @@ impl Bookings<'_> {
             loan_of: None,
             lenders: Vec::new(),
             lent_to: None,
+            project: new.project.clone(),
         })
     }
 
@@ -228,11 +231,13 @@ impl Bookings<'_> {
             queue_job: Option<i64>,
             lend: i64,
             loan_of: Option<i64>,
+            project: Option<String>,
         }
         // Built per call, so that each filter present can use its index.
         let mut sql = String::from(
             "SELECT b.id, b.user_id, u.username, u.display_name, b.start_ms, b.end_ms, b.note,
                     b.status, b.created_at, b.idle_since_ms, b.in_use_ms, b.lend, b.loan_of,
+                    b.project,
                     (SELECT j.id FROM jobs j WHERE j.booking_id = b.id AND j.gpus IS NOT NULL
                      ORDER BY j.id LIMIT 1) AS queue_job
              FROM bookings b JOIN users u ON u.id = b.user_id WHERE 1 = 1",
@@ -358,6 +363,7 @@ impl Bookings<'_> {
                         .unwrap_or_default(),
                     loan_of: r.loan_of,
                     lent_to: lent_to.get(&r.id).copied(),
+                    project: r.project,
                 }
             })
             .collect())

@@ -127,6 +127,27 @@ impl Reports<'_> {
         }
         Ok(counts)
     }
+
+    /// Jobs started in `[from, to)` per project of their booking (`None`: no project).
+    pub async fn project_job_counts(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<Option<String>, i64>, StoreError> {
+        let rows: Vec<(Option<String>, super::sql::Stamp)> = sqlx::query_as(
+            "SELECT b.project, j.started_at FROM jobs j JOIN bookings b ON b.id = j.booking_id
+             WHERE j.started_at IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut counts = HashMap::new();
+        for (project, started) in rows {
+            if (from..to).contains(&started.0) {
+                *counts.entry(project).or_default() += 1;
+            }
+        }
+        Ok(counts)
+    }
 }
 
 /// The pool as the database has it at one moment.

@@ -188,6 +188,7 @@ async fn a_reports_energy_and_its_parts_are_read_from_one_snapshot_while_minutes
         .await
         .unwrap();
     let booking = NewBooking {
+        project: None,
         owner,
         cards: CardChoice::Named(vec!["GPU-a".into()]),
         start: t0,

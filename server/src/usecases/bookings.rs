@@ -14,14 +14,17 @@ use lanes_types::query::SlotQuery;
 
 /// Books cards for `actor`, or (admins only) for the user the request names. Admins are not
 /// held to quotas; the audit line says for whom an admin booked. `portal`: the booking
-/// horizon in days, and whether bookings lend their idle cards unless the request says.
+/// horizon in days, whether bookings lend their idle cards unless the request says, and the
+/// projects a booking may carry (the owner's group's default when it names none).
 pub async fn book(
     store: &Store,
     actor: &User,
     request: CreateBooking,
-    (horizon_days, lend_by_default): (u32, bool),
+    portal: &lanes_types::account::PortalSettings,
     now: DateTime<Utc>,
 ) -> Result<Booking, UseCaseError> {
+    let (horizon_days, lend_by_default) =
+        (portal.booking_horizon_days, portal.lend_idle_by_default);
     let owner = match &request.user {
         Some(name) if name != &actor.username => {
             if !actor.is_admin() {
@@ -51,6 +54,23 @@ pub async fn book(
             .into())
         }
     };
+    let project = match request.project.filter(|p| !p.is_empty()) {
+        Some(name) if portal.projects.iter().any(|p| p.name == name) => Some(name),
+        Some(name) => {
+            let known: Vec<&str> = portal.projects.iter().map(|p| p.name.as_str()).collect();
+            return Err(UseCaseError::Unprocessable(
+                match known.is_empty() {
+                    true => format!("{name:?} is not a project: the admins have defined none"),
+                    false => format!(
+                        "{name:?} is not a project; the projects are {}",
+                        known.join(", ")
+                    ),
+                }
+                .into(),
+            ));
+        }
+        None => group_project(store, portal, owner.id).await?,
+    };
     let new = NewBooking {
         owner: owner.clone(),
         cards,
@@ -59,6 +79,7 @@ pub async fn book(
         note: request.note,
         enforce_quota: !actor.is_admin(),
         lend: request.lend.unwrap_or(lend_by_default),
+        project,
     };
     check_request(&new, now, horizon_days)?;
     let mut detail = format!("{} → {}", new.start.to_rfc3339(), new.end.to_rfc3339());
@@ -68,8 +89,28 @@ pub async fn book(
     if new.lend {
         detail.push_str("; lends its idle cards");
     }
+    if let Some(project) = &new.project {
+        detail.push_str(&format!("; project {project}"));
+    }
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
     Ok(store.bookings().create(&new, audit, now).await?)
+}
+
+/// The project a booking of `user_id`'s carries when it names none: the default of the first of
+/// their groups (by name) that has one.
+pub async fn group_project(
+    store: &Store,
+    portal: &lanes_types::account::PortalSettings,
+    user_id: i64,
+) -> Result<Option<String>, crate::store::StoreError> {
+    if portal.group_projects.is_empty() {
+        return Ok(None);
+    }
+    let groups = store.accounts().groups_of(user_id).await?;
+    Ok(groups
+        .iter()
+        .find_map(|g| portal.group_projects.get(g))
+        .cloned())
 }
 
 /// The booking, or "no such booking".

@@ -89,7 +89,7 @@ pub async fn save_settings(
 pub async fn prefs(store: &Store, user: &User) -> Result<NotifyPrefsView, UseCaseError> {
     let settings = store.notifications().settings().await?;
     Ok(NotifyPrefsView {
-        prefs: store.notifications().prefs(user.id).await?,
+        prefs: store.notifications().prefs(user.id).await?.redacted(),
         email: user.email.clone(),
         email_available: settings.smtp.is_some(),
         rules: EventKind::ALL
@@ -105,9 +105,16 @@ pub async fn prefs(store: &Store, user: &User) -> Result<NotifyPrefsView, UseCas
 pub async fn save_prefs(
     store: &Store,
     user: &User,
-    prefs: NotifyPrefs,
+    mut prefs: NotifyPrefs,
     now: DateTime<Utc>,
 ) -> Result<NotifyPrefsView, UseCaseError> {
+    let stored = store.notifications().prefs(user.id).await?;
+    prefs.webhook_secret = lanes_types::enforcement::keep_secret(
+        prefs.webhook_secret.take(),
+        stored.webhook_secret,
+        stored.webhook_url == prefs.webhook_url,
+    );
+    prefs.webhook_secret_set = false;
     if let Some(problem) = prefs.problem() {
         return Err(UseCaseError::Unprocessable(problem.into()));
     }
@@ -133,9 +140,15 @@ pub async fn save_prefs(
     }
     let audit =
         AuditEntry::new(Some(user.id), AuditAction::NotifyPrefs, &user.username).detail(format!(
-            "time zone {}, webhook {}",
+            "time zone {}, webhook {} ({}, secret {})",
             prefs.time_zone.as_deref().unwrap_or("the lab's"),
             if prefs.webhook_url.is_some() {
+                "set"
+            } else {
+                "none"
+            },
+            prefs.webhook_format.as_str(),
+            if prefs.webhook_secret.is_some() {
                 "set"
             } else {
                 "none"
@@ -324,6 +337,140 @@ pub async fn test_send(
     );
     store.audit_log().record(&audit, now).await?;
     Ok(TestSent { queued })
+}
+
+/// A webhook as saved: the lab's (the policy's) or a member's.
+pub struct SavedHook {
+    pub url: Option<String>,
+    pub format: lanes_types::enforcement::WebhookFormat,
+    pub secret: Option<String>,
+}
+
+/// A channel test sends now and waits for the service's answer: at most this long.
+const CHANNEL_TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sends a test message to a webhook now, in its format, and answers what the service said:
+/// the lab's channel (`member` none; admins) or a member's own. Fields the request leaves out
+/// are the saved ones; the saved secret goes only to the saved URL. A member's test is held to
+/// the same rules as their messages (no private addresses unless the lab allows them) and
+/// counts as a request against their limits; every test is audited, never with its URL.
+pub async fn channel_test(
+    store: &Store,
+    actor: &User,
+    member: Option<&User>,
+    saved: SavedHook,
+    test: lanes_types::notify::ChannelTest,
+    own_url: String,
+    now: DateTime<Utc>,
+) -> Result<lanes_types::notify::ChannelAnswer, UseCaseError> {
+    use crate::notify::deliver;
+    if member.is_none() {
+        require_admin(actor)?;
+    }
+    let url = test.webhook_url.clone().or(saved.url.clone());
+    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+        return Err(UseCaseError::Unprocessable(
+            "no webhook to test: enter its URL (or save one) first".into(),
+        ));
+    };
+    let format = test.webhook_format.unwrap_or(saved.format);
+    let secret = match test.webhook_secret {
+        Some(s) if s.is_empty() => None,
+        Some(s) => Some(s),
+        None => saved
+            .secret
+            .filter(|_| saved.url.as_deref() == Some(url.as_str())),
+    };
+    if let Some(problem) = format.problem(&url, secret.is_some()) {
+        return Err(UseCaseError::Unprocessable(problem.into()));
+    }
+    if secret.as_ref().is_some_and(|s| s.len() > 500) {
+        return Err(UseCaseError::Unprocessable(
+            "webhook_secret must be at most 500 characters".into(),
+        ));
+    }
+    // Each test is a request to somebody's endpoint: counted, and refused past the limit.
+    let since = now - chrono::Duration::minutes(TEST_WINDOW_MIN);
+    if !store
+        .outbox()
+        .claim_attempt(actor.id, Some(TEST_MESSAGES_PER_WINDOW), since, now)
+        .await?
+    {
+        return Err(UseCaseError::SlowDown {
+            message: format!(
+                "{TEST_MESSAGES_PER_WINDOW} tests in the last {TEST_WINDOW_MIN} minutes is the most"
+            ),
+            retry_after_secs: 60,
+        });
+    }
+    let settings = store.notifications().settings().await?;
+    let portal = settings.portal_url.clone().unwrap_or(own_url);
+    let portal = portal.trim_end_matches('/').to_string();
+    let clients = deliver::Clients::new(CHANNEL_TEST_TIMEOUT);
+    let event = crate::notify::event::Event::Test;
+    let (chat, json) = match member {
+        None => {
+            let text = format!("a test of the lab channel, sent by {}", actor.username);
+            let body = crate::notify::lab_body("test", now, &text, &serde_json::json!({}));
+            (deliver::lab_chat(&settings.lab_name, &text, &portal), body)
+        }
+        Some(member) => {
+            let prefs = store.notifications().prefs(member.id).await?;
+            let cards = store.inventory().card_index().await?;
+            let locale = (store.accounts().language_of(member.id).await?)
+                .and_then(|l| lanes_app::i18n::parse(&l))
+                .unwrap_or_default();
+            let reader = crate::notify::render::Reader {
+                lab: &settings.lab_name,
+                name: &member.display_name,
+                tz: deliver::zone(prefs.time_zone.as_deref(), &settings.time_zone),
+                cards: &cards,
+                portal: &portal,
+                locale,
+            };
+            let rendered = crate::notify::render::render(&event, now, &reader, &[]);
+            let body = serde_json::json!({
+                "event": "test", "at": now, "subject": rendered.subject, "text": rendered.text,
+                "links": {}, "details": {},
+            });
+            (deliver::personal_chat(&rendered, &[], &reader), body)
+        }
+    };
+    let client = match member {
+        None => clients.for_lab(),
+        Some(_) => match clients
+            .for_member(&url, settings.allow_private_webhooks)
+            .await
+        {
+            Ok(client) => client,
+            Err(
+                deliver::Undelivered::Retry(why)
+                | deliver::Undelivered::Drop(why)
+                | deliver::Undelivered::Refused(why),
+            ) => {
+                return Err(UseCaseError::Unprocessable(why.into()));
+            }
+        },
+    };
+    let hook = deliver::Hook {
+        url: &url,
+        format,
+        secret: secret.as_deref(),
+    };
+    let txn = format!("lanes-test-{}", now.timestamp_millis());
+    let (answer, _) = deliver::send_hook(client, &hook, &chat, &json, now, &txn).await;
+    let whose = member.map_or("the lab channel".to_string(), |m| m.username.clone());
+    let audit = AuditEntry::new(Some(actor.id), AuditAction::NotifyTest, &whose).detail(format!(
+        "channel test ({}): {}",
+        format.as_str(),
+        match (answer.delivered, answer.status) {
+            (true, Some(status)) => format!("delivered, {status}"),
+            (false, Some(status)) => format!("not delivered, {status}"),
+            (_, None) => "not reached".to_string(),
+        }
+    ));
+    store.audit_log().record(&audit, now).await?;
+    Ok(answer)
 }
 
 /// Why using a link did nothing: the link (unknown, used, expired, gone) or its action

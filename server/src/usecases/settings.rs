@@ -57,18 +57,28 @@ pub async fn save_portal_settings(
 pub async fn save_policy(
     store: &Store,
     admin: &User,
-    policy: Policy,
+    mut policy: Policy,
     live: &RwLock<Policy>,
     now: DateTime<Utc>,
 ) -> Result<Policy, UseCaseError> {
     require_admin(admin)?;
+    {
+        let stored = live.read().unwrap_or_else(|p| p.into_inner());
+        let same_url = stored.webhook_url == policy.webhook_url;
+        policy.webhook_secret = lanes_types::enforcement::keep_secret(
+            policy.webhook_secret.take(),
+            stored.webhook_secret.clone(),
+            same_url,
+        );
+        policy.webhook_secret_set = false;
+    }
     if let Some(problem) = policy.problem() {
         return Err(UseCaseError::Unprocessable(problem.into()));
     }
     // The webhook URL is a secret: the audit says whether there is one, not what it is.
     let detail = format!(
         "watchdog {}, grace {}, exempt users {}, exempt commands {}, idle under {}% for {}, \
-         release {}, webhook {}",
+         release {}, webhook {} ({}, secret {})",
         policy.watchdog.as_str(),
         seconds(policy.violation_grace_s),
         policy.exempt_users.len(),
@@ -77,6 +87,12 @@ pub async fn save_policy(
         seconds(policy.idle_window_s),
         if policy.idle_release { "on" } else { "off" },
         if policy.webhook_url.is_some() {
+            "set"
+        } else {
+            "none"
+        },
+        policy.webhook_format.as_str(),
+        if policy.webhook_secret.is_some() {
             "set"
         } else {
             "none"
