@@ -354,8 +354,9 @@ impl Queue {
         };
         // Its owner's group's default project, as a booking of theirs would carry.
         let portal = self.store.settings().portal().await?;
-        let project =
-            crate::usecases::bookings::group_project(&self.store, &portal, owner.id).await?;
+        let project = (self.store.accounts())
+            .group_project(&portal.group_projects, owner.id)
+            .await?;
         let new = NewBooking {
             owner,
             cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),

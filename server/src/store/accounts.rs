@@ -227,6 +227,20 @@ impl Accounts<'_> {
         .await?)
     }
 
+    /// The project a booking of `user_id`'s carries when it names none: the default (in
+    /// `group_projects`, group → project) of the first of their groups, by name, that has one.
+    pub async fn group_project(
+        &self,
+        group_projects: &std::collections::BTreeMap<String, String>,
+        user_id: i64,
+    ) -> Result<Option<String>, StoreError> {
+        if group_projects.is_empty() {
+            return Ok(None);
+        }
+        let groups = self.groups_of(user_id).await?;
+        Ok(groups.iter().find_map(|g| group_projects.get(g)).cloned())
+    }
+
     /// Applies an admin's change to an account in one transaction: fields, password (already
     /// hashed), groups, ending sessions when due, and the audit line. Refuses to leave the
     /// portal without an enabled admin.

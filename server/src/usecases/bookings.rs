@@ -69,7 +69,11 @@ pub async fn book(
                 .into(),
             ));
         }
-        None => group_project(store, portal, owner.id).await?,
+        None => {
+            (store.accounts())
+                .group_project(&portal.group_projects, owner.id)
+                .await?
+        }
     };
     let new = NewBooking {
         owner: owner.clone(),
@@ -94,23 +98,6 @@ pub async fn book(
     }
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
     Ok(store.bookings().create(&new, audit, now).await?)
-}
-
-/// The project a booking of `user_id`'s carries when it names none: the default of the first of
-/// their groups (by name) that has one.
-pub async fn group_project(
-    store: &Store,
-    portal: &lanes_types::account::PortalSettings,
-    user_id: i64,
-) -> Result<Option<String>, crate::store::StoreError> {
-    if portal.group_projects.is_empty() {
-        return Ok(None);
-    }
-    let groups = store.accounts().groups_of(user_id).await?;
-    Ok(groups
-        .iter()
-        .find_map(|g| portal.group_projects.get(g))
-        .cloned())
 }
 
 /// The booking, or "no such booking".
