@@ -354,6 +354,7 @@ pub fn event_label(kind: lanes_types::notify::EventKind) -> &'static str {
         EventKind::QuotaNear => tr!(event.quota_near),
         EventKind::WeeklyDigest => tr!(event.weekly_digest),
         EventKind::CardFailing => tr!(event.card_failing),
+        EventKind::MonthlyStatement => tr!(event.monthly_statement),
     }
 }
 

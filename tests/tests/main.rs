@@ -35,6 +35,7 @@ mod security;
 mod settings;
 mod shell;
 mod simulate;
+mod statements;
 mod telemetry_ws;
 mod terminal;
 mod usage;

@@ -35,10 +35,12 @@ pub enum EventKind {
     WeeklyDigest,
     /// A card of a booking of theirs is failing (with a move to a healthy card when one is free).
     CardFailing,
+    /// To a group's admins on the first of the month: the group's statement of the month before.
+    MonthlyStatement,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::BookingStartsSoon,
         EventKind::BookingEndsSoon,
         EventKind::BookingIdle,
@@ -53,6 +55,7 @@ impl EventKind {
         EventKind::QuotaNear,
         EventKind::WeeklyDigest,
         EventKind::CardFailing,
+        EventKind::MonthlyStatement,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +74,7 @@ impl EventKind {
             EventKind::QuotaNear => "quota_near",
             EventKind::WeeklyDigest => "weekly_digest",
             EventKind::CardFailing => "card_failing",
+            EventKind::MonthlyStatement => "monthly_statement",
         }
     }
 
@@ -95,6 +99,7 @@ impl EventKind {
             EventKind::QuotaNear => "Your weekly quota is nearly used",
             EventKind::WeeklyDigest => "Weekly digest: booked vs used",
             EventKind::CardFailing => "A card you booked is failing",
+            EventKind::MonthlyStatement => "Your groups' monthly statement (admins)",
         }
     }
 

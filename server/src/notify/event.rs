@@ -84,6 +84,21 @@ pub struct DigestFacts {
     pub energy_kwh: f64,
 }
 
+/// A group's month, for its admins.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StatementFacts {
+    pub month: String,
+    pub group: String,
+    pub booked_h: f64,
+    pub used_h: f64,
+    pub idle_share: Option<f64>,
+    pub energy_kwh: f64,
+    pub cost: Option<f64>,
+    pub co2e_kg: Option<f64>,
+    pub jobs: i64,
+}
+
 /// A failing card under a booking, and the move offered off it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
@@ -127,6 +142,7 @@ pub enum Event {
     QuotaNear(QuotaFacts),
     WeeklyDigest(DigestFacts),
     CardFailing(FailingFacts),
+    MonthlyStatement(StatementFacts),
     /// A member asked to use a new address: the link sent to it confirms it.
     ConfirmEmail(EmailFacts),
     /// A test message a member asked for.
@@ -175,6 +191,7 @@ impl Event {
             EventKind::QuotaNear => Event::QuotaNear(facts(details)),
             EventKind::WeeklyDigest => Event::WeeklyDigest(facts(details)),
             EventKind::CardFailing => Event::CardFailing(facts(details)),
+            EventKind::MonthlyStatement => Event::MonthlyStatement(facts(details)),
         }
     }
 

@@ -273,6 +273,7 @@ pub async fn pass(
     notices.extend(quota_warnings(context, &settings, &users, now).await?);
     if full {
         notices.extend(digests(context, &settings, &users, now).await?);
+        notices.extend(statements(context, &settings, &users, now).await?);
     }
     for notice in notices {
         queued += super::enqueue(context, &notice).await?.len();
@@ -405,6 +406,123 @@ async fn digests(
         ));
     }
     Ok(out)
+}
+
+/// On the first of the month from [`DIGEST_HOUR`] in the lab's zone (or later, if the server
+/// was down then), each group's statement of the month before to the group's admins: the
+/// admins who are its members, or every admin where none is. Once per group, month and admin
+/// (the outbox's key). A lab that did not exist yet that month is sent nothing.
+async fn statements(
+    context: &NotifyContext,
+    settings: &NotifySettings,
+    users: &[User],
+    now: DateTime<Utc>,
+) -> Result<Vec<Notice>, StoreError> {
+    use lanes_types::statement as st;
+    let store = &context.store;
+    let tz = super::deliver::zone(None, &settings.time_zone);
+    let local = now.with_timezone(&tz);
+    if local.day() == 1 && local.hour() < DIGEST_HOUR {
+        return Ok(Vec::new());
+    }
+    let month = st::month_before(local.year(), local.month());
+    let Ok((year, m)) = st::parse_month(&month) else {
+        return Ok(Vec::new());
+    };
+    let (from, to) = st::month_bounds(year, m, &tz);
+    let admins: Vec<&User> = users.iter().filter(|u| u.enabled && u.is_admin()).collect();
+    if admins.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Who is told of which group, where that message was not queued yet.
+    let mut due: Vec<(String, i64, String)> = Vec::new();
+    for group in store.accounts().groups().await? {
+        let mut readers: Vec<&&User> = admins
+            .iter()
+            .filter(|a| group.members.contains(&a.username))
+            .collect();
+        if readers.is_empty() {
+            readers = admins.iter().collect();
+        }
+        for admin in readers {
+            let key = format!("monthly_statement:{month}:{}:{}", group.id, admin.id);
+            if store.outbox().has(&format!("{key}:email")).await?
+                || store.outbox().has(&format!("{key}:webhook")).await?
+            {
+                continue;
+            }
+            let prefs = store.notifications().prefs(admin.id).await?;
+            let channels = prefs.channels(settings, EventKind::MonthlyStatement);
+            if channels.email || channels.webhook {
+                due.push((group.name.clone(), admin.id, key));
+            }
+        }
+    }
+    if due.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut first_account: Option<DateTime<Utc>> = None;
+    for user in users {
+        if let Some(created) = store.accounts().created_at(user.id).await? {
+            first_account = Some(first_account.map_or(created, |f| f.min(created)));
+        }
+    }
+    if first_account.is_none_or(|first| first >= to) {
+        return Ok(Vec::new());
+    }
+    let portal = store.settings().portal().await?;
+    let idle_threshold_pct = context
+        .policy
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .idle_threshold_pct;
+    let statement = crate::statements::gather(
+        store,
+        &crate::statements::Month {
+            name: month.clone(),
+            time_zone: settings.time_zone.clone(),
+            period: crate::reports::Period {
+                from,
+                to,
+                now,
+                only_user: None,
+                idle_threshold_pct,
+                keep_minutes: context.keep_minutes,
+                interval_s: context.interval_s,
+                energy_price_per_kwh: portal.energy_price_per_kwh,
+                carbon_g_per_kwh: portal.carbon_g_per_kwh,
+            },
+            rates: st::Rates {
+                gpu_hour_price: portal.gpu_hour_price,
+                energy_price_per_kwh: portal.energy_price_per_kwh,
+                carbon_g_per_kwh: portal.carbon_g_per_kwh,
+            },
+        },
+    )
+    .await?;
+    Ok(due
+        .into_iter()
+        .map(|(group, admin, key)| {
+            let row = (statement.groups.iter().find(|r| r.name == group).cloned())
+                .unwrap_or_else(|| statement.rates.row(&group, 0.0, 0.0, 0.0, 0));
+            reminder(
+                admin,
+                EventKind::MonthlyStatement,
+                key,
+                format!(
+                    "{group} in {month}: {:.1} GPU-hours booked, {:.1} used",
+                    row.gpu_hours_booked, row.gpu_hours_used
+                ),
+                json!({
+                    "month": month, "group": group, "booked_h": row.gpu_hours_booked,
+                    "used_h": row.gpu_hours_used, "idle_share": row.idle_share,
+                    "energy_kwh": row.energy_kwh, "cost": row.cost, "co2e_kg": row.co2e_kg,
+                    "jobs": row.jobs,
+                }),
+                now,
+            )
+        })
+        .collect())
 }
 
 #[cfg(test)]

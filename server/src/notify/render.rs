@@ -5,7 +5,7 @@
 
 use super::event::{
     BookingFacts, DigestFacts, Event, FailingFacts, IdleFacts, JobEnd, JobFacts, QuotaFacts,
-    UnbookedFacts,
+    StatementFacts, UnbookedFacts,
 };
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -121,6 +121,7 @@ pub fn render(
         Event::QuotaNear(quota) => quota_near(quota, r),
         Event::WeeklyDigest(week) => digest(week, at, r),
         Event::CardFailing(failing) => card_failing(failing, r),
+        Event::MonthlyStatement(facts) => statement(facts, r),
         Event::ConfirmEmail(email) => (
             say!(r, mail.confirm_email_subject),
             vec![say!(
@@ -436,6 +437,49 @@ fn quota_near(quota: &QuotaFacts, r: &Reader<'_>) -> Said {
         vec![
             say!(r, mail.quota_line, used, limit),
             say!(r, mail.quota_refused),
+        ],
+    )
+}
+
+fn statement(s: &StatementFacts, r: &Reader<'_>) -> Said {
+    let idle = s
+        .idle_share
+        .map(|x| format!("{:.0} %", x * 100.0))
+        .unwrap_or_else(|| "—".into());
+    let money = |x: Option<f64>| x.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
+    (
+        say!(
+            r,
+            mail.statement_subject,
+            group = s.group.clone(),
+            month = s.month.clone()
+        ),
+        vec![
+            say!(
+                r,
+                mail.statement_line,
+                group = s.group.clone(),
+                month = s.month.clone(),
+                booked = format!("{:.1}", s.booked_h),
+                used = format!("{:.1}", s.used_h),
+                idle,
+                energy = format!("{:.1}", s.energy_kwh),
+                jobs = s.jobs.to_string()
+            ),
+            say!(
+                r,
+                mail.statement_cost,
+                cost = money(s.cost),
+                co2e = s
+                    .co2e_kg
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_else(|| "—".into())
+            ),
+            say!(
+                r,
+                mail.statement_whole,
+                url = format!("{}/admin/statements", r.portal)
+            ),
         ],
     )
 }
