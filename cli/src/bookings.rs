@@ -42,6 +42,9 @@ pub struct BookArgs {
     /// Do not lend them, whatever the portal's default.
     #[arg(long)]
     pub no_lend: bool,
+    /// The project it is for (one the admins defined); default: your group's.
+    #[arg(long)]
+    pub project: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -184,7 +187,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
             return Ok(());
         }
         CreateBooking {
-            project: None,
+            project: args.project.clone(),
             lend: lend_choice(&args),
             ..named(&slot, args.note.clone())
         }
@@ -206,7 +209,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
         // it is this slot.
         match slot.filter(|s| s.start <= start + Duration::minutes(1)) {
             Some(slot) => CreateBooking {
-                project: None,
+                project: args.project.clone(),
                 start,
                 end,
                 lend: lend_choice(&args),
@@ -227,7 +230,7 @@ pub async fn book(args: BookArgs) -> Result<()> {
     } else {
         let start = start.unwrap_or(now);
         CreateBooking {
-            project: None,
+            project: args.project.clone(),
             gpus: None,
             count: Some(args.gpus),
             start,

@@ -23,7 +23,7 @@ const { url, browser, failures } = await scenario({
 const PAGES = [
   '/', '/calendar', '/jobs', '/queue', '/history', '/account',
   '/admin/users', '/admin/groups', '/admin/quotas', '/admin/policy', '/admin/queue', '/admin/notifications',
-  '/admin/violations', '/admin/audit',
+  '/admin/violations', '/admin/audit', '/admin/statements', '/usage',
 ];
 
 /** Serious and critical violations on the page now, as "rule: target" lines. */

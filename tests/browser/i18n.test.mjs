@@ -24,7 +24,7 @@ const { url, browser, failures } = await scenario({
 const PAGES = [
   '/', '/calendar', '/jobs', '/queue', '/history', '/account',
   '/admin/users', '/admin/groups', '/admin/quotas', '/admin/policy', '/admin/queue', '/admin/notifications',
-  '/admin/violations', '/admin/audit',
+  '/admin/violations', '/admin/audit', '/admin/statements', '/usage',
 ];
 
 /** Every English text of the translation files that the Chinese file says differently, cut

@@ -9,7 +9,9 @@ use crate::components::table::{Col, ListHead};
 use crate::components::topbar::TopBar;
 use lanes_types::api::{self, Endpoint};
 use lanes_types::report::JobUsage;
-use lanes_types::statement::{MyUsage, Project, Statement, StatementQuery, StatementRow};
+use lanes_types::statement::{
+    MyUsage, Project, Statement, StatementQuery, StatementRow, NO_PROJECT,
+};
 use leptos::prelude::*;
 use std::collections::BTreeMap;
 
@@ -88,7 +90,7 @@ fn rows_table(
         .map(|r| {
             view! {
                 <tr>
-                    <td>{r.name}</td>
+                    <td>{if r.name == NO_PROJECT { tr!(statements.no_project).to_string() } else { r.name }}</td>
                     <td class="num">{hours(r.gpu_hours_booked)}</td>
                     <td class="num">{hours(r.gpu_hours_used)}</td>
                     <td class="num">{share(r.idle_share)}</td>
