@@ -503,6 +503,8 @@ mod tests {
         "lanes",
         "nvidia",
         "json",
+        // A service's name (ntfy.sh), written in lower case by its makers.
+        "ntfy",
         "python",
         "cuda",
         "smtp",
