@@ -731,6 +731,11 @@ impl Client {
         self.call::<api::StatementsCsv>((), query).await
     }
 
+    /// `GET /api/v1/projects`: the projects a booking may name, and the caller's default.
+    pub async fn projects(&self) -> Result<lanes_types::statement::ProjectChoices> {
+        self.call::<api::Projects>((), &()).await
+    }
+
     /// `GET /api/v1/me/usage`: the caller's month.
     pub async fn my_usage(
         &self,

@@ -359,6 +359,7 @@ fn matrix() -> Vec<Row> {
             [401, 403, 403, 200],
         ),
         row(get.clone(), "/api/v1/me/usage", None, [401, 200, 200, 200]),
+        row(get.clone(), "/api/v1/projects", None, [401, 200, 200, 200]),
         row(
             get.clone(),
             "/api/v1/bookings/energy",

@@ -280,6 +280,7 @@ async fn call_client(
             client.statement_csv(&Default::default()).await.map(drop)
         }
         ("GET", "/api/v1/me/usage") => client.my_usage(&Default::default()).await.map(drop),
+        ("GET", "/api/v1/projects") => client.projects().await.map(drop),
         ("POST", "/api/v1/queue") => client
             .enqueue(&body(json!({"gpus": 1, "time_limit_s": 60, "argv": argv})))
             .await

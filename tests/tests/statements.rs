@@ -101,6 +101,11 @@ async fn a_months_statement_counts_real_hours_in_the_labs_zone_per_project_group
         .await
         .unwrap();
 
+    // What a member's booking form offers: every project, and their group's default.
+    let offered = ada.client().projects().await.unwrap();
+    assert_eq!(offered.projects, portal.projects);
+    assert_eq!(offered.default.as_deref(), Some("vision"));
+    assert_eq!(bo.client().projects().await.unwrap().default, None);
     let gpus = cards(&app).await;
     let uuid = |i: usize| gpus[i].info.uuid.clone();
     // A: ada, two cards, 01:00 CET → 04:00 CEST on the night the clocks go forward: three

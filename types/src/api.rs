@@ -37,7 +37,7 @@ use crate::queue::{
 };
 use crate::report::{BookingEnergyNow, UsageReport};
 pub use crate::rule::Rule;
-use crate::statement::{MyUsage, Statement, StatementQuery};
+use crate::statement::{MyUsage, ProjectChoices, Statement, StatementQuery};
 use crate::{GpuState, HealthReport, NodeState};
 use serde::{Deserialize, Serialize};
 
@@ -354,6 +354,8 @@ endpoints! {
     Statements: Get "/api/v1/statements" (()) query StatementQuery => json Statement;
     /// One table of a month's statement as CSV: `projects`, `groups`, `users` or `jobs` (admins).
     StatementsCsv: Get "/api/v1/statements.csv" (()) query StatementQuery => text String;
+    /// The projects a booking may name, and the caller's default.
+    Projects: Get "/api/v1/projects" (()) nothing () => json ProjectChoices;
     /// The caller's month against their quota, and as much of others' as the admins show.
     MyUsageOfMonth: Get "/api/v1/me/usage" (()) query StatementQuery => json MyUsage;
 

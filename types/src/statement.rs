@@ -58,6 +58,15 @@ impl Project {
     }
 }
 
+/// The projects a member may book for, and what their bookings carry when they name none
+/// (`GET /api/v1/projects`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectChoices {
+    pub projects: Vec<Project>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+}
+
 /// The row name of bookings that carry no project.
 pub const NO_PROJECT: &str = "(no project)";
 

@@ -20,6 +20,7 @@ use lanes_types::booking::{
     Booking, BookingState, CreateBooking, ExtendBooking, MaintenanceBlock, QuotaUse,
 };
 use lanes_types::report::UsageReport;
+use lanes_types::statement::ProjectChoices;
 use lanes_types::GpuState;
 use leptos::prelude::*;
 
@@ -550,6 +551,9 @@ fn Confirm(
     let note = RwSignal::new(String::new());
     // Checked: lend while idle; unchecked: the portal's default (off unless admins set it).
     let lend = RwSignal::new(false);
+    // The project it is for; empty: the member's group's default (or none).
+    let projects = Remote::<ProjectChoices>::new(api::Projects::PATH);
+    let project = RwSignal::new(String::new());
     // The request the selection means: its cards (in row order) and slot. A slot whose first
     // cell holds "now" starts now.
     let request = Memo::new(move |_| {
@@ -620,7 +624,7 @@ fn Confirm(
             return;
         };
         let body = CreateBooking {
-            project: None,
+            project: Some(project.get_untracked()).filter(|p| !p.is_empty()),
             gpus: Some(cards.into_iter().map(|(uuid, _)| uuid).collect()),
             count: None,
             start,
@@ -674,6 +678,27 @@ fn Confirm(
                             />
                             {tr!(calendar.lend_while_idle)}
                         </label>
+                        {move || projects.ok().filter(|p| !p.projects.is_empty()).map(|choices| {
+                            let default = match &choices.default {
+                                Some(name) => tr!(calendar.project_default, project = name.clone()).to_string(),
+                                None => tr!(calendar.project_none).to_string(),
+                            };
+                            let options = choices.projects.iter().map(|p| {
+                                let name = p.name.clone();
+                                let shown = if p.description.is_empty() { name.clone() } else { format!("{} — {}", p.name, p.description) };
+                                view! { <option value=name.clone() selected=move || project.get() == name>{shown}</option> }
+                            }).collect_view();
+                            view! {
+                                <label class="inline">
+                                    {tr!(calendar.project)}
+                                    <select name="project" on:change=move |ev| project.set(event_target_value(&ev))>
+                                        <option value="" selected=move || project.get().is_empty()>{default}</option>
+                                        {options}
+                                    </select>
+                                </label>
+                            }
+                            .into_any()
+                        })}
                         <button type="submit" disabled=move || problem.get().is_some() on:click=move |_| send()>{tr!(calendar.book)}</button>
                         <button on:click=move |_| { selection.set(None); book.clear(); }>{tr!(calendar.cancel)}</button>
                     </div>

@@ -19,6 +19,22 @@ pub fn routes() -> Routes {
         .endpoint::<api::Statements, _, _>(statement)
         .endpoint::<api::StatementsCsv, _, _>(statement_csv)
         .endpoint::<api::MyUsageOfMonth, _, _>(my_usage)
+        .endpoint::<api::Projects, _, _>(projects)
+}
+
+/// The projects (anyone signed in may book for one), and the caller's group's default.
+async fn projects(
+    State(state): State<AppState>,
+    CurrentUser(user): CurrentUser,
+) -> Result<Json<st::ProjectChoices>, ApiError> {
+    let portal = state.portal_settings();
+    let default = (state.store.accounts())
+        .group_project(&portal.group_projects, user.id)
+        .await?;
+    Ok(Json(st::ProjectChoices {
+        projects: portal.projects,
+        default,
+    }))
 }
 
 /// The month a query asks for, in its zone (the lab's unless it names one).
