@@ -438,6 +438,15 @@ impl Default for PortalSettings {
 }
 
 impl PortalSettings {
+    /// The rates statements are priced at.
+    pub fn rates(&self) -> crate::statement::Rates {
+        crate::statement::Rates {
+            gpu_hour_price: self.gpu_hour_price,
+            energy_price_per_kwh: self.energy_price_per_kwh,
+            carbon_g_per_kwh: self.carbon_g_per_kwh,
+        }
+    }
+
     pub fn check(&self) -> Result<(), String> {
         if !(1..=MAX_BOOKING_HORIZON_DAYS).contains(&self.booking_horizon_days) {
             return Err(format!(

@@ -12,7 +12,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use lanes_types::api;
-use lanes_types::statement::{self as st, MyUsage, Rates, Statement, StatementQuery};
+use lanes_types::statement::{self as st, MyUsage, Statement, StatementQuery};
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -66,11 +66,7 @@ async fn month_of(state: &AppState, q: &StatementQuery) -> Result<Month, ApiErro
             energy_price_per_kwh: settings.energy_price_per_kwh,
             carbon_g_per_kwh: settings.carbon_g_per_kwh,
         },
-        rates: Rates {
-            gpu_hour_price: settings.gpu_hour_price,
-            energy_price_per_kwh: settings.energy_price_per_kwh,
-            carbon_g_per_kwh: settings.carbon_g_per_kwh,
-        },
+        rates: settings.rates(),
     })
 }
 

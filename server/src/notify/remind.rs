@@ -365,27 +365,8 @@ async fn digests(
         {
             continue;
         }
-        let portal = store.settings().portal().await?;
-        let idle_threshold_pct = context
-            .policy
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .idle_threshold_pct;
-        let report = crate::reports::gather(
-            store,
-            &crate::reports::Period {
-                from,
-                to,
-                now,
-                only_user: Some(user.id),
-                idle_threshold_pct,
-                keep_minutes: context.keep_minutes,
-                interval_s: context.interval_s,
-                energy_price_per_kwh: portal.energy_price_per_kwh,
-                carbon_g_per_kwh: portal.carbon_g_per_kwh,
-            },
-        )
-        .await?;
+        let (period, _) = period(context, (from, to), now, Some(user.id)).await?;
+        let report = crate::reports::gather(store, &period).await?;
         let row = report.users.iter().find(|r| r.name == user.username);
         let (booked, used, jobs, kwh) = row.map_or((0.0, 0.0, 0, 0.0), |r| {
             (r.gpu_hours_booked, r.gpu_hours_used, r.jobs, r.energy_kwh)
@@ -406,6 +387,34 @@ async fn digests(
         ));
     }
     Ok(out)
+}
+
+/// A report's period `[from, to)` as the notifier reads it (the policy's idle threshold, the
+/// history's resolutions, the admins' prices), and the portal settings it read them from.
+async fn period(
+    context: &NotifyContext,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    now: DateTime<Utc>,
+    only_user: Option<i64>,
+) -> Result<(crate::reports::Period, lanes_types::account::PortalSettings), StoreError> {
+    let portal = context.store.settings().portal().await?;
+    let idle_threshold_pct = context
+        .policy
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .idle_threshold_pct;
+    let period = crate::reports::Period {
+        from,
+        to,
+        now,
+        only_user,
+        idle_threshold_pct,
+        keep_minutes: context.keep_minutes,
+        interval_s: context.interval_s,
+        energy_price_per_kwh: portal.energy_price_per_kwh,
+        carbon_g_per_kwh: portal.carbon_g_per_kwh,
+    };
+    Ok((period, portal))
 }
 
 /// On the first of the month from [`DIGEST_HOUR`] in the lab's zone (or later, if the server
@@ -470,33 +479,14 @@ async fn statements(
     if first_account.is_none_or(|first| first >= to) {
         return Ok(Vec::new());
     }
-    let portal = store.settings().portal().await?;
-    let idle_threshold_pct = context
-        .policy
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .idle_threshold_pct;
+    let (period, portal) = period(context, (from, to), now, None).await?;
     let statement = crate::statements::gather(
         store,
         &crate::statements::Month {
             name: month.clone(),
             time_zone: settings.time_zone.clone(),
-            period: crate::reports::Period {
-                from,
-                to,
-                now,
-                only_user: None,
-                idle_threshold_pct,
-                keep_minutes: context.keep_minutes,
-                interval_s: context.interval_s,
-                energy_price_per_kwh: portal.energy_price_per_kwh,
-                carbon_g_per_kwh: portal.carbon_g_per_kwh,
-            },
-            rates: st::Rates {
-                gpu_hour_price: portal.gpu_hour_price,
-                energy_price_per_kwh: portal.energy_price_per_kwh,
-                carbon_g_per_kwh: portal.carbon_g_per_kwh,
-            },
+            period,
+            rates: portal.rates(),
         },
     )
     .await?;
