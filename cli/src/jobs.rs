@@ -41,6 +41,10 @@ pub struct SubmitArgs {
     /// SIGTERM (checkpoint then), SIGKILL after the queue's grace, and waits again.
     #[arg(long, conflicts_with = "booking")]
     pub preemptible: bool,
+    /// The project it is for (queue jobs; one the admins defined); default: your group's. A
+    /// job in a booking counts under the booking's project.
+    #[arg(long, conflicts_with = "booking")]
+    pub project: Option<String>,
     /// Notice this long before its booking's end or time limit (15m, 1h) instead of the
     /// admin's lead, up to their maximum: LANES_NOTICE_FILE is written and the notice signal
     /// sent, then SIGTERM at the stop.
@@ -279,6 +283,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
             let min_memory_bytes = min_memory_of(&args)?;
             let queued = client
                 .enqueue(&SubmitJob {
+                    project: args.project.clone(),
                     gpus: args.gpus.unwrap_or(1),
                     time_limit_s: args.time.map(|t| t.num_seconds()),
                     argv: args.command.clone(),

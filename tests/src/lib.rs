@@ -811,6 +811,7 @@ impl Session<'_> {
 /// A queue job of `argv` on `gpus` cards for up to `limit_s` seconds, as the API takes it.
 pub fn queue_job(gpus: u32, limit_s: i64, argv: &[&str]) -> lanes_types::queue::SubmitJob {
     lanes_types::queue::SubmitJob {
+        project: None,
         container: None,
         gpus,
         time_limit_s: Some(limit_s),

@@ -170,6 +170,7 @@ fn node_of(booking: &Booking) -> String {
 /// A queue job of `gpus` cards that sleeps a second.
 fn sleeper(gpus: u32, name: &str) -> SubmitJob {
     SubmitJob {
+        project: None,
         name: Some(name.into()),
         ..lanes_tests::queue_job(gpus, 60, &["sleep", "1"])
     }

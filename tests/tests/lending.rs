@@ -110,6 +110,7 @@ impl World<'_> {
         self.borrower
             .client()
             .enqueue(&SubmitJob {
+                project: None,
                 preemptible,
                 ..lanes_tests::queue_job(1, 600, argv)
             })
@@ -356,6 +357,7 @@ async fn a_borrower_checkpoints_on_its_notice_is_requeued_and_resumes_from_its_c
         .borrower
         .client()
         .enqueue(&SubmitJob {
+            project: None,
             preemptible: true,
             cwd: Some(work.path().to_str().unwrap().into()),
             ..lanes_tests::queue_job(1, 600, &["/usr/bin/python3", "train.py"])
@@ -492,6 +494,7 @@ async fn a_wide_job_borrows_two_idle_bookings_and_either_holders_reclaim_takes_b
         .borrower
         .client()
         .enqueue(&SubmitJob {
+            project: None,
             preemptible: true,
             ..lanes_tests::queue_job(2, 600, &["/bin/sleep", "600"])
         })

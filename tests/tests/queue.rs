@@ -22,6 +22,7 @@ fn work(gpus: u32, limit_s: i64, argv: &[&str]) -> SubmitJob {
 /// `work` with a name.
 fn named(name: &str, job: SubmitJob) -> SubmitJob {
     SubmitJob {
+        project: None,
         name: Some(name.into()),
         ..job
     }
@@ -301,10 +302,12 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     let owner = member(&app).await;
     let mine = owner.client();
     let huge_memory = SubmitJob {
+        project: None,
         min_memory_bytes: Some(1u64 << 50),
         ..work(1, 60, &["true"])
     };
     let reserved = SubmitJob {
+        project: None,
         env: Some([("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())].into()),
         environment: None,
         ..work(1, 60, &["true"])
@@ -351,6 +354,7 @@ async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     settings.default_time_limit_s = None;
     admin.save_queue_settings(&settings).await.unwrap();
     let no_limit = SubmitJob {
+        project: None,
         time_limit_s: None,
         ..work(1, 60, &["true"])
     };
@@ -525,6 +529,7 @@ async fn under_least_attained_service_a_long_preemptible_job_makes_way_for_a_new
     let long = submit(
         &owner,
         SubmitJob {
+            project: None,
             preemptible: true,
             ..work(
                 1,

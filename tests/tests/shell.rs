@@ -346,6 +346,7 @@ async fn a_shell_in_a_lending_booking_takes_its_cards_back() {
     let booking = ada.client().book(&request).await.unwrap();
     let borrower = bob
         .enqueue(&SubmitJob {
+            project: None,
             preemptible: true,
             ..lanes_tests::queue_job(1, 600, &["sleep", "600"])
         })

@@ -419,3 +419,72 @@ async fn each_groups_admins_get_last_months_statement_on_the_first() {
     );
     app.stop().await;
 }
+
+/// A queue job names its project (or takes its owner's group's default); the booking it starts
+/// in carries it, so the statement counts its hours there. A project that is none is refused.
+#[tokio::test]
+async fn a_queue_job_carries_its_project_into_the_booking_it_starts_in() {
+    const ACCOUNT: &str = "lanes-test-job";
+    lanes_tests::ensure_unix_account(ACCOUNT);
+    let app = TestApp::spawn(2).await;
+    let admin = Session {
+        app: &app,
+        cookie: app.sign_up("boss", Role::Admin).await,
+    };
+    let member = Session {
+        app: &app,
+        cookie: app.sign_up(ACCOUNT, Role::User).await,
+    };
+    let mut portal = admin.client().settings().await.unwrap();
+    portal.projects = vec![Project {
+        name: "vision".into(),
+        description: String::new(),
+    }];
+    admin.client().save_settings(&portal).await.unwrap();
+    let job = |project: Option<&str>| lanes_types::queue::SubmitJob {
+        project: project.map(str::to_string),
+        gpus: 1,
+        time_limit_s: Some(60),
+        argv: vec!["/bin/sleep".into(), "30".into()],
+        cwd: None,
+        env: None,
+        environment: None,
+        min_memory_bytes: None,
+        name: None,
+        preemptible: false,
+        container: None,
+        notice: None,
+    };
+    let (status, body) = member
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/queue",
+            Some(serde_json::to_value(job(Some("ghost"))).unwrap()),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.contains("is not a project; the projects are vision"),
+        "{body}"
+    );
+    let queued = member.client().enqueue(&job(Some("vision"))).await.unwrap();
+    assert_eq!(
+        member
+            .client()
+            .job(queued.id)
+            .await
+            .unwrap()
+            .project
+            .as_deref(),
+        Some("vision")
+    );
+    // It starts on a free card, in a booking of its own that carries the project.
+    let booking = wait_until(Duration::from_secs(20), "the queue job starts", || async {
+        let job = member.client().job(queued.id).await.ok()?;
+        member.client().booking(job.booking_id?).await.ok()
+    })
+    .await;
+    assert_eq!(booking.project.as_deref(), Some("vision"));
+    member.client().cancel_job(queued.id).await.unwrap();
+    app.stop().await;
+}

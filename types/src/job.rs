@@ -113,6 +113,10 @@ pub struct Job {
     /// Queue jobs: how many cards, for how long at most, with how much free memory each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueRequest>,
+    /// Queue jobs: the project it named (its booking, once it starts, carries it); a job in a
+    /// booking counts under its booking's project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     /// The container image it runs in, when it asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<crate::container::ContainerSpec>,

@@ -251,6 +251,9 @@ pub struct QueueForecast {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
+    /// The project it is for (one the admins defined); absent: the submitter's group's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     pub gpus: u32,
     /// Required unless the admin set a default; never above the admin's maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -195,6 +195,7 @@ fn SubmitForm(settings: QueueSettings, enqueue: Write<SubmitJob, QueuedJob>) -> 
             Err(message) => return error.set(Some(message)),
         };
         let body = SubmitJob {
+            project: None,
             container,
             gpus: count,
             time_limit_s: limit,

@@ -38,7 +38,7 @@ async fn submit(
         &state.store,
         &user,
         request,
-        &settings,
+        (&settings, &state.portal_settings()),
         &cards,
         state.clock.now(),
     )

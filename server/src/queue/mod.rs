@@ -352,11 +352,17 @@ impl Queue {
         else {
             return Ok(false);
         };
-        // Its owner's group's default project, as a booking of theirs would carry.
-        let portal = self.store.settings().portal().await?;
-        let project = (self.store.accounts())
-            .group_project(&portal.group_projects, owner.id)
-            .await?;
+        // The project it named, else its owner's group's default, as a booking of theirs
+        // would carry.
+        let project = match job.project.clone() {
+            Some(named) => Some(named),
+            None => {
+                let portal = self.store.settings().portal().await?;
+                (self.store.accounts())
+                    .group_project(&portal.group_projects, owner.id)
+                    .await?
+            }
+        };
         let new = NewBooking {
             owner,
             cards: CardChoice::Named(gpus.iter().map(|g| g.uuid.clone()).collect()),

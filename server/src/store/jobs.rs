@@ -60,6 +60,8 @@ pub struct NewJob<'a> {
     pub container: Option<&'a ContainerSpec>,
     pub notice: Option<&'a lanes_types::notice::NoticeRequest>,
     pub session: Option<SessionKind>,
+    /// A queue job's project.
+    pub project: Option<&'a str>,
     pub place: JobPlace,
 }
 
@@ -146,6 +148,7 @@ struct Row {
     attained_gpu_s: i64,
     preempt_requested_ms: Option<i64>,
     session: Option<String>,
+    project: Option<String>,
 }
 
 impl Row {
@@ -213,6 +216,7 @@ impl Row {
                 // A notice this Lanes cannot read is no notice: it is given again.
                 notice: self.notice.and_then(|n| serde_json::from_str(&n).ok()),
                 session: self.session.as_deref().and_then(SessionKind::parse),
+                project: self.project,
                 queue: match (self.gpus, self.time_limit_s) {
                     (Some(gpus), Some(time_limit_s)) => Some(QueueRequest {
                         gpus: gpus as u32,
@@ -240,7 +244,7 @@ const SELECT: &str = "SELECT j.id, j.booking_id, j.user_id, u.username, j.name, 
         j.message, u.unix_user, j.cancel_requested, j.pid_start, j.boot_id, j.stop_requested_ms,
         j.stop_reason, j.peak_memory_bytes, j.gpus, j.time_limit_s, j.min_memory_bytes,
         j.preemptible, j.requeues, j.env_base, j.environment, j.device_wall, j.cgroup, j.cpu_time_ms, j.peak_host_memory_bytes, j.container, j.log_dir,
-        j.notice_request, j.notice, j.attained_gpu_s, j.preempt_requested_ms, j.session
+        j.notice_request, j.notice, j.attained_gpu_s, j.preempt_requested_ms, j.session, j.project
     FROM jobs j JOIN users u ON u.id = j.user_id";
 
 impl Jobs<'_> {
@@ -259,8 +263,8 @@ impl Jobs<'_> {
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (booking_id, user_id, name, argv, cwd, env, state, gpus,
                                time_limit_s, min_memory_bytes, created_at, env_base, preemptible,
-                               container, notice_request, session)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                               container, notice_request, session, project)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
              RETURNING id",
         )
         .bind(booking_id)
@@ -289,6 +293,7 @@ impl Jobs<'_> {
                 .map(|n| serde_json::to_string(n).unwrap_or_default()),
         )
         .bind(new.session.map(SessionKind::as_str))
+        .bind(new.project)
         .fetch_one(&mut *tx)
         .await?;
         let audit = AuditEntry {

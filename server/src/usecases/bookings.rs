@@ -55,20 +55,7 @@ pub async fn book(
         }
     };
     let project = match request.project.filter(|p| !p.is_empty()) {
-        Some(name) if portal.projects.iter().any(|p| p.name == name) => Some(name),
-        Some(name) => {
-            let known: Vec<&str> = portal.projects.iter().map(|p| p.name.as_str()).collect();
-            return Err(UseCaseError::Unprocessable(
-                match known.is_empty() {
-                    true => format!("{name:?} is not a project: the admins have defined none"),
-                    false => format!(
-                        "{name:?} is not a project; the projects are {}",
-                        known.join(", ")
-                    ),
-                }
-                .into(),
-            ));
-        }
+        Some(name) => Some(known_project(portal, &name)?),
         None => {
             (store.accounts())
                 .group_project(&portal.group_projects, owner.id)
@@ -98,6 +85,27 @@ pub async fn book(
     }
     let audit = AuditEntry::new(Some(actor.id), AuditAction::BookingCreate, "").detail(detail);
     Ok(store.bookings().create(&new, audit, now).await?)
+}
+
+/// `name` if it is one of the admins' projects, else a refusal that names the projects there are.
+pub fn known_project(
+    portal: &lanes_types::account::PortalSettings,
+    name: &str,
+) -> Result<String, UseCaseError> {
+    if portal.projects.iter().any(|p| p.name == name) {
+        return Ok(name.to_string());
+    }
+    let known: Vec<&str> = portal.projects.iter().map(|p| p.name.as_str()).collect();
+    Err(UseCaseError::Unprocessable(
+        match known.is_empty() {
+            true => format!("{name:?} is not a project: the admins have defined none"),
+            false => format!(
+                "{name:?} is not a project; the projects are {}",
+                known.join(", ")
+            ),
+        }
+        .into(),
+    ))
 }
 
 /// The booking, or "no such booking".

@@ -123,11 +123,12 @@ impl Command {
         &self,
         store: &Store,
         owner: &User,
-        place: JobPlace,
+        (place, project): (JobPlace, Option<&str>),
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Job, UseCaseError> {
         let new = NewJob {
+            project,
             user_id: owner.id,
             name: &self.name,
             argv: &self.argv,
@@ -206,7 +207,13 @@ pub async fn submit_to_booking(
         command.argv.join(" ")
     ));
     let job = command
-        .create(store, user, JobPlace::Booking(booking.id), audit, now)
+        .create(
+            store,
+            user,
+            (JobPlace::Booking(booking.id), None),
+            audit,
+            now,
+        )
         .await?;
     // Its holder starts work: what the booking lends comes back (the job starts once the
     // borrowers are gone).
@@ -283,10 +290,14 @@ pub async fn submit_to_queue(
     store: &Store,
     user: &User,
     request: SubmitJob,
-    settings: &QueueSettings,
+    (settings, portal): (&QueueSettings, &lanes_types::account::PortalSettings),
     cards: &[GpuState],
     now: DateTime<Utc>,
 ) -> Result<Job, UseCaseError> {
+    let project = match request.project.as_deref().filter(|p| !p.is_empty()) {
+        Some(name) => Some(super::bookings::known_project(portal, name)?),
+        None => None,
+    };
     let command = Command::check(
         user,
         request.argv,
@@ -324,7 +335,13 @@ pub async fn submit_to_queue(
         command.argv.join(" ")
     ));
     command
-        .create(store, user, JobPlace::Queue(queued), audit, now)
+        .create(
+            store,
+            user,
+            (JobPlace::Queue(queued), project.as_deref()),
+            audit,
+            now,
+        )
         .await
 }
 
