@@ -525,10 +525,19 @@ async fn a_member_reads_good_messages_in(format: WebhookFormat, language: &str) 
         "{open} in {}",
         message.body
     );
-    let outbox = admin.client().outbox(None).await.unwrap();
-    assert!(outbox
-        .iter()
-        .any(|m| m.event == "job_failed" && m.status == OutboxStatus::Sent));
+    // Recorded as sent once the service's answer is read (just after the sink saw it).
+    wait_until(
+        Duration::from_secs(10),
+        "the outbox records it sent",
+        || async {
+            let outbox = admin.client().outbox(None).await.ok()?;
+            outbox
+                .iter()
+                .any(|m| m.event == "job_failed" && m.status == OutboxStatus::Sent)
+                .then_some(())
+        },
+    )
+    .await;
 
     // A secret the service refuses: the message fails at once, with the service's words.
     if let Some(secret) = secret_of(format) {
