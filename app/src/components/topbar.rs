@@ -24,7 +24,6 @@ pub fn TopBar(
                 <a href="/jobs">{tr!(topbar.jobs)}</a>
                 <a href="/queue">{tr!(topbar.queue)}</a>
                 <a href="/history">{tr!(topbar.history)}</a>
-                <a href="/usage">{tr!(statements.nav)}</a>
                 {viewer()
                     .filter(User::is_admin)
                     .map(|_| view! { <a href="/admin">{tr!(topbar.admin)}</a> })}

@@ -20,6 +20,7 @@ pub fn AccountPage() -> impl IntoView {
         <TopBar />
         <main class="page narrow">
             <h2>{tr!(account.your_account)}</h2>
+            <p><a href="/usage" data-testid="usage-link">{tr!(statements.nav)}</a></p>
             {viewer().map(|user| view! { <Profile user /> })}
             <crate::pages::notifications::MyNotifications />
             {move || {
