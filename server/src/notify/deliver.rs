@@ -398,12 +398,6 @@ async fn attempt(
             .await
             .1;
     }
-    let settings = context
-        .store
-        .notifications()
-        .settings()
-        .await
-        .map_err(store_error)?;
     let Some(user_id) = message.user_id else {
         return Err(Undelivered::Drop(
             "a personal message without a member".into(),
