@@ -9,6 +9,8 @@
 //!   bare axum handler in the same run.
 //! - `history`: 30 days × 8 cards of readings through the store's write, rollup and pruning
 //!   path; database size and query latency per range.
+//! - `history-http`: the same readings in a `lanes serve` and in Prometheus, each asked over
+//!   HTTP for 1 h, 24 h, 7 d and 30 d at 1,000 points (bench/history-prometheus.sh).
 //! - `schedule`: one scheduling pass over a deep queue against sorting it.
 //! - `notebook`: a kernel message's round trip through the portal's `/sessions/ID/` proxy
 //!   against the same Jupyter on its own socket, and what an open, idle session costs the
@@ -20,6 +22,7 @@ mod attribution;
 mod bookings;
 mod history;
 mod notebook;
+mod prometheus;
 mod schedule;
 
 use clap::{Parser, Subcommand};
@@ -112,7 +115,16 @@ enum Command {
         /// An empty PostgreSQL database to load instead of a scratch SQLite file.
         #[arg(long)]
         database_url: Option<String>,
+        /// Keep the SQLite database in this directory (for `lanes serve`) instead of removing it.
+        #[arg(long)]
+        keep: Option<std::path::PathBuf>,
+        /// Also write the readings here as OpenMetrics, for promtool.
+        #[arg(long)]
+        openmetrics: Option<std::path::PathBuf>,
     },
+    /// History over HTTP: a `lanes serve` and a Prometheus holding the same readings, asked for
+    /// the same ranges (bench/history-prometheus.sh loads and starts both).
+    HistoryHttp(prometheus::Args),
 }
 
 fn main() {
@@ -165,9 +177,14 @@ fn main() {
             days,
             queries,
             database_url,
+            keep,
+            openmetrics,
         } => tokio::runtime::Runtime::new()
             .expect("a runtime")
-            .block_on(history::run(days, queries, database_url)),
+            .block_on(history::run(days, queries, database_url, keep, openmetrics)),
+        Command::HistoryHttp(args) => tokio::runtime::Runtime::new()
+            .expect("a runtime")
+            .block_on(prometheus::run(args)),
     }
 }
 

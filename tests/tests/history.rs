@@ -560,3 +560,167 @@ async fn the_last_reading_of_a_second_is_kept_whether_it_came_in_the_same_batch_
     assert_eq!(got, vec![(100, 40.0, 40.0, 40.0)]);
     store.close().await;
 }
+
+/// Blocks and head rows of the history, read straight from the database.
+/// A metric at a plan, and its buckets.
+type Answer = (Metric, Plan, Vec<(i64, f64, f64, f64)>);
+
+/// Asserts two sets of answers are equal, naming the first bucket that differs.
+fn same_answers(
+    got: &[Answer],
+    want: &[Answer],
+) {
+    for ((metric, plan, g), (_, _, w)) in got.iter().zip(want) {
+        let first = g.iter().zip(w).find(|(a, b)| a != b);
+        assert!(
+            first.is_none() && g.len() == w.len(),
+            "{metric:?} at {plan:?}: {} buckets against {}, first difference {first:?}",
+            g.len(),
+            w.len()
+        );
+    }
+    assert_eq!(got.len(), want.len());
+}
+
+async fn stored(url: &str) -> (i64, i64) {
+    use sqlx::Connection;
+    let (blocks, head) = (
+        "SELECT COUNT(*) FROM samples_blocks",
+        "SELECT COUNT(*) FROM samples_raw",
+    );
+    if lanes_tests::on_postgres() {
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        let b: i64 = sqlx::query_scalar(blocks)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        let h: i64 = sqlx::query_scalar(head).fetch_one(&mut conn).await.unwrap();
+        (b, h)
+    } else {
+        let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+        let b: i64 = sqlx::query_scalar(blocks)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        let h: i64 = sqlx::query_scalar(head).fetch_one(&mut conn).await.unwrap();
+        (b, h)
+    }
+}
+
+/// Every metric of the card over `[from, to)` at raw resolution, in buckets of 1 s and of 7 s
+/// (edges that fall inside blocks), and by the minute.
+async fn every_answer(
+    store: &Store,
+    id: i64,
+    from: i64,
+    to: i64,
+) -> Vec<Answer> {
+    let mut answers = Vec::new();
+    for metric in [
+        Metric::Utilization,
+        Metric::Memory,
+        Metric::Temperature,
+        Metric::Power,
+        Metric::SmClock,
+    ] {
+        for plan in [
+            Plan {
+                resolution: Resolution::Raw,
+                bucket_s: 1,
+            },
+            Plan {
+                resolution: Resolution::Raw,
+                bucket_s: 7,
+            },
+            Plan {
+                resolution: Resolution::Minute,
+                bucket_s: 60,
+            },
+        ] {
+            answers.push((metric, plan, buckets(store, id, metric, from, to, plan).await));
+        }
+    }
+    answers
+}
+
+#[tokio::test]
+async fn raw_readings_move_into_compressed_blocks_and_every_answer_stays_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::fresh(dir.path()).await;
+    let (store, id) = store_with_card(&db).await;
+    // 50 minutes from 10:05 of a day, every eleventh second missing, and a poll gap of 90 s:
+    // windows of ten minutes from 10:00 with readings in all but the edges.
+    let start = 1_800_000_000 / 600 * 600 + 300;
+    let ts: Vec<i64> = (start..start + 3000)
+        .filter(|t| t % 11 != 0 && !(start + 1000..start + 1090).contains(t))
+        .collect();
+    let rows: Vec<(i64, Reading)> = ts.iter().map(|t| (id, reading(*t, util_at(*t)))).collect();
+    store.history().insert_readings(&rows).await.unwrap();
+    let (from, to) = (start - 120, start + 3120);
+    // Before any rollup, every answer comes from raw rows.
+    let before = every_answer(&store, id, from, to).await;
+    assert_eq!(stored(&db.url).await, (0, ts.len() as i64));
+    // Rolled up to the last whole minute: the windows before its ten-minute edge are blocks.
+    let (minutes, _) = store.history().roll_up(start, start + 3000).await.unwrap();
+    let edge = minutes / 600 * 600;
+    let (blocks, head) = stored(&db.url).await;
+    let in_blocks = ts.iter().filter(|t| **t < edge).count() as i64;
+    assert_eq!(blocks, (edge - start + 300) / 600, "one block per window");
+    assert_eq!(head, ts.len() as i64 - in_blocks, "the rest stays rows");
+    same_answers(&every_answer(&store, id, from, to).await, &before);
+
+    // A reading that comes late into a window in a block (a second that was missing, and a
+    // second polled again, whose newer reading wins) is rolled up with the others.
+    let late = [
+        (id, reading(start + 1001, 100)),
+        (id, reading(start + 1200, 0)),
+    ];
+    store.history().insert_readings(&late).await.unwrap();
+    store
+        .history()
+        .roll_up(start + 1001, start + 3000)
+        .await
+        .unwrap();
+    let mut all: Vec<(i64, Reading)> = rows
+        .iter()
+        .filter(|(_, r)| r.t != start + 1200)
+        .copied()
+        .chain(late)
+        .collect();
+    all.sort_by_key(|(_, r)| r.t);
+    // The same answers as a fresh database given every reading at once.
+    let dir2 = tempfile::tempdir().unwrap();
+    let db2 = TestDb::fresh(dir2.path()).await;
+    let (fresh, id2) = store_with_card(&db2).await;
+    let all2: Vec<(i64, Reading)> = all.iter().map(|(_, r)| (id2, *r)).collect();
+    fresh.history().insert_readings(&all2).await.unwrap();
+    let want = every_answer(&fresh, id2, from, to).await;
+    same_answers(&every_answer(&store, id, from, to).await, &want);
+    // And once compacted again, they still are.
+    let (blocks, head) = stored(&db.url).await;
+    assert!(blocks >= 4, "{blocks} blocks");
+    assert!(head < all.len() as i64 / 2, "{head} rows left in the head");
+    fresh.close().await;
+
+    // Retention takes a block once its last reading is older than raw readings are kept:
+    // kept from 10:15, the window of 10:00 goes, that of 10:10 stays whole.
+    store
+        .history()
+        .prune(start + 600, i64::MIN, None)
+        .await
+        .unwrap();
+    let raw = Plan {
+        resolution: Resolution::Raw,
+        bucket_s: 1,
+    };
+    let left = buckets(&store, id, Metric::Utilization, from, to, raw).await;
+    assert_eq!(
+        left.first().map(|b| b.0),
+        ts.iter().find(|t| **t >= start + 300).copied()
+    );
+    assert_eq!(
+        left.len(),
+        all.iter().filter(|(_, r)| r.t >= start + 300).count()
+    );
+    store.close().await;
+}

@@ -3,6 +3,7 @@
 //! rules (which resolution answers a query, how readings are stored); `writer` moves readings
 //! from the hub to the store off the poller's path; the SQL lives in `store::history`.
 
+pub mod block;
 pub mod usage;
 
 use lanes_types::GpuSample;
@@ -64,6 +65,17 @@ impl Metric {
             Metric::Memory => 1_048_576.0,
             Metric::Power => 0.1,
             _ => 1.0,
+        }
+    }
+
+    /// Its column in a compressed block of raw readings.
+    pub fn block_column(self) -> block::Column {
+        match self {
+            Metric::Utilization => block::Column::Util,
+            Metric::Memory => block::Column::Mem,
+            Metric::Temperature => block::Column::Temp,
+            Metric::Power => block::Column::Power,
+            Metric::SmClock => block::Column::Clock,
         }
     }
 

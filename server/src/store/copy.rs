@@ -16,7 +16,7 @@ repository!(
 
 /// Every table of the schema, parents before children (so that foreign keys hold as rows
 /// arrive), with the column that identity sequences follow on PostgreSQL.
-pub const TABLES: [(&str, Option<&str>); 33] = [
+pub const TABLES: [(&str, Option<&str>); 34] = [
     ("nodes", Some("id")),
     ("gpus", Some("id")),
     ("users", Some("id")),
@@ -35,6 +35,7 @@ pub const TABLES: [(&str, Option<&str>); 33] = [
     ("job_log_chunks", None),
     ("violations", Some("id")),
     ("samples_raw", None),
+    ("samples_blocks", None),
     ("samples_1m", None),
     ("samples_10m", None),
     ("samples_1h", None),

@@ -1,7 +1,9 @@
 //! SQL of the utilization history: batched inserts of readings, rollups into minute and hour
 //! buckets (incremental, resumable after a restart), retention, and range queries.
 
+use super::sql::Tx;
 use super::StoreError;
+use crate::history::block::{self, WINDOW_S};
 use crate::history::{Metric, Plan, Reading, Resolution};
 use std::collections::HashMap;
 
@@ -112,47 +114,28 @@ impl History<'_> {
         readings: &[(i64, Reading)],
         minutes: &HashMap<(i64, i64), super::usage::MinuteUse>,
     ) -> Result<(), StoreError> {
-        // SQLite allows 32,766 bound values per statement, PostgreSQL 65,535: 7 a row.
-        const ROWS: usize = 4_000;
         // The last reading of each card and second (PostgreSQL refuses a statement whose
         // `ON CONFLICT DO UPDATE` would change one row twice).
         let mut last: HashMap<(i64, i64), usize> = HashMap::with_capacity(readings.len());
         for (i, (gpu, r)) in readings.iter().enumerate() {
             last.insert((*gpu, r.t), i);
         }
-        let readings: Vec<&(i64, Reading)> = readings
+        let readings: Vec<(i64, Reading)> = readings
             .iter()
             .enumerate()
             .filter(|(i, (gpu, r))| last.get(&(*gpu, r.t)) == Some(i))
-            .map(|(_, reading)| reading)
+            .map(|(_, reading)| *reading)
             .collect();
         let mut tx = self.begin().await?;
         if !minutes.is_empty() {
             super::usage::add_usage_in(&mut tx, minutes).await?;
         }
-        for chunk in readings.chunks(ROWS) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("({})", super::sql::placeholders(i * 7 + 1, 7)))
-                .collect();
-            let sql = format!(
-                "INSERT INTO samples_raw (gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz)
-                 VALUES {} {}",
-                rows.join(", "),
-                replace_on_conflict(&["util", "mem_mib", "temp_c", "power_dw", "clock_mhz"])
-            );
-            let mut query = sqlx::query(&sql);
-            for (gpu, r) in chunk.iter().copied() {
-                query = query
-                    .bind(*gpu)
-                    .bind(r.t)
-                    .bind(r.util)
-                    .bind(r.mem_mib)
-                    .bind(r.temp_c)
-                    .bind(r.power_dw)
-                    .bind(r.clock_mhz);
-            }
-            query.execute(&mut *tx).await?;
-        }
+        insert_raw(
+            &mut tx,
+            &readings,
+            &replace_on_conflict(&["util", "mem_mib", "temp_c", "power_dw", "clock_mhz"]),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -208,6 +191,11 @@ impl History<'_> {
                 None => complete_until,
             };
             let end = limit.div_euclid(bucket) * bucket;
+            // Readings that came late into minutes already rolled up: their windows' blocks go
+            // back to raw rows, so that the minutes are rolled up again from every reading.
+            if level == "1m" && previous.is_some_and(|p| start < p) {
+                restore_blocks(&mut tx, start).await?;
+            }
             if start < end {
                 let into = match level {
                     "1m" => "samples_1m",
@@ -243,6 +231,7 @@ impl History<'_> {
             .await?;
             done.push(progress);
         }
+        compact(&mut tx, done[0].div_euclid(WINDOW_S) * WINDOW_S).await?;
         tx.commit().await?;
         Ok((done[0], done[2]))
     }
@@ -276,6 +265,11 @@ impl History<'_> {
         let mut removed = 0;
         for (table, before) in [
             ("samples_raw", Some(raw_before.min(minutes_done))),
+            // A block goes once its newest reading is older than raw readings are kept.
+            (
+                "samples_blocks",
+                Some(raw_before.min(minutes_done).saturating_sub(WINDOW_S - 1)),
+            ),
             ("samples_1m", Some(minute_before.min(tens_done))),
             ("samples_10m", hour_before.map(|b| b.min(hours_done))),
             ("samples_1h", hour_before),
@@ -283,8 +277,9 @@ impl History<'_> {
             ("process_use_1m", hour_before),
         ] {
             let Some(before) = before else { continue };
+            let t = if table == "samples_blocks" { "t0" } else { "t" };
             removed += sqlx::query(&format!(
-                "DELETE FROM {table} WHERE gpu_id IN (SELECT id FROM gpus) AND t < $1"
+                "DELETE FROM {table} WHERE gpu_id IN (SELECT id FROM gpus) AND {t} < $1"
             ))
             .persistent(false)
             .bind(before)
@@ -357,6 +352,9 @@ impl History<'_> {
         to: i64,
         width: i64,
     ) -> Result<HashMap<i64, Vec<Bucket>>, StoreError> {
+        if resolution == Resolution::Raw {
+            return self.raw_buckets(cards, metric, from, to, width).await;
+        }
         let (raw, prefix) = metric.column();
         let aggregates = match resolution {
             Resolution::Raw => format!(
@@ -412,4 +410,258 @@ impl History<'_> {
         }
         Ok(series)
     }
+
+    /// One metric of `cards` over `[from, to)` from raw readings, in buckets of `width` seconds
+    /// starting at `from`: the compressed blocks' readings (decoded here, the metric's column
+    /// only) and the head's (summed by the database), merged bucket by bucket. A reading is in
+    /// one of the two, except for the moment between a late reading's write and the rollup
+    /// right after it, which puts its block back into the head.
+    async fn raw_buckets(
+        &self,
+        cards: &[i64],
+        metric: Metric,
+        from: i64,
+        to: i64,
+        width: i64,
+    ) -> Result<HashMap<i64, Vec<Bucket>>, StoreError> {
+        let (raw, _) = metric.column();
+        let head_sql = format!(
+            "SELECT $1 + ((t - $1) / {width}) * {width} AS b,
+                    CAST(MIN({raw}) AS DOUBLE PRECISION), CAST(SUM({raw}) AS DOUBLE PRECISION),
+                    COUNT({raw}), CAST(MAX({raw}) AS DOUBLE PRECISION)
+             FROM samples_raw WHERE gpu_id = $3 AND t >= $1 AND t < $2
+             GROUP BY b ORDER BY b"
+        );
+        let column = metric.block_column();
+        let answers = futures::future::try_join_all(cards.iter().map(|card| {
+            let head_sql = &head_sql;
+            async move {
+                // Blocks are aligned windows of WINDOW_S: one that starts after
+                // `from - WINDOW_S` may hold readings of the range.
+                let blocks: Vec<(Vec<u8>,)> = sqlx::query_as(
+                    "SELECT data FROM samples_blocks WHERE gpu_id = $1 AND t0 > $2 AND t0 < $3",
+                )
+                .bind(card)
+                .bind(from - WINDOW_S)
+                .bind(to)
+                .fetch_all(&self.pool)
+                .await?;
+                let head: Vec<HeadRow> = sqlx::query_as(head_sql)
+                    .bind(from)
+                    .bind(to)
+                    .bind(card)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok::<_, StoreError>((blocks, head))
+            }
+        }))
+        .await?;
+        let mut series = HashMap::new();
+        for (card, (blocks, head)) in cards.iter().zip(answers) {
+            let mut sums: std::collections::BTreeMap<i64, Sum> = Default::default();
+            for (data,) in blocks {
+                let readings = block::decode_column(&data, column)
+                    .map_err(|e| StoreError::Database(e.to_string()))?;
+                for (t, v) in readings {
+                    if t >= from && t < to {
+                        let b = from + (t - from) / width * width;
+                        let v = v as f64;
+                        sums.entry(b).or_default().add(v, v, v, 1);
+                    }
+                }
+            }
+            for (b, min, sum, count, max) in head {
+                if let (Some(min), Some(sum), Some(max)) = (min, sum, max) {
+                    sums.entry(b).or_default().add(min, sum, max, count);
+                }
+            }
+            let buckets: Vec<Bucket> = sums
+                .into_iter()
+                .filter(|(_, s)| s.count > 0)
+                .map(|(t, s)| Bucket {
+                    t,
+                    min: s.min,
+                    avg: s.sum / s.count as f64,
+                    max: s.max,
+                })
+                .collect();
+            if !buckets.is_empty() {
+                series.insert(*card, buckets);
+            }
+        }
+        Ok(series)
+    }
+}
+
+/// A raw row: card id, time, util, memory, temperature, power, clock.
+type RawRow = (i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>);
+
+/// bucket start, min, sum, count, max of head readings.
+type HeadRow = (i64, Option<f64>, Option<f64>, i64, Option<f64>);
+
+/// A bucket's readings so far.
+struct Sum {
+    min: f64,
+    sum: f64,
+    max: f64,
+    count: i64,
+}
+
+impl Default for Sum {
+    fn default() -> Self {
+        Self {
+            min: f64::INFINITY,
+            sum: 0.0,
+            max: f64::NEG_INFINITY,
+            count: 0,
+        }
+    }
+}
+
+impl Sum {
+    fn add(&mut self, min: f64, sum: f64, max: f64, count: i64) {
+        self.min = self.min.min(min);
+        self.max = self.max.max(max);
+        self.sum += sum;
+        self.count += count;
+    }
+}
+
+/// Moves readings of the windows before `before` (a window boundary; every minute before it
+/// is rolled up) from the head into compressed blocks, one per card and window, at most six
+/// hours of windows a pass (an upgraded database catches up over a few passes). It takes the
+/// rows with `DELETE … RETURNING`: a reading another writer adds meanwhile stays in the head.
+async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
+    // Blocks end where the head begins (a rollup of late readings puts every block from their
+    // window on back): the oldest head reading after the newest block starts the pass.
+    let newest: Option<i64> = sqlx::query_scalar("SELECT MAX(t0) FROM samples_blocks")
+        .fetch_one(&mut **tx)
+        .await?;
+    let oldest: Option<i64> = sqlx::query_scalar(
+        "SELECT MIN(t) FROM samples_raw
+         WHERE gpu_id IN (SELECT id FROM gpus) AND t >= $1 AND t < $2",
+    )
+    .persistent(false)
+    .bind(newest.map_or(i64::MIN, |t0| t0 + WINDOW_S))
+    .bind(before)
+    .fetch_one(&mut **tx)
+    .await?;
+    let Some(oldest) = oldest else {
+        return Ok(());
+    };
+    let from = oldest.div_euclid(WINDOW_S) * WINDOW_S;
+    let until = before.min(from + 36 * WINDOW_S);
+    if from >= until {
+        return Ok(());
+    }
+    let mut rows: Vec<RawRow> = sqlx::query_as(
+        "DELETE FROM samples_raw WHERE gpu_id IN (SELECT id FROM gpus) AND t >= $1 AND t < $2
+             RETURNING gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz",
+    )
+    .persistent(false)
+    .bind(from)
+    .bind(until)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.sort_unstable_by_key(|r| (r.0, r.1));
+    let mut blocks: Vec<(i64, i64, i64, i64, Vec<u8>)> = Vec::new();
+    for window in
+        rows.chunk_by(|a, b| a.0 == b.0 && a.1.div_euclid(WINDOW_S) == b.1.div_euclid(WINDOW_S))
+    {
+        let readings: Vec<Reading> = window
+            .iter()
+            .map(
+                |&(_, t, util, mem_mib, temp_c, power_dw, clock_mhz)| Reading {
+                    t,
+                    util,
+                    mem_mib,
+                    temp_c,
+                    power_dw,
+                    clock_mhz,
+                },
+            )
+            .collect();
+        let (gpu, first) = (window[0].0, window[0].1);
+        let last = window[window.len() - 1].1;
+        blocks.push((
+            gpu,
+            first.div_euclid(WINDOW_S) * WINDOW_S,
+            last,
+            readings.len() as i64,
+            block::encode(&readings),
+        ));
+    }
+    for chunk in blocks.chunks(1_000) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", super::sql::placeholders(i * 5 + 1, 5)))
+            .collect();
+        let sql = format!(
+            "INSERT INTO samples_blocks (gpu_id, t0, t1, n, data) VALUES {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for (gpu, t0, t1, n, data) in chunk {
+            query = query
+                .bind(*gpu)
+                .bind(*t0)
+                .bind(*t1)
+                .bind(*n)
+                .bind(data.as_slice());
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Puts the blocks of every window that ends after `from` back into raw rows (a reading
+/// written since, for the same card and second, wins), for a rollup of late readings.
+async fn restore_blocks(tx: &mut Tx<'_>, from: i64) -> Result<(), StoreError> {
+    let blocks: Vec<(i64, Vec<u8>)> = sqlx::query_as(
+        "DELETE FROM samples_blocks WHERE gpu_id IN (SELECT id FROM gpus) AND t0 > $1
+         RETURNING gpu_id, data",
+    )
+    .persistent(false)
+    .bind(from - WINDOW_S)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut readings = Vec::new();
+    for (gpu, data) in blocks {
+        let decoded = block::decode(&data).map_err(|e| StoreError::Database(e.to_string()))?;
+        readings.extend(decoded.into_iter().map(|r| (gpu, r)));
+    }
+    insert_raw(tx, &readings, "ON CONFLICT (gpu_id, t) DO NOTHING").await
+}
+
+/// Inserts raw rows (card id, reading), `on_conflict` saying what a second reading of the same
+/// card and second does.
+async fn insert_raw(
+    tx: &mut Tx<'_>,
+    readings: &[(i64, Reading)],
+    on_conflict: &str,
+) -> Result<(), StoreError> {
+    // SQLite allows 32,766 bound values per statement, PostgreSQL 65,535: 7 a row.
+    const ROWS: usize = 4_000;
+    for chunk in readings.chunks(ROWS) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", super::sql::placeholders(i * 7 + 1, 7)))
+            .collect();
+        let sql = format!(
+            "INSERT INTO samples_raw (gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz)
+             VALUES {} {on_conflict}",
+            rows.join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for (gpu, r) in chunk {
+            query = query
+                .bind(*gpu)
+                .bind(r.t)
+                .bind(r.util)
+                .bind(r.mem_mib)
+                .bind(r.temp_c)
+                .bind(r.power_dw)
+                .bind(r.clock_mhz);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
 }

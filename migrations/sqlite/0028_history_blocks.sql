@@ -1,0 +1,13 @@
+-- Raw readings in compressed blocks (server/src/history/block.rs): one row per card and
+-- ten-minute window once the window is rolled up into minutes. `samples_raw` keeps the head:
+-- readings not yet in a block. `t0`: the window's start; `t1`: its last reading's time.
+CREATE TABLE samples_blocks (
+    gpu_id  INTEGER NOT NULL REFERENCES gpus(id),
+    t0      INTEGER NOT NULL,
+    t1      INTEGER NOT NULL,
+    n       INTEGER NOT NULL,
+    data    BLOB    NOT NULL,
+    PRIMARY KEY (gpu_id, t0)
+) WITHOUT ROWID;
+-- Compaction finds where the head begins from the newest block of any card.
+CREATE INDEX samples_blocks_t0 ON samples_blocks (t0);
