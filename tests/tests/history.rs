@@ -566,10 +566,7 @@ async fn the_last_reading_of_a_second_is_kept_whether_it_came_in_the_same_batch_
 type Answer = (Metric, Plan, Vec<(i64, f64, f64, f64)>);
 
 /// Asserts two sets of answers are equal, naming the first bucket that differs.
-fn same_answers(
-    got: &[Answer],
-    want: &[Answer],
-) {
+fn same_answers(got: &[Answer], want: &[Answer]) {
     for ((metric, plan, g), (_, _, w)) in got.iter().zip(want) {
         let first = g.iter().zip(w).find(|(a, b)| a != b);
         assert!(
@@ -609,12 +606,7 @@ async fn stored(url: &str) -> (i64, i64) {
 
 /// Every metric of the card over `[from, to)` at raw resolution, in buckets of 1 s and of 7 s
 /// (edges that fall inside blocks), and by the minute.
-async fn every_answer(
-    store: &Store,
-    id: i64,
-    from: i64,
-    to: i64,
-) -> Vec<Answer> {
+async fn every_answer(store: &Store, id: i64, from: i64, to: i64) -> Vec<Answer> {
     let mut answers = Vec::new();
     for metric in [
         Metric::Utilization,
@@ -637,7 +629,11 @@ async fn every_answer(
                 bucket_s: 60,
             },
         ] {
-            answers.push((metric, plan, buckets(store, id, metric, from, to, plan).await));
+            answers.push((
+                metric,
+                plan,
+                buckets(store, id, metric, from, to, plan).await,
+            ));
         }
     }
     answers
