@@ -1,5 +1,5 @@
 -- Raw readings in compressed blocks (server/src/history/block.rs): one row per card and
--- ten-minute window once the window is rolled up into minutes. `samples_raw` keeps the head:
+-- half-hour window once the window is rolled up into minutes. `samples_raw` keeps the head:
 -- readings not yet in a block. `t0`: the window's start; `t1`: its last reading's time.
 CREATE TABLE samples_blocks (
     gpu_id  BIGINT NOT NULL REFERENCES gpus(id),

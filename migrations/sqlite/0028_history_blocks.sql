@@ -1,6 +1,9 @@
 -- Raw readings in compressed blocks (server/src/history/block.rs): one row per card and
--- ten-minute window once the window is rolled up into minutes. `samples_raw` keeps the head:
+-- half-hour window once the window is rolled up into minutes. `samples_raw` keeps the head:
 -- readings not yet in a block. `t0`: the window's start; `t1`: its last reading's time.
+-- A rowid table, unlike the other history tables: SQLite keeps at most about 1 KB of a
+-- WITHOUT ROWID row in its page and the rest in overflow pages of its own, which blocks of a
+-- few KB left mostly empty.
 CREATE TABLE samples_blocks (
     gpu_id  INTEGER NOT NULL REFERENCES gpus(id),
     t0      INTEGER NOT NULL,
@@ -8,6 +11,6 @@ CREATE TABLE samples_blocks (
     n       INTEGER NOT NULL,
     data    BLOB    NOT NULL,
     PRIMARY KEY (gpu_id, t0)
-) WITHOUT ROWID;
+);
 -- Compaction finds where the head begins from the newest block of any card.
 CREATE INDEX samples_blocks_t0 ON samples_blocks (t0);

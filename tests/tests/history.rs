@@ -2,6 +2,7 @@
 //! that removes only what is due, queries that pick the right resolution, and history that
 //! survives a restart with the downtime as a gap.
 
+use lanes_server::history::block::WINDOW_S;
 use lanes_server::history::{plan, Metric, Plan, Reading, Resolution, Retention};
 use lanes_server::store::Store;
 use lanes_tests::{wait_until, TestApp, TestDb};
@@ -644,42 +645,43 @@ async fn raw_readings_move_into_compressed_blocks_and_every_answer_stays_the_sam
     let dir = tempfile::tempdir().unwrap();
     let db = TestDb::fresh(dir.path()).await;
     let (store, id) = store_with_card(&db).await;
-    // 50 minutes from 10:05 of a day, every eleventh second missing, and a poll gap of 90 s:
-    // windows of ten minutes from 10:00 with readings in all but the edges.
-    let start = 1_800_000_000 / 600 * 600 + 300;
-    let ts: Vec<i64> = (start..start + 3000)
-        .filter(|t| t % 11 != 0 && !(start + 1000..start + 1090).contains(t))
+    // Five windows' worth of readings from the middle of one, every eleventh second missing,
+    // and a poll gap of 90 s.
+    const W: i64 = WINDOW_S;
+    let start = 1_800_000_000 / W * W + W / 2;
+    let ts: Vec<i64> = (start..start + 5 * W)
+        .filter(|t| t % 11 != 0 && !(start + W + 100..start + W + 190).contains(t))
         .collect();
     let rows: Vec<(i64, Reading)> = ts.iter().map(|t| (id, reading(*t, util_at(*t)))).collect();
     store.history().insert_readings(&rows).await.unwrap();
-    let (from, to) = (start - 120, start + 3120);
+    let (from, to) = (start - 120, start + 5 * W + 120);
     // Before any rollup, every answer comes from raw rows.
     let before = every_answer(&store, id, from, to).await;
     assert_eq!(stored(&db.url).await, (0, ts.len() as i64));
-    // Rolled up to the last whole minute: the windows before its ten-minute edge are blocks.
-    let (minutes, _) = store.history().roll_up(start, start + 3000).await.unwrap();
-    let edge = minutes / 600 * 600;
+    // Rolled up to the last whole minute: the windows before its window edge are blocks.
+    let (minutes, _) = store.history().roll_up(start, start + 5 * W).await.unwrap();
+    let edge = minutes / W * W;
     let (blocks, head) = stored(&db.url).await;
     let in_blocks = ts.iter().filter(|t| **t < edge).count() as i64;
-    assert_eq!(blocks, (edge - start + 300) / 600, "one block per window");
+    assert_eq!(blocks, (edge - start + W / 2) / W, "one block per window");
     assert_eq!(head, ts.len() as i64 - in_blocks, "the rest stays rows");
     same_answers(&every_answer(&store, id, from, to).await, &before);
 
     // A reading that comes late into a window in a block (a second that was missing, and a
     // second polled again, whose newer reading wins) is rolled up with the others.
     let late = [
-        (id, reading(start + 1001, 100)),
-        (id, reading(start + 1200, 0)),
+        (id, reading(start + W + 101, 100)),
+        (id, reading(start + 2 * W + 1, 0)),
     ];
     store.history().insert_readings(&late).await.unwrap();
     store
         .history()
-        .roll_up(start + 1001, start + 3000)
+        .roll_up(start + W + 101, start + 5 * W)
         .await
         .unwrap();
     let mut all: Vec<(i64, Reading)> = rows
         .iter()
-        .filter(|(_, r)| r.t != start + 1200)
+        .filter(|(_, r)| r.t != start + 2 * W + 1)
         .copied()
         .chain(late)
         .collect();
@@ -699,10 +701,10 @@ async fn raw_readings_move_into_compressed_blocks_and_every_answer_stays_the_sam
     fresh.close().await;
 
     // Retention takes a block once its last reading is older than raw readings are kept:
-    // kept from 10:15, the window of 10:00 goes, that of 10:10 stays whole.
+    // kept from the middle of the second window, the first goes and the second stays whole.
     store
         .history()
-        .prune(start + 600, i64::MIN, None)
+        .prune(start + W, i64::MIN, None)
         .await
         .unwrap();
     let raw = Plan {
@@ -712,11 +714,11 @@ async fn raw_readings_move_into_compressed_blocks_and_every_answer_stays_the_sam
     let left = buckets(&store, id, Metric::Utilization, from, to, raw).await;
     assert_eq!(
         left.first().map(|b| b.0),
-        ts.iter().find(|t| **t >= start + 300).copied()
+        ts.iter().find(|t| **t >= start + W / 2).copied()
     );
     assert_eq!(
         left.len(),
-        all.iter().filter(|(_, r)| r.t >= start + 300).count()
+        all.iter().filter(|(_, r)| r.t >= start + W / 2).count()
     );
     store.close().await;
 }

@@ -1,20 +1,22 @@
 //! Compressed blocks of raw readings: one card's readings over one window, as Gorilla's and
 //! Prometheus's chunks keep a series. Timestamps are stored once for the card's five metrics,
-//! as deltas of deltas; each metric as the difference from the reading before, both in
-//! variable-width bit codes where the common case (a reading a second, a value that did not
-//! move) costs one bit. Each column sits in its own byte-aligned section after a length, so a
+//! as deltas of deltas; each metric as the difference from the reading before, both as Rice
+//! codes whose parameter each block picks per column: a reading a second and a value that did
+//! not move cost one bit, noise a few. Each column sits in its own byte-aligned section after a length, so a
 //! query decodes the timestamps and the one metric it asks for.
 //!
 //! Layout: a version byte, the reading count, the first timestamp (varints), then sections
 //! (length varint + bytes): timestamps, util, mem_mib, temp_c, power_dw, clock_mhz. An
 //! optional metric's section starts with two bits: none present, all present, or a presence
-//! bit per reading.
+//! bit per reading (the bits follow). A section of numbers starts with its Rice parameter.
 
 use super::Reading;
 
-/// Seconds of readings per block, aligned to multiples of it: a 1-hour query reads six or seven
-/// blocks per card, and what is not in a block yet (at most two windows) is small.
-pub const WINDOW_S: i64 = 600;
+/// Seconds of readings per block, aligned to multiples of it: a 1-hour query reads two or three
+/// blocks per card. Half an hour of a busy card is a few kilobytes, which fill SQLite's
+/// overflow pages (a block of ten minutes, about 2 KB, left half of each page empty); a card
+/// at rest makes blocks of a few hundred bytes, several to a page.
+pub const WINDOW_S: i64 = 1800;
 
 const VERSION: u8 = 1;
 
@@ -131,44 +133,86 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Prefix codes for a signed number: `0` is zero; then 1 to 4 one-bits and a zero select a
-/// width, the widest taking the whole 64 bits. `widths` suit the column: timestamps' deltas
-/// of deltas are almost always 0, values move by a few units or jump.
-fn put_signed(w: &mut BitWriter, v: i64, widths: &[u32; 4]) {
-    if v == 0 {
-        w.push(0, 1);
-        return;
+/// Longest unary quotient of a Rice code; a larger one escapes to the whole 64 bits.
+const ESCAPE: u64 = 24;
+
+/// Bits a Rice code with parameter `k` takes for `z` (a zigzagged number).
+fn rice_bits(z: u64, k: u32) -> u64 {
+    match z >> k {
+        q if q < ESCAPE => q + 1 + u64::from(k),
+        _ => ESCAPE + 64,
     }
-    let z = zigzag(v);
-    for (i, width) in widths.iter().enumerate() {
-        if *width == 64 || z < (1u64 << width) {
-            // i + 1 one-bits, a terminating zero except for the last code.
-            let ones = i as u32 + 1;
-            if i < widths.len() - 1 {
-                w.push(((1u64 << ones) - 1) << 1, ones + 1);
-            } else {
-                w.push((1u64 << ones) - 1, ones);
-            }
-            w.push(z, *width);
-            return;
+}
+
+/// The first number of a section (a value's difference from zero, unlike the others): its
+/// bit length in 7 bits, then its bits.
+fn put_first(w: &mut BitWriter, number: i64) {
+    let z = zigzag(number);
+    let width = 64 - z.leading_zeros();
+    w.push(u64::from(width), 7);
+    w.push(z, width);
+}
+
+fn get_first(r: &mut BitReader) -> Result<i64, Corrupt> {
+    let width = r.take(7)? as u32;
+    if width > 64 {
+        return Err(Corrupt("a number is wider than 64 bits"));
+    }
+    Ok(unzigzag(r.take(width)?))
+}
+
+/// Writes signed numbers: the first as [`put_first`] does, the rest as Rice codes (the
+/// quotient of the zigzagged number by 2^k in unary, then its k low bits) with the `k` that
+/// makes them smallest, written before them in 5 bits: a run of zeros costs a bit each, noise
+/// of a few units a few bits, and the code follows whatever spread a column has in this block.
+fn put_numbers(w: &mut BitWriter, numbers: &[i64]) {
+    let Some((first, numbers)) = numbers.split_first() else {
+        return;
+    };
+    put_first(w, *first);
+    let zs: Vec<u64> = numbers.iter().map(|v| zigzag(*v)).collect();
+    let k = (0..=24u32)
+        .min_by_key(|k| zs.iter().map(|z| rice_bits(*z, *k)).sum::<u64>())
+        .unwrap_or(0);
+    w.push(u64::from(k), 5);
+    for z in zs {
+        let q = z >> k;
+        if q < ESCAPE {
+            // q ones and a zero, then the low bits.
+            w.push(((1u64 << q) - 1) << 1, q as u32 + 1);
+            w.push(z & ((1u64 << k) - 1), k);
+        } else {
+            w.push((1u64 << ESCAPE) - 1, ESCAPE as u32);
+            w.push(z, 64);
         }
     }
-    unreachable!("the last width is 64 bits")
 }
 
-fn get_signed(r: &mut BitReader, widths: &[u32; 4]) -> Result<i64, Corrupt> {
-    let mut ones = 0;
-    while ones < widths.len() && r.take(1)? == 1 {
-        ones += 1;
+/// Reads what [`put_numbers`] wrote: `count` numbers.
+fn get_numbers(r: &mut BitReader, count: usize) -> Result<Vec<i64>, Corrupt> {
+    let mut out = Vec::with_capacity(count);
+    if count == 0 {
+        return Ok(out);
     }
-    if ones == 0 {
-        return Ok(0);
+    out.push(get_first(r)?);
+    let k = r.take(5)? as u32;
+    if k > 24 {
+        return Err(Corrupt("a code parameter is out of range"));
     }
-    Ok(unzigzag(r.take(widths[ones - 1])?))
+    for _ in 1..count {
+        let mut q = 0u64;
+        while q < ESCAPE && r.take(1)? == 1 {
+            q += 1;
+        }
+        let z = if q == ESCAPE {
+            r.take(64)?
+        } else {
+            (q << k) | r.take(k)?
+        };
+        out.push(unzigzag(z));
+    }
+    Ok(out)
 }
-
-const TIME_WIDTHS: [u32; 4] = [7, 12, 20, 64];
-const VALUE_WIDTHS: [u32; 4] = [4, 8, 16, 64];
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     loop {
@@ -207,12 +251,14 @@ pub fn encode(readings: &[Reading]) -> Vec<u8> {
         out.extend_from_slice(&bytes);
     };
     let mut times = BitWriter::default();
+    let mut dods = Vec::with_capacity(readings.len());
     let (mut previous, mut delta) = (first, 0i64);
     for r in readings.iter().skip(1) {
         let d = r.t - previous;
-        put_signed(&mut times, d - delta, &TIME_WIDTHS);
+        dods.push(d - delta);
         (previous, delta) = (r.t, d);
     }
+    put_numbers(&mut times, &dods);
     section(times);
     for column in Column::ALL {
         let mut bits = BitWriter::default();
@@ -226,16 +272,18 @@ pub fn encode(readings: &[Reading]) -> Vec<u8> {
             bits.push(mode, 2);
         }
         let mut last = 0i64;
+        let mut deltas = Vec::with_capacity(present);
         for r in readings {
             let value = column.of(r);
             if mode == 2 {
                 bits.push(u64::from(value.is_some()), 1);
             }
             if let Some(v) = value {
-                put_signed(&mut bits, v.wrapping_sub(last), &VALUE_WIDTHS);
+                deltas.push(v.wrapping_sub(last));
                 last = v;
             }
         }
+        put_numbers(&mut bits, &deltas);
         section(bits);
     }
     out
@@ -261,6 +309,11 @@ fn sections(block: &[u8]) -> Result<Sections<'_>, Corrupt> {
         *part = block.get(at..at + len).ok_or(Corrupt("a section is cut"))?;
         at += len;
     }
+    // Every reading after the first takes at least a bit of the timestamps' section: a count
+    // beyond that is damage (and must not size an allocation).
+    if count > 1 && count - 1 > parts[0].len() * 8 {
+        return Err(Corrupt("the count exceeds the timestamps"));
+    }
     Ok(Sections {
         count,
         first,
@@ -276,8 +329,8 @@ fn times(s: &Sections) -> Result<Vec<i64>, Corrupt> {
     }
     out.push(s.first);
     let (mut t, mut delta) = (s.first, 0i64);
-    for _ in 1..s.count {
-        delta += get_signed(&mut bits, &TIME_WIDTHS)?;
+    for dod in get_numbers(&mut bits, s.count - 1)? {
+        delta += dod;
         t += delta;
         out.push(t);
     }
@@ -291,17 +344,21 @@ fn values(s: &Sections, column: Column) -> Result<Vec<Option<i64>>, Corrupt> {
     } else {
         1
     };
-    let mut out = Vec::with_capacity(s.count);
+    let present: Vec<bool> = match mode {
+        0 => vec![false; s.count],
+        1 => vec![true; s.count],
+        2 => (0..s.count)
+            .map(|_| Ok(bits.take(1)? == 1))
+            .collect::<Result<_, Corrupt>>()?,
+        _ => return Err(Corrupt("unknown presence mode")),
+    };
+    let deltas = get_numbers(&mut bits, present.iter().filter(|p| **p).count())?;
+    let mut deltas = deltas.into_iter();
     let mut last = 0i64;
-    for _ in 0..s.count {
-        let present = match mode {
-            0 => false,
-            1 => true,
-            2 => bits.take(1)? == 1,
-            _ => return Err(Corrupt("unknown presence mode")),
-        };
-        if present {
-            last = last.wrapping_add(get_signed(&mut bits, &VALUE_WIDTHS)?);
+    let mut out = Vec::with_capacity(s.count);
+    for here in present {
+        if here {
+            last = last.wrapping_add(deltas.next().ok_or(Corrupt("too few values"))?);
             out.push(Some(last));
         } else {
             out.push(None);

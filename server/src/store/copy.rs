@@ -355,7 +355,9 @@ impl Backups<'_> {
     /// autovacuum is off; SQLite needs none.
     pub async fn vacuum(&self) -> Result<(), StoreError> {
         if self.backend == Backend::Postgres {
-            sqlx::raw_sql("VACUUM ANALYZE samples_raw, samples_1m, samples_10m, samples_1h, gpus")
+            sqlx::raw_sql(
+                "VACUUM ANALYZE samples_raw, samples_blocks, samples_1m, samples_10m, samples_1h, gpus",
+            )
                 .execute(&self.pool)
                 .await?;
         }

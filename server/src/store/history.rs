@@ -550,7 +550,7 @@ async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
         return Ok(());
     };
     let from = oldest.div_euclid(WINDOW_S) * WINDOW_S;
-    let until = before.min(from + 36 * WINDOW_S);
+    let until = before.min(from + 6 * 3600);
     if from >= until {
         return Ok(());
     }
@@ -639,8 +639,9 @@ async fn insert_raw(
     readings: &[(i64, Reading)],
     on_conflict: &str,
 ) -> Result<(), StoreError> {
-    // SQLite allows 32,766 bound values per statement, PostgreSQL 65,535: 7 a row.
-    const ROWS: usize = 4_000;
+    // 7 values a row. SQLite finds each `$N` among the statement's others one by one (its
+    // parse time grows with the square of their number): a few hundred rows a statement.
+    const ROWS: usize = 300;
     for chunk in readings.chunks(ROWS) {
         let rows: Vec<String> = (0..chunk.len())
             .map(|i| format!("({})", super::sql::placeholders(i * 7 + 1, 7)))
