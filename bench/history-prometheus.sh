@@ -54,7 +54,9 @@ prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prome
   --storage.tsdb.retention.time=10y --web.listen-address=127.0.0.1:19090 \
   > "$work/prometheus.log" 2>&1 &
 pids+=($!)
-"$LANES" serve --gpus none --listen 127.0.0.1:0 --data-dir "$work/lanes" \
+# The node the readings were loaded as (SQLite keeps one node): the same simulated cards, whose
+# new readings land after the loaded range.
+"$LANES" serve --gpus sim:8 --node-name bench --sim-seed 7 --listen 127.0.0.1:0 --data-dir "$work/lanes" \
   > "$work/lanes.out" 2> "$work/lanes.err" &
 pids+=($!)
 for _ in $(seq 600); do
@@ -62,6 +64,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 addr=$(sed -n 's#.*listening on http://##p' "$work/lanes.out")
+[ -n "$addr" ] || { echo "lanes serve did not start:" >&2; cat "$work/lanes.err" >&2; exit 1; }
 token=$(bench_token "$addr" "$work/lanes" "$LANES")
 
 echo "## Over HTTP: every card's utilization at 1,000 points, ${QUERIES} queries per range and server"
