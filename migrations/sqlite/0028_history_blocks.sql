@@ -1,6 +1,8 @@
 -- Raw readings in compressed blocks (server/src/history/block.rs): one row per card and
--- half-hour window once the window is rolled up into minutes. `samples_raw` keeps the head:
--- readings not yet in a block. `t0`: the window's start; `t1`: its last reading's time.
+-- half-hour window, written every ten minutes once they are rolled up into minutes (a window's
+-- block is extended as it fills). `samples_raw` keeps the head: readings not yet in a block.
+-- `t0`: the window's start; `t1`: where the pass that last wrote it ended (the head begins at
+-- the newest).
 -- A rowid table, unlike the other history tables: SQLite keeps at most about 1 KB of a
 -- WITHOUT ROWID row in its page and the rest in overflow pages of its own, which blocks of a
 -- few KB left mostly empty.
@@ -12,5 +14,7 @@ CREATE TABLE samples_blocks (
     data    BLOB    NOT NULL,
     PRIMARY KEY (gpu_id, t0)
 );
--- Compaction finds where the head begins from the newest block of any card.
+-- Compaction finds where the head begins from the newest block of any card (`t1`); retention
+-- selects a time range over every card (`t0`).
 CREATE INDEX samples_blocks_t0 ON samples_blocks (t0);
+CREATE INDEX samples_blocks_t1 ON samples_blocks (t1);

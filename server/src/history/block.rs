@@ -18,6 +18,10 @@ use super::Reading;
 /// at rest makes blocks of a few hundred bytes, several to a page.
 pub const WINDOW_S: i64 = 1800;
 
+/// How often the head is packed into blocks (the current window's block is extended): a raw
+/// query finds at most this much, and a minute, still in rows.
+pub const COMPACT_EVERY_S: i64 = 600;
+
 const VERSION: u8 = 1;
 
 /// Why a stored block could not be read (a bug or a damaged database, never bad input).

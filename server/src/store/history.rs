@@ -3,7 +3,7 @@
 
 use super::sql::Tx;
 use super::StoreError;
-use crate::history::block::{self, WINDOW_S};
+use crate::history::block::{self, COMPACT_EVERY_S, WINDOW_S};
 use crate::history::{Metric, Plan, Reading, Resolution};
 use std::collections::HashMap;
 
@@ -231,7 +231,11 @@ impl History<'_> {
             .await?;
             done.push(progress);
         }
-        compact(&mut tx, done[0].div_euclid(WINDOW_S) * WINDOW_S).await?;
+        compact(
+            &mut tx,
+            done[0].div_euclid(COMPACT_EVERY_S) * COMPACT_EVERY_S,
+        )
+        .await?;
         tx.commit().await?;
         Ok((done[0], done[2]))
     }
@@ -527,14 +531,15 @@ impl Sum {
     }
 }
 
-/// Moves readings of the windows before `before` (a window boundary; every minute before it
-/// is rolled up) from the head into compressed blocks, one per card and window, at most six
-/// hours of windows a pass (an upgraded database catches up over a few passes). It takes the
-/// rows with `DELETE … RETURNING`: a reading another writer adds meanwhile stays in the head.
+/// Moves head readings before `before` (a multiple of [`COMPACT_EVERY_S`]; every minute before
+/// it is rolled up) into compressed blocks, one per card and window, at most six hours a pass
+/// (an upgraded database catches up over a few passes). A window not over yet gets a block of
+/// what it has so far, which the next pass decodes, extends and writes again: the head stays
+/// at most ten minutes and a minute deep. `t1` of a block is where its pass ended (exclusive):
+/// the head begins at the newest. Head rows are taken with `DELETE … RETURNING`, so a reading
+/// another writer adds meanwhile stays in the head.
 async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
-    // Blocks end where the head begins (a rollup of late readings puts every block from their
-    // window on back): the oldest head reading after the newest block starts the pass.
-    let newest: Option<i64> = sqlx::query_scalar("SELECT MAX(t0) FROM samples_blocks")
+    let newest: Option<i64> = sqlx::query_scalar("SELECT MAX(t1) FROM samples_blocks")
         .fetch_one(&mut **tx)
         .await?;
     let oldest: Option<i64> = sqlx::query_scalar(
@@ -542,35 +547,46 @@ async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
          WHERE gpu_id IN (SELECT id FROM gpus) AND t >= $1 AND t < $2",
     )
     .persistent(false)
-    .bind(newest.map_or(i64::MIN, |t0| t0 + WINDOW_S))
+    .bind(newest.unwrap_or(i64::MIN))
     .bind(before)
     .fetch_one(&mut **tx)
     .await?;
     let Some(oldest) = oldest else {
         return Ok(());
     };
-    let from = oldest.div_euclid(WINDOW_S) * WINDOW_S;
-    let until = before.min(from + 6 * 3600);
-    if from >= until {
-        return Ok(());
-    }
+    let until = before.min(oldest.div_euclid(COMPACT_EVERY_S) * COMPACT_EVERY_S + 6 * 3600);
     let mut rows: Vec<RawRow> = sqlx::query_as(
         "DELETE FROM samples_raw WHERE gpu_id IN (SELECT id FROM gpus) AND t >= $1 AND t < $2
              RETURNING gpu_id, t, util, mem_mib, temp_c, power_dw, clock_mhz",
     )
     .persistent(false)
-    .bind(from)
+    .bind(oldest)
     .bind(until)
     .fetch_all(&mut **tx)
     .await?;
+    // The blocks so far of the windows these readings extend.
+    let first_window = oldest.div_euclid(WINDOW_S) * WINDOW_S;
+    let earlier: Vec<(i64, i64, Vec<u8>)> = sqlx::query_as(
+        "SELECT gpu_id, t0, data FROM samples_blocks
+         WHERE gpu_id IN (SELECT id FROM gpus) AND t0 >= $1 AND t0 < $2",
+    )
+    .persistent(false)
+    .bind(first_window)
+    .bind(until)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut so_far: HashMap<(i64, i64), Vec<u8>> = earlier
+        .into_iter()
+        .map(|(gpu, t0, data)| ((gpu, t0), data))
+        .collect();
     rows.sort_unstable_by_key(|r| (r.0, r.1));
     let mut blocks: Vec<(i64, i64, i64, i64, Vec<u8>)> = Vec::new();
     for window in
         rows.chunk_by(|a, b| a.0 == b.0 && a.1.div_euclid(WINDOW_S) == b.1.div_euclid(WINDOW_S))
     {
-        let readings: Vec<Reading> = window
-            .iter()
-            .map(
+        let (gpu, t0) = (window[0].0, window[0].1.div_euclid(WINDOW_S) * WINDOW_S);
+        let fresh =
+            window.iter().map(
                 |&(_, t, util, mem_mib, temp_c, power_dw, clock_mhz)| Reading {
                     t,
                     util,
@@ -579,14 +595,20 @@ async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
                     power_dw,
                     clock_mhz,
                 },
-            )
-            .collect();
-        let (gpu, first) = (window[0].0, window[0].1);
-        let last = window[window.len() - 1].1;
+            );
+        let mut readings = match so_far.remove(&(gpu, t0)) {
+            Some(data) => block::decode(&data).map_err(|e| StoreError::Database(e.to_string()))?,
+            None => Vec::new(),
+        };
+        // A head reading of a second the block has is the newer one.
+        let seconds: std::collections::HashSet<i64> = window.iter().map(|r| r.1).collect();
+        readings.retain(|r| !seconds.contains(&r.t));
+        readings.extend(fresh);
+        readings.sort_unstable_by_key(|r| r.t);
         blocks.push((
             gpu,
-            first.div_euclid(WINDOW_S) * WINDOW_S,
-            last,
+            t0,
+            until.min(t0 + WINDOW_S),
             readings.len() as i64,
             block::encode(&readings),
         ));
@@ -596,7 +618,9 @@ async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
             .map(|i| format!("({})", super::sql::placeholders(i * 5 + 1, 5)))
             .collect();
         let sql = format!(
-            "INSERT INTO samples_blocks (gpu_id, t0, t1, n, data) VALUES {}",
+            "INSERT INTO samples_blocks (gpu_id, t0, t1, n, data) VALUES {}
+             ON CONFLICT (gpu_id, t0) DO UPDATE
+             SET t1 = excluded.t1, n = excluded.n, data = excluded.data",
             values.join(", ")
         );
         let mut query = sqlx::query(&sql);
