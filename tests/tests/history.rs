@@ -562,7 +562,6 @@ async fn the_last_reading_of_a_second_is_kept_whether_it_came_in_the_same_batch_
     store.close().await;
 }
 
-/// Blocks and head rows of the history, read straight from the database.
 /// A metric at a plan, and its buckets.
 type Answer = (Metric, Plan, Vec<(i64, f64, f64, f64)>);
 
@@ -580,28 +579,16 @@ fn same_answers(got: &[Answer], want: &[Answer]) {
     assert_eq!(got.len(), want.len());
 }
 
+/// Blocks and head rows of the history, read straight from the database.
 async fn stored(url: &str) -> (i64, i64) {
     use sqlx::Connection;
-    let (blocks, head) = (
-        "SELECT COUNT(*) FROM samples_blocks",
-        "SELECT COUNT(*) FROM samples_raw",
-    );
+    let counts = "SELECT (SELECT COUNT(*) FROM samples_blocks), (SELECT COUNT(*) FROM samples_raw)";
     if lanes_tests::on_postgres() {
         let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
-        let b: i64 = sqlx::query_scalar(blocks)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-        let h: i64 = sqlx::query_scalar(head).fetch_one(&mut conn).await.unwrap();
-        (b, h)
+        sqlx::query_as(counts).fetch_one(&mut conn).await.unwrap()
     } else {
         let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
-        let b: i64 = sqlx::query_scalar(blocks)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-        let h: i64 = sqlx::query_scalar(head).fetch_one(&mut conn).await.unwrap();
-        (b, h)
+        sqlx::query_as(counts).fetch_one(&mut conn).await.unwrap()
     }
 }
 

@@ -2,8 +2,8 @@
 //! Prometheus's chunks keep a series. Timestamps are stored once for the card's five metrics,
 //! as deltas of deltas; each metric as the difference from the reading before, both as Rice
 //! codes whose parameter each block picks per column: a reading a second and a value that did
-//! not move cost one bit, noise a few. Each column sits in its own byte-aligned section after a length, so a
-//! query decodes the timestamps and the one metric it asks for.
+//! not move cost one bit, noise a few. Each column sits in its own byte-aligned section after
+//! a length, so a query decodes the timestamps and the one metric it asks for.
 //!
 //! Layout: a version byte, the reading count, the first timestamp (varints), then sections
 //! (length varint + bytes): timestamps, util, mem_mib, temp_c, power_dw, clock_mhz. An
@@ -57,6 +57,11 @@ impl Column {
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// Whether a reading may lack it (its section then says which readings have it).
+    fn optional(self) -> bool {
+        matches!(self, Column::Temp | Column::Power | Column::Clock)
     }
 
     fn of(self, r: &Reading) -> Option<i64> {
@@ -272,7 +277,7 @@ pub fn encode(readings: &[Reading]) -> Vec<u8> {
             p if p == readings.len() => 1,
             _ => 2,
         };
-        if column.index() >= 2 {
+        if column.optional() {
             bits.push(mode, 2);
         }
         let mut last = 0i64;
@@ -310,8 +315,9 @@ fn sections(block: &[u8]) -> Result<Sections<'_>, Corrupt> {
     let mut parts: [&[u8]; 6] = [&[]; 6];
     for part in &mut parts {
         let len = usize::try_from(get_varint(block, &mut at)?).map_err(|_| Corrupt("length"))?;
-        *part = block.get(at..at + len).ok_or(Corrupt("a section is cut"))?;
-        at += len;
+        let end = at.checked_add(len).ok_or(Corrupt("a section is cut"))?;
+        *part = block.get(at..end).ok_or(Corrupt("a section is cut"))?;
+        at = end;
     }
     // Every reading after the first takes at least a bit of the timestamps' section: a count
     // beyond that is damage (and must not size an allocation).
@@ -333,9 +339,10 @@ fn times(s: &Sections) -> Result<Vec<i64>, Corrupt> {
     }
     out.push(s.first);
     let (mut t, mut delta) = (s.first, 0i64);
+    // Wrapping: a damaged block decodes to nonsense, not to a panic.
     for dod in get_numbers(&mut bits, s.count - 1)? {
-        delta += dod;
-        t += delta;
+        delta = delta.wrapping_add(dod);
+        t = t.wrapping_add(delta);
         out.push(t);
     }
     Ok(out)
@@ -343,11 +350,7 @@ fn times(s: &Sections) -> Result<Vec<i64>, Corrupt> {
 
 fn values(s: &Sections, column: Column) -> Result<Vec<Option<i64>>, Corrupt> {
     let mut bits = BitReader::new(s.parts[1 + column.index()]);
-    let mode = if column.index() >= 2 {
-        bits.take(2)?
-    } else {
-        1
-    };
+    let mode = if column.optional() { bits.take(2)? } else { 1 };
     let present: Vec<bool> = match mode {
         0 => vec![false; s.count],
         1 => vec![true; s.count],

@@ -346,7 +346,7 @@ impl History<'_> {
     }
 
     /// One metric of `cards` over `[from, to)` from one resolution's table, in buckets of
-    /// `width` seconds starting at `from`.
+    /// `width` seconds starting at `from` (raw readings: [`History::raw_buckets`]).
     async fn buckets(
         &self,
         cards: &[i64],
@@ -359,25 +359,17 @@ impl History<'_> {
         if resolution == Resolution::Raw {
             return self.raw_buckets(cards, metric, from, to, width).await;
         }
-        let (raw, prefix) = metric.column();
-        let aggregates = match resolution {
-            Resolution::Raw => format!(
-                "CAST(MIN({raw}) AS DOUBLE PRECISION), CAST(AVG({raw}) AS DOUBLE PRECISION),
-                 CAST(MAX({raw}) AS DOUBLE PRECISION)"
-            ),
-            _ => {
-                let count = if metric.always_present() {
-                    "n".to_string()
-                } else {
-                    format!("{prefix}_n")
-                };
-                format!(
-                    "CAST(MIN({prefix}_min) AS DOUBLE PRECISION),
-                     CAST(SUM({prefix}_sum) AS DOUBLE PRECISION) / NULLIF(SUM({count}), 0),
-                     CAST(MAX({prefix}_max) AS DOUBLE PRECISION)"
-                )
-            }
+        let (_, prefix) = metric.column();
+        let count = if metric.always_present() {
+            "n".to_string()
+        } else {
+            format!("{prefix}_n")
         };
+        let aggregates = format!(
+            "CAST(MIN({prefix}_min) AS DOUBLE PRECISION),
+             CAST(SUM({prefix}_sum) AS DOUBLE PRECISION) / NULLIF(SUM({count}), 0),
+             CAST(MAX({prefix}_max) AS DOUBLE PRECISION)"
+        );
         let sql = format!(
             "SELECT $1 + ((t - $1) / {width}) * {width} AS b, {aggregates}
              FROM {} WHERE gpu_id = $3 AND t >= $1 AND t < $2
@@ -464,8 +456,7 @@ impl History<'_> {
         for (card, (blocks, head)) in cards.iter().zip(answers) {
             let mut sums: std::collections::BTreeMap<i64, Sum> = Default::default();
             for (data,) in blocks {
-                let readings = block::decode_column(&data, column)
-                    .map_err(|e| StoreError::Database(e.to_string()))?;
+                let readings = block::decode_column(&data, column)?;
                 for (t, v) in readings {
                     if t >= from && t < to {
                         let b = from + (t - from) / width * width;
@@ -496,6 +487,18 @@ impl History<'_> {
         Ok(series)
     }
 }
+
+/// A damaged block is a database that holds something this version cannot read.
+impl From<block::Corrupt> for StoreError {
+    fn from(e: block::Corrupt) -> Self {
+        StoreError::Database(e.to_string())
+    }
+}
+
+/// Rows a statement writes to the history's tables. SQLite finds each `$N` among the
+/// statement's others one by one (its parse time grows with the square of their number): a few
+/// hundred rows a statement.
+const ROWS_PER_STATEMENT: usize = 300;
 
 /// A raw row: card id, time, util, memory, temperature, power, clock.
 type RawRow = (i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>);
@@ -597,7 +600,7 @@ async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
                 },
             );
         let mut readings = match so_far.remove(&(gpu, t0)) {
-            Some(data) => block::decode(&data).map_err(|e| StoreError::Database(e.to_string()))?,
+            Some(data) => block::decode(&data)?,
             None => Vec::new(),
         };
         // A head reading of a second the block has is the newer one.
@@ -613,7 +616,7 @@ async fn compact(tx: &mut Tx<'_>, before: i64) -> Result<(), StoreError> {
             block::encode(&readings),
         ));
     }
-    for chunk in blocks.chunks(1_000) {
+    for chunk in blocks.chunks(ROWS_PER_STATEMENT) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| format!("({})", super::sql::placeholders(i * 5 + 1, 5)))
             .collect();
@@ -650,7 +653,7 @@ async fn restore_blocks(tx: &mut Tx<'_>, from: i64) -> Result<(), StoreError> {
     .await?;
     let mut readings = Vec::new();
     for (gpu, data) in blocks {
-        let decoded = block::decode(&data).map_err(|e| StoreError::Database(e.to_string()))?;
+        let decoded = block::decode(&data)?;
         readings.extend(decoded.into_iter().map(|r| (gpu, r)));
     }
     insert_raw(tx, &readings, "ON CONFLICT (gpu_id, t) DO NOTHING").await
@@ -663,10 +666,7 @@ async fn insert_raw(
     readings: &[(i64, Reading)],
     on_conflict: &str,
 ) -> Result<(), StoreError> {
-    // 7 values a row. SQLite finds each `$N` among the statement's others one by one (its
-    // parse time grows with the square of their number): a few hundred rows a statement.
-    const ROWS: usize = 300;
-    for chunk in readings.chunks(ROWS) {
+    for chunk in readings.chunks(ROWS_PER_STATEMENT) {
         let rows: Vec<String> = (0..chunk.len())
             .map(|i| format!("({})", super::sql::placeholders(i * 7 + 1, 7)))
             .collect();
