@@ -677,6 +677,9 @@ async fn a_restart_between_enqueue_and_send_delivers_exactly_once() {
 #[tokio::test]
 async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
     let app = TestApp::spawn(1).await;
+    // The same point of the week on every run: a Monday before 08:00 has no digest yet, and a
+    // booking across Sunday midnight counts only partly against this week's quota.
+    midweek(&app.hooks.clock);
     let (_mail, sink, admin, ada) = mailed(&app).await;
     admin
         .client()
@@ -703,7 +706,7 @@ async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
     let card = cards(&app).await[0].info.uuid.clone();
     ada.book(&[card], 108 * 60).await;
     // A member of a week ago gets the digest of the week before this one.
-    let week_ago = Utc::now() - chrono::Duration::days(10);
+    let week_ago = app.hooks.clock.now() - chrono::Duration::days(10);
     backdate(&app.database_url(), MEMBER, week_ago).await;
     // Every reminder due now, the digest included, without waiting for the quarter hour.
     app.hooks.reminders.run().await;
@@ -736,6 +739,28 @@ async fn a_nearly_used_quota_and_the_weekly_digest_reach_the_member_once() {
     let outbox = admin.client().outbox(None).await.unwrap();
     assert_eq!(outbox.len(), 2, "the outbox: {outbox:?}");
     app.stop().await;
+}
+
+/// Moves the server's clock forward to just past the next Wednesday, 12:00 UTC (the lab's zone in tests).
+fn midweek(clock: &lanes_server::runtime::clock::Clock) {
+    use chrono::{Datelike, Timelike};
+    let now = clock.now();
+    let days = (7 + 2 - i64::from(now.weekday().num_days_from_monday())) % 7;
+    let noon = (now.date_naive() + chrono::Duration::days(days))
+        .and_hms_opt(12, 0, 0)
+        .expect("noon is a time")
+        .and_utc();
+    let noon = if noon <= now {
+        noon + chrono::Duration::days(7)
+    } else {
+        noon
+    };
+    // A second past: the clock moves by whole milliseconds.
+    clock.advance(noon - now + chrono::Duration::seconds(1));
+    debug_assert_eq!(
+        (clock.now().weekday(), clock.now().hour()),
+        (chrono::Weekday::Wed, 12)
+    );
 }
 
 /// Makes an account look older than it is (as made at `at`).

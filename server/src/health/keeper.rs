@@ -127,12 +127,15 @@ impl HealthKeeper {
     ) -> Result<(), StoreError> {
         let now = DateTime::from_timestamp_millis(tick.at_ms).unwrap_or_else(Utc::now);
         let mut conditions = HashMap::new();
+        // The Xids of this tick and of any tick skipped when the keeper fell behind.
+        let mut xids = self.hub.take_xids();
         for gpu in tick
             .gpus
             .iter()
             .filter(|g| g.node == self.node && self.managed.contains(&g.uuid))
         {
             let memory = cards.entry(gpu.uuid.clone()).or_default();
+            let gpu_xids = xids.remove(&gpu.uuid).unwrap_or_default();
             let reading = Reading {
                 at_ms: tick.at_ms,
                 read: match &gpu.health {
@@ -142,7 +145,7 @@ impl HealthKeeper {
                     }
                 },
                 counters: gpu.counters.as_ref(),
-                xids: &gpu.xids,
+                xids: &gpu_xids,
             };
             let judged = judge(memory, reading);
             conditions.insert(gpu.uuid.clone(), judged.condition.clone());

@@ -29,6 +29,9 @@ pub struct Hub {
     anonymous_ticks: broadcast::Sender<Utf8Bytes>,
     /// Each tick as data, for the watchdog.
     raw_ticks: broadcast::Sender<Arc<Tick>>,
+    /// The Xid events of the ticks since the health keeper last took them, by card UUID: a
+    /// keeper that falls behind skips ticks, never an Xid (at most [`XID_BACKLOG`] are kept).
+    xids: std::sync::Mutex<HashMap<String, Vec<lanes_types::health::XidEvent>>>,
     /// The watchdog's latest judgement of each card, applied to the ticks that follow.
     notes: RwLock<HashMap<String, CardNotes>>,
     /// The health keeper's latest verdict on each card, applied to the ticks that follow.
@@ -37,6 +40,10 @@ pub struct Hub {
     /// Woken when a viewer subscribes (the relay asks the other nodes for their ticks then).
     viewer_joined: tokio::sync::Notify,
 }
+
+/// Xid events kept for a health keeper that has not taken them; the oldest go past this (a
+/// card raising thousands of Xids between two passes is judged on the latest).
+pub const XID_BACKLOG: usize = 1024;
 
 /// One poll of every card.
 #[derive(Clone, Debug)]
@@ -87,6 +94,7 @@ impl Hub {
             ticks: broadcast::channel(TICK_BUFFER).0,
             anonymous_ticks: broadcast::channel(TICK_BUFFER).0,
             raw_ticks: broadcast::channel(TICK_BUFFER).0,
+            xids: Default::default(),
             notes: RwLock::default(),
             conditions: RwLock::default(),
             metrics,
@@ -99,6 +107,7 @@ impl Hub {
         self.annotate(&mut updates);
         self.metrics.record_tick(&updates, poll_duration);
         if self.raw_ticks.receiver_count() > 0 {
+            self.keep_xids(&updates);
             let _ = self.raw_ticks.send(Arc::new(Tick {
                 at_ms,
                 gpus: updates.clone(),
@@ -243,6 +252,25 @@ impl Hub {
     /// Ticks from now on, as data (for the watchdog).
     pub fn subscribe_raw(&self) -> broadcast::Receiver<Arc<Tick>> {
         self.raw_ticks.subscribe()
+    }
+
+    fn keep_xids(&self, updates: &[GpuUpdate]) {
+        if updates.iter().all(|g| g.xids.is_empty()) {
+            return;
+        }
+        let mut kept = self.xids.lock().unwrap_or_else(|p| p.into_inner());
+        for gpu in updates.iter().filter(|g| !g.xids.is_empty()) {
+            let list = kept.entry(gpu.uuid.clone()).or_default();
+            list.extend(gpu.xids.iter().cloned());
+            let over = list.len().saturating_sub(XID_BACKLOG);
+            list.drain(..over);
+        }
+    }
+
+    /// The Xid events published since the last call, by card UUID, whichever ticks carried
+    /// them (for the health keeper, which may have skipped ticks).
+    pub fn take_xids(&self) -> HashMap<String, Vec<lanes_types::health::XidEvent>> {
+        std::mem::take(&mut *self.xids.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Replaces the watchdog's notes; they mark the processes and cards of the ticks that follow.
@@ -471,5 +499,37 @@ mod tests {
         assert!(!silent.node_is_up("b"));
         let b = silent.gpus.iter().find(|g| g.info.node == "b").unwrap();
         assert_eq!(b.sample.as_ref().unwrap().utilization_gpu_pct, 70);
+    }
+
+    #[test]
+    fn a_keeper_that_falls_behind_skips_ticks_but_no_xid() {
+        let hub = Hub::new(
+            "a",
+            SourceKind::Simulated,
+            Duration::from_secs(1),
+            &[card("a", "GPU-a")],
+            Arc::new(Metrics::new()),
+        );
+        let mut keeper = hub.subscribe_raw();
+        let mut with_xid = update("a", "GPU-a", 0);
+        with_xid.xids.push(lanes_types::health::XidEvent {
+            xid: 13,
+            pid: Some(42),
+            at_ms: 1,
+        });
+        hub.publish(1, vec![with_xid], Duration::ZERO);
+        for at in 2..(2 + 2 * TICK_BUFFER as i64) {
+            hub.publish(at, vec![update("a", "GPU-a", 0)], Duration::ZERO);
+        }
+        // The tick that carried the Xid is gone from the keeper's channel...
+        assert!(matches!(
+            keeper.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(_))
+        ));
+        // ...and its Xid is still there for the next pass, once.
+        let taken = hub.take_xids();
+        assert_eq!(taken["GPU-a"].len(), 1);
+        assert_eq!(taken["GPU-a"][0].pid, Some(42));
+        assert!(hub.take_xids().is_empty());
     }
 }
