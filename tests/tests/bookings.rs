@@ -305,6 +305,20 @@ async fn quotas_refuse_with_the_rule_and_admins_may_go_beyond_with_an_audit_line
     let ada_use = uses.iter().find(|u| u.name == "ada").unwrap();
     assert_eq!(ada_use.limits.max_gpus, Some(3));
     assert_eq!(ada_use.upcoming, 2);
+    // 12 of her own and 30 booked for her, both in the coming week.
+    assert!((ada_use.gpu_hours_week - 42.0).abs() < 1e-6, "{ada_use:?}");
+    // A booking past the week is upcoming, and not in the week's GPU-hours.
+    let far = CreateBooking {
+        project: None,
+        user: Some("ada".into()),
+        lend: None,
+        ..any(1, hours(base, 10 * 24, 10 * 24 + 5))
+    };
+    admin.book(&far).await.expect("admins may book ahead");
+    let uses = admin.quota_use().await.unwrap();
+    let ada_use = uses.iter().find(|u| u.name == "ada").unwrap();
+    assert_eq!(ada_use.upcoming, 3);
+    assert!((ada_use.gpu_hours_week - 42.0).abs() < 1e-6, "{ada_use:?}");
     app.stop().await;
 }
 

@@ -294,9 +294,9 @@ pub fn check(
     Ok(())
 }
 
-/// Current use for the quota page: GPUs held now, GPU-hours booked in the next 7 days, and
-/// bookings not yet started.
-pub fn current_use(holds: &[BookedSlot], now: DateTime<Utc>) -> (u32, f64, u32) {
+/// Current use for the quota page: GPUs held now and GPU-hours booked in the next 7 days
+/// (holds outside that week count for neither; bookings not yet started are counted in SQL).
+pub fn current_use(holds: &[BookedSlot], now: DateTime<Utc>) -> (u32, f64) {
     let now_gpus = holds
         .iter()
         .filter(|h| h.holds_at(now))
@@ -306,8 +306,7 @@ pub fn current_use(holds: &[BookedSlot], now: DateTime<Utc>) -> (u32, f64, u32) 
         .iter()
         .map(|h| h.gpu_hours_in(now, now + week()))
         .sum();
-    let upcoming = holds.iter().filter(|h| h.start > now).count() as u32;
-    (now_gpus, week_hours, upcoming)
+    (now_gpus, week_hours)
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 const FULL_PASS_MINUTES: i64 = 15;
 /// How far ahead bookings are read for the next reminder due (the next full pass reads again).
 const AHEAD: Duration = Duration::minutes(FULL_PASS_MINUTES + 1);
+/// How long a pass waits after the event that woke it, for the events that follow it.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// How often old messages are pruned.
 const PRUNE_EVERY: Duration = Duration::hours(1);
 /// How soon a pass is tried again after the database did not answer.
@@ -226,7 +228,15 @@ async fn run(
         };
         let sleep = (next - context.clock.now()).to_std().unwrap_or_default();
         tokio::select! {
-            _ = events.changed(crate::runtime::events::Event::concerns_reminders) => {}
+            _ = events.changed(crate::runtime::events::Event::concerns_reminders) => {
+                // Reminders are minutes apart: a burst of writes (a script booking a month of
+                // slots) costs a pass a second, not one a booking.
+                tokio::select! {
+                    _ = tokio::time::sleep(SETTLE) => {}
+                    _ = passes.requested() => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            }
             _ = passes.requested() => {}
             _ = tokio::time::sleep(sleep + std::time::Duration::from_millis(1)) => {}
             _ = shutdown.cancelled() => break,
@@ -290,6 +300,10 @@ async fn quota_warnings(
 ) -> Result<Vec<Notice>, StoreError> {
     let store = &context.store;
     let mut out = Vec::new();
+    // Every booking wakes this pass: without a weekly limit it reads nothing more.
+    if !store.quotas().limits_weekly_hours().await? {
+        return Ok(out);
+    }
     for q in store.quotas().usage(now).await? {
         let Some(limit) = q.limits.gpu_hours_per_week.filter(|l| *l > 0.0) else {
             continue;

@@ -237,6 +237,13 @@ impl Queue {
     ) -> Result<Option<Duration>, StoreError> {
         let settings = self.settings();
         let pending = self.store.jobs().waiting_for_cards().await?;
+        if pending.is_empty() {
+            // Nothing waits, so nothing ages and no freed card matters: only an event (a
+            // submission, here or relayed from another node) gives the next pass work. Every
+            // booking made wakes this pass; it reads no bookings then.
+            write(&self.snapshot, Snapshot::default());
+            return Ok(Some(UNTIL_AN_EVENT));
+        }
         let holds = self.store.queue().card_blocks(now).await?;
         let now_s = now.timestamp();
         // Between events, what the scheduler sees changes only when a booking or maintenance
@@ -248,12 +255,6 @@ impl Queue {
             .filter(|&edge| edge > now_ms)
             .min()
             .map(|edge| Duration::from_millis((edge - now_ms) as u64 + 5));
-        if pending.is_empty() {
-            // Nothing waits, so nothing ages and no freed card matters: only an event (a
-            // submission, here or relayed from another node) gives the next pass work.
-            write(&self.snapshot, Snapshot::default());
-            return Ok(Some(UNTIL_AN_EVENT));
-        }
         let sleep = next_edge.map_or(idle, |d| d.min(idle));
         let members = self.members().await?;
         let standings = self.standings_of(&members, &settings, now).await?;

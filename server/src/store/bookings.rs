@@ -59,6 +59,70 @@ where
     }
 }
 
+/// Writes a checked booking, its holds of `cards` and its audit line in one round trip to the
+/// database: on PostgreSQL one statement (data-modifying `WITH`), on SQLite three statements
+/// sent together (inside the transaction's write lock, the new booking is the one with the
+/// highest id). Its id.
+async fn insert_booking(
+    tx: &mut Tx<'_>,
+    new: &NewBooking,
+    cards: &[CardRow],
+    audit: &AuditEntry,
+    now: DateTime<Utc>,
+) -> Result<i64, StoreError> {
+    // $1-$8 the booking, $9-$13 its audit line, $14 the audit target's prefix, then the cards.
+    const PREFIX: usize = 14;
+    const FIRST_CARD: usize = PREFIX + 1;
+    let card_rows = (0..cards.len())
+        .map(|i| format!("(CAST(${} AS BIGINT))", FIRST_CARD + i))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let booking = "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by,
+                                         lend, project)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+    let audit_row = "$9, $10, $11, $12, $13";
+    let sql = match super::sql::Backend::of(tx) {
+        super::Backend::Postgres => format!(
+            "WITH b AS ({booking} RETURNING id),
+                  g AS (INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
+                        SELECT b.id, c.gpu_id, $2, $3 FROM b, (VALUES {card_rows}) AS c (gpu_id)),
+                  a AS (INSERT INTO audit_log (at, actor_user_id, action, detail, remote_addr,
+                                               target)
+                        SELECT {audit_row}, ${PREFIX} || b.id FROM b)
+             SELECT id FROM b"
+        ),
+        super::Backend::Sqlite => format!(
+            "{booking} RETURNING id;
+             INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
+             SELECT (SELECT MAX(id) FROM bookings), column1, $2, $3 FROM (VALUES {card_rows});
+             INSERT INTO audit_log (at, actor_user_id, action, detail, remote_addr, target)
+             VALUES ({audit_row}, ${PREFIX} || (SELECT MAX(id) FROM bookings))"
+        ),
+    };
+    let mut query = sqlx::query_scalar(&sql)
+        .bind(new.owner.id)
+        .bind(ms(new.start))
+        .bind(ms(new.end))
+        .bind(&new.note)
+        .bind(Stamp(now))
+        .bind(audit.actor_user_id)
+        .bind(flag(new.lend))
+        .bind(&new.project)
+        .bind(Stamp(now))
+        .bind(audit.actor_user_id)
+        .bind(audit.action.as_str())
+        .bind(&audit.detail)
+        .bind(&audit.remote_addr)
+        .bind("booking ");
+    for card in cards {
+        query = query.bind(card.id);
+    }
+    let ids: Vec<i64> = query.fetch_all(&mut **tx).await.map_err(overlap_or)?;
+    ids.first()
+        .copied()
+        .ok_or_else(|| StoreError::Database("the new booking's id did not come back".into()))
+}
+
 impl Bookings<'_> {
     /// Books cards for a slot: checks the slot is free on every card (and, if asked, the
     /// owner's quotas), then inserts, all in one transaction.
@@ -138,30 +202,7 @@ impl Bookings<'_> {
         let verdict = check_quota(&mut tx, new.owner.id, &request, None, now).await?;
         let detail = plan::within_quota(verdict, new.enforce_quota, audit.detail.clone())?;
         let audit = audit.detail(detail);
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by, lend,
-                                   project)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-        )
-        .bind(new.owner.id)
-        .bind(ms(new.start))
-        .bind(ms(new.end))
-        .bind(&new.note)
-        .bind(Stamp(now))
-        .bind(audit.actor_user_id)
-        .bind(flag(new.lend))
-        .bind(&new.project)
-        .fetch_one(&mut *tx)
-        .await?;
-        hold_cards(
-            &mut tx,
-            Holder::Booking(id),
-            &cards,
-            (new.start, new.end),
-            audit,
-            now,
-        )
-        .await?;
+        let id = insert_booking(&mut tx, new, &cards, &audit, now).await?;
         tx.commit().await?;
         self.emit(Event::CardsChanged(Change::BookingCreated));
         Ok(Booking {

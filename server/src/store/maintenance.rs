@@ -47,7 +47,7 @@ impl Maintenance<'_> {
         .fetch_one(&mut *tx)
         .await?;
         let slot = (request.start, request.end);
-        hold_cards(&mut tx, Holder::Maintenance(id), &cards, slot, audit, now).await?;
+        hold_for_maintenance(&mut tx, id, &cards, slot, audit, now).await?;
         tx.commit().await?;
         self.emit(Event::CardsChanged(Change::MaintenanceChanged));
         Ok(MaintenanceBlock {

@@ -296,19 +296,46 @@ impl QuotaLimits<'_> {
         Ok(())
     }
 
+    /// Whether any quota limits GPU-hours a week (else no member can come near one).
+    pub async fn limits_weekly_hours(&self) -> Result<bool, StoreError> {
+        let any: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM quotas WHERE gpu_hours_per_week > 0 LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(any.is_some())
+    }
+
     /// Each user's and each group's use now, against the limits that apply to them.
     pub async fn usage(&self, now: DateTime<Utc>) -> Result<Vec<QuotaUse>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let quotas = read_quotas(&mut conn).await?;
+        // The holds that count now or this week are read as rows; bookings further ahead only
+        // as a count per user (a lab booked a month ahead has thousands).
         let holds: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
             "SELECT b.user_id, b.start_ms, b.end_ms, COUNT(*)
              FROM bookings b JOIN booking_gpus bg ON bg.booking_id = b.id
-             WHERE b.status != 'cancelled' AND b.end_ms > $1
+             WHERE b.status != 'cancelled' AND b.end_ms > $1 AND b.start_ms < $2
              GROUP BY b.id, b.user_id, b.start_ms, b.end_ms",
+        )
+        .bind(ms(now))
+        .bind(ms(now + quota::week()))
+        .fetch_all(&mut *conn)
+        .await?;
+        let upcoming: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT b.user_id, COUNT(*) FROM bookings b
+             WHERE b.status != 'cancelled' AND b.start_ms > $1
+               AND EXISTS (SELECT 1 FROM booking_gpus bg WHERE bg.booking_id = b.id)
+             GROUP BY b.user_id",
         )
         .bind(ms(now))
         .fetch_all(&mut *conn)
         .await?;
+        let upcoming_of = |members: &[i64]| -> u32 {
+            (upcoming.iter())
+                .filter(|(u, _)| members.contains(u))
+                .map(|&(_, n)| u32::try_from(n).unwrap_or(u32::MAX))
+                .fold(0, u32::saturating_add)
+        };
         let users: Vec<(i64, String)> =
             sqlx::query_as("SELECT id, username FROM users ORDER BY username")
                 .fetch_all(&mut *conn)
@@ -339,14 +366,14 @@ impl QuotaLimits<'_> {
                 .filter(|(_, u)| u == id)
                 .map(|(g, _)| g.clone())
                 .collect();
-            let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&[*id]), now);
+            let (gpus_now, gpu_hours_week) = quota::current_use(&holds_of(&[*id]), now);
             uses.push(QuotaUse {
                 kind: QuotaHolder::User,
                 name: username.clone(),
                 limits: quota::personal_limits(&quotas, username, &their_groups),
                 gpus_now,
                 gpu_hours_week,
-                upcoming,
+                upcoming: upcoming_of(&[*id]),
             });
         }
         for group in &groups {
@@ -355,14 +382,14 @@ impl QuotaLimits<'_> {
                 .filter(|(g, _)| g == group)
                 .map(|&(_, u)| u)
                 .collect();
-            let (gpus_now, gpu_hours_week, upcoming) = quota::current_use(&holds_of(&members), now);
+            let (gpus_now, gpu_hours_week) = quota::current_use(&holds_of(&members), now);
             uses.push(QuotaUse {
                 kind: QuotaHolder::Group,
                 name: group.clone(),
                 limits: quotas.groups.get(group).cloned().unwrap_or_default(),
                 gpus_now,
                 gpu_hours_week,
-                upcoming,
+                upcoming: upcoming_of(&members),
             });
         }
         Ok(uses)

@@ -172,38 +172,23 @@ pub(super) struct SlotCards {
     pub(super) holds: Holds,
 }
 
-/// What holds cards for a slot.
-#[derive(Clone, Copy)]
-pub(super) enum Holder {
-    Booking(i64),
-    Maintenance(i64),
-}
-
-/// Records that `holder` holds `cards` for `slot` (one statement for all cards), and audits it
-/// with the holder as target.
-pub(super) async fn hold_cards(
+/// Records that maintenance block `id` holds `cards` for its slot (one statement for all
+/// cards), and audits it with the block as target. (A booking writes its holds with its own
+/// row: `insert_booking`.)
+pub(super) async fn hold_for_maintenance(
     tx: &mut Tx<'_>,
-    holder: Holder,
+    id: i64,
     cards: &[CardRow],
     (start, end): (DateTime<Utc>, DateTime<Utc>),
     audit: AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let (table, column, id, target) = match holder {
-        Holder::Booking(id) => ("booking_gpus", "booking_id", id, format!("booking {id}")),
-        Holder::Maintenance(id) => (
-            "maintenance_gpus",
-            "maintenance_id",
-            id,
-            format!("maintenance {id}"),
-        ),
-    };
     if !cards.is_empty() {
         let rows: Vec<String> = (0..cards.len())
             .map(|i| format!("($1, ${}, $2, $3)", i + 4))
             .collect();
         let sql = format!(
-            "INSERT INTO {table} ({column}, gpu_id, start_ms, end_ms) VALUES {}",
+            "INSERT INTO maintenance_gpus (maintenance_id, gpu_id, start_ms, end_ms) VALUES {}",
             rows.join(", ")
         );
         let mut query = sqlx::query(&sql).bind(id).bind(ms(start)).bind(ms(end));
@@ -212,6 +197,7 @@ pub(super) async fn hold_cards(
         }
         query.execute(&mut **tx).await.map_err(overlap_or)?;
     }
+    let target = format!("maintenance {id}");
     insert_audit(tx, &AuditEntry { target, ..audit }, now).await?;
     Ok(())
 }
