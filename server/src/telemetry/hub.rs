@@ -444,19 +444,24 @@ mod tests {
         }
     }
 
+    /// Node a's hub, with its one card GPU-a.
+    fn hub_of_a() -> Hub {
+        Hub::new(
+            "a",
+            SourceKind::Simulated,
+            Duration::from_secs(1),
+            &[card("a", "GPU-a")],
+            Arc::new(Metrics::new()),
+        )
+    }
+
     fn message(frame: Utf8Bytes) -> TelemetryMessage {
         serde_json::from_str(frame.as_str()).unwrap()
     }
 
     #[test]
     fn the_pool_joins_other_nodes_cards_and_a_status_change_sends_a_fresh_snapshot() {
-        let hub = Hub::new(
-            "a",
-            SourceKind::Simulated,
-            Duration::from_secs(1),
-            &[card("a", "GPU-a")],
-            Arc::new(Metrics::new()),
-        );
+        let hub = hub_of_a();
         let mut viewer = hub.subscribe(Viewer::LoggedIn);
         hub.set_pool(
             vec![node("a", NodeStatus::Up), node("b", NodeStatus::Up)],
@@ -503,13 +508,7 @@ mod tests {
 
     #[test]
     fn a_keeper_that_falls_behind_skips_ticks_but_no_xid() {
-        let hub = Hub::new(
-            "a",
-            SourceKind::Simulated,
-            Duration::from_secs(1),
-            &[card("a", "GPU-a")],
-            Arc::new(Metrics::new()),
-        );
+        let hub = hub_of_a();
         let mut keeper = hub.subscribe_raw();
         let mut with_xid = update("a", "GPU-a", 0);
         with_xid.xids.push(lanes_types::health::XidEvent {
