@@ -70,9 +70,9 @@ async fn insert_booking(
     audit: &AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<i64, StoreError> {
-    // $1-$8 the booking, $9-$13 its audit line, $14 the audit target's prefix, then the cards.
-    const PREFIX: usize = 14;
-    const FIRST_CARD: usize = PREFIX + 1;
+    // $1-$8 the booking, $9-$11 the rest of its audit line (its time and actor are the
+    // booking's $5 and $6), then the cards.
+    const FIRST_CARD: usize = 12;
     let card_rows = (0..cards.len())
         .map(|i| format!("(CAST(${} AS BIGINT))", FIRST_CARD + i))
         .collect::<Vec<_>>()
@@ -80,23 +80,22 @@ async fn insert_booking(
     let booking = "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by,
                                          lend, project)
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
-    let audit_row = "$9, $10, $11, $12, $13";
+    let audit_columns = "audit_log (at, actor_user_id, action, detail, remote_addr, target)";
     let sql = match super::sql::Backend::of(tx) {
         super::Backend::Postgres => format!(
             "WITH b AS ({booking} RETURNING id),
                   g AS (INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
                         SELECT b.id, c.gpu_id, $2, $3 FROM b, (VALUES {card_rows}) AS c (gpu_id)),
-                  a AS (INSERT INTO audit_log (at, actor_user_id, action, detail, remote_addr,
-                                               target)
-                        SELECT {audit_row}, ${PREFIX} || b.id FROM b)
+                  a AS (INSERT INTO {audit_columns}
+                        SELECT $5, $6, $9, $10, $11, 'booking ' || b.id FROM b)
              SELECT id FROM b"
         ),
         super::Backend::Sqlite => format!(
             "{booking} RETURNING id;
              INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
              SELECT (SELECT MAX(id) FROM bookings), column1, $2, $3 FROM (VALUES {card_rows});
-             INSERT INTO audit_log (at, actor_user_id, action, detail, remote_addr, target)
-             VALUES ({audit_row}, ${PREFIX} || (SELECT MAX(id) FROM bookings))"
+             INSERT INTO {audit_columns}
+             VALUES ($5, $6, $9, $10, $11, 'booking ' || (SELECT MAX(id) FROM bookings))"
         ),
     };
     let mut query = sqlx::query_scalar(&sql)
@@ -108,12 +107,9 @@ async fn insert_booking(
         .bind(audit.actor_user_id)
         .bind(flag(new.lend))
         .bind(&new.project)
-        .bind(Stamp(now))
-        .bind(audit.actor_user_id)
         .bind(audit.action.as_str())
         .bind(&audit.detail)
-        .bind(&audit.remote_addr)
-        .bind("booking ");
+        .bind(&audit.remote_addr);
     for card in cards {
         query = query.bind(card.id);
     }
