@@ -126,9 +126,24 @@ impl HealthKeeper {
         cards: &mut HashMap<String, CardMemory>,
     ) -> Result<(), StoreError> {
         let now = DateTime::from_timestamp_millis(tick.at_ms).unwrap_or_else(Utc::now);
-        let mut conditions = HashMap::new();
-        // The Xids of this tick and of any tick skipped when the keeper fell behind.
+        // The Xids of this tick and of any tick skipped when the keeper fell behind; those a
+        // failed pass did not record go back to the hub for the next one.
         let mut xids = self.hub.take_xids();
+        let judged = self.judge_cards(tick, cards, &mut xids, now).await;
+        if judged.is_err() {
+            self.hub.give_back_xids(xids);
+        }
+        judged
+    }
+
+    async fn judge_cards(
+        &self,
+        tick: &Tick,
+        cards: &mut HashMap<String, CardMemory>,
+        xids: &mut HashMap<String, Vec<lanes_types::health::XidEvent>>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut conditions = HashMap::new();
         for gpu in tick
             .gpus
             .iter()
@@ -153,9 +168,12 @@ impl HealthKeeper {
                 node: gpu.node.clone(),
                 uuid: gpu.uuid.clone(),
             };
-            for xid in &judged.blamed {
-                self.blame(&card, gpu, memory.level, xid.xid, xid.pid, now)
-                    .await?;
+            for (i, xid) in judged.blamed.iter().enumerate() {
+                if let Err(e) = (self.blame(&card, gpu, memory.level, xid.xid, xid.pid, now)).await
+                {
+                    xids.insert(gpu.uuid.clone(), judged.blamed[i..].to_vec());
+                    return Err(e);
+                }
             }
             if let Some(from) = judged.changed_from {
                 let counters = memory.last.clone();

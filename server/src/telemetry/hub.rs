@@ -273,6 +273,18 @@ impl Hub {
         std::mem::take(&mut *self.xids.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Returns Xid events a keeper took but could not record: they come before any kept since.
+    pub fn give_back_xids(&self, xids: HashMap<String, Vec<lanes_types::health::XidEvent>>) {
+        let mut kept = self.xids.lock().unwrap_or_else(|p| p.into_inner());
+        for (uuid, mut list) in xids.into_iter().filter(|(_, l)| !l.is_empty()) {
+            let newer = kept.remove(&uuid).unwrap_or_default();
+            list.extend(newer);
+            let over = list.len().saturating_sub(XID_BACKLOG);
+            list.drain(..over);
+            kept.insert(uuid, list);
+        }
+    }
+
     /// Replaces the watchdog's notes; they mark the processes and cards of the ticks that follow.
     pub fn set_notes(&self, notes: HashMap<String, CardNotes>) {
         *self.notes.write().unwrap_or_else(|p| p.into_inner()) = notes;
@@ -530,5 +542,16 @@ mod tests {
         assert_eq!(taken["GPU-a"].len(), 1);
         assert_eq!(taken["GPU-a"][0].pid, Some(42));
         assert!(hub.take_xids().is_empty());
+        // A pass that could not record it gives it back, ahead of one published since.
+        let mut later = update("a", "GPU-a", 0);
+        later.xids.push(lanes_types::health::XidEvent {
+            xid: 79,
+            pid: None,
+            at_ms: 99,
+        });
+        hub.publish(99, vec![later], Duration::ZERO);
+        hub.give_back_xids(taken);
+        let again: Vec<u32> = hub.take_xids()["GPU-a"].iter().map(|x| x.xid).collect();
+        assert_eq!(again, vec![13, 79]);
     }
 }
