@@ -10,11 +10,11 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-echo "## Hydrate bundle (target/site/pkg, release build)"
+echo "## Hydrate bundle: what a first visit of the dashboard loads (target/site/pkg, release build)"
 echo
 echo "| file | raw | gzip -9 | brotli q11 |"
 echo "|---|---|---|---|"
-for f in target/site/pkg/lanes_bg.wasm target/site/pkg/lanes.js target/site/pkg/lanes.css; do
+for f in target/site/pkg/lanes_bg.wasm target/site/pkg/lanes.js target/site/pkg/__wasm_split.js target/site/pkg/lanes.css; do
   node -e '
     const fs = require("fs"), z = require("zlib");
     const b = fs.readFileSync(process.argv[1]);
@@ -23,6 +23,11 @@ for f in target/site/pkg/lanes_bg.wasm target/site/pkg/lanes.js target/site/pkg/
     console.log(`| ${process.argv[1].split("/").pop()} | ${kb(b.length)} | ${kb(z.gzipSync(b, { level: 9 }).length)} | ${kb(br.length)} |`);
   ' "$f"
 done
+echo
+
+echo "## First visit on a throttled network (1.6 Mbit/s, 150 ms): time until the page is live"
+echo
+LANES_BINS=$LANES node bench/first-load.mjs
 echo
 
 echo "## Websocket fan-out: sim:8 at 1 Hz, loopback, ${SECONDS_PER_RUN} s per run"

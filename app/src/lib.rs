@@ -19,8 +19,9 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    ParamSegment, StaticSegment,
+    Lazy, ParamSegment, StaticSegment,
 };
+use pages::lazy;
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -68,15 +69,15 @@ pub fn App() -> impl IntoView {
             <Routes fallback=|| pages::not_found::NotFound>
                 <Route path=StaticSegment("") view=pages::dashboard::DashboardPage />
                 <Route path=StaticSegment("login") view=pages::login::LoginPage />
-                <Route path=StaticSegment("account") view=pages::account::AccountPage />
-                <Route path=StaticSegment("calendar") view=pages::calendar::CalendarPage />
+                <Route path=StaticSegment("account") view={Lazy::<lazy::Account>::new()} />
+                <Route path=StaticSegment("calendar") view={Lazy::<lazy::Calendar>::new()} />
                 // Its sections arrive with their data (components::page_data).
-                <Route path=StaticSegment("admin") view=pages::admin::AdminPage />
-                <Route path=(StaticSegment("admin"), ParamSegment("section")) view=pages::admin::AdminPage />
-                <Route path=StaticSegment("jobs") view=pages::jobs::JobsPage />
-                <Route path=StaticSegment("queue") view=pages::queue::QueuePage />
-                <Route path=StaticSegment("history") view=pages::history::HistoryPage />
-                <Route path=StaticSegment("usage") view=pages::statements::UsagePage />
+                <Route path=StaticSegment("admin") view={Lazy::<lazy::Admin>::new()} />
+                <Route path=(StaticSegment("admin"), ParamSegment("section")) view={Lazy::<lazy::Admin>::new()} />
+                <Route path=StaticSegment("jobs") view={Lazy::<lazy::Jobs>::new()} />
+                <Route path=StaticSegment("queue") view={Lazy::<lazy::Queue>::new()} />
+                <Route path=StaticSegment("history") view={Lazy::<lazy::History>::new()} />
+                <Route path=StaticSegment("usage") view={Lazy::<lazy::Usage>::new()} />
             </Routes>
         </Router>
     }
@@ -88,13 +89,55 @@ pub fn App() -> impl IntoView {
 pub fn hydrate() {
     console_error_panic_hook::set_once();
     components::clock::remember_zone();
-    leptos::mount::hydrate_body(App);
-    label_table_cells();
-    // The page now answers clicks: `<html data-live>` says so to whoever waits for it (the
-    // browser tests, before they type into a page that arrived with its data).
-    if let Some(html) = document().document_element() {
-        let _ = html.set_attribute("data-live", "");
-    }
+    // Asynchronous hydration: a page that opens on a lazy route hydrates once its chunk is in.
+    let _ = any_spawner::Executor::init_wasm_bindgen();
+    leptos::task::spawn_local(async {
+        leptos::mount::hydrate_from_async(document().body().expect("a page has a body"), App)
+            .await
+            .forget();
+        label_table_cells();
+        // The page now answers clicks: `<html data-live>` says so to whoever waits for it
+        // (the browser tests, before they type into a page that arrived with its data).
+        if let Some(html) = document().document_element() {
+            let _ = html.set_attribute("data-live", "");
+        }
+        prefetch_linked_pages();
+    });
+}
+
+/// Once the page is live, the parts of the pages its top bar links to are fetched at the
+/// lowest priority (`<link rel=prefetch>`, from the split manifest beside the bundle), so that
+/// opening one does not wait for its chunks on a slow network; the bundle's immutable caching
+/// keeps them. Not with the browser's data saver on.
+#[cfg(feature = "hydrate")]
+fn prefetch_linked_pages() {
+    let script = js_sys::Function::new_no_args(
+        r#"
+        if (navigator.connection && navigator.connection.saveData) return;
+        const bundle = document.querySelector('link[rel=modulepreload][href$="/lanes.js"]');
+        if (!bundle) return;
+        const base = bundle.href.slice(0, bundle.href.lastIndexOf('/') + 1);
+        const linked = new Set([...document.querySelectorAll('nav a[href^="/"]')]
+          .map((a) => new URL(a.href).pathname.split('/')[1]).filter(Boolean));
+        fetch(base + '__wasm_split_manifest.json')
+          .then((r) => (r.ok ? r.json() : {}))
+          .then((manifest) => {
+            const files = new Set();
+            for (const [split, parts] of Object.entries(manifest)) {
+              const route = (split.match(/^__(\w+?)_view_/) || [])[1];
+              if (linked.has(route)) parts.forEach((part) => files.add(part));
+            }
+            for (const file of files) {
+              const link = document.createElement('link');
+              link.rel = 'prefetch';
+              link.href = base + file + '.wasm';
+              document.head.append(link);
+            }
+          })
+          .catch(() => {});
+        "#,
+    );
+    let _ = script.call0(&wasm_bindgen::JsValue::NULL);
 }
 
 /// Below 600 px a table row is drawn as a card (style/main.css), each value under its

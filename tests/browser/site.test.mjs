@@ -66,3 +66,45 @@ test('other files revalidate with an ETag, and an old build\'s bundle is gone', 
   assert.equal(page404.status(), 404);
   assert.match(await page404.text(), /<html/);
 });
+
+test('the dashboard loads no other page; a page loads its own part when opened', async () => {
+  // What a page fetched of the bundle: `names`, and of those, what it asked for to run now
+  // (not a low-priority prefetch of a page it links to).
+  const fetched = (p) => {
+    const names = [];
+    const needed = [];
+    p.on('request', (r) => {
+      if (!r.url().includes('/pkg/')) return;
+      const name = r.url().split('/').pop();
+      names.push(name);
+      if (r.headers()['sec-purpose'] !== 'prefetch') needed.push(name);
+    });
+    return { names, needed };
+  };
+  const fresh = await browser.newContext();
+  await fresh.addCookies(await page.context().cookies());
+  const first = await fresh.newPage();
+  first.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  const { names, needed } = fetched(first);
+  await first.goto(server.url + '/');
+  await first.locator('html[data-live]').waitFor({ state: 'attached' });
+  assert.ok(needed.includes('lanes_bg.wasm'), needed.join(' '));
+  assert.deepEqual(needed.filter((n) => n.startsWith('split_')), [], 'the dashboard needed no other page');
+  // Once live, the pages of the top bar come at low priority; the admin page, not linked for a
+  // member, never does.
+  await first.waitForFunction(() => document.querySelectorAll('link[rel=prefetch]').length > 0);
+  // By its link: the calendar's part is there (prefetched, or fetched now) and the page draws.
+  await first.click('nav a[href="/calendar"]');
+  await first.locator('[data-testid=calendar] .cal-cell').first().waitFor();
+  assert.ok(names.some((n) => /^split_.*calendar.*\.wasm$/.test(n)), names.join(' '));
+  assert.ok(!names.some((n) => /^split_.*admin/.test(n)), 'the admin page did not come');
+  // Opened directly: the server names the page's parts in its head, and the page goes live.
+  const html = await (await fresh.request.get(server.url + '/history')).text();
+  assert.match(html, /<link [^>]*href="\/pkg\/[0-9a-f]{16}\/split_[^"]*history[^"]*\.wasm" rel="preload"/);
+  const direct = await fresh.newPage();
+  direct.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  await direct.goto(server.url + '/history');
+  await direct.locator('html[data-live]').waitFor({ state: 'attached' });
+  await fresh.close();
+  assert.deepEqual(failures, []);
+});

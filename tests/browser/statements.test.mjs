@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
-import { scenario, logIn, watchedPage, assertOnlyProvokedErrors } from './lib.mjs';
+import { scenario, logIn, watchedPage, assertOnlyProvokedErrors, openLive } from './lib.mjs';
 import { test, after } from 'node:test';
 
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -69,7 +69,7 @@ test('the admin defines projects, a GPU-hour price and what members see', async 
   // Notifications may go to this machine in this test.
   const lab = await admin.request.put(url + '/api/v1/notifications/settings', { data: { allow_private_webhooks: true } });
   assert.equal(lab.status(), 200, await lab.text());
-  await admin.goto(url + '/admin/policy');
+  await openLive(admin, url + '/admin/policy');
   const form = admin.locator('[data-testid=portal-settings]');
   await form.locator('textarea[name=projects]').fill('vision: Vision grant\nnlp-grant');
   await form.locator('textarea[name=group_projects]').fill('cv = vision');
@@ -107,7 +107,7 @@ test('the statement shows the month per project, group and member, and its CSV',
   // The month these bookings fall in, in the lab's zone (UTC here); a run late on a month's
   // last day could see them cross into the next: the page is read for the month they start.
   const month = start.toISOString().slice(0, 7);
-  await admin.goto(url + '/admin/statements');
+  await openLive(admin, url + '/admin/statements');
   const page = admin.locator('[data-testid=statement]');
   await page.locator('input[name=month]').fill(month);
   await page.locator('input[name=month]').dispatchEvent('change');
@@ -133,7 +133,7 @@ test('the statement shows the month per project, group and member, and its CSV',
 });
 
 test('the member reads their own month on /usage, in English and in Chinese', async () => {
-  await mei.goto(url + '/usage');
+  await openLive(mei, url + '/usage');
   const mine = mei.locator('[data-testid=my-usage]');
   await mine.locator('[data-testid=usage-me]', { hasText: '4.0 GPU-hours booked' }).waitFor();
   await mine.locator('[data-testid=usage-me]', { hasText: 'cost 8.00' }).waitFor();
@@ -145,7 +145,7 @@ test('the member reads their own month on /usage, in English and in Chinese', as
   // Chinese: the page in Chinese, and still axe-clean.
   const chose = await mei.request.put(url + '/api/v1/me/language', { data: { language: 'zh' } });
   assert.ok(chose.ok(), await chose.text());
-  await mei.goto(url + '/usage');
+  await openLive(mei, url + '/usage');
   await mei.locator('h2', { hasText: '我的用量' }).waitFor();
   await mine.locator('[data-testid=usage-me]', { hasText: '预订 4.0 GPU 小时' }).waitFor();
   await mine.locator('text=管理员向成员显示其所在组的用量。').waitFor();
@@ -154,7 +154,7 @@ test('the member reads their own month on /usage, in English and in Chinese', as
   // The admin's statement page in Chinese, axe-clean too.
   const zh = await admin.request.put(url + '/api/v1/me/language', { data: { language: 'zh' } });
   assert.ok(zh.ok());
-  await admin.goto(url + '/admin/statements');
+  await openLive(admin, url + '/admin/statements');
   await admin.locator('[data-testid=statement] h3', { hasText: '月度账单' }).waitFor();
   await admin.locator('[data-testid=statement-projects] caption', { hasText: '按项目' }).waitFor();
   assert.deepEqual(await violations(admin), []);
@@ -162,7 +162,7 @@ test('the member reads their own month on /usage, in English and in Chinese', as
 });
 
 test('a member points their messages at a Feishu bot and "Send a test" shows its answer', async () => {
-  await mei.goto(url + '/account');
+  await openLive(mei, url + '/account');
   const form = mei.locator('[data-testid=my-notifications]');
   const hook = form.locator('[data-testid=chat-hook]');
   await hook.locator('input[name=webhook_url]').fill(hookUrl);

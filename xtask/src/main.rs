@@ -82,6 +82,9 @@ fn site(args: &[String]) -> Result<()> {
                 "--features=hydrate",
                 &format!("--profile={profile}"),
             ])
+            // Relocations kept in the linked wasm are what the split step reads to cut it
+            // at the lazy routes.
+            .env("RUSTFLAGS", split_rustflags())
             .status()
             .context("cannot run cargo")?;
         if !status.success() {
@@ -112,16 +115,27 @@ fn site(args: &[String]) -> Result<()> {
     }
     let pkg = staging.join("pkg");
     fs::create_dir_all(&pkg)?;
+    // The lazy routes' code goes to chunks beside the bundle, loaded as a route opens; what
+    // is left is the main module, which wasm-bindgen then finishes as before.
+    // Kept in target/ (not the site): with its names, it shows what the first load carries.
+    let main = target.join("lanes_split.wasm");
+    let chunks = step_with("wasm-split", || split(&wasm, &pkg, &main))?;
     step("wasm-bindgen", || {
         wasm_bindgen_cli_support::Bindgen::new()
-            .input_path(&wasm)
+            .input_path(&main)
             .out_name("lanes")
             .web(true)?
             .typescript(false)
+            // The chunks link to the main module's functions by their linker names.
+            .keep_lld_exports(true)
+            .demangle(false)
             .generate(&pkg)
     })?;
     if flavour == Flavour::Release {
-        step("wasm-opt", || wasm_opt(&pkg.join("lanes_bg.wasm")))?;
+        step("wasm-opt", || {
+            wasm_opt(&pkg.join("lanes_bg.wasm"))?;
+            chunks.iter().try_for_each(|chunk| wasm_opt(chunk))
+        })?;
     }
     step("assets", || {
         fs::copy(root.join("style/main.css"), pkg.join("lanes.css"))?;
@@ -181,23 +195,69 @@ fn inputs_stamp(root: &Path, wasm: &Path, profile: &str) -> Result<String> {
 
 /// Runs one step, naming it and its time, so a slow build says where the time went.
 fn step(name: &str, run: impl FnOnce() -> Result<()>) -> Result<()> {
+    step_with(name, run)
+}
+
+fn step_with<T>(name: &str, run: impl FnOnce() -> Result<T>) -> Result<T> {
     let started = Instant::now();
-    run().with_context(|| format!("step {name}"))?;
+    let made = run().with_context(|| format!("step {name}"))?;
     println!("  {name}: {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
+    Ok(made)
+}
+
+/// The flags of the wasm build: the caller's (`RUSTFLAGS`, such as `-Dwarnings`) and the
+/// linker's relocations, which the split step needs.
+fn split_rustflags() -> String {
+    let own = std::env::var("RUSTFLAGS").unwrap_or_default();
+    format!("{own} -Clink-args=--emit-relocs")
+        .trim()
+        .to_string()
+}
+
+/// The split step's map from each lazy route to the chunks it loads (the name Leptos reads).
+const SPLIT_MANIFEST: &str = "__wasm_split_manifest.json";
+
+/// Cuts the app's wasm at its lazy routes (`#[lazy_route]`, wasm_split_cli_support, the
+/// library cargo-leptos uses for the same): the main module goes to `main`, each chunk and
+/// the loader (`__wasm_split.js`, imported by the main module) to `pkg`. Returns the chunks.
+fn split(wasm: &Path, pkg: &Path, main: &Path) -> Result<Vec<PathBuf>> {
+    let input = fs::read(wasm).with_context(|| format!("reading {}", wasm.display()))?;
+    let mut options = wasm_split_cli_support::Options::new(&input);
+    options.output_dir = pkg;
+    options.main_out_path = main;
+    // The loader imports `initSync` from the bundle's JS, beside it.
+    options.main_module = "./lanes.js";
+    options.link_name = "./__wasm_split.js";
+    let split = wasm_split_cli_support::transform(options)
+        .map_err(|e| anyhow::anyhow!("splitting the bundle: {e:#}"))?;
+    // Which chunks each lazy route needs, for the server to preload with a page that opens
+    // on one (as Leptos' `HydrationScripts` does with cargo-leptos's copy of this file).
+    let manifest: std::collections::BTreeMap<_, _> = split.prefetch_map.into_iter().collect();
+    fs::write(
+        pkg.join(SPLIT_MANIFEST),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
+    Ok(split.split_modules)
 }
 
 /// binaryen's optimizer, from npm (Makefile `tools`): Debian's is too old for today's wasm.
 fn wasm_opt(file: &Path) -> Result<()> {
-    let status = Command::new("wasm-opt")
+    let run = Command::new("wasm-opt")
         .args(["-Oz", "--enable-bulk-memory"])
         .arg(file)
         .arg("-o")
         .arg(file)
-        .status()
+        .output()
         .context("cannot run wasm-opt (run `make tools`, which installs binaryen from npm)")?;
-    if !status.success() {
-        bail!("wasm-opt failed");
+    // The split step's chunks carry a names subsection binaryen does not know (and drops):
+    // said once per chunk, it is not news.
+    for line in String::from_utf8_lossy(&run.stderr).lines() {
+        if !line.starts_with("warning: unknown name subsection") {
+            eprintln!("{line}");
+        }
+    }
+    if !run.status.success() {
+        bail!("wasm-opt failed on {}", file.display());
     }
     Ok(())
 }

@@ -16,6 +16,41 @@ pub mod queue_admin;
 pub mod quotas;
 pub mod statements;
 
+/// The pages loaded when visited: the browser's first load carries the dashboard (and the
+/// login page) only; each of these is a chunk of the bundle fetched as its route opens
+/// (`#[lazy_route]`, split by `cargo xtask site`). The server renders them as any other.
+pub mod lazy {
+    use leptos::prelude::*;
+    use leptos_router::{lazy_route, LazyRoute};
+
+    macro_rules! lazy_page {
+        ($($route:ident => $page:path),* $(,)?) => {$(
+            pub struct $route;
+
+            #[lazy_route]
+            impl LazyRoute for $route {
+                fn data() -> Self {
+                    $route
+                }
+
+                fn view(_this: Self) -> AnyView {
+                    view! { <$page /> }.into_any()
+                }
+            }
+        )*};
+    }
+
+    lazy_page! {
+        Account => super::account::AccountPage,
+        Admin => super::admin::AdminPage,
+        Calendar => super::calendar::CalendarPage,
+        Jobs => super::jobs::JobsPage,
+        Queue => super::queue::QueuePage,
+        History => super::history::HistoryPage,
+        Usage => super::statements::UsagePage,
+    }
+}
+
 /// The API answers the page at `path` reads as it opens, for the server to ask for before it
 /// renders the page ([`crate::components::page_data`]); empty for pages that load in the
 /// browser.

@@ -293,9 +293,18 @@ fn page_routes() -> Vec<AxumRouteListing> {
 pub fn router(state: AppState) -> Router {
     let routes = page_routes();
     let hub = state.hub.clone();
+    // A page that opens on a lazy route names that route's chunks in its head, so they load
+    // beside the bundle rather than after it (what Leptos does when it finds the manifest on
+    // disk; this server's assets are in memory).
+    let split = leptos::WasmSplitManifest(leptos::prelude::ArcStoredValue::new((
+        format!("/{}", state.site.pkg_dir()),
+        state.site.split_manifest(),
+        "__wasm_split.js".to_string(),
+    )));
     let fleet_context = move || {
         let view: Arc<dyn lanes_app::ssr::FleetView> = hub.clone();
         provide_context(view);
+        provide_context(split.clone());
     };
     api_routes()
         .leptos_routes_with_context(&state, routes, fleet_context, {

@@ -154,6 +154,15 @@ impl Site {
         format!("pkg/{}", self.version)
     }
 
+    /// The bundle's split manifest (`cargo xtask site` writes it): for each lazy route, the
+    /// chunks it loads. Empty for a site without one.
+    pub fn split_manifest(&self) -> HashMap<String, Vec<String>> {
+        self.files
+            .get("pkg/__wasm_split_manifest.json")
+            .and_then(|asset| serde_json::from_slice(&asset.identity).ok())
+            .unwrap_or_default()
+    }
+
     /// The response for a request of an asset, or `None` when there is no such asset.
     pub fn respond(
         &self,
@@ -374,6 +383,24 @@ mod tests {
         assert_eq!(header_of(&unversioned, header::CACHE_CONTROL), "no-cache");
         assert!(get(&site, "/pkg/0123456789abcdef/lanes.js", &[]).is_none());
         assert!(get(&site, "/missing.css", &[]).is_none());
+    }
+
+    #[test]
+    fn the_split_manifest_names_each_lazy_routes_chunks() {
+        assert!(site().split_manifest().is_empty());
+        let split = Site::from_files(
+            vec![(
+                "pkg/__wasm_split_manifest.json".into(),
+                Bytes::from_static(
+                    br#"{"__calendar_view_1": ["chunk_3", "split___calendar_view_1"]}"#,
+                ),
+            )],
+            Origin::Missing,
+        );
+        assert_eq!(
+            split.split_manifest()["__calendar_view_1"],
+            vec!["chunk_3", "split___calendar_view_1"]
+        );
     }
 
     #[test]
