@@ -169,8 +169,8 @@ impl HealthKeeper {
                 uuid: gpu.uuid.clone(),
             };
             for (i, xid) in judged.blamed.iter().enumerate() {
-                if let Err(e) = (self.blame(&card, gpu, memory.level, xid.xid, xid.pid, now)).await
-                {
+                let blamed = self.blame(&card, gpu, memory.level, xid.xid, xid.pid, now);
+                if let Err(e) = blamed.await {
                     xids.insert(gpu.uuid.clone(), judged.blamed[i..].to_vec());
                     return Err(e);
                 }

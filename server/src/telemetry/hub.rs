@@ -262,8 +262,7 @@ impl Hub {
         for gpu in updates.iter().filter(|g| !g.xids.is_empty()) {
             let list = kept.entry(gpu.uuid.clone()).or_default();
             list.extend(gpu.xids.iter().cloned());
-            let over = list.len().saturating_sub(XID_BACKLOG);
-            list.drain(..over);
+            keep_latest(list);
         }
     }
 
@@ -279,8 +278,7 @@ impl Hub {
         for (uuid, mut list) in xids.into_iter().filter(|(_, l)| !l.is_empty()) {
             let newer = kept.remove(&uuid).unwrap_or_default();
             list.extend(newer);
-            let over = list.len().saturating_sub(XID_BACKLOG);
-            list.drain(..over);
+            keep_latest(&mut list);
             kept.insert(uuid, list);
         }
     }
@@ -388,6 +386,12 @@ impl lanes_app::ssr::FleetView for Hub {
     fn snapshot(&self) -> FleetSnapshot {
         Hub::snapshot(self)
     }
+}
+
+/// At most the latest [`XID_BACKLOG`] events of a card are kept for the keeper.
+fn keep_latest(list: &mut Vec<lanes_types::health::XidEvent>) {
+    let over = list.len().saturating_sub(XID_BACKLOG);
+    list.drain(..over);
 }
 
 #[cfg(test)]
