@@ -16,19 +16,120 @@ pub fn dated_in<Tz: chrono::TimeZone>(
 where
     Tz::Offset: std::fmt::Display,
 {
-    use crate::i18n::i18n::td_string;
     use chrono::Datelike;
     let name = |list: &str, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
     let (day, month) = (
         t.weekday().num_days_from_monday() as usize,
         t.month0() as usize,
     );
-    let pattern = pattern
-        .replace("%A", &name(td_string!(locale, date.weekdays_long), day))
-        .replace("%a", &name(td_string!(locale, date.weekdays_short), day))
-        .replace("%B", &name(td_string!(locale, date.months_long), month))
-        .replace("%b", &name(td_string!(locale, date.months_short), month));
-    t.format(&pattern).to_string()
+    strftime(&t, pattern, |field| match field {
+        'A' => Some(name(td_string!(locale, date.weekdays_long), day)),
+        'a' => Some(name(td_string!(locale, date.weekdays_short), day)),
+        'B' => Some(name(td_string!(locale, date.months_long), month)),
+        'b' => Some(name(td_string!(locale, date.months_short), month)),
+        _ => None,
+    })
+}
+
+/// The strftime fields [`strftime`] writes: what the translation files' patterns use.
+pub const FIELDS: &[&str] = &[
+    "%Y", "%m", "%-m", "%d", "%-d", "%H", "%M", "%S", "%a", "%A", "%b", "%B", "%Z", "%z", "%:z",
+    "%%",
+];
+
+/// `t` written with `pattern`, as chrono's `format` writes it for the fields in [`FIELDS`]
+/// (`names` gives the weekday and month names, `%a %A %b %B`; English when it gives none);
+/// anything else after a `%` is written as it stands. Written here rather than with chrono's
+/// `format`: its pattern parser and formatter were a sixtieth of the dashboard's code, for
+/// a dozen fields.
+pub fn strftime<Tz: chrono::TimeZone>(
+    t: &chrono::DateTime<Tz>,
+    pattern: &str,
+    names: impl Fn(char) -> Option<String>,
+) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    use chrono::{Datelike, Offset, Timelike};
+    use std::fmt::Write;
+    const DAYS: [&str; 7] = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let offset = |colon: bool| {
+        let seconds = t.offset().fix().local_minus_utc();
+        let (sign, minutes) = (if seconds < 0 { '-' } else { '+' }, seconds.abs() / 60);
+        let sep = if colon { ":" } else { "" };
+        format!("{sign}{:02}{sep}{:02}", minutes / 60, minutes % 60)
+    };
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let rest = chars.as_str();
+        let (field, used) = match rest.as_bytes() {
+            [b'-', f, ..] if b"md".contains(f) => (&rest[..2], 2),
+            [b':', b'z', ..] => (&rest[..2], 2),
+            [f, ..] if f.is_ascii() => (&rest[..1], 1),
+            _ => ("", 0),
+        };
+        let day = t.weekday().num_days_from_monday() as usize;
+        let _ = match field {
+            "Y" => write!(out, "{:04}", t.year()),
+            "m" => write!(out, "{:02}", t.month()),
+            "-m" => write!(out, "{}", t.month()),
+            "d" => write!(out, "{:02}", t.day()),
+            "-d" => write!(out, "{}", t.day()),
+            "H" => write!(out, "{:02}", t.hour()),
+            "M" => write!(out, "{:02}", t.minute()),
+            "S" => write!(out, "{:02}", t.second()),
+            "A" | "a" | "B" | "b" => {
+                let c = field.chars().next().unwrap_or('a');
+                let english = match c {
+                    'A' => DAYS[day].to_string(),
+                    'a' => DAYS[day][..3].to_string(),
+                    'B' => MONTHS[t.month0() as usize].to_string(),
+                    _ => MONTHS[t.month0() as usize][..3].to_string(),
+                };
+                out.push_str(&names(c).unwrap_or(english));
+                Ok(())
+            }
+            "Z" => write!(out, "{}", t.offset()),
+            "z" => write!(out, "{}", offset(false)),
+            ":z" => write!(out, "{}", offset(true)),
+            "%" => write!(out, "%"),
+            _ => {
+                out.push('%');
+                continue;
+            }
+        };
+        for _ in 0..used {
+            chars.next();
+        }
+    }
+    out
 }
 
 /// A moment for a reader in `tz`, with its zone and UTC offset named ("Wed 2 Dec 17:00 CET
@@ -38,8 +139,8 @@ where
     Z::Offset: std::fmt::Display,
 {
     let local = t.with_timezone(&tz);
-    let offset = local.format("%:z").to_string();
-    let name = local.format("%Z").to_string();
+    let offset = strftime(&local, "%:z", |_| None);
+    let name = local.offset().to_string();
     if offset == "+00:00" && name == "UTC" {
         dated_in(local, td_string!(locale, mail.when_utc), locale)
     } else {
@@ -97,6 +198,80 @@ mod tests {
         assert_eq!(span(9_000), "2 h 30 min");
         assert_eq!(span(7_200), "2 h");
         assert_eq!(span(3 * 86_400 + 4 * 3_600 + 59), "3 d 4 h");
+    }
+
+    /// Every pattern of the translation files, and every field, written as chrono's `format`
+    /// writes it (names in English), in zones east and west and at the edges of the day.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn patterns_are_written_as_chrono_writes_them() {
+        let mut patterns: Vec<String> = FIELDS.iter().map(|f| format!("<{f}>")).collect();
+        patterns.push("%Y-%m-%dT%H:%M".into());
+        for file in ["locales/en.json", "locales/zh.json"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+            let text = std::fs::read_to_string(path).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+                match v {
+                    serde_json::Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+                    serde_json::Value::String(s) if s.contains("%H") || s.contains("%-d") => {
+                        out.push(s.clone())
+                    }
+                    _ => {}
+                }
+            }
+            walk(&value, &mut patterns);
+        }
+        assert!(patterns.len() > 30, "{patterns:?}");
+        let moments = [
+            "2026-12-02T16:00:00Z",
+            "2026-01-04T00:05:09Z",
+            "2024-02-29T23:59:59Z",
+            "1999-07-14T12:30:00Z",
+        ];
+        for moment in moments {
+            let t = DateTime::parse_from_rfc3339(moment)
+                .unwrap()
+                .with_timezone(&Utc);
+            for pattern in &patterns {
+                for tz in [
+                    chrono_tz::UTC,
+                    chrono_tz::Asia::Shanghai,
+                    chrono_tz::America::St_Johns,
+                ] {
+                    let local = t.with_timezone(&tz);
+                    assert_eq!(
+                        strftime(&local, pattern, |_| None),
+                        local.format(pattern).to_string(),
+                        "{pattern} at {moment} in {tz}"
+                    );
+                }
+                let fixed = t.with_timezone(&chrono::FixedOffset::west_opt(9000).unwrap());
+                assert_eq!(
+                    strftime(&fixed, pattern, |_| None),
+                    fixed.format(pattern).to_string(),
+                    "{pattern} at {moment} at -02:30"
+                );
+            }
+        }
+        // Names come from the reader's language; a field it does not know stays as written.
+        let t = DateTime::parse_from_rfc3339("2026-12-02T16:00:00Z").unwrap();
+        assert_eq!(
+            dated_in(t, "%a %-d %b", Locale::zh),
+            strftime(&t, "%a %-d %b", |c| {
+                let list = match c {
+                    'a' => td_string!(Locale::zh, date.weekdays_short),
+                    _ => td_string!(Locale::zh, date.months_short),
+                };
+                Some(
+                    list.split(',')
+                        .nth(if c == 'a' { 2 } else { 11 })
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+        );
+        assert_eq!(strftime(&t, "100% %q %", |_| None), "100% %q %");
     }
 
     #[cfg(not(target_arch = "wasm32"))]

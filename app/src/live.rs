@@ -54,7 +54,7 @@ pub fn backoff_delay_ms(attempt: u32, jitter: f64) -> u32 {
 #[cfg(feature = "hydrate")]
 pub fn follow(fleet: RwSignal<FleetSnapshot>, status: RwSignal<LinkStatus>) {
     use lanes_types::TelemetryMessage;
-    let on_text = move |text: String| match serde_json::from_str::<TelemetryMessage>(&text) {
+    let on_text = move |text: String| match TelemetryMessage::from_json(&text) {
         Ok(message) => fleet.update(|f| f.apply(message)),
         Err(err) => leptos::logging::warn!("lanes: unreadable telemetry message: {err}"),
     };
@@ -95,7 +95,8 @@ pub fn changes(area: lanes_types::Area) -> RwSignal<u64> {
             }
             std::mem::forget(owner);
             let on_text = move |text: String| {
-                if let Ok(TelemetryMessage::Changed { areas }) = serde_json::from_str(&text) {
+                if let Ok(TelemetryMessage::Changed { areas }) = TelemetryMessage::from_json(&text)
+                {
                     for area in areas {
                         counters[index(area)].update(|n| *n += 1);
                     }

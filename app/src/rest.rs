@@ -26,8 +26,13 @@ where
     let text = self::request(E::METHOD, &E::url(&params, request), body).await?;
     match E::ANSWERED {
         Answered::Empty => parse("null".into()),
-        Answered::Text => serde_json::from_value(serde_json::Value::String(text))
-            .map_err(|error| tr!(rest.unexpected_answer, error)),
+        // Straight from the text (not through `serde_json::Value`, whose deserializer the
+        // bundle would then carry for every answer type).
+        Answered::Text => {
+            use serde::de::{value::Error, Deserialize, IntoDeserializer};
+            E::Answer::deserialize(IntoDeserializer::<Error>::into_deserializer(text))
+                .map_err(|error| tr!(rest.unexpected_answer, error))
+        }
         Answered::Json | Answered::Upgrade => parse(text),
     }
 }

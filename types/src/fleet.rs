@@ -201,6 +201,44 @@ mod tests {
         assert_eq!(SourceKind::parse("tpu"), None);
     }
 
+    #[test]
+    fn a_message_reads_the_same_from_its_text_in_any_order_of_its_fields() {
+        use crate::{Area, TelemetryMessage};
+        let mut snapshot = fleet(&["a", "b"]);
+        snapshot.gpus[0].sample = Some(sample(1_000, 40, 7));
+        snapshot.gpus[1].health = Health::Unhealthy {
+            reason: "gone".into(),
+        };
+        snapshot.gpus[0].idle_booking = Some(3);
+        snapshot.gpus[1].unmanaged = true;
+        let messages = [
+            TelemetryMessage::Snapshot(snapshot),
+            TelemetryMessage::Tick {
+                at_ms: 2_000,
+                gpus: vec![update("a", Some(sample(2_000, 90, 8)), Health::Ok)],
+            },
+            TelemetryMessage::Changed {
+                areas: vec![Area::Queue, Area::Bookings],
+            },
+        ];
+        for message in messages {
+            let text = serde_json::to_string(&message).unwrap();
+            assert!(text.starts_with(r#"{"type":"#), "{text}");
+            assert_eq!(TelemetryMessage::from_json(&text).unwrap(), message);
+            // Through `Value` the keys come out sorted: `type` is no longer first.
+            let sorted = serde_json::to_value(&message).unwrap().to_string();
+            assert!(!sorted.starts_with(r#"{"type":"#), "{sorted}");
+            assert_eq!(TelemetryMessage::from_json(&sorted).unwrap(), message);
+            assert_eq!(
+                serde_json::from_str::<TelemetryMessage>(&sorted).unwrap(),
+                message
+            );
+        }
+        let unknown = TelemetryMessage::from_json(r#"{"type":"gossip"}"#).unwrap_err();
+        assert!(unknown.to_string().contains("gossip"), "{unknown}");
+        assert!(TelemetryMessage::from_json(r#"{"at_ms":1}"#).is_err());
+    }
+
     fn info(uuid: &str) -> GpuInfo {
         GpuInfo {
             node: "n1".into(),

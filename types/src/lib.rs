@@ -238,8 +238,10 @@ impl SourceKind {
     }
 }
 
-/// The current state of one card: its facts, its health and its latest reading.
+/// The current state of one card: its facts, its health and its latest reading. On the wire
+/// its facts are fields of its own (`info` is flattened).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "GpuStateFields")]
 pub struct GpuState {
     #[serde(flatten)]
     pub info: GpuInfo,
@@ -260,6 +262,53 @@ pub struct GpuState {
     /// Its error counters as last read (absent until read, or on nodes older than 0.30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<health::HealthCounters>,
+}
+
+/// [`GpuState`] as it is read: every field at one level, as its `info` is written flattened.
+/// serde's `flatten` would read the card into a buffer of its own first and every field of
+/// [`GpuInfo`] from there again (a second deserializer for them in the page's code); this
+/// reads them in one pass. Adding a field to either struct fails to compile until it is here.
+#[derive(Deserialize)]
+struct GpuStateFields {
+    node: String,
+    uuid: String,
+    index: u32,
+    name: String,
+    pci_bus_id: String,
+    memory_total_bytes: u64,
+    health: Health,
+    sample: Option<GpuSample>,
+    processes: Vec<GpuProcess>,
+    #[serde(default)]
+    idle_booking: Option<i64>,
+    #[serde(default)]
+    unmanaged: bool,
+    #[serde(default)]
+    condition: health::Condition,
+    #[serde(default)]
+    counters: Option<health::HealthCounters>,
+}
+
+impl From<GpuStateFields> for GpuState {
+    fn from(f: GpuStateFields) -> Self {
+        GpuState {
+            info: GpuInfo {
+                node: f.node,
+                uuid: f.uuid,
+                index: f.index,
+                name: f.name,
+                pci_bus_id: f.pci_bus_id,
+                memory_total_bytes: f.memory_total_bytes,
+            },
+            health: f.health,
+            sample: f.sample,
+            processes: f.processes,
+            idle_booking: f.idle_booking,
+            unmanaged: f.unmanaged,
+            condition: f.condition,
+            counters: f.counters,
+        }
+    }
 }
 
 /// One server of the pool, as every portal sees it (`GET /api/v1/nodes`, the dashboard).
@@ -439,6 +488,40 @@ pub enum Area {
 }
 
 impl TelemetryMessage {
+    /// Reads a message from its JSON text, as its `Deserialize` does and in any order of its
+    /// fields, without buffering it first: the `type` is read on its own, then the text again
+    /// as that kind's fields. The browser reads its messages this way: serde's derive for an
+    /// internally tagged enum first copies the whole message into a tree of its own and reads
+    /// it from there, which takes a second deserializer of every type inside the message in
+    /// the page's code (a tenth of the dashboard's bundle) and a copy of every snapshot.
+    pub fn from_json(text: &str) -> serde_json::Result<Self> {
+        #[derive(Deserialize)]
+        struct Kind<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        #[derive(Deserialize)]
+        struct Tick {
+            at_ms: i64,
+            gpus: Vec<GpuUpdate>,
+        }
+        #[derive(Deserialize)]
+        struct Changed {
+            areas: Vec<Area>,
+        }
+        match &*serde_json::from_str::<Kind>(text)?.kind {
+            "snapshot" => serde_json::from_str(text).map(TelemetryMessage::Snapshot),
+            "tick" => serde_json::from_str(text)
+                .map(|Tick { at_ms, gpus }| TelemetryMessage::Tick { at_ms, gpus }),
+            "changed" => serde_json::from_str(text)
+                .map(|Changed { areas }| TelemetryMessage::Changed { areas }),
+            other => Err(serde::de::Error::unknown_variant(
+                other,
+                &["snapshot", "tick", "changed"],
+            )),
+        }
+    }
+
     /// The message as an anonymous viewer may see it.
     pub fn anonymized(self) -> Self {
         match self {

@@ -133,8 +133,12 @@ fn site(args: &[String]) -> Result<()> {
     })?;
     if flavour == Flavour::Release {
         step("wasm-opt", || {
-            wasm_opt(&pkg.join("lanes_bg.wasm"))?;
-            chunks.iter().try_for_each(|chunk| wasm_opt(chunk))
+            // The main module, which every visit loads, is optimized until nothing more comes
+            // off (`--converge`: about 1 KB of its brotli copy for half a minute here).
+            let main = pkg.join("lanes_bg.wasm");
+            let mut files = vec![main.clone()];
+            files.extend(chunks.iter().cloned());
+            on_every_core(&files, |file| wasm_opt(file, *file == main))
         })?;
     }
     step("assets", || {
@@ -240,10 +244,34 @@ fn split(wasm: &Path, pkg: &Path, main: &Path) -> Result<Vec<PathBuf>> {
     Ok(split.split_modules)
 }
 
+/// Runs `work` on every item, as many at a time as there are cores (wasm-opt is one thread a
+/// file, and the split site has dozens of them); the first failure is the answer.
+fn on_every_core<T: Sync>(items: &[T], work: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..cores.min(items.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        work(item)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|worker| worker.join().expect("a wasm-opt worker panicked"))
+    })
+}
+
 /// binaryen's optimizer, from npm (Makefile `tools`): Debian's is too old for today's wasm.
-fn wasm_opt(file: &Path) -> Result<()> {
+fn wasm_opt(file: &Path, converge: bool) -> Result<()> {
     let run = Command::new("wasm-opt")
         .args(["-Oz", "--enable-bulk-memory"])
+        .args(converge.then_some("--converge"))
         .arg(file)
         .arg("-o")
         .arg(file)

@@ -119,7 +119,7 @@ pub fn zone_name(offset: FixedOffset) -> String {
 /// A `datetime-local` input's value, read in the viewer's zone; `None` when empty or
 /// malformed.
 pub fn local_input(value: &str) -> Option<DateTime<Utc>> {
-    let naive = NaiveDateTime::parse_from_str(value, "%Y-%m-%dT%H:%M").ok()?;
+    let naive = input_time(value)?;
     // The offset of that wall time: try the offset now, then the one it gives.
     let guess = local_offset();
     let first = guess
@@ -133,11 +133,33 @@ pub fn local_input(value: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// A `datetime-local` input's value ("2026-12-02T16:00", seconds where the input shows them)
+/// as the wall time it names.
+fn input_time(value: &str) -> Option<NaiveDateTime> {
+    let number = |s: &str, digits: std::ops::RangeInclusive<usize>| {
+        (digits.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u32>().ok())
+            .flatten()
+    };
+    let (date, time) = value.split_once('T')?;
+    let mut date = date.split('-');
+    let mut time = time.split(':');
+    let (y, m, d) = (date.next()?, date.next()?, date.next()?);
+    let (h, min, s) = (time.next()?, time.next()?, time.next().unwrap_or("0"));
+    if date.next().is_some() || time.next().is_some() {
+        return None;
+    }
+    chrono::NaiveDate::from_ymd_opt(
+        number(y, 4..=4)? as i32,
+        number(m, 1..=2)?,
+        number(d, 1..=2)?,
+    )?
+    .and_hms_opt(number(h, 1..=2)?, number(min, 1..=2)?, number(s, 1..=2)?)
+}
+
 /// `t` as a `datetime-local` input's value in the viewer's zone.
 pub fn local_input_value(t: DateTime<Utc>) -> String {
-    t.with_timezone(&offset_at(t))
-        .format("%Y-%m-%dT%H:%M")
-        .to_string()
+    crate::dates::strftime(&t.with_timezone(&offset_at(t)), "%Y-%m-%dT%H:%M", |_| None)
 }
 
 /// The zone the page's times are in, named in the top bar. The server does not know the
@@ -169,4 +191,40 @@ pub fn now() -> DateTime<Utc> {
 /// An instant as an API query value (`2026-11-30T14:00:00Z`: no `+` to escape).
 pub fn query_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_value_reads_as_the_wall_time_it_names_and_back() {
+        let t = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
+        assert_eq!(
+            input_time("2026-12-02T16:05"),
+            Some(t("2026-12-02 16:05:00"))
+        );
+        assert_eq!(
+            input_time("2026-12-02T16:05:09"),
+            Some(t("2026-12-02 16:05:09"))
+        );
+        for bad in [
+            "",
+            "2026-12-02",
+            "2026-12-02 16:05",
+            "2026-13-02T16:05",
+            "2026-02-30T16:05",
+            "2026-12-02T24:00",
+            "26-12-02T16:05",
+            "2026-12-02T16:05:00:00",
+            "2026-12-+2T16:05",
+            "2026-12-02T16:5x",
+        ] {
+            assert_eq!(input_time(bad), None, "{bad}");
+        }
+        // Outside a browser the viewer's zone is UTC.
+        let at = "2026-12-02T16:05:00Z".parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(local_input_value(at), "2026-12-02T16:05");
+        assert_eq!(local_input(&local_input_value(at)), Some(at));
+    }
 }

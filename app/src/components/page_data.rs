@@ -57,8 +57,10 @@ pub fn answer<T: DeserializeOwned>(url: &str) -> Option<T> {
     }
     #[cfg(feature = "hydrate")]
     {
-        let value = browser::with(|data| data.answers.remove(url))?;
-        serde_json::from_value(value).ok()
+        // Parsed from its own text, as the API client parses an answer: one deserializer
+        // per type in the bundle, not a second one through `serde_json::Value`.
+        let text = browser::with(|data| data.answers.remove(url))?;
+        serde_json::from_str(text.get()).ok()
     }
     #[cfg(not(any(feature = "ssr", feature = "hydrate")))]
     {
@@ -116,15 +118,27 @@ pub fn drawn_in_this_zone() -> bool {
 
 #[cfg(feature = "hydrate")]
 mod browser {
-    use super::{PageData, ELEMENT_ID};
+    use super::ELEMENT_ID;
+    use lanes_types::account::User;
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
     use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    /// [`super::PageData`] as the browser reads it: each answer kept as its JSON text until
+    /// a section asks for it by type.
+    #[derive(Default, Deserialize)]
+    pub struct Arrived {
+        pub viewer: Option<User>,
+        pub answers: BTreeMap<String, Box<RawValue>>,
+    }
 
     thread_local! {
         /// Read from the page once, on first use.
-        static DATA: RefCell<Option<PageData>> = const { RefCell::new(None) };
+        static DATA: RefCell<Option<Arrived>> = const { RefCell::new(None) };
     }
 
-    pub fn with<R>(f: impl FnOnce(&mut PageData) -> R) -> R {
+    pub fn with<R>(f: impl FnOnce(&mut Arrived) -> R) -> R {
         DATA.with(|cell| {
             let mut cell = cell.borrow_mut();
             let data = cell.get_or_insert_with(|| {

@@ -286,7 +286,7 @@ fn Grid(
                     if v.cells > 24 {
                         dated(t, tr!(date.weekday_day))
                     } else {
-                        t.format("%H:%M").to_string()
+                        crate::dates::strftime(&t, "%H:%M", |_| None)
                     }
                 });
                 let name = dated(v.cell_start(i).with_timezone(&offset), tr!(date.weekday_time));
