@@ -152,7 +152,10 @@ for (const [i, bin] of bins.entries()) {
       moves.push(`| ${bin} | ${wait / 1000} s | ${median(took)} | ${took.join(', ')} |`);
     }
   } finally {
+    // Gone before its files go: a server that outlived its database would say it was lost.
+    const exited = child.exitCode !== null || new Promise((done) => child.once('exit', done));
     child.kill('SIGTERM');
+    await exited;
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
