@@ -40,7 +40,7 @@ pub const FIELDS: &[&str] = &[
 /// `t` written with `pattern`, as chrono's `format` writes it for the fields in [`FIELDS`]
 /// (`names` gives the weekday and month names, `%a %A %b %B`; English when it gives none);
 /// anything else after a `%` is written as it stands. Written here rather than with chrono's
-/// `format`: its pattern parser and formatter were a sixtieth of the dashboard's code, for
+/// `format`: its pattern parser and formatter took 8 KB of the dashboard's brotli bundle, for
 /// a dozen fields.
 pub fn strftime<Tz: chrono::TimeZone>(
     t: &chrono::DateTime<Tz>,

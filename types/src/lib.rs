@@ -493,7 +493,8 @@ impl TelemetryMessage {
     /// as that kind's fields. The browser reads its messages this way: serde's derive for an
     /// internally tagged enum first copies the whole message into a tree of its own and reads
     /// it from there, which takes a second deserializer of every type inside the message in
-    /// the page's code (a tenth of the dashboard's bundle) and a copy of every snapshot.
+    /// the page's code (14 KB of the dashboard's 411 KB bundle, brotli) and a copy of every
+    /// snapshot.
     pub fn from_json(text: &str) -> serde_json::Result<Self> {
         #[derive(Deserialize)]
         struct Kind<'a> {
