@@ -6,8 +6,17 @@ use crate::i18n::i18n::td_string;
 use crate::i18n::Locale;
 use chrono::{DateTime, Utc};
 
-/// `t` written with a strftime `pattern` from the translation files, weekday and month names
-/// (`%a %A %b %B`) in `locale`, in any zone.
+/// The strftime fields [`dated_in`] writes: what the translation files' patterns use.
+pub const FIELDS: &[&str] = &[
+    "%Y", "%m", "%-m", "%d", "%-d", "%H", "%M", "%S", "%a", "%A", "%b", "%B", "%Z", "%z", "%:z",
+    "%%",
+];
+
+/// `t` written with a strftime `pattern` from the translation files, in any zone, as chrono's
+/// `format` writes it for the fields in [`FIELDS`], weekday and month names (`%a %A %b %B`) in
+/// `locale`; anything else after a `%` is written as it stands. Written here rather than with
+/// chrono's `format`: its pattern parser and formatter took 8 KB of the dashboard's brotli
+/// bundle, for a dozen fields.
 pub fn dated_in<Tz: chrono::TimeZone>(
     t: chrono::DateTime<Tz>,
     pattern: &str,
@@ -16,71 +25,21 @@ pub fn dated_in<Tz: chrono::TimeZone>(
 where
     Tz::Offset: std::fmt::Display,
 {
-    use chrono::Datelike;
-    let name = |list: &str, i: usize| list.split(',').nth(i).unwrap_or_default().to_string();
-    let (day, month) = (
-        t.weekday().num_days_from_monday() as usize,
-        t.month0() as usize,
-    );
-    strftime(&t, pattern, |field| match field {
-        'A' => Some(name(td_string!(locale, date.weekdays_long), day)),
-        'a' => Some(name(td_string!(locale, date.weekdays_short), day)),
-        'B' => Some(name(td_string!(locale, date.months_long), month)),
-        'b' => Some(name(td_string!(locale, date.months_short), month)),
-        _ => None,
-    })
-}
-
-/// The strftime fields [`strftime`] writes: what the translation files' patterns use.
-pub const FIELDS: &[&str] = &[
-    "%Y", "%m", "%-m", "%d", "%-d", "%H", "%M", "%S", "%a", "%A", "%b", "%B", "%Z", "%z", "%:z",
-    "%%",
-];
-
-/// `t` written with `pattern`, as chrono's `format` writes it for the fields in [`FIELDS`]
-/// (`names` gives the weekday and month names, `%a %A %b %B`; English when it gives none);
-/// anything else after a `%` is written as it stands. Written here rather than with chrono's
-/// `format`: its pattern parser and formatter took 8 KB of the dashboard's brotli bundle, for
-/// a dozen fields.
-pub fn strftime<Tz: chrono::TimeZone>(
-    t: &chrono::DateTime<Tz>,
-    pattern: &str,
-    names: impl Fn(char) -> Option<String>,
-) -> String
-where
-    Tz::Offset: std::fmt::Display,
-{
     use chrono::{Datelike, Offset, Timelike};
     use std::fmt::Write;
-    const DAYS: [&str; 7] = [
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-    ];
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
+    let name = |list: &str, i: u32| {
+        list.split(',')
+            .nth(i as usize)
+            .unwrap_or_default()
+            .to_string()
+    };
     let offset = |colon: bool| {
         let seconds = t.offset().fix().local_minus_utc();
         let (sign, minutes) = (if seconds < 0 { '-' } else { '+' }, seconds.abs() / 60);
         let sep = if colon { ":" } else { "" };
         format!("{sign}{:02}{sep}{:02}", minutes / 60, minutes % 60)
     };
+    let (day, month) = (t.weekday().num_days_from_monday(), t.month0());
     let mut out = String::with_capacity(pattern.len() + 16);
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
@@ -95,7 +54,6 @@ where
             [f, ..] if f.is_ascii() => (&rest[..1], 1),
             _ => ("", 0),
         };
-        let day = t.weekday().num_days_from_monday() as usize;
         let _ = match field {
             "Y" => write!(out, "{:04}", t.year()),
             "m" => write!(out, "{:02}", t.month()),
@@ -105,17 +63,18 @@ where
             "H" => write!(out, "{:02}", t.hour()),
             "M" => write!(out, "{:02}", t.minute()),
             "S" => write!(out, "{:02}", t.second()),
-            "A" | "a" | "B" | "b" => {
-                let c = field.chars().next().unwrap_or('a');
-                let english = match c {
-                    'A' => DAYS[day].to_string(),
-                    'a' => DAYS[day][..3].to_string(),
-                    'B' => MONTHS[t.month0() as usize].to_string(),
-                    _ => MONTHS[t.month0() as usize][..3].to_string(),
-                };
-                out.push_str(&names(c).unwrap_or(english));
-                Ok(())
-            }
+            "A" => write!(out, "{}", name(td_string!(locale, date.weekdays_long), day)),
+            "a" => write!(
+                out,
+                "{}",
+                name(td_string!(locale, date.weekdays_short), day)
+            ),
+            "B" => write!(out, "{}", name(td_string!(locale, date.months_long), month)),
+            "b" => write!(
+                out,
+                "{}",
+                name(td_string!(locale, date.months_short), month)
+            ),
             "Z" => write!(out, "{}", t.offset()),
             "z" => write!(out, "{}", offset(false)),
             ":z" => write!(out, "{}", offset(true)),
@@ -139,7 +98,7 @@ where
     Z::Offset: std::fmt::Display,
 {
     let local = t.with_timezone(&tz);
-    let offset = strftime(&local, "%:z", |_| None);
+    let offset = dated_in(local.clone(), "%:z", locale);
     let name = local.offset().to_string();
     if offset == "+00:00" && name == "UTC" {
         dated_in(local, td_string!(locale, mail.when_utc), locale)
@@ -201,7 +160,8 @@ mod tests {
     }
 
     /// Every pattern of the translation files, and every field, written as chrono's `format`
-    /// writes it (names in English), in zones east and west and at the edges of the day.
+    /// writes it (names in English, whose translation file has chrono's names), in zones east
+    /// and west and at the edges of the day.
     #[cfg(not(target_arch = "wasm32"))]
     #[test]
     fn patterns_are_written_as_chrono_writes_them() {
@@ -241,14 +201,14 @@ mod tests {
                 ] {
                     let local = t.with_timezone(&tz);
                     assert_eq!(
-                        strftime(&local, pattern, |_| None),
+                        dated_in(local, pattern, Locale::en),
                         local.format(pattern).to_string(),
                         "{pattern} at {moment} in {tz}"
                     );
                 }
                 let fixed = t.with_timezone(&chrono::FixedOffset::west_opt(9000).unwrap());
                 assert_eq!(
-                    strftime(&fixed, pattern, |_| None),
+                    dated_in(fixed, pattern, Locale::en),
                     fixed.format(pattern).to_string(),
                     "{pattern} at {moment} at -02:30"
                 );
@@ -256,22 +216,16 @@ mod tests {
         }
         // Names come from the reader's language; a field it does not know stays as written.
         let t = DateTime::parse_from_rfc3339("2026-12-02T16:00:00Z").unwrap();
+        let nth = |list: &str, i: usize| list.split(',').nth(i).unwrap().to_string();
         assert_eq!(
             dated_in(t, "%a %-d %b", Locale::zh),
-            strftime(&t, "%a %-d %b", |c| {
-                let list = match c {
-                    'a' => td_string!(Locale::zh, date.weekdays_short),
-                    _ => td_string!(Locale::zh, date.months_short),
-                };
-                Some(
-                    list.split(',')
-                        .nth(if c == 'a' { 2 } else { 11 })
-                        .unwrap()
-                        .to_string(),
-                )
-            })
+            format!(
+                "{} 2 {}",
+                nth(td_string!(Locale::zh, date.weekdays_short), 2),
+                nth(td_string!(Locale::zh, date.months_short), 11)
+            )
         );
-        assert_eq!(strftime(&t, "100% %q %", |_| None), "100% %q %");
+        assert_eq!(dated_in(t, "100% %q %", Locale::en), "100% %q %");
     }
 
     #[cfg(not(target_arch = "wasm32"))]

@@ -159,7 +159,11 @@ fn input_time(value: &str) -> Option<NaiveDateTime> {
 
 /// `t` as a `datetime-local` input's value in the viewer's zone.
 pub fn local_input_value(t: DateTime<Utc>) -> String {
-    crate::dates::strftime(&t.with_timezone(&offset_at(t)), "%Y-%m-%dT%H:%M", |_| None)
+    crate::dates::dated_in(
+        t.with_timezone(&offset_at(t)),
+        "%Y-%m-%dT%H:%M",
+        crate::i18n::Locale::en,
+    )
 }
 
 /// The zone the page's times are in, named in the top bar. The server does not know the

@@ -286,7 +286,7 @@ fn Grid(
                     if v.cells > 24 {
                         dated(t, tr!(date.weekday_day))
                     } else {
-                        crate::dates::strftime(&t, "%H:%M", |_| None)
+                        dated(t, "%H:%M")
                     }
                 });
                 let name = dated(v.cell_start(i).with_timezone(&offset), tr!(date.weekday_time));
