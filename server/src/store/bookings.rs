@@ -5,6 +5,7 @@
 //! any process's code does; a request that loses such a race checks again and answers as if it
 //! had come second (see [`Bookings::create`]).
 
+use super::conn::{run_now, Arg, Conn, Kind, Row};
 use super::quotas::check_quota;
 use super::slots::*;
 use super::sql::{flag, lock, placeholders, Stamp, Tx};
@@ -59,64 +60,175 @@ where
     }
 }
 
-/// Writes a checked booking, its holds of `cards` and its audit line in one round trip to the
-/// database: on PostgreSQL one statement (data-modifying `WITH`), on SQLite three statements
-/// sent together (inside the transaction's write lock, the new booking is the one with the
-/// highest id). Its id.
+/// Writes a checked booking, its holds of `cards` and its audit line: on PostgreSQL in one
+/// statement (a data-modifying `WITH`, one round trip), on SQLite in three. Its id.
 async fn insert_booking(
-    tx: &mut Tx<'_>,
+    conn: &mut impl Conn,
     new: &NewBooking,
     cards: &[CardRow],
     audit: &AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<i64, StoreError> {
-    // $1-$8 the booking, $9-$11 the rest of its audit line (its time and actor are the
-    // booking's $5 and $6), then the cards.
-    const FIRST_CARD: usize = 12;
-    let card_rows = (0..cards.len())
-        .map(|i| format!("(CAST(${} AS BIGINT))", FIRST_CARD + i))
-        .collect::<Vec<_>>()
-        .join(", ");
     let booking = "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by,
                                          lend, project)
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
     let audit_columns = "audit_log (at, actor_user_id, action, detail, remote_addr, target)";
-    let sql = match super::sql::Backend::of(tx) {
-        super::Backend::Postgres => format!(
+    let stamp = Stamp(now).text();
+    let mut args: Vec<Arg<'_>> = vec![
+        new.owner.id.into(),
+        ms(new.start).into(),
+        ms(new.end).into(),
+        (&new.note).into(),
+        stamp.as_str().into(),
+        audit.actor_user_id.into(),
+        flag(new.lend).into(),
+        new.project.as_ref().into(),
+    ];
+    let id_of = |rows: Vec<Row>| match rows.first() {
+        Some(row) => row.int(0),
+        None => Err(StoreError::Database(
+            "the new booking's id did not come back".into(),
+        )),
+    };
+    if conn.backend() == super::Backend::Postgres {
+        // $1-$8 the booking, $9-$11 the rest of its audit line (its time and actor are the
+        // booking's $5 and $6), then the cards.
+        let card_rows = (0..cards.len())
+            .map(|i| format!("(CAST(${} AS BIGINT))", 12 + i))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
             "WITH b AS ({booking} RETURNING id),
                   g AS (INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
                         SELECT b.id, c.gpu_id, $2, $3 FROM b, (VALUES {card_rows}) AS c (gpu_id)),
                   a AS (INSERT INTO {audit_columns}
                         SELECT $5, $6, $9, $10, $11, 'booking ' || b.id FROM b)
              SELECT id FROM b"
-        ),
-        super::Backend::Sqlite => format!(
-            "{booking} RETURNING id;
-             INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
-             SELECT (SELECT MAX(id) FROM bookings), column1, $2, $3 FROM (VALUES {card_rows});
-             INSERT INTO {audit_columns}
-             VALUES ($5, $6, $9, $10, $11, 'booking ' || (SELECT MAX(id) FROM bookings))"
-        ),
-    };
-    let mut query = sqlx::query_scalar(&sql)
-        .bind(new.owner.id)
-        .bind(ms(new.start))
-        .bind(ms(new.end))
-        .bind(&new.note)
-        .bind(Stamp(now))
-        .bind(audit.actor_user_id)
-        .bind(flag(new.lend))
-        .bind(&new.project)
-        .bind(audit.action.as_str())
-        .bind(&audit.detail)
-        .bind(&audit.remote_addr);
-    for card in cards {
-        query = query.bind(card.id);
+        );
+        args.extend::<[Arg<'_>; 3]>([
+            audit.action.as_str().into(),
+            (&audit.detail).into(),
+            audit.remote_addr.as_ref().into(),
+        ]);
+        args.extend(cards.iter().map(|c| Arg::from(c.id)));
+        return id_of(conn.rows(&sql, &args, &[Kind::Int]).await?);
     }
-    let ids: Vec<i64> = query.fetch_all(&mut **tx).await.map_err(overlap_or)?;
-    ids.first()
-        .copied()
-        .ok_or_else(|| StoreError::Database("the new booking's id did not come back".into()))
+    let id = id_of(
+        conn.rows(&format!("{booking} RETURNING id"), &args, &[Kind::Int])
+            .await?,
+    )?;
+    let card_rows = (0..cards.len())
+        .map(|i| format!("(CAST(${} AS BIGINT))", 4 + i))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut holds: Vec<Arg<'_>> = vec![id.into(), ms(new.start).into(), ms(new.end).into()];
+    holds.extend(cards.iter().map(|c| Arg::from(c.id)));
+    conn.execute(
+        &format!(
+            "INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
+             SELECT $1, column1, $2, $3 FROM (VALUES {card_rows})"
+        ),
+        &holds,
+    )
+    .await?;
+    let target = format!("booking {id}");
+    conn.execute(
+        &format!("INSERT INTO {audit_columns} VALUES ($1, $2, $3, $4, $5, $6)"),
+        &[
+            stamp.as_str().into(),
+            audit.actor_user_id.into(),
+            audit.action.as_str().into(),
+            (&audit.detail).into(),
+            audit.remote_addr.as_ref().into(),
+            (&target).into(),
+        ],
+    )
+    .await?;
+    Ok(id)
+}
+
+/// Checks and writes a new booking inside `conn`'s write transaction: the slot free on every
+/// card (or enough free cards chosen), the owner's quotas, then the rows. The booking as
+/// written. `fresh_since_ms`: heartbeats since then are nodes that are up.
+async fn create_in(
+    conn: &mut impl Conn,
+    new: &NewBooking,
+    audit: AuditEntry,
+    now: DateTime<Utc>,
+    fresh_since_ms: i64,
+) -> Result<Booking, StoreError> {
+    let cards = match &new.cards {
+        CardChoice::Named(uuids) => {
+            let slot = cards_in_slot(conn, uuids, (new.start, new.end), None).await?;
+            plan::named_cards(slot.holds)?;
+            slot.cards
+        }
+        CardChoice::Any(count) => {
+            let free = free_cards(conn, new.start, new.end, fresh_since_ms).await?;
+            let candidates: Vec<FreeGpu> = free
+                .iter()
+                .map(|(card, last)| FreeGpu {
+                    gpu: card.gpu(),
+                    index: card.idx,
+                    last_booked: last.map(at),
+                })
+                .collect();
+            let chosen = match plan::any_cards(&candidates, *count) {
+                Ok(chosen) => chosen,
+                Err(too_few) => {
+                    let largest = largest_node(conn, fresh_since_ms).await?;
+                    return Err(plan::beyond_pool(*count, largest).unwrap_or(too_few).into());
+                }
+            };
+            let cards: Vec<CardRow> = free
+                .into_iter()
+                .map(|(card, _)| card)
+                .filter(|card| chosen.contains(&card.gpu()))
+                .collect();
+            if conn.backend() == super::Backend::Postgres {
+                // The cards were free when read; under their turns, are they still?
+                let uuids: Vec<String> = cards.iter().map(|c| c.uuid.clone()).collect();
+                let slot = cards_in_slot(conn, &uuids, (new.start, new.end), None).await?;
+                if let Some(taken) = slot.holds.taken.first() {
+                    return Err(StoreError::Overlap(format!(
+                        "{} was taken while this booking chose it",
+                        taken.uuid
+                    )));
+                }
+            }
+            cards
+        }
+    };
+    let request = BookedSlot {
+        start: new.start,
+        end: new.end,
+        gpus: cards.len() as u32,
+    };
+    let verdict = check_quota(conn, new.owner.id, &request, None, now).await?;
+    let detail = plan::within_quota(verdict, new.enforce_quota, audit.detail.clone())?;
+    let audit = audit.detail(detail);
+    let id = insert_booking(conn, new, &cards, &audit, now).await?;
+    Ok(Booking {
+        id,
+        user_id: new.owner.id,
+        username: new.owner.username.clone(),
+        display_name: new.owner.display_name.clone(),
+        gpus: cards.iter().map(CardRow::gpu).collect(),
+        // As stored, to the millisecond: the same times every later read gives.
+        start: at(ms(new.start)),
+        end: at(ms(new.end)),
+        note: new.note.clone(),
+        state: rules::state_at(new.start, new.end, false, false, now),
+        created_at: now,
+        idle_since: None,
+        in_use_at: None,
+        queue_job: None,
+        lend: new.lend,
+        loan_of: None,
+        lenders: Vec::new(),
+        lent_to: None,
+        project: new.project.clone(),
+    })
 }
 
 impl Bookings<'_> {
@@ -145,83 +257,27 @@ impl Bookings<'_> {
         audit: AuditEntry,
         now: DateTime<Utc>,
     ) -> Result<Booking, StoreError> {
-        let _turn = self.write_turn().await;
         let fresh = self.fresh_since_ms(now);
-        let mut tx = self.begin_booking_write(new.owner.id).await?;
-        let cards = match &new.cards {
-            CardChoice::Named(uuids) => {
-                let slot = cards_in_slot(&mut tx, uuids, (new.start, new.end), None).await?;
-                plan::named_cards(slot.holds)?;
-                slot.cards
+        let booking = match &self.local_writer {
+            // The SQLite writer runs the whole write in its thread, with the bookings that
+            // arrive meanwhile in the same transaction.
+            Some(writer) => {
+                self.check_file()?;
+                let new = new.clone();
+                writer
+                    .write(move |conn| run_now(create_in(conn, &new, audit, now, fresh)))
+                    .await?
             }
-            CardChoice::Any(count) => {
-                let free = free_cards(&mut tx, new.start, new.end, fresh).await?;
-                let candidates: Vec<FreeGpu> = free
-                    .iter()
-                    .map(|(card, last)| FreeGpu {
-                        gpu: card.gpu(),
-                        index: card.idx,
-                        last_booked: last.map(at),
-                    })
-                    .collect();
-                let chosen = match plan::any_cards(&candidates, *count) {
-                    Ok(chosen) => chosen,
-                    Err(too_few) => {
-                        let largest = largest_node(&mut tx, fresh).await?;
-                        return Err(plan::beyond_pool(*count, largest).unwrap_or(too_few).into());
-                    }
-                };
-                let cards: Vec<CardRow> = free
-                    .into_iter()
-                    .map(|(card, _)| card)
-                    .filter(|card| chosen.contains(&card.gpu()))
-                    .collect();
-                if self.backend == super::Backend::Postgres {
-                    // The cards were free when read; under their turns, are they still?
-                    let uuids: Vec<String> = cards.iter().map(|c| c.uuid.clone()).collect();
-                    let slot = cards_in_slot(&mut tx, &uuids, (new.start, new.end), None).await?;
-                    if let Some(taken) = slot.holds.taken.first() {
-                        return Err(StoreError::Overlap(format!(
-                            "{} was taken while this booking chose it",
-                            taken.uuid
-                        )));
-                    }
-                }
-                cards
+            None => {
+                let _turn = self.write_turn().await;
+                let mut tx = self.begin_booking_write(new.owner.id).await?;
+                let booking = create_in(&mut tx, new, audit, now, fresh).await?;
+                tx.commit().await?;
+                booking
             }
         };
-        let request = BookedSlot {
-            start: new.start,
-            end: new.end,
-            gpus: cards.len() as u32,
-        };
-        let verdict = check_quota(&mut tx, new.owner.id, &request, None, now).await?;
-        let detail = plan::within_quota(verdict, new.enforce_quota, audit.detail.clone())?;
-        let audit = audit.detail(detail);
-        let id = insert_booking(&mut tx, new, &cards, &audit, now).await?;
-        tx.commit().await?;
         self.emit(Event::CardsChanged(Change::BookingCreated));
-        Ok(Booking {
-            id,
-            user_id: new.owner.id,
-            username: new.owner.username.clone(),
-            display_name: new.owner.display_name.clone(),
-            gpus: cards.iter().map(CardRow::gpu).collect(),
-            // As stored, to the millisecond: the same times every later read gives.
-            start: at(ms(new.start)),
-            end: at(ms(new.end)),
-            note: new.note.clone(),
-            state: rules::state_at(new.start, new.end, false, false, now),
-            created_at: now,
-            idle_since: None,
-            in_use_at: None,
-            queue_job: None,
-            lend: new.lend,
-            loan_of: None,
-            lenders: Vec::new(),
-            lent_to: None,
-            project: new.project.clone(),
-        })
+        Ok(booking)
     }
 
     /// One booking, with its state at `now`.

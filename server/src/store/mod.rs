@@ -32,6 +32,7 @@ mod accounts;
 mod audit;
 mod bookings;
 mod bus;
+mod conn;
 mod copy;
 mod directory;
 mod enforcement;
@@ -60,6 +61,7 @@ mod sql;
 mod tests;
 mod tokens;
 mod usage;
+mod writer;
 
 use accounts::{UserRow, USER_COLUMNS};
 use audit::insert_audit;
@@ -194,6 +196,9 @@ pub struct Store {
     /// against other processes (`lanes user add`). PostgreSQL needs no such turn: its locks
     /// queue waiters themselves.
     writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// SQLite with a file: the thread that writes new bookings (see `writer.rs`). `None` on
+    /// PostgreSQL and for an in-memory database, whose bookings are written through the pool.
+    local_writer: Option<std::sync::Arc<writer::Writer>>,
     /// The database file this store opened, to notice it vanishing or being replaced.
     file: Option<std::sync::Arc<file::DbFile>>,
     /// Where committed writes say what they changed (see [`crate::runtime::events`]).
@@ -312,6 +317,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(writer) = &self.local_writer {
+            writer.close().await;
+        }
         self.pool.close().await;
     }
 }
@@ -329,7 +337,7 @@ pub(super) enum Lock {
 
 /// Takes `locks` in one statement: PostgreSQL evaluates a select list left to right, so they
 /// are taken in the order given.
-pub(super) async fn take_locks(tx: &mut Tx<'_>, locks: &[Lock]) -> Result<(), StoreError> {
+async fn take_locks(tx: &mut impl conn::Conn, locks: &[Lock]) -> Result<(), StoreError> {
     if locks.is_empty() {
         return Ok(());
     }
@@ -361,10 +369,6 @@ pub(super) async fn take_locks(tx: &mut Tx<'_>, locks: &[Lock]) -> Result<(), St
         ));
     }
     let sql = format!("SELECT {}", calls.join(", "));
-    let mut query = sqlx::query(&sql);
-    for k in keys {
-        query = query.bind(k);
-    }
-    query.execute(&mut **tx).await?;
-    Ok(())
+    let args: Vec<conn::Arg<'_>> = keys.into_iter().map(conn::Arg::from).collect();
+    tx.execute(&sql, &args).await
 }

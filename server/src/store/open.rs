@@ -44,10 +44,18 @@ impl Store {
             Backend::Sqlite => Self::connect_sqlite(url).await.map_err(open_err)?,
             Backend::Postgres => (Self::connect_postgres(url).await.map_err(open_err)?, None),
         };
+        let writer: std::sync::Arc<tokio::sync::Mutex<()>> = Default::default();
+        let local_writer = match backend {
+            Backend::Sqlite => sqlite_file(url).map_err(open_err)?.map(|path| {
+                std::sync::Arc::new(writer::Writer::new(path, writer.clone(), file.clone()))
+            }),
+            Backend::Postgres => None,
+        };
         Ok(Self {
             pool,
             backend,
-            writer: Default::default(),
+            writer,
+            local_writer,
             file,
             events: Events::default(),
             node_timeout_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
@@ -189,7 +197,11 @@ pub struct MigrationState {
 pub fn sqlite_file(url: &str) -> Result<Option<std::path::PathBuf>, String> {
     let options = SqliteConnectOptions::from_str(url).map_err(|e| e.to_string())?;
     let path = options.get_filename();
-    let in_memory = path.as_os_str().is_empty() || path.to_string_lossy().starts_with(':');
+    // sqlx names `sqlite::memory:` `file:sqlx-in-memory-N` (shared cache): no file either.
+    let in_memory = path.as_os_str().is_empty()
+        || path.to_string_lossy().starts_with(':')
+        || url.contains(":memory:")
+        || url.contains("mode=memory");
     Ok((!in_memory).then(|| path.to_path_buf()))
 }
 

@@ -1,7 +1,7 @@
 //! SQL of fairness quotas: the limits admins set, each member's use, and the check a booking
 //! must pass inside its own write transaction.
 
-use super::slots::*;
+use super::conn::{Arg, Conn, Kind};
 use super::sql::placeholders;
 use super::{at, insert_audit, ms, AuditEntry, StoreError};
 use crate::bookings::quota::{self, BookedSlot, GroupUse};
@@ -16,7 +16,7 @@ repository!(
 /// Reads what the quota rules need about `user_id` and their groups, and applies them to
 /// `request` (a new booking, or booking `replacing` with its new slot).
 pub(super) async fn check_quota(
-    tx: &mut Tx<'_>,
+    tx: &mut impl Conn,
     user_id: i64,
     request: &BookedSlot,
     replacing: Option<i64>,
@@ -66,7 +66,7 @@ impl QuotaContext {
 }
 
 pub(super) async fn quota_context(
-    tx: &mut Tx<'_>,
+    tx: &mut impl Conn,
     user_id: i64,
     window: (DateTime<Utc>, DateTime<Utc>),
     replacing: Option<i64>,
@@ -75,38 +75,38 @@ pub(super) async fn quota_context(
 ) -> Result<Option<QuotaContext>, StoreError> {
     // The quota rows that can apply: the default, the user's own, and their groups' (with
     // the group's id, for summing over members). One statement.
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        scope: String,
-        name: String,
-        group_id: Option<i64>,
-        #[sqlx(flatten)]
-        quota: QuotaRow,
-    }
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT q.scope, q.name, g.id AS group_id, q.max_gpus, q.gpu_hours_per_week,
-                q.max_booking_hours, q.max_days_ahead, q.max_upcoming
-         FROM quotas q LEFT JOIN groups g ON q.scope = 'group' AND g.name = q.name
-         WHERE q.scope = 'default'
-            OR (q.scope = 'user' AND q.name = (SELECT username FROM users WHERE id = $1))
-            OR (q.scope = 'group' AND g.id IN (SELECT group_id FROM group_members WHERE user_id = $1))",
-    )
-    .bind(user_id)
-    .fetch_all(&mut **tx)
-    .await?;
+    let rows = tx
+        .rows(
+            "SELECT q.scope, q.name, g.id AS group_id, q.max_gpus, q.gpu_hours_per_week,
+                    q.max_booking_hours, q.max_days_ahead, q.max_upcoming
+             FROM quotas q LEFT JOIN groups g ON q.scope = 'group' AND g.name = q.name
+             WHERE q.scope = 'default'
+                OR (q.scope = 'user' AND q.name = (SELECT username FROM users WHERE id = $1))
+                OR (q.scope = 'group' AND g.id IN (SELECT group_id FROM group_members WHERE user_id = $1))",
+            &[user_id.into()],
+            &[Kind::Text, Kind::Text, Kind::Int, Kind::Int, Kind::Real, Kind::Real, Kind::Real, Kind::Int],
+        )
+        .await?;
     let mut quotas = Quotas::default();
     let mut username = String::new();
     let mut groups: Vec<(i64, String)> = Vec::new();
     for row in rows {
-        let quota = Quota::from(row.quota);
-        match (row.scope.as_str(), row.group_id) {
+        let (scope, name) = (row.text(0)?, row.text(1)?);
+        let quota = Quota::from(QuotaRow {
+            max_gpus: row.opt_int(3)?,
+            gpu_hours_per_week: row.opt_real(4)?,
+            max_booking_hours: row.opt_real(5)?,
+            max_days_ahead: row.opt_real(6)?,
+            max_upcoming: row.opt_int(7)?,
+        });
+        match (scope.as_str(), row.opt_int(2)?) {
             ("user", _) => {
-                username = row.name.clone();
-                quotas.users.insert(row.name, quota);
+                username = name.clone();
+                quotas.users.insert(name, quota);
             }
             ("group", Some(id)) => {
-                groups.push((id, row.name.clone()));
-                quotas.groups.insert(row.name, quota);
+                groups.push((id, name.clone()));
+                quotas.groups.insert(name, quota);
             }
             _ => quotas.default = quota,
         }
@@ -124,7 +124,7 @@ pub(super) async fn quota_context(
     }
     // What can matter: holds within a week either side of the request, and the number of
     // bookings not yet started.
-    if turns == Turns::Take && super::sql::Backend::of(tx) == super::sql::Backend::Postgres {
+    if turns == Turns::Take && tx.backend() == super::sql::Backend::Postgres {
         // Other members' bookings count against the group's limits: they take turns.
         let mut ids: Vec<i64> = group_limits.iter().map(|(id, ..)| *id).collect();
         ids.sort_unstable();
@@ -134,11 +134,16 @@ pub(super) async fn quota_context(
     let mine = holds(tx, &[user_id], window, replacing, now).await?;
     let mut group_holds = Vec::new();
     for (group_id, name, group_limits) in group_limits {
-        let members: Vec<i64> =
-            sqlx::query_scalar("SELECT user_id FROM group_members WHERE group_id = $1")
-                .bind(group_id)
-                .fetch_all(&mut **tx)
-                .await?;
+        let members = tx
+            .rows(
+                "SELECT user_id FROM group_members WHERE group_id = $1",
+                &[group_id.into()],
+                &[Kind::Int],
+            )
+            .await?
+            .iter()
+            .map(|row| row.int(0))
+            .collect::<Result<Vec<i64>, StoreError>>()?;
         let held = holds(tx, &members, window, replacing, now).await?;
         group_holds.push((name.clone(), group_limits.clone(), held));
     }
@@ -152,7 +157,7 @@ pub(super) async fn quota_context(
 /// Holds of `members` that overlap `window` or have not started by `now` (for the count of
 /// upcoming bookings), leaving out booking `except`.
 async fn holds(
-    tx: &mut Tx<'_>,
+    tx: &mut impl Conn,
     members: &[i64],
     window: (DateTime<Utc>, DateTime<Utc>),
     except: Option<i64>,
@@ -170,23 +175,20 @@ async fn holds(
          GROUP BY b.id, b.start_ms, b.end_ms",
         placeholders(5, members.len())
     );
-    let mut query = sqlx::query_as(&sql)
-        .bind(ms(window.0))
-        .bind(ms(window.1))
-        .bind(except)
-        .bind(ms(now));
-    for member in members {
-        query = query.bind(*member);
-    }
-    let rows: Vec<(i64, i64, i64)> = query.fetch_all(&mut **tx).await?;
-    Ok(rows
-        .into_iter()
-        .map(|(s, e, n)| BookedSlot {
-            start: at(s),
-            end: at(e),
-            gpus: n as u32,
+    let (from, to, now) = (ms(window.0), ms(window.1), ms(now));
+    let mut args: Vec<Arg<'_>> = vec![from.into(), to.into(), except.into(), now.into()];
+    args.extend(members.iter().map(|m| Arg::from(*m)));
+    tx.rows(&sql, &args, &[Kind::Int, Kind::Int, Kind::Int])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(BookedSlot {
+                start: at(row.int(0)?),
+                end: at(row.int(1)?),
+                gpus: row.int(2)? as u32,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// A quota's limits as stored.

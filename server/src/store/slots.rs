@@ -3,6 +3,7 @@
 //! find a card free; on PostgreSQL the exclusion constraint on `booking_gpus` refuses the
 //! second hold (see `bookings.rs`).
 
+use super::conn::{Arg, Conn, Kind, Row};
 pub(super) use super::sql::Tx;
 use super::sql::{placeholders, Backend};
 use super::StoreError;
@@ -23,7 +24,7 @@ pub(super) fn overlap_or(e: sqlx::Error) -> StoreError {
 }
 
 /// A card as the booking tables know it.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub(super) struct CardRow {
     pub(super) id: i64,
     pub(super) node: String,
@@ -43,19 +44,33 @@ impl CardRow {
 
 pub(super) const CARD_COLUMNS: &str = "g.id, n.name AS node, g.uuid, g.idx, g.managed";
 
+/// The kinds of [`CARD_COLUMNS`].
+const CARD_KINDS: [Kind; 5] = [Kind::Int, Kind::Text, Kind::Text, Kind::Int, Kind::Int];
+
+impl CardRow {
+    /// The card in a row that starts with [`CARD_COLUMNS`].
+    fn read(row: &Row) -> Result<Self, StoreError> {
+        Ok(CardRow {
+            id: row.int(0)?,
+            node: row.text(1)?,
+            uuid: row.text(2)?,
+            idx: row.int(3)?,
+            managed: row.int(4)?,
+        })
+    }
+}
+
 /// What a request's cards hold during `[start, end)`: the cards with these UUIDs (an unknown
 /// one is refused by name), the live bookings other than `except` and the maintenance blocks
 /// that hold any of them then, and which cards those take. One statement, since each is a
 /// round trip to the database thread inside the write transaction.
 pub(super) async fn cards_in_slot(
-    tx: &mut Tx<'_>,
+    conn: &mut impl Conn,
     uuids: &[String],
     (start, end): (DateTime<Utc>, DateTime<Utc>),
     except: Option<i64>,
 ) -> Result<SlotCards, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        #[sqlx(flatten)]
+    struct Read {
         card: CardRow,
         bookings: Option<String>,
         maintenance: Option<String>,
@@ -63,9 +78,9 @@ pub(super) async fn cards_in_slot(
     if uuids.is_empty() {
         return Ok(SlotCards::default());
     }
-    let backend = Backend::of(tx);
+    let backend = conn.backend();
     if backend == Backend::Postgres {
-        take_card_turns(tx, uuids).await?;
+        take_card_turns(conn, uuids).await?;
     }
     let sql = format!(
         "SELECT {CARD_COLUMNS},
@@ -80,14 +95,21 @@ pub(super) async fn cards_in_slot(
         backend.list_agg("mg.maintenance_id"),
         placeholders(4, uuids.len())
     );
-    let mut query = sqlx::query_as(&sql)
-        .bind(ms(start))
-        .bind(ms(end))
-        .bind(except);
-    for uuid in uuids {
-        query = query.bind(uuid.as_str());
-    }
-    let mut rows: Vec<Row> = query.fetch_all(&mut **tx).await?;
+    let mut args: Vec<Arg<'_>> = vec![ms(start).into(), ms(end).into(), except.into()];
+    args.extend(uuids.iter().map(Arg::from));
+    let kinds = [CARD_KINDS.as_slice(), &[Kind::Text, Kind::Text]].concat();
+    let mut rows = conn
+        .rows(&sql, &args, &kinds)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(Read {
+                card: CardRow::read(row)?,
+                bookings: row.opt_text(CARD_KINDS.len())?,
+                maintenance: row.opt_text(CARD_KINDS.len() + 1)?,
+            })
+        })
+        .collect::<Result<Vec<Read>, StoreError>>()?;
     if let Some(unknown) = uuids
         .iter()
         .find(|u| !rows.iter().any(|r| &r.card.uuid == *u))
@@ -149,7 +171,7 @@ pub(super) async fn cards_in_slot(
 
 /// PostgreSQL: this transaction's turn on each of these cards, in card id order (see
 /// `sql::lock`), held to its end.
-async fn take_card_turns(tx: &mut Tx<'_>, uuids: &[String]) -> Result<(), StoreError> {
+async fn take_card_turns(conn: &mut impl Conn, uuids: &[String]) -> Result<(), StoreError> {
     // One statement; `OFFSET 0` keeps the sorted subquery as it is, so the locks are taken in
     // card id order.
     let sql = format!(
@@ -157,12 +179,9 @@ async fn take_card_turns(tx: &mut Tx<'_>, uuids: &[String]) -> Result<(), StoreE
          FROM (SELECT id FROM gpus WHERE uuid IN ({}) ORDER BY id OFFSET 0) AS g",
         placeholders(2, uuids.len())
     );
-    let mut query = sqlx::query(&sql).bind(i64::from(super::sql::lock::CARD));
-    for uuid in uuids {
-        query = query.bind(uuid.as_str());
-    }
-    query.execute(&mut **tx).await?;
-    Ok(())
+    let mut args: Vec<Arg<'_>> = vec![i64::from(super::sql::lock::CARD).into()];
+    args.extend(uuids.iter().map(Arg::from));
+    conn.execute(&sql, &args).await
 }
 
 /// A slot's cards as read, and what else holds them in it.
@@ -205,17 +224,22 @@ pub(super) async fn hold_for_maintenance(
 /// The most cards any one node offers automatic choices (managed cards of nodes that are up),
 /// asked only when a request found too few free: whether waiting could ever help.
 pub(super) async fn largest_node(
-    tx: &mut Tx<'_>,
+    conn: &mut impl Conn,
     fresh_since_ms: i64,
 ) -> Result<usize, StoreError> {
-    let most: Option<i64> = sqlx::query_scalar(
-        "SELECT MAX(cards) FROM (SELECT COUNT(*) AS cards FROM gpus g JOIN nodes n ON n.id = g.node_id
-                                 WHERE g.managed = 1 AND (n.instance = '' OR n.heartbeat_ms >= $1)
-                                 GROUP BY g.node_id) per_node",
-    )
-    .bind(fresh_since_ms)
-    .fetch_one(&mut **tx)
-    .await?;
+    let rows = conn
+        .rows(
+            "SELECT MAX(cards) FROM (SELECT COUNT(*) AS cards FROM gpus g JOIN nodes n ON n.id = g.node_id
+                                     WHERE g.managed = 1 AND (n.instance = '' OR n.heartbeat_ms >= $1)
+                                     GROUP BY g.node_id) per_node",
+            &[fresh_since_ms.into()],
+            &[Kind::Int],
+        )
+        .await?;
+    let most = match rows.first() {
+        Some(row) => row.opt_int(0)?,
+        None => None,
+    };
     Ok(most.unwrap_or(0).max(0) as usize)
 }
 
@@ -224,19 +248,16 @@ pub(super) async fn largest_node(
 /// free for an automatic choice. A node no process has registered (a store opened by a tool
 /// or a test) counts as up.
 pub(super) async fn free_cards(
-    tx: &mut Tx<'_>,
+    conn: &mut impl Conn,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     fresh_since_ms: i64,
 ) -> Result<Vec<(CardRow, Option<i64>)>, StoreError> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        #[sqlx(flatten)]
-        card: CardRow,
-        last_end: Option<i64>,
-    }
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {CARD_COLUMNS},
+    let kinds = [CARD_KINDS.as_slice(), &[Kind::Int]].concat();
+    let rows = conn
+        .rows(
+            &format!(
+                "SELECT {CARD_COLUMNS},
                 (SELECT MAX(bg.end_ms) FROM booking_gpus bg JOIN bookings b ON b.id = bg.booking_id
                  WHERE bg.gpu_id = g.id AND b.status != 'cancelled' AND bg.start_ms < $1) AS last_end
          FROM gpus g JOIN nodes n ON n.id = g.node_id
@@ -246,11 +267,12 @@ pub(super) async fn free_cards(
            AND NOT EXISTS (SELECT 1 FROM maintenance_gpus mg WHERE mg.gpu_id = g.id
                            AND mg.start_ms < $2 AND mg.end_ms > $1)
          ORDER BY n.name, g.idx"
-    ))
-    .bind(ms(start))
-    .bind(ms(end))
-    .bind(fresh_since_ms)
-    .fetch_all(&mut **tx)
-    .await?;
-    Ok(rows.into_iter().map(|r| (r.card, r.last_end)).collect())
+            ),
+            &[ms(start).into(), ms(end).into(), fresh_since_ms.into()],
+            &kinds,
+        )
+        .await?;
+    rows.iter()
+        .map(|row| Ok((CardRow::read(row)?, row.opt_int(CARD_KINDS.len())?)))
+        .collect()
 }

@@ -344,3 +344,255 @@ fn a_url_shown_in_a_message_hides_its_password() {
         "sqlite:///var/lib/lanes/lanes.db"
     );
 }
+
+/// A user who books, for the writer's tests.
+async fn booker(store: &Store, name: &str, now: DateTime<Utc>) -> lanes_types::account::User {
+    let new = NewUser {
+        username: name.into(),
+        display_name: name.into(),
+        email: None,
+        unix_user: Some(name.into()),
+        role: Role::User,
+    };
+    let audit = AuditEntry::new(None, AuditAction::UserCreate, name);
+    store
+        .accounts()
+        .create(&new, "$argon2id$x", &audit, now)
+        .await
+        .unwrap()
+}
+
+fn booking_of(
+    owner: &lanes_types::account::User,
+    cards: crate::bookings::CardChoice,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+) -> crate::bookings::NewBooking {
+    crate::bookings::NewBooking {
+        owner: owner.clone(),
+        cards,
+        start,
+        end,
+        note: String::new(),
+        enforce_quota: true,
+        lend: false,
+        project: None,
+    }
+}
+
+/// Bookings handed to SQLite's writer together share a transaction: each one's checks see the
+/// ones before it (one winner per card and slot, the quota counted across them), a refused one
+/// leaves nothing behind, and every booking answered as made is in the database with its holds
+/// and its audit line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bookings_written_together_see_each_other_and_a_refusal_undoes_only_its_own() {
+    use crate::bookings::CardChoice;
+    use lanes_types::booking::{Quota, Quotas};
+    let (store, dir) = temp_store().await;
+    assert!(store.local_writer.is_some(), "a file database has a writer");
+    let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    let cards: Vec<GpuInfo> = (0..4).map(|i| gpu(&format!("GPU-{i}"), i)).collect();
+    store.inventory().record("n1", &cards, now).await.unwrap();
+    let ada = booker(&store, "ada", now).await;
+    let bob = booker(&store, "bob", now).await;
+    // Bob may hold two upcoming bookings at most.
+    let mut quotas = Quotas::default();
+    quotas.users.insert(
+        "bob".into(),
+        Quota {
+            max_upcoming: Some(2),
+            ..Quota::default()
+        },
+    );
+    let audit = AuditEntry::new(None, AuditAction::QuotaUpdate, "quotas");
+    store.quotas().save(&quotas, &audit, now).await.unwrap();
+    let hour = |h: i64| now + chrono::Duration::hours(h);
+    let mut requests = Vec::new();
+    // 32 for card 0 in one slot, 16 for any two cards in another (two fit), 8 of Bob's.
+    for _ in 0..32 {
+        requests.push(booking_of(
+            &ada,
+            CardChoice::Named(vec!["GPU-0".into()]),
+            (hour(1), hour(2)),
+        ));
+    }
+    for _ in 0..16 {
+        requests.push(booking_of(&ada, CardChoice::Any(2), (hour(3), hour(4))));
+    }
+    for i in 0..8 {
+        requests.push(booking_of(
+            &bob,
+            CardChoice::Named(vec!["GPU-3".into()]),
+            (hour(10 + i), hour(11 + i)),
+        ));
+    }
+    let answers = futures::future::join_all(requests.iter().map(|new| {
+        let audit = AuditEntry::new(Some(new.owner.id), AuditAction::BookingCreate, "");
+        let store = &store;
+        async move { store.bookings().create(new, audit, now).await }
+    }))
+    .await;
+    let made: Vec<&lanes_types::booking::Booking> =
+        answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+    for refused in answers.iter().filter_map(|a| a.as_ref().err()) {
+        assert!(matches!(refused, StoreError::Refused(_)), "{refused}");
+    }
+    let count = |owner: i64, start: DateTime<Utc>| {
+        made.iter()
+            .filter(|b| b.user_id == owner && b.start == start)
+            .count()
+    };
+    assert_eq!(count(ada.id, hour(1)), 1, "one winner for card 0");
+    assert_eq!(count(ada.id, hour(3)), 2, "two pairs of four cards");
+    let bobs = made.iter().filter(|b| b.user_id == bob.id).count();
+    assert_eq!(bobs, 2, "Bob's quota counted across the batch");
+    // What was answered is what is stored: the bookings, their holds, their audit lines.
+    let stored = store
+        .bookings()
+        .list(&BookingFilter::default(), now)
+        .await
+        .unwrap();
+    let mut answered: Vec<_> = made.iter().map(|b| (b.id, b.gpus.clone())).collect();
+    let mut listed: Vec<_> = stored.iter().map(|b| (b.id, b.gpus.clone())).collect();
+    answered.sort();
+    listed.sort();
+    assert_eq!(answered, listed);
+    let mut held: Vec<_> = stored
+        .iter()
+        .filter(|b| b.start == hour(3))
+        .flat_map(|b| b.gpus.iter().map(|g| g.uuid.clone()))
+        .collect();
+    held.sort();
+    assert_eq!(held, ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]);
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM audit_log WHERE action = 'booking.create' AND target LIKE 'booking %'",
+    )
+    .fetch_one(&store.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited as usize, made.len());
+    let holds: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM booking_gpus")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        holds as usize,
+        made.iter().map(|b| b.gpus.len()).sum::<usize>()
+    );
+    // Closed, the writer takes no more; a store opened again books through a new one.
+    store.close().await;
+    let late = store
+        .bookings()
+        .create(
+            &requests[0],
+            AuditEntry::new(None, AuditAction::BookingCreate, ""),
+            now,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(late, StoreError::Unavailable(_)), "{late}");
+    let url = format!("sqlite://{}", dir.join("lanes.db").display());
+    let again = Store::open(&url).await.unwrap();
+    let next = booking_of(
+        &ada,
+        CardChoice::Named(vec!["GPU-0".into()]),
+        (hour(5), hour(6)),
+    );
+    let audit = AuditEntry::new(None, AuditAction::BookingCreate, "");
+    again.bookings().create(&next, audit, now).await.unwrap();
+    again.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A database file removed under the server: the writer refuses the booking (nothing is
+/// written to a file nobody will open again), as the pool's writes do.
+#[tokio::test]
+async fn the_writer_refuses_bookings_once_the_database_file_is_gone() {
+    use crate::bookings::CardChoice;
+    let (store, dir) = temp_store().await;
+    let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    store
+        .inventory()
+        .record("n1", &[gpu("GPU-0", 0)], now)
+        .await
+        .unwrap();
+    let ada = booker(&store, "ada", now).await;
+    let hour = |h: i64| now + chrono::Duration::hours(h);
+    let first = booking_of(
+        &ada,
+        CardChoice::Named(vec!["GPU-0".into()]),
+        (hour(1), hour(2)),
+    );
+    let audit = AuditEntry::new(None, AuditAction::BookingCreate, "");
+    store
+        .bookings()
+        .create(&first, audit.clone(), now)
+        .await
+        .unwrap();
+    std::fs::rename(dir.join("lanes.db"), dir.join("moved.db")).unwrap();
+    let second = booking_of(
+        &ada,
+        CardChoice::Named(vec!["GPU-0".into()]),
+        (hour(2), hour(3)),
+    );
+    let refused = store
+        .bookings()
+        .create(&second, audit, now)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::Unavailable(_)), "{refused}");
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// sqlx names an in-memory database `file:sqlx-in-memory-N`: that is no file (to watch, to
+/// make private, or for the writer to open).
+#[test]
+fn an_in_memory_database_has_no_file() {
+    assert_eq!(sqlite_file("sqlite::memory:"), Ok(None));
+    assert_eq!(sqlite_file("sqlite://:memory:"), Ok(None));
+    assert_eq!(
+        sqlite_file("sqlite:///var/lib/lanes/lanes.db"),
+        Ok(Some("/var/lib/lanes/lanes.db".into()))
+    );
+}
+
+/// One statement read through the pool and through the writer's connection gives the same
+/// rows: every kind of column, NULLs, `$N` bound out of order of appearance.
+#[tokio::test]
+async fn a_statement_reads_the_same_through_the_pool_and_the_writers_connection() {
+    use super::conn::{Arg, Conn, Kind, Local};
+    let (store, dir) = temp_store().await;
+    let sql = "SELECT $2 + 1, $1, CAST($3 AS REAL) / 2, NULL, CAST(NULL AS TEXT), 'x' || $1
+               UNION ALL SELECT 7, 'b', 0.25, 1, 'y', $4";
+    let args = [
+        Arg::Text(Some("a")),
+        Arg::Int(Some(41)),
+        Arg::Int(Some(3)),
+        Arg::Text(None),
+    ];
+    let kinds = [
+        Kind::Int,
+        Kind::Text,
+        Kind::Real,
+        Kind::Int,
+        Kind::Text,
+        Kind::Text,
+    ];
+    let mut tx = store.pool.begin().await.unwrap();
+    let pooled = tx.rows(sql, &args, &kinds).await.unwrap();
+    tx.rollback().await.unwrap();
+    let conn = rusqlite::Connection::open(dir.join("lanes.db")).unwrap();
+    let local = super::conn::run_now(Local(&conn).rows(sql, &args, &kinds)).unwrap();
+    assert_eq!(pooled, local);
+    assert_eq!(pooled[0].int(0).unwrap(), 42);
+    assert_eq!(pooled[0].text(1).unwrap(), "a");
+    assert_eq!(pooled[0].opt_real(2).unwrap(), Some(1.5));
+    assert_eq!(pooled[0].opt_int(3).unwrap(), None);
+    assert_eq!(pooled[1].text(4).unwrap(), "y");
+    assert!(
+        pooled[0].text(0).is_err(),
+        "an integer is not read as a text"
+    );
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
