@@ -5,7 +5,8 @@
 //! points (min, mean and max per bucket), Prometheus by `query_range` with the step Lanes chose
 //! and `min_over_time`, `avg_over_time` and `max_over_time` over one step, the three sent at
 //! once (the same answer: three series per card). Prometheus's mean alone is timed too. The
-//! two are asked in turn, so that both see the same machine.
+//! two are asked in turn, so that both see the same machine. A time runs until the whole answer
+//! has arrived (the last of Prometheus's three); answers are read as JSON after the clock.
 
 use std::time::Instant;
 
@@ -31,14 +32,31 @@ pub struct Args {
     queries: usize,
 }
 
-/// One Lanes query: its bucket width and the points it returned over every card.
-async fn lanes(client: &reqwest::Client, args: &Args, from: i64, to: i64) -> (i64, usize) {
+/// An answer's whole body, and when it had all arrived: a server's latency is until its last
+/// byte, not how long one client library takes to read the JSON into a tree (which depends on
+/// each answer's shape as much as on its server). Answers are read into trees after the clock.
+async fn body(request: reqwest::RequestBuilder) -> (Vec<u8>, Instant) {
+    let body = request
+        .send()
+        .await
+        .expect("the server answers")
+        .error_for_status()
+        .expect("the server answers 200")
+        .bytes()
+        .await
+        .expect("a body");
+    let arrived = Instant::now();
+    (body.to_vec(), arrived)
+}
+
+/// One Lanes query's answer.
+async fn lanes(client: &reqwest::Client, args: &Args, from: i64, to: i64) -> (Vec<u8>, Instant) {
     let iso = |t: i64| {
         chrono::DateTime::from_timestamp(t, 0)
             .expect("a time")
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     };
-    let answer: serde_json::Value = client
+    let request = client
         .get(format!("http://{}/api/v1/history", args.lanes))
         .bearer_auth(&args.token)
         .query(&[
@@ -46,15 +64,13 @@ async fn lanes(client: &reqwest::Client, args: &Args, from: i64, to: i64) -> (i6
             ("to", iso(to)),
             ("points", "1000".to_string()),
             ("metric", "utilization".to_string()),
-        ])
-        .send()
-        .await
-        .expect("Lanes answers")
-        .error_for_status()
-        .expect("Lanes answers 200")
-        .json()
-        .await
-        .expect("JSON");
+        ]);
+    body(request).await
+}
+
+/// A Lanes answer's bucket width and the points it holds over every card.
+fn lanes_points(answer: &[u8]) -> (i64, usize) {
+    let answer: serde_json::Value = serde_json::from_slice(answer).expect("JSON");
     let points = answer["series"]
         .as_array()
         .expect("series")
@@ -64,7 +80,7 @@ async fn lanes(client: &reqwest::Client, args: &Args, from: i64, to: i64) -> (i6
     (answer["bucket_s"].as_i64().expect("bucket_s"), points)
 }
 
-/// One Prometheus range query: the points it returned over every series.
+/// One Prometheus range query's answer.
 async fn prometheus(
     client: &reqwest::Client,
     args: &Args,
@@ -72,8 +88,8 @@ async fn prometheus(
     from: i64,
     to: i64,
     step: i64,
-) -> usize {
-    let answer: serde_json::Value = client
+) -> (Vec<u8>, Instant) {
+    let request = client
         .get(format!("{}/api/v1/query_range", args.prometheus))
         .query(&[
             (
@@ -83,15 +99,13 @@ async fn prometheus(
             ("start", (from + step).to_string()),
             ("end", to.to_string()),
             ("step", step.to_string()),
-        ])
-        .send()
-        .await
-        .expect("Prometheus answers")
-        .error_for_status()
-        .expect("Prometheus answers 200")
-        .json()
-        .await
-        .expect("JSON");
+        ]);
+    body(request).await
+}
+
+/// The points a Prometheus answer holds over every series.
+fn prometheus_points(answer: &[u8]) -> usize {
+    let answer: serde_json::Value = serde_json::from_slice(answer).expect("JSON");
     answer["data"]["result"]
         .as_array()
         .expect("a result")
@@ -122,7 +136,7 @@ pub async fn run(args: Args) {
             continue;
         }
         let (from, to) = (args.end - range, args.end);
-        let (step, _) = lanes(&client, &args, from, to).await;
+        let (step, _) = lanes_points(&lanes(&client, &args, from, to).await.0);
         // Warm-up: both servers' caches and connections.
         for _ in 0..3 {
             lanes(&client, &args, from, to).await;
@@ -130,21 +144,26 @@ pub async fn run(args: Args) {
         }
         let (mut ours, mut theirs, mut mean) = (Vec::new(), Vec::new(), Vec::new());
         let (mut our_points, mut their_points) = (0, 0);
+        let ms = |began: Instant, arrived: Instant| (arrived - began).as_secs_f64() * 1e3;
         for _ in 0..args.queries {
             let began = Instant::now();
-            our_points = lanes(&client, &args, from, to).await.1;
-            ours.push(began.elapsed().as_secs_f64() * 1e3);
+            let (answer, arrived) = lanes(&client, &args, from, to).await;
+            ours.push(ms(began, arrived));
+            our_points = lanes_points(&answer).1;
+            // The three side by side, until the last of them has arrived.
             let began = Instant::now();
-            futures::future::join3(
+            let ((_, a), (_, b), (_, c)) = futures::future::join3(
                 prometheus(&client, &args, "min_over_time", from, to, step),
                 prometheus(&client, &args, "avg_over_time", from, to, step),
                 prometheus(&client, &args, "max_over_time", from, to, step),
             )
             .await;
-            theirs.push(began.elapsed().as_secs_f64() * 1e3);
+            theirs.push(ms(began, a.max(b).max(c)));
             let began = Instant::now();
-            their_points = prometheus(&client, &args, "avg_over_time", from, to, step).await;
-            mean.push(began.elapsed().as_secs_f64() * 1e3);
+            let (answer, arrived) =
+                prometheus(&client, &args, "avg_over_time", from, to, step).await;
+            mean.push(ms(began, arrived));
+            their_points = prometheus_points(&answer);
         }
         let (o50, o99) = summary(&mut ours);
         let (t50, t99) = summary(&mut theirs);

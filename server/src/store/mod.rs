@@ -285,11 +285,14 @@ impl Store {
         self.check_file()?;
         match self.backend {
             Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
-            Backend::Postgres => {
-                let mut tx = self.pool.begin().await?;
-                take_locks(&mut tx, locks).await?;
-                Ok(tx)
+            // `BEGIN` and the locks in one round trip: sqlx sends a custom begin as a simple
+            // query, which may hold several statements. The keys are this code's integers,
+            // written into the text (nothing a request sent).
+            Backend::Postgres if !locks.is_empty() => {
+                let begin = format!("BEGIN; {}", lock_statement(locks, |k| k.to_string()));
+                Ok(self.pool.begin_with(begin).await?)
             }
+            Backend::Postgres => Ok(self.pool.begin().await?),
         }
     }
 
@@ -341,34 +344,35 @@ async fn take_locks(tx: &mut impl conn::Conn, locks: &[Lock]) -> Result<(), Stor
     if locks.is_empty() {
         return Ok(());
     }
-    let mut calls = Vec::new();
     let mut keys: Vec<i64> = Vec::new();
-    for l in locks {
-        let mut key = |k: i64| {
-            keys.push(k);
-            format!("${}", keys.len())
-        };
-        let (space, id) = match *l {
-            Lock::Exclusive(k) => {
-                calls.push(format!("pg_advisory_xact_lock({})", key(k)));
-                continue;
-            }
-            Lock::Shared(k) => {
-                calls.push(format!("pg_advisory_xact_lock_shared({})", key(k)));
-                continue;
-            }
-            Lock::User(id) => (lock::USER, id),
-            Lock::Group(id) => (lock::GROUP, id),
-        };
-        // The two-key form takes int4 keys; ids past 2^31 share a key, which only makes them
-        // wait for each other.
-        calls.push(format!(
-            "pg_advisory_xact_lock(CAST({} AS INTEGER), CAST({} AS INTEGER))",
-            key(i64::from(space)),
-            key(id & 0x7fff_ffff)
-        ));
-    }
-    let sql = format!("SELECT {}", calls.join(", "));
+    let sql = lock_statement(locks, |k| {
+        keys.push(k);
+        format!("${}", keys.len())
+    });
     let args: Vec<conn::Arg<'_>> = keys.into_iter().map(conn::Arg::from).collect();
     tx.execute(&sql, &args).await
+}
+
+/// The `SELECT` that takes `locks` in order, each key written by `key` (a placeholder, or the
+/// number itself).
+fn lock_statement(locks: &[Lock], mut key: impl FnMut(i64) -> String) -> String {
+    let calls: Vec<String> = locks
+        .iter()
+        .map(|l| {
+            let (space, id) = match *l {
+                Lock::Exclusive(k) => return format!("pg_advisory_xact_lock({})", key(k)),
+                Lock::Shared(k) => return format!("pg_advisory_xact_lock_shared({})", key(k)),
+                Lock::User(id) => (lock::USER, id),
+                Lock::Group(id) => (lock::GROUP, id),
+            };
+            // The two-key form takes int4 keys; ids past 2^31 share a key, which only makes
+            // them wait for each other.
+            format!(
+                "pg_advisory_xact_lock(CAST({} AS INTEGER), CAST({} AS INTEGER))",
+                key(i64::from(space)),
+                key(id & 0x7fff_ffff)
+            )
+        })
+        .collect();
+    format!("SELECT {}", calls.join(", "))
 }
