@@ -61,13 +61,15 @@ async fn query(
         now.timestamp(),
     );
     let card_ids: Vec<i64> = cards.iter().map(|(_, id)| **id).collect();
-    let mut found = state
-        .store
-        .history()
-        .read(&card_ids, metric, from_s, to_s, plan)
-        .await?;
+    // The cards' names side by side with their readings.
+    let history = state.store.history();
+    let inventory = state.store.inventory();
+    let (mut found, names) = futures::future::try_join(
+        history.read(&card_ids, metric, from_s, to_s, plan),
+        inventory.card_index(),
+    )
+    .await?;
     let scale = metric.scale();
-    let names = state.store.inventory().card_index().await?;
     let mut series: Vec<HistorySeries> = cards
         .into_iter()
         .map(|((node, uuid), id)| HistorySeries {
