@@ -150,7 +150,7 @@ impl Conn for Tx<'_> {
         let rows = query
             .fetch_all(&mut **self)
             .await
-            .map_err(super::slots::overlap_or)?;
+            .map_err(super::sql::overlap_or)?;
         rows.iter()
             .map(|row| {
                 let cells = kinds.iter().enumerate().map(|(i, kind)| {

@@ -14,14 +14,7 @@ use crate::bookings::Rule;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::GpuRef;
 
-/// A database error, or the exclusion constraint's refusal as [`StoreError::Overlap`].
-pub(super) fn overlap_or(e: sqlx::Error) -> StoreError {
-    if super::sql::is_overlap_violation(&e) {
-        StoreError::Overlap(e.to_string())
-    } else {
-        e.into()
-    }
-}
+pub(super) use super::sql::overlap_or;
 
 /// A card as the booking tables know it.
 #[derive(Clone, Debug)]

@@ -142,6 +142,15 @@ pub(super) fn flag(b: bool) -> i64 {
     i64::from(b)
 }
 
+/// A database error, or the exclusion constraint's refusal as [`super::StoreError::Overlap`].
+pub(super) fn overlap_or(e: sqlx::Error) -> super::StoreError {
+    if is_overlap_violation(&e) {
+        super::StoreError::Overlap(e.to_string())
+    } else {
+        e.into()
+    }
+}
+
 /// Whether a statement lost a race for a card on PostgreSQL: it broke the exclusion constraint
 /// that keeps holds of one card apart, or the server aborted it to end a deadlock or a
 /// serialization conflict (SQLite raises none of these: there the store's own check runs under
