@@ -1,5 +1,6 @@
 //! SQL of the audit log: every state change writes its line in the change's own transaction.
 
+use super::conn::Conn;
 use super::*;
 
 repository!(
@@ -80,23 +81,24 @@ impl From<AuditRow> for AuditRecord {
 }
 
 pub(super) async fn insert_audit(
-    tx: &mut Tx<'_>,
+    tx: &mut impl Conn,
     entry: &AuditEntry,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    sqlx::query(
+    let at = Stamp(now).text();
+    tx.execute(
         "INSERT INTO audit_log (at, actor_user_id, action, target, detail, remote_addr)
          VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            at.as_str().into(),
+            entry.actor_user_id.into(),
+            entry.action.as_str().into(),
+            (&entry.target).into(),
+            (&entry.detail).into(),
+            entry.remote_addr.as_ref().into(),
+        ],
     )
-    .bind(Stamp(now))
-    .bind(entry.actor_user_id)
-    .bind(entry.action.as_str())
-    .bind(&entry.target)
-    .bind(&entry.detail)
-    .bind(&entry.remote_addr)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+    .await
 }
 
 impl AuditLog<'_> {

@@ -72,7 +72,6 @@ async fn insert_booking(
     let booking = "INSERT INTO bookings (user_id, start_ms, end_ms, note, created_at, created_by,
                                          lend, project)
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
-    let audit_columns = "audit_log (at, actor_user_id, action, detail, remote_addr, target)";
     let stamp = Stamp(now).text();
     let mut args: Vec<Arg<'_>> = vec![
         new.owner.id.into(),
@@ -101,7 +100,7 @@ async fn insert_booking(
             "WITH b AS ({booking} RETURNING id),
                   g AS (INSERT INTO booking_gpus (booking_id, gpu_id, start_ms, end_ms)
                         SELECT b.id, c.gpu_id, $2, $3 FROM b, (VALUES {card_rows}) AS c (gpu_id)),
-                  a AS (INSERT INTO {audit_columns}
+                  a AS (INSERT INTO audit_log (at, actor_user_id, action, detail, remote_addr, target)
                         SELECT $5, $6, $9, $10, $11, 'booking ' || b.id FROM b)
              SELECT id FROM b"
         );
@@ -131,19 +130,11 @@ async fn insert_booking(
         &holds,
     )
     .await?;
-    let target = format!("booking {id}");
-    conn.execute(
-        &format!("INSERT INTO {audit_columns} VALUES ($1, $2, $3, $4, $5, $6)"),
-        &[
-            stamp.as_str().into(),
-            audit.actor_user_id.into(),
-            audit.action.as_str().into(),
-            (&audit.detail).into(),
-            audit.remote_addr.as_ref().into(),
-            (&target).into(),
-        ],
-    )
-    .await?;
+    let audit = AuditEntry {
+        target: format!("booking {id}"),
+        ..audit.clone()
+    };
+    insert_audit(conn, &audit, now).await?;
     Ok(id)
 }
 
@@ -260,9 +251,9 @@ impl Bookings<'_> {
         let fresh = self.fresh_since_ms(now);
         let booking = match &self.local_writer {
             // The SQLite writer runs the whole write in its thread, with the bookings that
-            // arrive meanwhile in the same transaction.
+            // arrive meanwhile in the same transaction; it refuses, as the pool's writes do,
+            // once the database file is gone.
             Some(writer) => {
-                self.check_file()?;
                 let new = new.clone();
                 writer
                     .write(move |conn| run_now(create_in(conn, &new, audit, now, fresh)))

@@ -511,7 +511,6 @@ const ROWS_PER_STATEMENT: usize = 300;
 /// A raw row: card id, time, util, memory, temperature, power, clock.
 type RawRow = (i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>);
 
-/// bucket start, min, sum, count, max of head readings.
 /// A card's bucket of head readings: card, bucket, min, sum, count, max.
 type HeadRow = (i64, i64, Option<f64>, Option<f64>, i64, Option<f64>);
 

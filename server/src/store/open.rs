@@ -40,17 +40,19 @@ impl Store {
             url: redact(url),
             reason,
         };
-        let (pool, file) = match backend {
+        // An SQLite database's file, if it has one (not in memory).
+        let (pool, path) = match backend {
             Backend::Sqlite => Self::connect_sqlite(url).await.map_err(open_err)?,
             Backend::Postgres => (Self::connect_postgres(url).await.map_err(open_err)?, None),
         };
+        let file = path
+            .as_deref()
+            .and_then(file::DbFile::watch)
+            .map(std::sync::Arc::new);
         let writer: std::sync::Arc<tokio::sync::Mutex<()>> = Default::default();
-        let local_writer = match backend {
-            Backend::Sqlite => sqlite_file(url).map_err(open_err)?.map(|path| {
-                std::sync::Arc::new(writer::Writer::new(path, writer.clone(), file.clone()))
-            }),
-            Backend::Postgres => None,
-        };
+        let local_writer = path.map(|path| {
+            std::sync::Arc::new(writer::Writer::new(path, writer.clone(), file.clone()))
+        });
         Ok(Self {
             pool,
             backend,
@@ -65,9 +67,8 @@ impl Store {
         })
     }
 
-    async fn connect_sqlite(
-        url: &str,
-    ) -> Result<(AnyPool, Option<std::sync::Arc<file::DbFile>>), String> {
+    /// The pool, and the database's file (`None` in memory).
+    async fn connect_sqlite(url: &str) -> Result<(AnyPool, Option<std::path::PathBuf>), String> {
         let path = sqlite_file(url)?;
         if let Some(path) = &path {
             // Also creates the file (owner-only) so that the driver opens it read-write.
@@ -90,10 +91,7 @@ impl Store {
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;
-        let file = path
-            .and_then(|path| file::DbFile::watch(&path))
-            .map(std::sync::Arc::new);
-        Ok((pool, file))
+        Ok((pool, path))
     }
 
     async fn connect_postgres(url: &str) -> Result<AnyPool, String> {

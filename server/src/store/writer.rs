@@ -175,9 +175,10 @@ fn serve(
                 Err(_) => break,
             }
         }
-        if conn.is_none() {
-            match open(path) {
-                Ok(opened) => conn = Some(opened),
+        let db = match conn {
+            Some(ref db) => db,
+            None => match open(path) {
+                Ok(opened) => conn.insert(opened),
                 Err(e) => {
                     let e = StoreError::Unavailable(format!(
                         "cannot open the database for writing: {e}"
@@ -188,9 +189,8 @@ fn serve(
                     }
                     continue;
                 }
-            }
-        }
-        let Some(db) = conn.as_ref() else { continue };
+            },
+        };
         let _turn = turn.blocking_lock();
         let (done, outcome) = run_batch(db, batch, file);
         drop(_turn);
