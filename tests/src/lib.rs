@@ -153,8 +153,15 @@ pub struct TestApp {
 /// hierarchy once its jobs' cgroups are gone.
 pub struct CgroupParent(pub String);
 
+impl Default for CgroupParent {
+    /// A parent of a random name, its own.
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl CgroupParent {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let suffix = lanes_server::jobs::random_hex(6).expect("randomness");
         Self(format!("/lanes-test-{suffix}"))
     }
@@ -530,11 +537,11 @@ impl ServerProcess {
     /// Starts `lanes serve` on `data` and database `url` (simulated cards without background
     /// load, fast polls) with `extra` arguments, and waits until it answers.
     pub async fn start(data: &std::path::Path, url: &str, extra: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Self::start_on(directory::free_port(), data, url, extra).await
+    }
+
+    /// [`Self::start`] on `port` (one a provider was told of before).
+    pub async fn start_on(port: u16, data: &std::path::Path, url: &str, extra: &[&str]) -> Self {
         let child = std::process::Command::new(lanes_bin())
             .args(["serve", "--sim-background", "false"])
             .args(["--listen", &format!("127.0.0.1:{port}")])

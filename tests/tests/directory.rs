@@ -354,10 +354,17 @@ struct Browser {
 
 impl Browser {
     fn new() -> Browser {
+        Browser::at(std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    /// A browser on another loopback address (127.0.0.0/8 is all this host's): another client
+    /// as the portal sees it.
+    fn at(address: std::net::Ipv4Addr) -> Browser {
         Browser {
             client: reqwest::Client::builder()
                 .cookie_store(true)
                 .redirect(Policy::none())
+                .local_address(std::net::IpAddr::V4(address))
                 .build()
                 .unwrap(),
             visited: Vec::new(),
@@ -615,6 +622,92 @@ async fn oidc_refuses_replayed_callbacks_foreign_states_open_redirects_and_name_
         .await;
     assert!(landed.contains("error=sso-cancelled"), "{landed}");
     drop(provider);
+}
+
+// Issue 68, item 10 ─ A callback link of someone else's never cancels a sign-in under way.
+#[tokio::test]
+async fn a_forged_callback_link_leaves_the_browsers_own_sign_in_under_way() {
+    let (app, _provider, _dir) = oidc_portal(None, false).await;
+    let root = admin(&app).await;
+    create_on_first_sign_in(&app, &root).await;
+    let mut browser = Browser::new();
+    let (url, resp) = browser
+        .get(&app.url("/auth/oidc/start?next=/calendar"))
+        .await;
+    let page = resp.text().await.unwrap();
+    // Meanwhile the member follows links someone sent: callbacks with states of theirs, one
+    // a cancellation.
+    for forged in [
+        "/auth/oidc/callback?code=abc&state=forged",
+        "/auth/oidc/callback?error=access_denied&state=forged",
+        "/auth/oidc/callback?code=abc",
+    ] {
+        let (landed, _) = browser.get(&app.url(forged)).await;
+        assert!(landed.contains("/login?error="), "{forged}: {landed}");
+    }
+    // Their own sign-in still finishes where they were going.
+    let (landed, resp) = browser
+        .sign_in_at_provider(&url, &page, "oidc-alice", "alice-sso-password-1")
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK, "{:?}", browser.visited);
+    assert_eq!(landed, app.url("/calendar"));
+    assert_eq!(browser.me(&app).await.status(), StatusCode::OK);
+}
+
+// Issue 68, item 5 ─ Anonymous sign-in starts are limited per address and keep little.
+#[tokio::test]
+async fn anonymous_sign_in_starts_are_limited_per_address_and_keep_only_a_short_next() {
+    let (app, _provider, _dir) = oidc_portal(None, false).await;
+    let root = admin(&app).await;
+    create_on_first_sign_in(&app, &root).await;
+    let start = |browser: &Browser| {
+        let url = app.url("/auth/oidc/start?next=/");
+        let client = browser.client.clone();
+        async move { client.get(url).send().await.unwrap() }
+    };
+    let flooder = Browser::at([127, 0, 0, 2].into());
+    let mut limited = None;
+    for n in 0..40 {
+        let resp = start(&flooder).await;
+        if resp.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some((n, resp));
+            break;
+        }
+        assert_eq!(resp.status(), StatusCode::SEE_OTHER, "start {n}");
+    }
+    let (n, resp) = limited.expect("the flood was limited");
+    // Twenty at once, then one each 3 s (however long the machine took for these).
+    assert!((20..=30).contains(&n), "limited after {n} starts");
+    assert!(resp.headers().contains_key("retry-after"));
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "too_many_requests", "{body}");
+    // The terminal's start is the same door from that address, and another address is not
+    // touched by the flood.
+    let from = |last: u8| {
+        lanes_client::Client::with_http(
+            app.url(""),
+            reqwest::Client::builder()
+                .local_address(std::net::IpAddr::V4([127, 0, 0, last].into()))
+                .build()
+                .unwrap(),
+        )
+    };
+    let refused = from(2).start_device_sign_in().await.unwrap_err();
+    assert_eq!(refused.status().map(|s| s.as_u16()), Some(429), "{refused}");
+    assert!(from(3).start_device_sign_in().await.is_ok());
+
+    // A `next` of 6 KB is not kept: the sign-in goes to the dashboard.
+    let long = format!("/calendar?q={}", "a".repeat(6000));
+    let mut browser = Browser::at([127, 0, 0, 4].into());
+    let (landed, _) = browser
+        .sign_in(&app, &long, "oidc-alice", "alice-sso-password-1")
+        .await;
+    assert_eq!(landed, app.url("/"), "{:?}", browser.visited);
+    let mut short = Browser::at([127, 0, 0, 5].into());
+    let (landed, _) = short
+        .sign_in(&app, "/calendar?q=a", "oidc-bob", "bob-sso-password-1")
+        .await;
+    assert_eq!(landed, app.url("/calendar?q=a"));
 }
 
 #[tokio::test]

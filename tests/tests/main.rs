@@ -17,6 +17,7 @@ mod directory;
 mod enforcement;
 mod environment;
 mod events;
+mod hardening;
 mod health;
 mod history;
 mod job_launch;

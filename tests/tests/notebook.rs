@@ -236,16 +236,34 @@ async fn a_member_works_in_their_notebook_through_the_portal_and_only_they_can()
     assert_eq!(status(ada.cookie.clone(), api.clone()).await, 200);
     assert_eq!(status(eve.cookie.clone(), api.clone()).await, 403);
     assert_eq!(status(admin.clone(), api.clone()).await, 403);
-    // Unless the admins chose to open members' notebooks.
+    // Unless the admins chose to open members' notebooks, and then with a token, never from
+    // an admin's browser, where the member's pages would act with the admin's cookie.
     let boss = app.client_with(&admin);
     let mut settings = boss.settings().await.unwrap();
     settings.admins_open_sessions = true;
     boss.save_settings(&settings).await.expect("saved");
-    assert_eq!(status(admin.clone(), api.clone()).await, 200);
+    let admin_token = token_of(&app, &admin).await;
+    let with_token = |token: String| {
+        let url = app.url(&api);
+        async move {
+            let answer = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            (answer.status().as_u16(), answer.text().await.unwrap())
+        }
+    };
+    let (code, said) = status_and_text(&app, &admin, &api).await;
+    assert_eq!(code, 403, "an admin's browser: {said}");
+    assert!(said.contains("API token"), "{said}");
+    assert_eq!(with_token(admin_token.clone()).await.0, 200);
     assert_eq!(status(eve.cookie.clone(), api.clone()).await, 403);
     settings.admins_open_sessions = false;
     boss.save_settings(&settings).await.expect("saved");
     assert_eq!(status(admin.clone(), api.clone()).await, 403);
+    assert_eq!(with_token(admin_token).await.0, 403);
     assert_eq!(
         status(ada.cookie.clone(), "/sessions/987654/api/status".into()).await,
         404
@@ -394,4 +412,14 @@ async fn an_idle_notebook_ends_by_itself() {
         .text;
     assert!(log.contains("shutting down"), "{log}");
     app.stop().await;
+}
+
+async fn status_and_text(app: &TestApp, cookie: &str, path: &str) -> (u16, String) {
+    let answer = reqwest::Client::new()
+        .get(app.url(path))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.text().await.unwrap())
 }

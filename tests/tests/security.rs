@@ -14,6 +14,38 @@
 //! another origin by the terminal client (`terminal::the_terminal_client_sends_…`); two
 //! servers on one data dir, database or node (`restart::a_second_server_…`).
 //!
+//! The third attack (issue 68) and where each defence is kept:
+//! 1. Docker's root client took the member's environment (`PATH`, `DOCKER_HOST`, `LD_*`) and was
+//!    handed paths as written: `hardening::a_docker_jobs_root_client_gets_a_clean_environment_…`
+//!    (the server in a cgroup v2 mount namespace, a stand-in client), and the command line in
+//!    `jobs::container::tests::dockers_root_client_gets_the_variables_as_a_file_…` and
+//!    `…::an_env_file_carries_each_value_literally_and_refuses_a_line_break`.
+//! 2. The notebook proxy followed a link to another daemon's socket:
+//!    `http::sessions::tests::only_the_sessions_own_socket_is_reached_never_a_link_…`.
+//! 3. Floods of the shell socket took every descriptor:
+//!    `shell::a_flood_of_the_shell_socket_is_refused_at_the_door_…`, `runtime::limit::tests`.
+//! 4. One wrong-code bucket for every member's terminal code:
+//!    `hardening::wrong_terminal_codes_lock_their_own_address_…`.
+//! 5. Anonymous OIDC and device starts without limit, a 6 KB `next` kept, an unindexed sweep:
+//!    `directory::anonymous_sign_in_starts_are_limited_per_address_…` (the index: migrations
+//!    `0029`/`0017_sign_in_flow_expiry.sql`).
+//! 6. The proxy held 8 MiB of each answer: `http::sessions::tests::a_streamed_answer_loses_every_
+//!    token_…`, `…::a_large_answer_streams_through_without_being_held_whole`.
+//! 7. Members wrote to `/run`: `jobs::session::tests::a_session_listens_in_its_runs_directory_…`
+//!    (as root: a 1 MiB tmpfs of its own, full at its limit).
+//! 8. One process joined a booking 2,000 times: `shell::a_process_joins_one_booking_once_…`.
+//! 9. A member's notebook ran as the admin in the admin's browser:
+//!    `notebook::a_member_works_in_their_notebook_through_the_portal_and_only_they_can`.
+//! 10. A forged callback cancelled a sign-in under way:
+//!     `directory::a_forged_callback_link_leaves_the_browsers_own_sign_in_under_way`.
+//!
+//! Also: forwarding headers and encoded answers (`http::sessions::tests::the_portals_credentials_
+//! stay_here_…`), `2026-+1` as a month (`statement::tests::months_parse_strictly`,
+//! `hardening::a_signed_month_is_refused_over_http`), an empty shell socket
+//! (`ops::cli::tests::an_empty_shell_socket_flag_turns_shells_off`,
+//! `hardening::an_empty_shell_socket_from_the_environment_or_the_file_turns_shells_off`). All of
+//! it at once while a member books: `hardening::under_floods_of_the_shell_socket_…`.
+//!
 //! These tests speak raw HTTP on purpose: an attacker sends what no typed client can (numbers
 //! past every bound, dates outside chrono's range, forged headers, fields that do not exist).
 

@@ -304,6 +304,118 @@ async fn a_shell_is_refused_to_root_to_strangers_and_in_someone_elses_booking() 
     assert!(jobs.is_empty(), "{jobs:?}");
 }
 
+// Issue 68, item 3 ─ A flood of the socket (0666: every local account may knock) holds a few
+// descriptors of its account's, never the server's, and another account is answered as ever.
+#[tokio::test]
+async fn a_flood_of_the_shell_socket_is_refused_at_the_door_and_other_accounts_still_get_in() {
+    let Some(place) = Place::ready() else {
+        return;
+    };
+    let app = place.app(1, |_| {}).await;
+    app.sign_up(OTHER, Role::User).await;
+    // Forty silent connections from one account (root, here): four are held while they may
+    // still speak, the others are told so and closed at once.
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        held.push(
+            tokio::net::UnixStream::connect(place.socket())
+                .await
+                .unwrap(),
+        );
+    }
+    // What the door said at once is there to read well within its 2 s wait.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut refused = 0;
+    for stream in &held {
+        let mut answer = [0u8; 512];
+        if let Ok(n) = stream.try_read(&mut answer) {
+            let answer = String::from_utf8_lossy(&answer[..n]);
+            assert!(
+                answer.contains("too many lanes shell requests at once"),
+                "{answer}"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 36, "four held, the rest refused at once");
+    // Meanwhile another account's request is read and answered in full.
+    let out = place.shell_as(Some(OTHER), &[]).await;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no active booking on testnode"), "{said}");
+    // The silent ones are let go within the door's short wait.
+    for stream in &mut held {
+        let mut answer = String::new();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read_to_string(stream, &mut answer),
+        )
+        .await
+        .expect("closed within the wait")
+        .unwrap();
+        // (Those refused at once were read above.)
+        assert!(
+            answer.is_empty() || answer.contains("no request within 2 s"),
+            "{answer}"
+        );
+    }
+}
+
+// Issue 68, item 8 ─ One process joins once, and an account opens shells at a bounded rate.
+#[tokio::test]
+async fn a_process_joins_one_booking_once_and_an_account_opens_shells_at_a_bounded_rate() {
+    let Some(place) = Place::ready() else {
+        return;
+    };
+    let app = place.app(1, |_| {}).await;
+    let ada = Session {
+        app: &app,
+        cookie: app.sign_up(MEMBER, Role::User).await,
+    };
+    let gpus = cards(&app).await;
+    ada.book(&[gpus[0].info.uuid.clone()], 600).await;
+    // One process asking twice: in once, then told it is in already.
+    let twice = "import socket, sys\n\
+        for _ in range(2):\n\
+        \x20   s = socket.socket(socket.AF_UNIX)\n\
+        \x20   s.connect(sys.argv[1])\n\
+        \x20   s.sendall(b'{}\\n')\n\
+        \x20   print(s.makefile().readline().strip())\n";
+    let out = tokio::process::Command::new("runuser")
+        .args(["-u", MEMBER, "--", "python3", "-c", twice])
+        .arg(place.socket())
+        .output()
+        .await
+        .unwrap();
+    let answers = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = answers.lines().collect();
+    assert_eq!(lines.len(), 2, "{answers}");
+    assert!(lines[0].contains("\"joined\""), "{answers}");
+    assert!(lines[1].contains("already inside a Lanes job"), "{answers}");
+    // New processes, one after another: a burst of ten requests (the two above were two),
+    // then one more each 6 s; whatever time the machine takes, the account is refused long
+    // before a flood's thousands.
+    let mut let_in = 0;
+    let mut refused = false;
+    for _ in 0..20 {
+        let out = place.shell_as(Some(MEMBER), &[]).await;
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        if said.contains("too many shells opened lately") {
+            refused = true;
+            break;
+        }
+        assert!(out.status.success(), "{said}");
+        let_in += 1;
+    }
+    assert!(refused, "twenty shells in a row were let in");
+    assert!(let_in >= 8, "only {let_in} let in");
+    let shells = ada.client().jobs(&Default::default()).await.unwrap();
+    assert_eq!(
+        shells.len(),
+        1 + let_in,
+        "one job per shell let in, none refused"
+    );
+}
+
 #[tokio::test]
 async fn a_shell_in_a_lending_booking_takes_its_cards_back() {
     let Some(place) = Place::ready() else {

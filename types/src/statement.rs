@@ -189,6 +189,11 @@ pub struct MyUsage {
 pub fn parse_month(text: &str) -> Result<(i32, u32), String> {
     let bad = || format!("{text:?} is not a month: write it as YYYY-MM, e.g. 2026-11");
     let (y, m) = text.split_once('-').ok_or_else(bad)?;
+    // Digits only: `parse` also takes a sign (`2026-+1`).
+    let digits = |part: &str, n: usize| part.len() == n && part.bytes().all(|b| b.is_ascii_digit());
+    if !digits(y, 4) || !digits(m, 2) {
+        return Err(bad());
+    }
     let (y, m): (i32, u32) = (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?);
     if !(2000..=9999).contains(&y) || !(1..=12).contains(&m) || text.len() != 7 {
         return Err(bad());
@@ -242,7 +247,8 @@ mod tests {
     fn months_parse_strictly() {
         assert_eq!(parse_month("2026-11"), Ok((2026, 11)));
         for bad in [
-            "2026-13", "2026-1", "26-11", "2026/11", "november", "2026-00", "",
+            "2026-13", "2026-1", "26-11", "2026/11", "november", "2026-00", "", "2026-+1",
+            "+026-11", "2026--1", " 2026-1",
         ] {
             assert!(parse_month(bad).is_err(), "{bad}");
         }

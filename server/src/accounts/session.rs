@@ -78,6 +78,28 @@ impl Default for LockoutRules {
 }
 
 impl LockoutRules {
+    /// Terminal codes: every member's code is checked under one pseudo-account, so failures
+    /// from everywhere together never lock it (a correct code always works); each address is
+    /// limited on its own, and once many addresses guess, every check waits
+    /// ([`Self::everyone_delay`]).
+    pub fn terminal_codes() -> Self {
+        Self {
+            per_account: 0,
+            ..Self::default()
+        }
+    }
+
+    /// How long each terminal code waits before its check, given the failures of every address
+    /// within the window: nothing up to 20, then 1 s. Guessing from many addresses is slowed
+    /// for all; a correct code is slowed too, never refused.
+    pub fn everyone_delay(&self, failures: u64) -> std::time::Duration {
+        if failures > 20 {
+            std::time::Duration::from_secs(1)
+        } else {
+            std::time::Duration::ZERO
+        }
+    }
+
     /// How long a login from an address with `failures` recent failures waits before its
     /// password is checked: nothing up to the threshold, then doubling from 250 ms, at most 5 s.
     pub fn address_delay(&self, failures: u64) -> std::time::Duration {

@@ -7,6 +7,7 @@ use super::auth::{
     OIDC_CALLBACK, OIDC_START,
 };
 use super::{ApiError, ApiJson, AppState, Routes};
+use crate::runtime::limit::{address_key, Limiter, Rate};
 use crate::usecases;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -21,6 +22,54 @@ use serde::Deserialize;
 const STATE_COOKIE: &str = "lanes_oidc_state";
 /// Longest token name the terminal may ask for.
 const MAX_TOKEN_NAME: usize = 256;
+/// Longest place to go after signing in that is kept with a sign-in under way; a longer one
+/// goes to the dashboard. (A page's own address is far shorter; the row is anonymous.)
+const MAX_NEXT: usize = 512;
+/// Sign-in starts per client address (`/auth/oidc/start`, `POST /api/v1/auth/device`), both
+/// anonymous: each keeps a row and reaches the provider. A person needs a few; a lab behind
+/// one address (a proxy, an SSH tunnel) a few dozen an hour.
+pub const SIGN_IN_STARTS: Rate = Rate {
+    burst: 20,
+    every: std::time::Duration::from_secs(3),
+};
+/// Terminal codes tried per client address, before any reaches the database: the lockout
+/// there (5 wrong codes an address in 15 minutes) is the rule; this keeps a flood of tries
+/// from taking the database's write turn from everyone else's requests.
+pub const CODE_TRIES: Rate = Rate {
+    burst: 10,
+    every: std::time::Duration::from_secs(6),
+};
+/// Client addresses remembered at once, per limit.
+pub const ADDRESSES_KEPT: usize = 10_000;
+
+/// What anonymous callers may ask of the sign-in routes, per client address.
+pub struct AnonymousLimits {
+    sign_in_starts: Limiter<std::net::IpAddr>,
+    code_tries: Limiter<std::net::IpAddr>,
+}
+
+impl Default for AnonymousLimits {
+    fn default() -> Self {
+        Self {
+            sign_in_starts: Limiter::new(SIGN_IN_STARTS, ADDRESSES_KEPT),
+            code_tries: Limiter::new(CODE_TRIES, ADDRESSES_KEPT),
+        }
+    }
+}
+
+/// One more from `client` within `limiter`, or 429 with when to come back.
+fn within(
+    limiter: &Limiter<std::net::IpAddr>,
+    client: std::net::IpAddr,
+    what: &str,
+) -> Result<(), ApiError> {
+    limiter
+        .take(&address_key(client), std::time::Instant::now())
+        .map_err(|wait| ApiError::SlowDown {
+            message: format!("too many {what} from this address"),
+            retry_after_secs: wait.as_secs().max(1),
+        })
+}
 
 pub fn routes() -> Routes {
     Routes::default()
@@ -47,16 +96,28 @@ struct StartQuery {
     next: String,
 }
 
+/// One more anonymous sign-in start from `client`, or 429 with when to come back.
+fn start_allowed(state: &AppState, client: std::net::IpAddr) -> Result<(), ApiError> {
+    within(&state.anonymous.sign_in_starts, client, "sign-ins started")
+}
+
 /// Sends the browser to the provider, with a cookie holding the sign-in's `state`.
 async fn oidc_start(
     State(state): State<AppState>,
+    ClientAddr(client): ClientAddr,
     jar: CookieJar,
     Query(query): Query<StartQuery>,
 ) -> Response {
     let Some(redirect) = state.auth.oidc_redirect.clone() else {
         return login_failed("refused", "/");
     };
-    let next = safe_next(&query.next).to_string();
+    let next = match safe_next(&query.next) {
+        next if next.len() <= MAX_NEXT => next.to_string(),
+        _ => "/".to_string(),
+    };
+    if let Err(e) = start_allowed(&state, client) {
+        return e.into_response();
+    }
     match usecases::directory::start_browser_sign_in(
         &state.store,
         state.auth.directory.as_deref(),
@@ -107,7 +168,14 @@ async fn oidc_callback(
     Query(callback): Query<Callback>,
 ) -> Response {
     let cookie_state = jar.get(STATE_COOKIE).map(|c| c.value().to_string());
-    let jar = jar.remove(Cookie::build((STATE_COOKIE, "")).path("/auth/oidc"));
+    // The browser's sign-in under way ends only with its own callback: a link with any other
+    // state (forged, or an old one) leaves it be.
+    let own = cookie_state.is_some() && callback.state == cookie_state;
+    let jar = if own {
+        jar.remove(Cookie::build((STATE_COOKIE, "")).path("/auth/oidc"))
+    } else {
+        jar
+    };
     let (Some(code), Some(flow_state)) = (callback.code, callback.state) else {
         if let Some(error) = callback.error {
             tracing::info!(
@@ -161,7 +229,11 @@ fn token_name(name: &str) -> Result<String, ApiError> {
     Ok(name.to_string())
 }
 
-async fn start_device(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+async fn start_device(
+    State(state): State<AppState>,
+    ClientAddr(client): ClientAddr,
+) -> Result<impl IntoResponse, ApiError> {
+    start_allowed(&state, client)?;
     Ok(Json(
         usecases::directory::start_device_sign_in(
             &state.store,
@@ -199,6 +271,7 @@ async fn redeem_code(
     ApiJson(request): ApiJson<RedeemTerminalCode>,
 ) -> Result<impl IntoResponse, ApiError> {
     let name = token_name(&request.token_name)?;
+    within(&state.anonymous.code_tries, client, "terminal codes tried")?;
     Ok(Json(
         usecases::directory::redeem_terminal_code(
             &state.store,

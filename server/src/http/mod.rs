@@ -7,6 +7,7 @@ pub mod auth;
 mod bookings;
 mod csrf;
 mod directory;
+pub use directory::AnonymousLimits;
 mod enforcement;
 mod error;
 mod headers;
@@ -81,6 +82,9 @@ pub struct AppState {
     pub has_accounts: Arc<std::sync::atomic::AtomicBool>,
     /// This node's own address, for links when the admins set no portal URL.
     pub own_url: Arc<String>,
+    /// What anonymous callers may ask of the sign-in routes, per client address (starts
+    /// keep a row and reach the provider; codes tried take the database's write turn).
+    pub anonymous: Arc<directory::AnonymousLimits>,
 }
 
 impl AppState {

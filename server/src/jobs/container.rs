@@ -9,12 +9,18 @@
 //! - **Apptainer** runs a `.sif` file as the member, in the job's cgroup (it has no daemon).
 //! - **Docker** only where the admin enables it: its daemon is root, so the client runs as the
 //!   server with a command line Lanes alone builds (`--user UID:GID`, every capability dropped,
-//!   no new privileges, the container in a child of the job's cgroup, Lanes' labels).
+//!   no new privileges, the container in a child of the job's cgroup, Lanes' labels), in a
+//!   fixed clean environment of Lanes' own: none of the member's variables reaches the root
+//!   client (`PATH`, `DOCKER_HOST`, `LD_PRELOAD` would make it run the member's code as root).
+//!   The container's variables go to it as data, in a root-owned 0600 `--env-file` in the
+//!   run's own directory; volumes and the working directory are handed to the daemon by the
+//!   link-free path whose owner was checked, never by the path the member wrote.
 //!
 //! Cards: CDI names (`nvidia.com/gpu=<UUID>`) where a CDI spec names every booked card, else
-//! the booked cards' device files and the driver's control files. The mask variables reach the
-//! container by name (`--env NAME`), their values through the runtime's own environment, which
-//! only its owner can read, never on a command line everyone's `ps` shows.
+//! the booked cards' device files and the driver's control files. For Podman and Apptainer
+//! (which run as the member) the variables reach the container by name (`--env NAME`), their
+//! values through the runtime's own environment, which only its owner can read, never on a
+//! command line everyone's `ps` shows.
 
 use super::launch::Identity;
 use lanes_types::container::{
@@ -119,6 +125,14 @@ pub struct ContainerHost {
     subuid_file: PathBuf,
 }
 
+/// The host side of what Podman and Docker mount, and where Docker reads the variables.
+struct Mounts {
+    /// The working directory's host path (mounted at the job's own `cwd`).
+    cwd: String,
+    volumes: Vec<Volume>,
+    env_file: Option<PathBuf>,
+}
+
 /// A job's container command, ready to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Planned {
@@ -133,6 +147,9 @@ pub struct Planned {
     pub name: Option<String>,
     /// How the cards reach it, for the job's log header.
     pub cards: String,
+    /// Where the container's variables must be written (`--env-file`, Docker's) before the
+    /// client starts, instead of reaching it through the client's own environment.
+    pub env_file: Option<PathBuf>,
 }
 
 /// What a job's container is made of.
@@ -151,6 +168,8 @@ pub struct ContainerJob<'a> {
     pub env_names: Vec<String>,
     /// The job's cgroup (Docker's container goes in a child of it).
     pub cgroup: Option<&'a str>,
+    /// The run's own directory (the server's alone), where Docker's `--env-file` is written.
+    pub run_dir: &'a Path,
     /// The directory of its notice file, mounted read-only where it is on the host, so
     /// `LANES_NOTICE_FILE` names the same file inside.
     pub notice_dir: Option<String>,
@@ -237,6 +256,47 @@ pub fn has_subordinate_range(text: &str, user: &str, uid: u32) -> bool {
             .unwrap_or(0);
         (owner == user || owner == uid.to_string()) && count > 0
     })
+}
+
+/// Where a Docker job's `--env-file` is, in its run's directory (the server's alone).
+pub fn env_file_of(run_dir: &Path) -> PathBuf {
+    run_dir.join("container.env")
+}
+
+/// Docker's `--env-file` for `vars`: one `NAME=value` a line, read by the client literally
+/// (no quotes, no expansion). A value with a line break cannot be written so, and is refused.
+pub fn env_file_text(vars: &[(String, String)]) -> Result<String, ContainerFailure> {
+    let mut text = String::new();
+    for (name, value) in vars {
+        if value.contains(['\n', '\r']) || name.contains(['\n', '\r', '=']) {
+            return Err(ContainerFailure::Runtime {
+                runtime: ContainerRuntime::Docker,
+                said: format!(
+                    "the variable {name} holds a line break, which Docker's --env-file cannot \
+                     carry; pass it through a file in a volume instead"
+                ),
+            });
+        }
+        text.push_str(name);
+        text.push('=');
+        text.push_str(value);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// Writes Docker's `--env-file` at `path`: a new file (never one someone placed, never through
+/// a link), readable by the server alone, which runs the client.
+pub fn write_env_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 impl Planned {
@@ -336,8 +396,14 @@ impl ContainerHost {
 
     /// Checks a volume's host directory as the server sees it: it must exist, and be the
     /// member's own (under their home, or owned by them) or one the admin shares. Links are
-    /// followed first, so a link in the member's home to another's is another's.
-    fn check_volume(&self, volume: &Volume, identity: &Identity) -> Result<(), ContainerFailure> {
+    /// followed first, so a link in the member's home to another's is another's. Returns the
+    /// link-free path that was checked: what a root daemon must be handed, so that a link the
+    /// member places or retargets afterwards is never what it mounts.
+    fn check_volume(
+        &self,
+        volume: &Volume,
+        identity: &Identity,
+    ) -> Result<PathBuf, ContainerFailure> {
         let refuse = |why: String| ContainerFailure::Volume {
             volume: format!("{}:{}", volume.host, volume.container),
             why,
@@ -360,8 +426,17 @@ impl ContainerHost {
             .shared_dirs
             .iter()
             .any(|d| std::fs::canonicalize(d).is_ok_and(|d| real.starts_with(d)));
+        let mountable = real
+            .to_str()
+            .is_some_and(|r| !r.chars().any(|c| c == ':' || c == ',' || c.is_control()));
+        if !mountable {
+            return Err(refuse(format!(
+                "{} holds a character a mount cannot take (: or ,)",
+                real.display()
+            )));
+        }
         if own_home || owned || shared {
-            Ok(())
+            Ok(real)
         } else {
             Err(refuse(format!(
                 "{} is not {}'s (not in their home, not theirs, not a directory the admin \
@@ -467,8 +542,9 @@ impl ContainerHost {
             })?
             .to_string_lossy()
             .into_owned();
+        let mut checked = Vec::with_capacity(volumes.len());
         for volume in &volumes {
-            self.check_volume(volume, job.identity)?;
+            checked.push(self.check_volume(volume, job.identity)?);
         }
         let name = format!("lanes-job-{}", job.tag);
         let (devices, cards) = self.card_devices(runtime, job.cards);
@@ -491,7 +567,12 @@ impl ContainerHost {
                 if self.podman_no_cgroups {
                     argv.push("--cgroups=disabled".into());
                 }
-                self.common(&mut argv, job, &name, &devices, &volumes, &options, runtime)?;
+                let mounts = Mounts {
+                    cwd: job.cwd.into(),
+                    volumes: volumes.clone(),
+                    env_file: None,
+                };
+                self.common(&mut argv, job, &name, &devices, &mounts, &options, runtime)?;
                 Ok(Planned {
                     runtime,
                     argv,
@@ -499,6 +580,7 @@ impl ContainerHost {
                     as_server: false,
                     name: Some(name),
                     cards,
+                    env_file: None,
                 })
             }
             ContainerRuntime::Docker => {
@@ -521,8 +603,9 @@ impl ContainerHost {
                 let cgroup = job.cgroup.ok_or_else(|| ContainerFailure::NeedsWall {
                     node: self.node.clone(),
                 })?;
-                // The daemon mounts as root: the working directory is checked as a volume is.
-                self.check_volume(
+                // The daemon mounts as root: the working directory is checked as a volume is,
+                // and every host path it gets is the link-free one that was checked.
+                let cwd = self.check_volume(
                     &Volume {
                         host: job.cwd.into(),
                         container: job.cwd.into(),
@@ -530,6 +613,17 @@ impl ContainerHost {
                     },
                     job.identity,
                 )?;
+                let env_file = env_file_of(job.run_dir);
+                let mounts = Mounts {
+                    cwd: cwd.to_string_lossy().into_owned(),
+                    volumes: (volumes.iter().zip(&checked))
+                        .map(|(v, real)| Volume {
+                            host: real.to_string_lossy().into_owned(),
+                            ..v.clone()
+                        })
+                        .collect(),
+                    env_file: Some(env_file.clone()),
+                };
                 let mut argv: Vec<String> = vec![
                     program,
                     "run".into(),
@@ -543,7 +637,7 @@ impl ContainerHost {
                 for group in groups.iter().filter(|g| *g != gid) {
                     argv.push(format!("--group-add={group}"));
                 }
-                self.common(&mut argv, job, &name, &devices, &volumes, &options, runtime)?;
+                self.common(&mut argv, job, &name, &devices, &mounts, &options, runtime)?;
                 Ok(Planned {
                     runtime,
                     argv,
@@ -551,6 +645,7 @@ impl ContainerHost {
                     as_server: true,
                     name: Some(name),
                     cards,
+                    env_file: Some(env_file),
                 })
             }
             ContainerRuntime::Apptainer => {
@@ -596,6 +691,7 @@ impl ContainerHost {
                     as_server: false,
                     name: None,
                     cards,
+                    env_file: None,
                 })
             }
         }
@@ -610,7 +706,7 @@ impl ContainerHost {
         job: &ContainerJob<'_>,
         name: &str,
         devices: &[String],
-        volumes: &[Volume],
+        mounts: &Mounts,
         options: &[ContainerOption],
         runtime: ContainerRuntime,
     ) -> Result<(), ContainerFailure> {
@@ -634,15 +730,20 @@ impl ContainerHost {
             argv.push(format!("--device={device}"));
         }
         argv.extend(self.driver_mounts(devices));
-        for variable in &job.env_names {
-            argv.push(format!("--env={variable}"));
+        match &mounts.env_file {
+            Some(file) => argv.push(format!("--env-file={}", file.display())),
+            None => {
+                for variable in &job.env_names {
+                    argv.push(format!("--env={variable}"));
+                }
+            }
         }
-        argv.push(format!("--volume={}:{}", job.cwd, job.cwd));
+        argv.push(format!("--volume={}:{}", mounts.cwd, job.cwd));
         argv.push(format!("--workdir={}", job.cwd));
         if let Some(dir) = &job.notice_dir {
             argv.push(format!("--volume={dir}:{dir}:ro"));
         }
-        for v in volumes {
+        for v in &mounts.volumes {
             let mode = if v.read_only { ":ro" } else { "" };
             argv.push(format!("--volume={}:{}{mode}", v.host, v.container));
         }
@@ -839,8 +940,71 @@ mod tests {
             cwd: "/tmp",
             env_names: vec!["CUDA_VISIBLE_DEVICES".into(), "LANES_JOB_ID".into()],
             cgroup: Some("/lanes/job-12-ab"),
+            run_dir: Path::new("/var/lib/lanes/jobs/12-ab"),
             notice_dir: Some("/run/lanes/notices/12-ab".into()),
         }
+    }
+
+    #[test]
+    fn dockers_root_client_gets_the_variables_as_a_file_and_the_checked_paths_never_links() {
+        let dir = std::env::temp_dir().join(format!("lanes-docker-{}", std::process::id()));
+        let real = dir.join("data");
+        std::fs::create_dir_all(&real).unwrap();
+        let link = dir.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let who = ada();
+        let cards = vec!["GPU-a".to_string()];
+        let s = ContainerSpec {
+            volumes: vec![format!("{}:/data:ro", link.display())],
+            ..spec("localhost/train:1", Some(ContainerRuntime::Docker))
+        };
+        let mut h = host(true);
+        h.policy.shared_dirs = vec![std::env::temp_dir()];
+        let planned = h.plan(&job(&s, &who, &cards)).unwrap();
+        let argv = planned.argv.join(" ");
+        // The variables: one root-owned file in the run's directory, never `--env NAME`
+        // (which the client would fill from its own environment).
+        let file = Path::new("/var/lib/lanes/jobs/12-ab/container.env");
+        assert_eq!(planned.env_file.as_deref(), Some(file));
+        assert!(
+            argv.contains(&format!("--env-file={}", file.display())),
+            "{argv}"
+        );
+        assert!(!argv.contains("--env="), "{argv}");
+        // The daemon mounts the path that was checked, not the link the member wrote.
+        assert!(
+            argv.contains(&format!(
+                "--volume={}:/data:ro",
+                std::fs::canonicalize(&real).unwrap().display()
+            )),
+            "{argv}"
+        );
+        assert!(!argv.contains(&link.display().to_string()), "{argv}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_env_file_carries_each_value_literally_and_refuses_a_line_break() {
+        let vars = |v: &str| vec![("A".to_string(), v.to_string())];
+        assert_eq!(
+            env_file_text(&vars("x = $HOME \"# y")).unwrap(),
+            "A=x = $HOME \"# y\n"
+        );
+        for bad in ["a\nDOCKER_HOST=ssh://u@h", "a\rb"] {
+            let refused = env_file_text(&vars(bad)).unwrap_err().to_string();
+            assert!(refused.contains("line break"), "{refused}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("container.env");
+        write_env_file(&path, "A=1\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // Never over a file (or a link) already there.
+        assert!(write_env_file(&path, "A=2\n").is_err());
     }
 
     #[test]

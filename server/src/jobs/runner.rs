@@ -10,7 +10,7 @@
 //! re-adopts each running job whose process is still the one it started (same pid, same start
 //! time, same boot) and goes on enforcing; a job whose process vanished meanwhile is marked lost.
 
-use super::container::{ContainerHost, ContainerJob};
+use super::container::{self, ContainerHost, ContainerJob};
 use super::launch::{self, Identity, Launch};
 use super::mask::{fixed_environment, DeviceMask, JobFacts};
 use super::notice;
@@ -26,6 +26,7 @@ use crate::telemetry::Processes;
 use chrono::{DateTime, Utc};
 use lanes_types::booking::{Booking, BookingState};
 use lanes_types::coded::Coded;
+use lanes_types::container::ContainerFailure;
 use lanes_types::job::{EnvironmentBase, JobNote, JobState, StopReason};
 use lanes_types::notify::EventKind;
 use nix::sys::signal::{killpg, Signal};
@@ -721,7 +722,11 @@ impl Runner {
         now: DateTime<Utc>,
     ) -> Result<(), crate::store::StoreError> {
         if let Some(run) = job.log_dir.as_deref() {
+            // A notebook's directory has a tmpfs of its own (session.rs): taken away first.
+            session::uncap(&session::dir(&self.settings.notice_dir, run));
             notice::remove(&self.settings.notice_dir, run);
+            // A Docker job's variables were the client's to read at its start, no longer.
+            let _ = std::fs::remove_file(container::env_file_of(&self.settings.jobs_dir.join(run)));
         }
         let preempted =
             end.note.as_ref().and_then(JobNote::stop_reason) == Some(StopReason::Preempted);
@@ -1103,6 +1108,8 @@ impl Runner {
             header.push(prepared.line);
         }
         let (mut base, mut base_by_admin, mut who) = (base, base_by_admin, who);
+        let mut extra = job.env.clone();
+        let mut launch_cgroup = cgroup.clone();
         if let Some(spec) = job.container() {
             let env_names = (job.env.keys().cloned())
                 .chain(fixed.iter().map(|(name, _)| name.clone()))
@@ -1118,6 +1125,7 @@ impl Runner {
                 cwd: &cwd,
                 env_names,
                 cgroup: cgroup.as_ref().map(|c| c.path.as_str()),
+                run_dir: &self.settings.jobs_dir.join(&dir_name),
                 notice_dir: notice::run_dir(&self.settings.notice_dir, &dir_name)
                     .to_str()
                     .map(str::to_string),
@@ -1142,18 +1150,46 @@ impl Runner {
                     .map(|n| format!(", named {n}"))
                     .unwrap_or_default()
             ));
-            // A runtime that takes the container's variables by a prefix gets them so.
             let vars: Vec<(String, String)> = (job.env.clone().into_iter())
                 .chain(fixed.iter().cloned())
                 .collect();
-            fixed.extend(planned.passed(&vars));
-            argv = planned.argv;
+            argv = planned.argv.clone();
+            if let Some(file) = &planned.env_file {
+                // Docker's: the variables are data in a file the root client reads, and the
+                // client's own environment is Lanes' alone.
+                let written = container::env_file_text(&vars).and_then(|text| {
+                    container::write_env_file(file, &text).map_err(|e| ContainerFailure::Runtime {
+                        runtime: planned.runtime,
+                        said: format!("cannot write its variables' file: {e}"),
+                    })
+                });
+                if let Err(failure) = written {
+                    return Err((JobNote::Container { failure }, cgroup));
+                }
+                fixed.clear();
+                extra.clear();
+            } else {
+                // A runtime that takes the container's variables by a prefix gets them so.
+                fixed.extend(planned.passed(&vars));
+            }
             if planned.as_server {
                 // Docker's client talks to a root daemon: it runs as the server, from `/`, in
-                // a clean environment, with the command line Lanes alone built.
+                // a clean environment, with the command line Lanes alone built, in a leaf of
+                // the job's cgroup (the container's cgroup is another child of it).
                 who = Identity::server_root();
                 (base, base_by_admin) = (EnvironmentBase::Clean, false);
                 (cwd, required) = ("/".into(), true);
+                if let Some(c) = &cgroup {
+                    match c.client_leaf() {
+                        Ok(leaf) => launch_cgroup = Some(leaf),
+                        Err(e) => {
+                            return Err((
+                                said(&format!("cannot make the Docker client's cgroup: {e}")),
+                                cgroup,
+                            ))
+                        }
+                    }
+                }
             }
         }
         let plan = Launch {
@@ -1162,14 +1198,14 @@ impl Runner {
             cwd_required: required,
             base,
             base_by_admin,
-            extra: job.env.clone(),
+            extra,
             fixed,
             header,
             identity: who,
             log_dir: self.settings.jobs_dir.join(&dir_name),
             log_limit: self.settings.log_limit,
             keeper: self.settings.keeper.clone(),
-            cgroup: cgroup.clone(),
+            cgroup: launch_cgroup,
             profile_timeout: self.settings.profile_timeout,
         };
         // The login profile may take seconds: off the async workers.

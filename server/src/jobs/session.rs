@@ -57,6 +57,30 @@ done
 echo "lanes jupyter: Jupyter is not installed in your login environment (PATH=$PATH). Install it where your login profile finds it, for example: python3 -m pip install --user jupyterlab (or into the virtual environment your ~/.profile activates), then open the notebook again." >&2
 exit 127"#;
 
+/// What the member's session directory may hold, where the server can mount: a tmpfs of its
+/// own, so that a member writing there meets its limit and not the node's `/run` (where the
+/// notice directory is, and every daemon's runtime files). Jupyter keeps only its socket here.
+const DIR_LIMIT: &str = "size=1m,nr_inodes=64";
+
+/// Mounts the session directory's own small tmpfs, owned by `uid`:`gid`, mode 0700.
+fn cap(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    mount(
+        Some("lanes-session"),
+        dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some(format!("{DIR_LIMIT},mode=0700,uid={uid},gid={gid}").as_str()),
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// Takes a session directory's tmpfs away (lazily: a process still in it keeps it until it
+/// leaves), leaving the plain directory to be removed. Nothing when it has none.
+pub fn uncap(dir: &Path) {
+    let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
+}
+
 /// Makes the session's directory (the member's: `owner` is their uid and gid, `None` when
 /// the server runs jobs as itself) and token, and the command that starts it.
 pub fn prepare(
@@ -70,8 +94,16 @@ pub fn prepare(
 ) -> std::io::Result<Prepared> {
     let dir = dir(notice_dir, run);
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let mut limit = "its own account's (the server runs jobs as itself)".to_string();
     if let Some((uid, gid)) = owner {
         std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
+        limit = match cap(&dir, uid, gid) {
+            Ok(()) => "a 1 MiB tmpfs of its own".into(),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "a session's directory is not capped");
+                format!("not capped (its tmpfs could not be mounted: {e})")
+            }
+        };
     }
     let token = super::random_hex(24)?;
     let mut file = std::fs::OpenOptions::new()
@@ -107,7 +139,7 @@ pub fn prepare(
         argv,
         env: vec![("JUPYTER_TOKEN".into(), token)],
         line: format!(
-            "session: Jupyter at {} through the portal, listening on {}; idle kernels and an idle server end after {}",
+            "session: Jupyter at {} through the portal, listening on {} (its directory: {limit}); idle kernels and an idle server end after {}",
             session_path(job),
             socket.display(),
             humantime::format_duration(Duration::from_secs(idle_s))
@@ -156,6 +188,34 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
+        // Where the server can mount (root), the member's directory is a small tmpfs of its
+        // own: filling it stops at its limit, not at the node's /run.
+        if nix::unistd::geteuid().is_root() {
+            let (jobs, notices) = (root.path().join("jobs2"), root.path().join("notice2"));
+            let run = crate::jobs::new_run_dir(&jobs, "8").unwrap();
+            notice::prepare(&notices, &run).unwrap();
+            let prepared = prepare(
+                SessionKind::Jupyter,
+                &jobs,
+                &notices,
+                &run,
+                8,
+                Some((65534, 65534)),
+                Duration::from_secs(60),
+            )
+            .unwrap();
+            assert!(prepared.line.contains("1 MiB tmpfs"), "{}", prepared.line);
+            let fill = dir(&notices, &run).join("fill");
+            let written = std::fs::write(&fill, vec![0u8; 2 << 20]);
+            assert_eq!(
+                written.map_err(|e| e.raw_os_error()),
+                Err(Some(nix::libc::ENOSPC)),
+                "2 MiB into a 1 MiB directory"
+            );
+            uncap(&dir(&notices, &run));
+            notice::remove(&notices, &run);
+            assert!(!notice::run_dir(&notices, &run).exists(), "removed whole");
+        }
         // A token is made once per run: a second session in the same run is refused.
         assert!(prepare(
             SessionKind::Jupyter,

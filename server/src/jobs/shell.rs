@@ -21,6 +21,7 @@ use super::mask::{fixed_environment, DeviceMask, JobFacts};
 use super::notice;
 use super::wall::Wall;
 use crate::audit::AuditAction;
+use crate::runtime::limit::{Limiter, Rate, Slots};
 use crate::store::{AuditEntry, BookingFilter, JobProcess, NewShell, Store};
 use crate::telemetry::hub::Hub;
 use crate::telemetry::procinfo;
@@ -37,10 +38,22 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
-/// How long a caller has to send its one line.
-const REQUEST_WAIT: Duration = Duration::from_secs(5);
+/// How long a caller has to send its one line (`lanes shell` sends it at once).
+const REQUEST_WAIT: Duration = Duration::from_secs(2);
 /// The longest request line read.
 const REQUEST_MAX: u64 = 4096;
+/// Connections the door holds at once for one Unix account, and for all: the socket is open
+/// to every local account, so none of them may take the server's descriptors.
+const HELD_PER_UID: usize = 4;
+const HELD_IN_ALL: usize = 64;
+/// Shells one account may open: a burst, then one more every few seconds. Each is a job,
+/// audit lines, a cgroup and a run directory.
+const OPENS: Rate = Rate {
+    burst: 10,
+    every: Duration::from_secs(6),
+};
+/// Accounts whose opens are remembered at once.
+const OPENS_KEPT: usize = 4096;
 
 /// What the door needs of the node.
 pub struct ShellDoor {
@@ -81,7 +94,11 @@ impl ShellDoor {
         // Anyone may knock: who they are comes from the kernel, not from the file's mode.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
         tracing::info!(socket = %path.display(), "lanes shell: listening for members' shells");
-        let door = Arc::new(self);
+        let door = Arc::new(Door {
+            shell: self,
+            held: Arc::new(Slots::new(HELD_PER_UID, HELD_IN_ALL)),
+            opens: Limiter::new(OPENS, OPENS_KEPT),
+        });
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -90,8 +107,24 @@ impl ShellDoor {
                 };
                 match accepted {
                     Ok((stream, _)) => {
+                        // Who knocks is known at once; one beyond its account's share (or
+                        // the door's) is told so and closed, never held.
+                        let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
+                            continue;
+                        };
+                        let Some(held) = door.held.hold(uid) else {
+                            let busy = refused(format!(
+                                "too many lanes shell requests at once from uid {uid}; try \
+                                 again in a moment"
+                            ));
+                            let _ = stream.try_write(answer_line(&busy).as_bytes());
+                            continue;
+                        };
                         let door = door.clone();
-                        tokio::spawn(async move { door.answer(stream).await });
+                        tokio::spawn(async move {
+                            door.answer(stream, uid).await;
+                            drop(held);
+                        });
                     }
                     Err(e) => {
                         // Out of descriptors, most likely: wait a moment rather than spin.
@@ -107,8 +140,17 @@ impl ShellDoor {
         });
         Ok(())
     }
+}
 
-    async fn answer(&self, stream: UnixStream) {
+/// The door and what it keeps of its callers: connections held, and shells opened lately.
+struct Door {
+    shell: ShellDoor,
+    held: Arc<Slots<u32>>,
+    opens: Limiter<u32>,
+}
+
+impl Door {
+    async fn answer(&self, stream: UnixStream, uid: u32) {
         let peer = stream.peer_cred();
         let (read, mut write) = stream.into_split();
         let mut line = String::new();
@@ -116,13 +158,12 @@ impl ShellDoor {
         let read = tokio::time::timeout(REQUEST_WAIT, reader.read_line(&mut line)).await;
         let answer = match (peer, read) {
             (Err(e), _) => refused(format!("cannot tell who is asking: {e}")),
-            (_, Err(_)) => refused("no request within 5 s".into()),
+            (_, Err(_)) => refused(format!("no request within {} s", REQUEST_WAIT.as_secs())),
             (_, Ok(Err(e))) => refused(format!("cannot read the request: {e}")),
             (Ok(peer), Ok(Ok(_))) => match serde_json::from_str::<ShellRequest>(&line) {
                 Err(e) => refused(format!("not a request from lanes shell: {e}")),
-                Ok(request) => match (peer.uid(), peer.pid()) {
-                    (uid, Some(pid)) if pid > 0 => match self.open(uid, pid as u32, &request).await
-                    {
+                Ok(request) => match peer.pid() {
+                    Some(pid) if pid > 0 => match self.open(uid, pid as u32, &request).await {
                         Ok(joined) => ShellAnswer::Joined(joined),
                         Err(Refusal(message)) => {
                             tracing::info!(uid, pid, %message, "lanes shell: refused");
@@ -133,11 +174,34 @@ impl ShellDoor {
                 },
             },
         };
-        let mut text = serde_json::to_string(&answer).unwrap_or_default();
-        text.push('\n');
-        let _ = write.write_all(text.as_bytes()).await;
+        let _ = write.write_all(answer_line(&answer).as_bytes()).await;
     }
 
+    /// [`ShellDoor::open`], within the account's share of opens.
+    async fn open(
+        &self,
+        uid: u32,
+        pid: u32,
+        request: &ShellRequest,
+    ) -> Result<ShellJoined, Refusal> {
+        if let Err(wait) = self.opens.take(&uid, std::time::Instant::now()) {
+            return Err(Refusal(format!(
+                "too many shells opened lately from this account; try again in {} s",
+                wait.as_secs().max(1)
+            )));
+        }
+        self.shell.open(uid, pid, request).await
+    }
+}
+
+/// An answer as the one line the caller reads.
+fn answer_line(answer: &ShellAnswer) -> String {
+    let mut text = serde_json::to_string(answer).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+impl ShellDoor {
     /// Moves process `pid` of Unix user `uid` into the booking asked for and records it.
     async fn open(
         &self,
@@ -160,6 +224,12 @@ impl ShellDoor {
             procinfo::stat(pid).ok_or_else(|| Refusal("the asking process is gone".into()))?;
         if process_uid(pid) != Some(uid) {
             return Err(Refusal("the asking process is not the caller's".into()));
+        }
+        // One process joins one booking once: a shell already inside a job stays where it is.
+        if let Some(cgroup) = self.wall.cgroup_of(pid) {
+            return Err(Refusal(format!(
+                "this process is already inside a Lanes job ({cgroup}); leave that shell first"
+            )));
         }
         let inventory: Vec<_> = self.hub.local_gpus().into_iter().map(|g| g.info).collect();
         let mask = DeviceMask::for_cards(&booking.gpus, &self.node, &inventory)
@@ -284,8 +354,8 @@ impl ShellDoor {
                 .flatten()
                 .map_or(format!("uid {uid}"), |u| u.name);
             Refusal(format!(
-                "no Lanes member has the Unix account {name}: an admin gives it to yours \
-                 (lanes user update YOU --unix-user {name}, or the admin page)"
+                "no Lanes member has the Unix account {name}: an admin gives it to yours on \
+                 the Admin page (Users, \"Unix account for jobs\")"
             ))
         })
     }

@@ -357,7 +357,7 @@ pub struct ServeArgs {
     /// on this node, knowing them by the connecting process's uid [default:
     /// /run/lanes/shell.sock as root, else shell.sock in the data directory; an empty value
     /// turns shells off].
-    #[arg(long, env = "LANES_SHELL_SOCKET")]
+    #[arg(long, env = "LANES_SHELL_SOCKET", value_parser = path_or_nothing)]
     pub shell_socket: Option<PathBuf>,
     /// A session unused this long ends (e.g. 8h).
     #[arg(long, env = "LANES_SESSION_IDLE", default_value = "8h", value_parser = humantime::parse_duration)]
@@ -447,9 +447,32 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A path where an empty value is one too: it says "none" (clap's own refuses it as missing).
+fn path_or_nothing(s: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_shell_socket_flag_turns_shells_off() {
+        use clap::FromArgMatches;
+        let parsed = |argv: &[&str]| {
+            let matches = serve_command().try_get_matches_from(argv).unwrap();
+            ServeArgs::from_arg_matches(&matches).unwrap().shell_socket
+        };
+        assert_eq!(
+            parsed(&["serve", "--shell-socket", ""]),
+            Some(PathBuf::new())
+        );
+        assert_eq!(parsed(&["serve", "--shell-socket="]), Some(PathBuf::new()));
+        assert_eq!(
+            parsed(&["serve", "--shell-socket", "/run/x.sock"]),
+            Some(PathBuf::from("/run/x.sock"))
+        );
+    }
 
     #[test]
     fn intervals_take_human_units_within_bounds() {

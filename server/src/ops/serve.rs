@@ -647,6 +647,7 @@ impl Application {
             clock: config.clock.clone(),
             has_accounts: Arc::default(),
             own_url: Arc::new(own_url),
+            anonymous: Arc::default(),
         };
         Ok(Self {
             listener,

@@ -91,8 +91,14 @@ impl Sessions<'_> {
 /// What counting an attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttemptStart {
-    /// Counted (as a failure until it ends otherwise); check the password.
-    Counted { id: i64, address_failures: u64 },
+    /// Counted (as a failure until it ends otherwise); check the password. With the failures
+    /// within the window from this address (over all accounts) and of this account (from
+    /// every address).
+    Counted {
+        id: i64,
+        address_failures: u64,
+        account_failures: u64,
+    },
     /// Locked for this long; nothing was counted.
     Locked(Duration),
 }
@@ -166,6 +172,7 @@ impl Sessions<'_> {
         Ok(AttemptStart::Counted {
             id,
             address_failures: address_failures.max(0) as u64,
+            account_failures: rows.len() as u64,
         })
     }
 

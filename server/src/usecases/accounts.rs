@@ -84,6 +84,7 @@ pub async fn log_in(
         AttemptStart::Counted {
             id,
             address_failures,
+            ..
         } => (id, address_failures),
         AttemptStart::Locked(wait) => {
             return Err(UseCaseError::Locked {

@@ -316,6 +316,12 @@ pub async fn finish_browser_sign_in(
     } = back;
     let directory = directory_of(directory)?;
     let provider = provider_of(Some(directory))?;
+    // Another browser's callback (or a forged one) must not use up this browser's sign-in.
+    if cookie_state != Some(state) {
+        return Err(UseCaseError::BadRequest(
+            "this sign-in was started in another browser; start again here".into(),
+        ));
+    }
     // Taken before anything else, so the same state never works twice.
     let flow = store
         .directory()
@@ -326,11 +332,6 @@ pub async fn finish_browser_sign_in(
             "this sign-in was used already or has expired; start again".into(),
         ));
     };
-    if cookie_state != Some(state) {
-        return Err(UseCaseError::BadRequest(
-            "this sign-in was started in another browser; start again here".into(),
-        ));
-    }
     let flow: BrowserFlow =
         serde_json::from_str(&flow).map_err(|e| UseCaseError::Internal(e.to_string()))?;
     let person = provider.finish(code, &flow, now).await?;
@@ -448,7 +449,8 @@ fn normalize_code(code: &str) -> String {
         .collect()
 }
 
-/// Exchanges a one-time code for an API token. Guesses count as failed logins of the address.
+/// Exchanges a one-time code for an API token. Guesses count as failed logins of the address,
+/// which lock that address alone ([`session::LockoutRules::terminal_codes`]).
 pub async fn redeem_terminal_code(
     store: &Store,
     code: &str,
@@ -462,13 +464,23 @@ pub async fn redeem_terminal_code(
         ));
     }
     let address = client.to_string();
-    let rules = session::LockoutRules::default();
+    let rules = session::LockoutRules::terminal_codes();
     let attempt = match store
         .sessions()
         .begin_login_attempt("(terminal code)", &address, &rules, now)
         .await?
     {
-        crate::store::AttemptStart::Counted { id, .. } => id,
+        crate::store::AttemptStart::Counted {
+            id,
+            account_failures,
+            ..
+        } => {
+            let delay = rules.everyone_delay(account_failures);
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            id
+        }
         crate::store::AttemptStart::Locked(wait) => {
             return Err(UseCaseError::Locked {
                 retry_after_secs: wait.num_seconds().max(1) as u64,

@@ -139,6 +139,19 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
         .and_then(|mut f| f.write_all(text.as_bytes()))
 }
 
+/// The cgroups directly below cgroup directory `dir` (never through a link).
+fn child_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Makes `dir` (one level; its parent must exist) unless it exists.
 fn make_dir(dir: &Path) -> std::io::Result<()> {
     match std::fs::create_dir(dir) {
@@ -482,13 +495,41 @@ impl JobCgroup {
         Ok(())
     }
 
-    /// Every process in the cgroup now.
+    /// Every process in the cgroup now, and in its children (on v2: Docker's client in its
+    /// leaf, a Docker job's container in a child).
     pub fn pids(&self) -> Vec<u32> {
-        std::fs::read_to_string(self.dirs[0].join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        let mut pids = Vec::new();
+        let mut dirs = vec![self.dirs[0].clone()];
+        while let Some(dir) = dirs.pop() {
+            pids.extend(
+                std::fs::read_to_string(dir.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse::<u32>().ok()),
+            );
+            if self.version == 2 {
+                dirs.extend(child_dirs(&dir));
+            }
+        }
+        pids
+    }
+
+    /// A leaf below the job's cgroup for Docker's client (v2): the kernel lets a cgroup that
+    /// holds processes have no children with controllers, so the client stays out of the
+    /// job's own directory, where the container's cgroup goes. Still behind the wall (its
+    /// device filter holds for every descendant), still the job's (killed, signalled and
+    /// counted with it).
+    pub fn client_leaf(&self) -> std::io::Result<JobCgroup> {
+        if self.version != 2 {
+            return Ok(self.clone());
+        }
+        let leaf = self.dirs[0].join("client");
+        make_dir(&leaf)?;
+        Ok(JobCgroup {
+            path: format!("{}/client", self.path),
+            dirs: vec![leaf],
+            version: 2,
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -556,6 +597,18 @@ impl JobCgroup {
     /// Removes the cgroup's directories (once it is empty; the kernel refuses before).
     pub fn remove(&self) -> std::io::Result<()> {
         let mut result = Ok(());
+        if self.version == 2 {
+            // Children first, deepest first (Docker's client leaf, a container's).
+            let mut found = Vec::new();
+            let mut dirs = child_dirs(&self.dirs[0]);
+            while let Some(dir) = dirs.pop() {
+                dirs.extend(child_dirs(&dir));
+                found.push(dir);
+            }
+            for dir in found.iter().rev() {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
         for dir in &self.dirs {
             match std::fs::remove_dir(dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => result = Err(e),
