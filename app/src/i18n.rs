@@ -132,6 +132,7 @@ pub fn job_note_in(
             exit_unknown: true,
         } => td_string!(locale, job_note.stopped_exit_unknown, reason = reason(*r)),
         JobNote::ExitUnknown => td_string!(locale, job_note.exit_unknown).into(),
+        JobNote::ShellLeft => td_string!(locale, job_note.shell_left).into(),
         JobNote::KilledBySignal => td_string!(locale, job_note.killed_by_signal).into(),
         JobNote::Requeued {
             at,

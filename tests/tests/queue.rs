@@ -296,6 +296,44 @@ async fn the_concurrent_gpu_quota_holds_queued_jobs_back_but_not_others() {
     app.stop().await;
 }
 
+// Issue 69, item 4: a job its member's own limit could never let start is refused at once,
+// naming the limit, in the queue's forecast as at submit; nothing waits forever.
+#[tokio::test]
+async fn a_queue_job_wider_than_its_members_limit_is_refused_and_never_waits() {
+    let app = TestApp::spawn(3).await;
+    let owner = member(&app).await;
+    let admin = app.client_with(&app.sign_up("boss", Role::Admin).await);
+    let quotas = Quotas {
+        default: Quota {
+            max_gpus: Some(2),
+            ..Quota::default()
+        },
+        ..Quotas::default()
+    };
+    admin.save_quotas(&quotas).await.unwrap();
+    let (status, body) = refusal(owner.client().enqueue(&work(3, 600, &["true"])).await);
+    assert_eq!(status, 422, "{body:?}");
+    assert!(
+        body.message.contains("your limit is 2 GPUs at once")
+            && body.message.contains("a job of 3 GPUs could never start"),
+        "{body:?}"
+    );
+    let forecast = owner
+        .client()
+        .forecast_start(&lanes_types::queue::ForecastRequest {
+            gpus: 3,
+            time_limit_s: Some(600),
+            min_memory_bytes: None,
+        })
+        .await;
+    assert_eq!(refused(forecast), 422);
+    assert!(queue(&owner).await.jobs.is_empty());
+    // Within the limit, it queues as ever.
+    let fits = submit(&owner, work(2, 600, &["sleep", "600"])).await;
+    cancel(&owner, fits.id).await.unwrap();
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn bad_submissions_are_refused_with_a_reason_and_nothing_is_queued() {
     let app = TestApp::spawn(2).await;

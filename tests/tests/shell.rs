@@ -12,7 +12,7 @@ use lanes_tests::{
     Session, TestApp,
 };
 use lanes_types::enforcement::Policy;
-use lanes_types::job::JobState;
+use lanes_types::job::{JobNote, JobState, Standing};
 use lanes_types::queue::{QueueSettings, QueueState, SubmitJob};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -229,6 +229,9 @@ async fn a_members_shell_lives_in_their_booking_and_dies_with_it() {
     .await;
     assert_eq!(second.state, JobState::Exited, "{second:?}");
     assert!(second.is_shell());
+    // Issue 69, item 3: left, which is how a shell ends, never "failed" nor "re-adopted".
+    assert_eq!(second.note, Some(JobNote::ShellLeft), "{second:?}");
+    assert_eq!(second.standing(), Standing::Completed, "{second:?}");
     assert!(alive(child), "the first shell's sleeper lives on");
 
     // The booking is given back: the shell and its sleeper end with it.

@@ -206,6 +206,9 @@ pub enum JobNote {
     },
     /// Re-adopted after a restart; its exit status is unknown.
     ExitUnknown,
+    /// A member's shell (`lanes shell`) that they left: its exit status is their terminal's,
+    /// and leaving is no failure.
+    ShellLeft,
     /// Ended by a signal Lanes did not send.
     KilledBySignal,
     /// Its lent cards were taken back at `at`, or it made way for a job that had received less
@@ -367,6 +370,7 @@ impl std::fmt::Display for JobNote {
             JobNote::ExitUnknown => {
                 f.write_str("exit status unknown: re-adopted after a server restart")
             }
+            JobNote::ShellLeft => f.write_str("the shell was left"),
             JobNote::KilledBySignal => f.write_str("killed by a signal"),
             JobNote::Requeued {
                 at,
@@ -502,6 +506,8 @@ impl Job {
             JobState::Queued => Standing::Queued,
             JobState::Running => Standing::Running,
             JobState::Exited if self.exit_code == Some(0) => Standing::Completed,
+            // Leaving one's shell is how a shell ends.
+            JobState::Exited if self.note == Some(JobNote::ShellLeft) => Standing::Completed,
             JobState::Exited | JobState::Failed => Standing::Failed,
             JobState::Killed => Standing::Killed,
             JobState::Cancelled => Standing::Cancelled,

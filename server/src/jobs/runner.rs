@@ -573,7 +573,7 @@ impl Runner {
                             // A member's shell that ended before it was first looked at was
                             // left (`exit`), not lost: Lanes never had its status.
                             let end = if job.job.is_shell() {
-                                ended(JobState::Exited, None, None, Some(JobNote::ExitUnknown))
+                                ended(JobState::Exited, None, None, Some(JobNote::ShellLeft))
                             } else {
                                 ended(JobState::Lost, None, None, Some(JobNote::Vanished))
                             };
@@ -827,9 +827,12 @@ impl Runner {
                 "how": how,
             }),
         );
-        // A member who leaves their own shell was there: nothing to tell them.
-        let left_own_shell = job.job.is_shell() && end.note == Some(JobNote::ExitUnknown);
-        if let Some(kind) = personal_end(end).filter(|_| !left_own_shell) {
+        // A member who leaves their own shell was there: nothing to tell them, and nothing
+        // for the lab either (a shell's end is no news).
+        if end.note == Some(JobNote::ShellLeft) {
+            return Ok(());
+        }
+        if let Some(kind) = personal_end(end) {
             notice = notice.to(job.job.user_id, kind);
         }
         self.notifier.send(notice);
@@ -1335,10 +1338,16 @@ fn exited(job: &mut Watched) -> Option<JobEnd> {
             if same_process_alive(process, &process.boot_id) {
                 return None;
             }
-            // Whoever reaped it has its exit status; say what we know.
+            // Whoever reaped it has its exit status; say what we know. A shell is always
+            // adopted (the member's own process joined): it was left, not lost.
+            let left = if job.record.job.is_shell() {
+                JobNote::ShellLeft
+            } else {
+                JobNote::ExitUnknown
+            };
             Some(match stopped(true) {
                 Some(note) => ended(JobState::Killed, None, None, Some(note)),
-                None => ended(JobState::Exited, None, None, Some(JobNote::ExitUnknown)),
+                None => ended(JobState::Exited, None, None, Some(left)),
             })
         }
     }

@@ -281,7 +281,38 @@ pub fn queue_limit(
             with_memory: min_memory > 0,
         }));
     }
+    // A job runs on one node: wider than every node, it would wait forever.
+    let mut by_node: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for g in cards
+        .iter()
+        .filter(|g| g.info.memory_total_bytes >= min_memory)
+    {
+        *by_node.entry(g.info.node.as_str()).or_default() += 1;
+    }
+    let largest = by_node.values().copied().max().unwrap_or(0);
+    if gpus as usize > largest {
+        return Err(UseCaseError::Unprocessable(Said::QueueNode {
+            largest,
+            with_memory: min_memory > 0,
+        }));
+    }
     Ok(limit)
+}
+
+/// Refuses a queue job wider than its member's limit of cards at once (their own, else the
+/// default): the queue would keep it waiting forever.
+pub(super) async fn within_own_limit(
+    store: &Store,
+    user: &User,
+    gpus: u32,
+) -> Result<(), UseCaseError> {
+    let quotas = store.quotas().list().await?;
+    let groups = store.accounts().groups_of(user.id).await?;
+    let limits = crate::bookings::quota::personal_limits(&quotas, &user.username, &groups);
+    match limits.max_gpus {
+        Some(max) if gpus > max => Err(UseCaseError::Unprocessable(Said::QueueQuota { gpus, max })),
+        _ => Ok(()),
+    }
 }
 
 /// Queues a command for `gpus` cards of the pool (`cards`, as the hub sees them) for up to its
@@ -315,6 +346,7 @@ pub async fn submit_to_queue(
         request.min_memory_bytes,
         cards,
     )?;
+    within_own_limit(store, user, request.gpus).await?;
     let queued = QueueRequest {
         gpus: request.gpus,
         time_limit_s: limit,
@@ -387,4 +419,67 @@ pub async fn cancel(
         return Err(UseCaseError::Unprocessable(Said::JobOver));
     }
     visible(store, user, id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lanes_types::{GpuInfo, Health};
+
+    fn card(node: &str, index: u32, memory: u64) -> GpuState {
+        GpuState {
+            info: GpuInfo {
+                node: node.into(),
+                uuid: format!("GPU-{node}-{index}"),
+                index,
+                name: "Simulated H100".into(),
+                pci_bus_id: String::new(),
+                memory_total_bytes: memory,
+            },
+            health: Health::Ok,
+            sample: None,
+            processes: Vec::new(),
+            idle_booking: None,
+            unmanaged: false,
+            condition: Default::default(),
+            counters: None,
+        }
+    }
+
+    #[test]
+    fn a_queue_job_wider_than_every_node_is_refused_naming_the_largest() {
+        let settings = QueueSettings::default();
+        // Eight cards in all, but no node has more than four (two of them large).
+        let mut cards: Vec<GpuState> = (0..4).map(|i| card("a", i, 80 << 30)).collect();
+        cards.extend((0..4).map(|i| card("b", i, if i < 2 { 80 << 30 } else { 40 << 30 })));
+        assert!(queue_limit(&settings, 4, Some(60), None, &cards).is_ok());
+        let refused = queue_limit(&settings, 6, Some(60), None, &cards).unwrap_err();
+        assert!(
+            matches!(
+                &refused,
+                UseCaseError::Unprocessable(Said::QueueNode {
+                    largest: 4,
+                    with_memory: false
+                })
+            ),
+            "{refused:?}"
+        );
+        assert!(
+            refused.to_string().contains("the largest node has 4"),
+            "{refused}"
+        );
+        // With a memory floor, only the cards that have it count, node by node.
+        let refused = queue_limit(&settings, 5, Some(60), Some(80 << 30), &cards).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                UseCaseError::Unprocessable(Said::QueueNode {
+                    largest: 4,
+                    with_memory: true
+                })
+            ),
+            "{refused:?}"
+        );
+        assert!(queue_limit(&settings, 4, Some(60), Some(80 << 30), &cards).is_ok());
+    }
 }

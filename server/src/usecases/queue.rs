@@ -30,6 +30,7 @@ pub async fn forecast(
         request.min_memory_bytes,
         cards,
     )?;
+    super::jobs::within_own_limit(store, user, request.gpus).await?;
     let min_memory = request.min_memory_bytes.unwrap_or(0);
     let f = queue
         .forecast(user.id, request.gpus, limit, min_memory, now)

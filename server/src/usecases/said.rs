@@ -32,6 +32,16 @@ pub enum Said {
         eligible: usize,
         with_memory: bool,
     },
+    /// A queue job wider than the largest node (a job's cards are all on one node).
+    QueueNode {
+        largest: usize,
+        with_memory: bool,
+    },
+    /// A queue job wider than its member's limit of cards at once: it could never start.
+    QueueQuota {
+        gpus: u32,
+        max: u32,
+    },
     /// A queue job's time limit beyond the admins' maximum.
     TimeLimit {
         max_s: i64,
@@ -101,6 +111,17 @@ impl Said {
                 eligible,
                 with_memory: true,
             } => td_string!(locale, api.said.queue_gpus_memory, max = *eligible),
+            Said::QueueNode {
+                largest,
+                with_memory: false,
+            } => td_string!(locale, api.said.queue_node, max = *largest),
+            Said::QueueNode {
+                largest,
+                with_memory: true,
+            } => td_string!(locale, api.said.queue_node_memory, max = *largest),
+            Said::QueueQuota { gpus, max } => {
+                td_string!(locale, api.said.queue_quota, gpus = *gpus, max = *max)
+            }
             Said::TimeLimit { max_s } => {
                 td_string!(locale, api.said.time_limit, max = duration(*max_s))
             }
