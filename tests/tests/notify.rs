@@ -404,7 +404,6 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
         .save_notify_settings(&settings)
         .await
         .unwrap();
-    // A private webhook is refused at delivery unless the lab allows it.
     let mut prefs = NotifyPrefs {
         webhook_url: Some(hook.clone()),
         ..Default::default()
@@ -416,6 +415,24 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
             webhook: true,
         },
     );
+    // Issue 69, item 13: a private webhook the lab does not allow is refused when saved, with
+    // the reason its test gives, not saved to be suppressed later; nothing is stored.
+    let refusal = ada
+        .client()
+        .save_my_notifications(&prefs)
+        .await
+        .unwrap_err();
+    assert_eq!(refusal.status().map(|s| s.as_u16()), Some(422), "{refusal}");
+    assert!(refusal.to_string().contains("private network"), "{refusal}");
+    let view = ada.client().my_notifications().await.unwrap();
+    assert_eq!(view.prefs.webhook_url, None);
+    // Allowed by the lab, it is saved.
+    settings.allow_private_webhooks = true;
+    admin
+        .client()
+        .save_notify_settings(&settings)
+        .await
+        .unwrap();
     ada.client().save_my_notifications(&prefs).await.unwrap();
     // A required event cannot be turned off.
     let mut off = prefs.clone();
@@ -446,7 +463,14 @@ async fn choices_route_messages_and_the_lab_sets_what_may_not_be_turned_off() {
     }
     assert_eq!(ada.client().my_notifications().await.unwrap().prefs, prefs);
 
-    // A job that fails goes to ada's webhook only (her choice): private, so suppressed.
+    // The lab stops allowing private webhooks: a job that fails goes to ada's webhook only
+    // (her choice), which is private now, so suppressed.
+    settings.allow_private_webhooks = false;
+    admin
+        .client()
+        .save_notify_settings(&settings)
+        .await
+        .unwrap();
     let card = cards(&app).await[0].info.uuid.clone();
     let booking = ada.book(&[card], 600).await;
     let job = ada.submit(booking.id, &["/nonexistent-program"]).await;

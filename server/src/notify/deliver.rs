@@ -575,6 +575,19 @@ pub fn zone(mine: Option<&str>, lab: &str) -> chrono_tz::Tz {
 
 /// Refuses a member's webhook whose host is this machine or a private network: from the server
 /// it would reach services members cannot (admins may allow it in the settings).
+/// Why a member's webhook URL cannot be saved where the lab allows no private webhooks: the
+/// reason its test and its delivery would give. A host that does not resolve now is no reason
+/// (it may later); one that resolves to this machine or a private network is.
+pub async fn member_url_refused(url: &str, allow_private: bool) -> Option<String> {
+    if allow_private {
+        return None;
+    }
+    match refuse_private(url).await {
+        Err(Undelivered::Drop(why) | Undelivered::Refused(why)) => Some(why),
+        Err(Undelivered::Retry(_)) | Ok(()) => None,
+    }
+}
+
 async fn refuse_private(url: &str) -> Result<(), Undelivered> {
     let parsed = reqwest::Url::parse(url)
         .map_err(|_| Undelivered::Drop("the webhook URL is not a URL".into()))?;

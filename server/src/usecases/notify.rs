@@ -122,6 +122,14 @@ pub async fn save_prefs(
         known_zone(zone)?;
     }
     let settings = store.notifications().settings().await?;
+    // Saved only where it can be delivered: its test would refuse it for the same reason.
+    if let Some(url) = &prefs.webhook_url {
+        if let Some(why) =
+            crate::notify::deliver::member_url_refused(url, settings.allow_private_webhooks).await
+        {
+            return Err(UseCaseError::Unprocessable(why.into()));
+        }
+    }
     for (kind, channels) in &prefs.events {
         let rule = settings.rule(*kind);
         if rule.required
