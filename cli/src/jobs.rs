@@ -571,11 +571,17 @@ pub async fn logs(args: LogsArgs) -> Result<ExitCode> {
 pub async fn cancel(args: crate::bookings::IdArgs) -> Result<()> {
     let client = config::client()?;
     let job = client.cancel_job(args.id).await?;
-    report(
-        &args.common,
-        &job,
-        &format!("Job {} {}", job.id, job.standing().as_str()),
-    );
+    // A running job is stopped by its node's runner, with its grace: the answer comes first.
+    let said = if job.state.is_over() {
+        format!("Job {} {}", job.id, job.standing().as_str())
+    } else {
+        format!(
+            "Job {} is being stopped: SIGTERM now, SIGKILL after its grace period \
+             (`lanes jobs` shows when it has ended)",
+            job.id
+        )
+    };
+    report(&args.common, &job, &said);
     Ok(())
 }
 

@@ -592,6 +592,30 @@ async fn a_submitted_job_followed_from_the_shell_exits_with_the_jobs_status() {
     );
     let cancelled: serde_json::Value = shell.json(&["cancel-job", &id.to_string()]).await;
     assert_eq!(cancelled["state"], "cancelled");
+    // Issue 69, item 15: a running job asked to stop is said to be stopping, not "running".
+    let running: lanes_types::job::Job = shell
+        .json(&["submit", "--booking", &booking_id, "--", "sleep", "600"])
+        .await;
+    let id = running.id.to_string();
+    wait_until(Duration::from_secs(10), "the job runs", || async {
+        let jobs: Vec<lanes_types::job::Job> = shell.json(&["jobs"]).await;
+        jobs.into_iter()
+            .any(|j| j.id == running.id && j.state == lanes_types::job::JobState::Running)
+            .then_some(())
+    })
+    .await;
+    let out = shell.lanes(&["cancel-job", &id]).await;
+    assert!(out.status.success(), "{out:?}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains(&format!("Job {id} is being stopped")),
+        "{said}"
+    );
+    assert!(!said.contains("running"), "{said}");
     app.stop().await;
 }
 
