@@ -250,10 +250,10 @@ async fn under_floods_of_the_shell_socket_sign_in_starts_and_codes_bookings_stay
         peak_rss >> 20
     );
     assert!(latencies.len() >= 20, "only {} bookings", latencies.len());
-    // Within 100 ms at the 99th percentile, or, on a machine already busier than that, within
-    // three times what bookings took there before the floods. (Before the fixes the floods
-    // alone took it from 15 ms to 921 ms.)
-    let bound = Duration::from_millis(100).max(quiet * 3);
+    // Within 100 ms at the 99th percentile, or, on a machine already busier than that (other
+    // suites beside this one), within five times what bookings took there before the floods.
+    // Before the fixes the floods alone took it from 15 ms to 921 ms, sixty times.
+    let bound = Duration::from_millis(100).max(quiet * 5);
     assert!(
         flooded < bound,
         "booking p99 {flooded:?} under the floods, {quiet:?} before"
