@@ -109,9 +109,10 @@ impl ShellDoor {
                     Ok((stream, _)) => {
                         // Who knocks is known at once; one beyond its account's share (or
                         // the door's) is told so and closed, never held.
-                        let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
+                        let Ok(peer) = stream.peer_cred() else {
                             continue;
                         };
+                        let uid = peer.uid();
                         let Some(held) = door.held.hold(uid) else {
                             let busy = refused(format!(
                                 "too many lanes shell requests at once from uid {uid}; try \
@@ -122,7 +123,7 @@ impl ShellDoor {
                         };
                         let door = door.clone();
                         tokio::spawn(async move {
-                            door.answer(stream, uid).await;
+                            door.answer(stream, peer).await;
                             drop(held);
                         });
                     }
@@ -150,17 +151,17 @@ struct Door {
 }
 
 impl Door {
-    async fn answer(&self, stream: UnixStream, uid: u32) {
-        let peer = stream.peer_cred();
+    /// Answers the one request on `stream`, from `peer` as the kernel told it at accept.
+    async fn answer(&self, stream: UnixStream, peer: tokio::net::unix::UCred) {
+        let uid = peer.uid();
         let (read, mut write) = stream.into_split();
         let mut line = String::new();
         let mut reader = tokio::io::BufReader::new(read.take(REQUEST_MAX));
         let read = tokio::time::timeout(REQUEST_WAIT, reader.read_line(&mut line)).await;
-        let answer = match (peer, read) {
-            (Err(e), _) => refused(format!("cannot tell who is asking: {e}")),
-            (_, Err(_)) => refused(format!("no request within {} s", REQUEST_WAIT.as_secs())),
-            (_, Ok(Err(e))) => refused(format!("cannot read the request: {e}")),
-            (Ok(peer), Ok(Ok(_))) => match serde_json::from_str::<ShellRequest>(&line) {
+        let answer = match read {
+            Err(_) => refused(format!("no request within {} s", REQUEST_WAIT.as_secs())),
+            Ok(Err(e)) => refused(format!("cannot read the request: {e}")),
+            Ok(Ok(_)) => match serde_json::from_str::<ShellRequest>(&line) {
                 Err(e) => refused(format!("not a request from lanes shell: {e}")),
                 Ok(request) => match peer.pid() {
                     Some(pid) if pid > 0 => match self.open(uid, pid as u32, &request).await {
